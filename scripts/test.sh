@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test: first in a normal
+# (RelWithDebInfo, warnings as errors) build in build/, then in an
+# AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/.
+#   scripts/test.sh            both builds
+#   scripts/test.sh --quick    the normal build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+jobs=$(nproc)
+
+./scripts/install-deps.sh
+
+if command -v clang-format >/dev/null; then
+  unformatted=$(git ls-files '*.cc' '*.h' 2>/dev/null | xargs -r clang-format --dry-run 2>&1 | grep -c "warning:" || true)
+  if [ "$unformatted" != "0" ]; then
+    echo "test.sh: clang-format would change $unformatted places; run: git ls-files '*.cc' '*.h' | xargs clang-format -i" >&2
+    exit 1
+  fi
+fi
+
+run_suite() {
+  local dir=$1; shift
+  echo "=== configure $dir ($*)"
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  echo "=== build $dir"
+  cmake --build "$dir" -j "$jobs"
+  echo "=== test $dir"
+  (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 300)
+}
+
+run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPU_AGENT_WERROR=ON
+if [ "$quick" -eq 0 ]; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DGPU_AGENT_SANITIZE=ON
+fi
+echo "test.sh: all tests passed"

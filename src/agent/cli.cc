@@ -1,0 +1,170 @@
+#include "agent/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "agent/commands.h"
+#include "agent/config_schema.h"
+#include "agent/version.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/text.h"
+
+namespace gpu_agent {
+namespace {
+
+// Flags shared by every subcommand that reads the config.
+struct ConfigFlags {
+  std::string config_file;
+  CLI::Option* config_option = nullptr;
+  std::map<std::string, std::string> raw;  // setting key -> text
+  std::map<std::string, CLI::Option*> options;
+};
+
+void AddConfigFlags(CLI::App* cmd, ConfigFlags* flags) {
+  flags->config_option =
+      cmd->add_option("--config,--config-file", flags->config_file,
+                      "YAML config file (env CONFIG_FILE); NVIDIA device-plugin files load as is");
+  for (const Setting& s : Settings()) {
+    if (s.flag.empty()) continue;
+    const std::string name = StrCat("--", s.flag);
+    std::string help(s.help);
+    if (!s.env.empty()) StrAppend(&help, " (env ", s.env, ")");
+    if (!s.choices.empty()) {
+      StrAppend(&help, " [");
+      for (size_t i = 0; i < s.choices.size(); ++i) {
+        StrAppend(&help, i ? "|" : "", s.choices[i]);
+      }
+      StrAppend(&help, "]");
+    }
+    std::string& target = flags->raw[std::string(s.key)];
+    CLI::Option* opt = s.kind == SettingKind::kBool
+                           ? cmd->add_flag(StrCat(name, "{true}"), target, help)
+                           : cmd->add_option(name, target, help);
+    if (s.key == "apiServer.proxy") {
+      // --proxy alone means the kubectl proxy default address.
+      opt->expected(0, 1)->default_str("http://127.0.0.1:8001");
+    }
+    flags->options[std::string(s.key)] = opt;
+  }
+  // Mutually exclusive connection choices, caught at parse time.
+  auto* proxy = flags->options["apiServer.proxy"];
+  proxy->excludes(flags->options["apiServer.server"]);
+  proxy->excludes(flags->options["apiServer.kubeconfig"]);
+  proxy->excludes(flags->options["apiServer.context"]);
+  flags->options["apiServer.insecureSkipTLSVerify"]->excludes(
+      flags->options["apiServer.certificateAuthority"]);
+}
+
+ConfigRequest BuildRequest(const ConfigFlags& flags) {
+  ConfigRequest req;
+  if (flags.config_option->count() > 0) {
+    req.file = flags.config_file;
+    req.file_origin = "flag --config";
+  } else if (auto env = req.env("CONFIG_FILE"); env && !env->empty()) {
+    req.file = *env;
+    req.file_origin = "env CONFIG_FILE";
+  }
+  for (const auto& [key, opt] : flags.options) {
+    if (opt->count() == 0) continue;
+    std::string value = flags.raw.at(key);
+    if (key == "apiServer.proxy" && value.empty()) value = "http://127.0.0.1:8001";
+    req.flags.emplace_back(key, value);
+  }
+  return req;
+}
+
+// Applies the log settings of a loaded config (stderr, level, format).
+void ApplyLogging(const Config& c) {
+  SetLogOptions(ParseLogLevel(c.log.level).value_or(LogLevel::kInfo),
+                ParseLogFormat(c.log.format).value_or(LogFormat::kText));
+}
+
+absl::StatusOr<LoadedConfig> Load(const ConfigRequest& req) {
+  absl::StatusOr<LoadedConfig> loaded = LoadConfig(req);
+  if (loaded.ok()) ApplyLogging(loaded->config);
+  return loaded;
+}
+
+int ReportConfigError(const absl::Status& s) {
+  std::fprintf(stderr, "gpu-agent: config error: %s\n", std::string(s.message()).c_str());
+  return kExitUsage;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App app(
+      "gpu-agent makes a node's NVIDIA GPUs schedulable in Kubernetes: as a kubelet device "
+      "plugin (plugin mode) or by writing Node capacity (static mode).",
+      "gpu-agent");
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  CLI::App* run = app.add_subcommand("run", "run the agent (mode from the config or --mode)");
+  ConfigFlags run_flags;
+  AddConfigFlags(run, &run_flags);
+
+  CLI::App* devices = app.add_subcommand("devices", "list the GPUs NVML reports");
+  ConfigFlags devices_flags;
+  AddConfigFlags(devices, &devices_flags);
+  std::string output = "table";
+  devices->add_option("-o,--output", output, "output format")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
+
+  CLI::App* config =
+      app.add_subcommand("config", "print the effective config and where each value came from");
+  ConfigFlags config_flags;
+  AddConfigFlags(config, &config_flags);
+
+  CLI::App* version = app.add_subcommand("version", "print the version");
+
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::string msg = StrCat("gpu-agent: unknown subcommand \"", argv[1], "\" (one of ",
+                               StrJoin(names, ", "), ")");
+      if (std::string near = ClosestMatch(argv[1], names); !near.empty()) {
+        StrAppend(&msg, "; did you mean \"", near, "\"?");
+      }
+      std::fprintf(stderr, "%s\n", msg.c_str());
+      return kExitUsage;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  if (version->parsed()) {
+    std::printf("gpu-agent %s\n", kVersion);
+    return kExitOk;
+  }
+  if (devices->parsed()) {
+    ConfigRequest req = BuildRequest(devices_flags);
+    absl::StatusOr<LoadedConfig> loaded = Load(req);
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return DevicesCommand(*loaded, output);
+  }
+  if (config->parsed()) {
+    ConfigRequest req = BuildRequest(config_flags);
+    absl::StatusOr<LoadedConfig> loaded = Load(req);
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return ConfigCommand(*loaded);
+  }
+  ConfigRequest req = BuildRequest(run_flags);
+  absl::StatusOr<LoadedConfig> loaded = Load(req);
+  if (!loaded.ok()) return ReportConfigError(loaded.status());
+  return RunCommand(req, *std::move(loaded));
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,98 @@
+// The agent's effective configuration: NVIDIA device-plugin compatible keys
+// (`version: v1`, `flags:`, `sharing:`) plus the agent's own. Plain data;
+// config_loader.h fills it from defaults, file, env and flags.
+#ifndef GPU_AGENT_AGENT_CONFIG_H_
+#define GPU_AGENT_AGENT_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "base/duration.h"
+
+namespace gpu_agent {
+
+struct TimeSlicingResource {
+  std::string name;  // resource the replicas apply to, e.g. nvidia.com/gpu
+  int replicas = 0;
+  std::string rename;  // optional: advertise under this name instead
+  // Which GPUs are shared: "all" (default), a count, or indexes/UUIDs.
+  std::vector<std::string> devices;
+};
+
+struct Config {
+  std::string version = "v1";
+  std::string mode = "plugin";  // plugin | static
+  std::string resource_name = "nvidia.com/gpu";
+  std::string node_name;
+  std::string sysfs_root = "/sys";
+
+  struct Flags {
+    std::string mig_strategy = "none";  // none | single | mixed
+    bool fail_on_init_error = true;
+    std::string nvidia_driver_root = "/";
+    std::string nvidia_dev_root = "/";
+    bool gds_enabled = false;
+    bool mofed_enabled = false;
+    struct Plugin {
+      bool pass_device_specs = false;
+      std::vector<std::string> device_list_strategy = {"envvar"};
+      std::string device_id_strategy = "uuid";  // uuid | index
+      std::string cdi_annotation_prefix = "cdi.k8s.io/";
+      std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";
+      std::string container_driver_root = "/driver-root";
+    } plugin;
+  } flags;
+
+  struct Sharing {
+    struct TimeSlicing {
+      bool rename_by_default = false;
+      bool fail_requests_greater_than_one = false;
+      std::vector<TimeSlicingResource> resources;
+    } time_slicing;
+  } sharing;
+
+  struct Health {
+    bool disabled = false;
+    // XIDs that never mark a GPU unhealthy (application errors).
+    std::vector<int> ignored_xids = {13, 31, 43, 45, 68, 109};
+    // XIDs that always do, even when listed above (DP_ENABLE_HEALTHCHECKS).
+    std::vector<int> critical_xids;
+    // A GPU marked unhealthy comes back after this long with no critical XID
+    // and NVML answering for it. 0 keeps it out until restart.
+    Duration recovery_period = std::chrono::seconds(60);
+  } health;
+
+  struct Kubelet {
+    std::string socket = "/var/lib/kubelet/device-plugins/kubelet.sock";
+    std::string endpoint = "nvidia-gpu.sock";
+  } kubelet;
+
+  struct Static {
+    Duration resync_interval = std::chrono::minutes(5);
+    bool allocatable = true;
+    bool remove_on_exit = false;
+  } static_mode;
+
+  struct ApiServer {
+    std::string kubeconfig;
+    std::string context;
+    std::string server;
+    std::string proxy;
+    std::string token_file;
+    std::string certificate_authority;
+    bool insecure_skip_tls_verify = false;
+  } api_server;
+
+  struct Metrics {
+    std::string address;  // host:port; empty: off
+  } metrics;
+
+  struct Log {
+    std::string level = "info";
+    std::string format = "text";
+  } log;
+};
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_CONFIG_H_

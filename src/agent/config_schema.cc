@@ -1,0 +1,510 @@
+#include "agent/config_schema.h"
+
+#include <algorithm>
+#include <set>
+
+#include "base/resource_name.h"
+#include "base/strings.h"
+#include "base/text.h"
+
+namespace gpu_agent {
+namespace {
+
+using K = SettingKind;
+
+#define FIELD(expr) [](Config& c) -> FieldRef { return &c.expr; }
+
+const std::vector<Setting>& Table() {
+  static const std::vector<Setting>* table = new std::vector<Setting>{
+      {"version", "", "", K::kEnum, {"v1"}, "config schema version", FIELD(version)},
+      {"mode",
+       "mode",
+       "GPU_AGENT_MODE",
+       K::kEnum,
+       {"plugin", "static"},
+       "plugin: serve the kubelet device-plugin API; static: write Node capacity",
+       FIELD(mode)},
+      {"resourceName",
+       "resource-name",
+       "GPU_AGENT_RESOURCE_NAME",
+       K::kString,
+       {},
+       "extended resource advertised for whole GPUs",
+       FIELD(resource_name)},
+      {"nodeName",
+       "node-name",
+       "NODE_NAME",
+       K::kString,
+       {},
+       "this node's name (static mode)",
+       FIELD(node_name)},
+      {"sysfsRoot",
+       "sysfs-root",
+       "GPU_AGENT_SYSFS_ROOT",
+       K::kString,
+       {},
+       "where sysfs is mounted (NUMA nodes are read from it)",
+       FIELD(sysfs_root)},
+      {"flags.migStrategy",
+       "mig-strategy",
+       "MIG_STRATEGY",
+       K::kEnum,
+       {"none", "single", "mixed"},
+       "how MIG devices are exposed",
+       FIELD(flags.mig_strategy)},
+      {"flags.failOnInitError",
+       "fail-on-init-error",
+       "FAIL_ON_INIT_ERROR",
+       K::kBool,
+       {},
+       "exit when NVML cannot start (false: run with 0 devices)",
+       FIELD(flags.fail_on_init_error)},
+      {"flags.nvidiaDriverRoot",
+       "nvidia-driver-root",
+       "NVIDIA_DRIVER_ROOT",
+       K::kString,
+       {},
+       "root of the NVIDIA driver installation",
+       FIELD(flags.nvidia_driver_root)},
+      {"flags.nvidiaDevRoot",
+       "dev-root",
+       "NVIDIA_DEV_ROOT",
+       K::kString,
+       {},
+       "root under which /dev/nvidia* device nodes are found",
+       FIELD(flags.nvidia_dev_root)},
+      {"flags.gdsEnabled",
+       "gds-enabled",
+       "GDS_ENABLED",
+       K::kBool,
+       {},
+       "accepted for compatibility with NVIDIA's plugin",
+       FIELD(flags.gds_enabled)},
+      {"flags.mofedEnabled",
+       "mofed-enabled",
+       "MOFED_ENABLED",
+       K::kBool,
+       {},
+       "accepted for compatibility with NVIDIA's plugin",
+       FIELD(flags.mofed_enabled)},
+      {"flags.plugin.passDeviceSpecs",
+       "pass-device-specs",
+       "PASS_DEVICE_SPECS",
+       K::kBool,
+       {},
+       "add /dev/nvidia* device specs to Allocate responses",
+       FIELD(flags.plugin.pass_device_specs)},
+      {"flags.plugin.deviceListStrategy",
+       "device-list-strategy",
+       "DEVICE_LIST_STRATEGY",
+       K::kStringList,
+       {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"},
+       "how allocated devices are passed to the container runtime",
+       FIELD(flags.plugin.device_list_strategy)},
+      {"flags.plugin.deviceIDStrategy",
+       "device-id-strategy",
+       "DEVICE_ID_STRATEGY",
+       K::kEnum,
+       {"uuid", "index"},
+       "device IDs advertised to the kubelet",
+       FIELD(flags.plugin.device_id_strategy)},
+      {"flags.plugin.cdiAnnotationPrefix",
+       "cdi-annotation-prefix",
+       "CDI_ANNOTATION_PREFIX",
+       K::kString,
+       {},
+       "prefix of CDI annotations",
+       FIELD(flags.plugin.cdi_annotation_prefix)},
+      {"flags.plugin.nvidiaCTKPath",
+       "nvidia-ctk-path",
+       "NVIDIA_CTK_PATH",
+       K::kString,
+       {},
+       "path of nvidia-ctk (accepted for compatibility)",
+       FIELD(flags.plugin.nvidia_ctk_path)},
+      {"flags.plugin.containerDriverRoot",
+       "container-driver-root",
+       "CONTAINER_DRIVER_ROOT",
+       K::kString,
+       {},
+       "where the driver root is mounted in this container",
+       FIELD(flags.plugin.container_driver_root)},
+      {"sharing.timeSlicing.renameByDefault",
+       "",
+       "",
+       K::kBool,
+       {},
+       "advertise shared GPUs as <name>.shared",
+       FIELD(sharing.time_slicing.rename_by_default)},
+      {"sharing.timeSlicing.failRequestsGreaterThanOne",
+       "",
+       "",
+       K::kBool,
+       {},
+       "refuse requests for more than one shared replica",
+       FIELD(sharing.time_slicing.fail_requests_greater_than_one)},
+      {"health.disabled",
+       "",
+       "",
+       K::kBool,
+       {},
+       "turn off XID health checks",
+       FIELD(health.disabled)},
+      {"health.ignoredXids",
+       "",
+       "",
+       K::kIntList,
+       {},
+       "XIDs that never mark a GPU unhealthy",
+       FIELD(health.ignored_xids)},
+      {"health.criticalXids",
+       "",
+       "",
+       K::kIntList,
+       {},
+       "XIDs that always mark a GPU unhealthy, even if ignored above",
+       FIELD(health.critical_xids)},
+      {"health.recoveryPeriod",
+       "health-recovery-period",
+       "",
+       K::kDuration,
+       {},
+       "quiet time before an unhealthy GPU is offered again (0: never)",
+       FIELD(health.recovery_period)},
+      {"kubelet.socket",
+       "kubelet-socket",
+       "KUBELET_SOCKET",
+       K::kString,
+       {},
+       "the kubelet's registration socket; the plugin's socket goes beside it",
+       FIELD(kubelet.socket)},
+      {"kubelet.endpoint",
+       "endpoint",
+       "",
+       K::kString,
+       {},
+       "file name of the plugin's socket (one per resource: others get a suffix)",
+       FIELD(kubelet.endpoint)},
+      {"static.resyncInterval",
+       "resync-interval",
+       "",
+       K::kDuration,
+       {},
+       "static mode: full re-check interval",
+       FIELD(static_mode.resync_interval)},
+      {"static.allocatable",
+       "allocatable",
+       "",
+       K::kBool,
+       {},
+       "static mode: write status.allocatable too",
+       FIELD(static_mode.allocatable)},
+      {"static.removeOnExit",
+       "remove-on-exit",
+       "",
+       K::kBool,
+       {},
+       "static mode: remove the resource from the Node on exit",
+       FIELD(static_mode.remove_on_exit)},
+      {"apiServer.kubeconfig",
+       "kubeconfig",
+       "KUBECONFIG",
+       K::kString,
+       {},
+       "kubeconfig file(s), ':'-separated",
+       FIELD(api_server.kubeconfig)},
+      {"apiServer.context",
+       "context",
+       "",
+       K::kString,
+       {},
+       "kubeconfig context",
+       FIELD(api_server.context)},
+      {"apiServer.server",
+       "server",
+       "",
+       K::kString,
+       {},
+       "API server URL",
+       FIELD(api_server.server)},
+      {"apiServer.proxy",
+       "proxy",
+       "",
+       K::kString,
+       {},
+       "kubectl proxy URL (plain HTTP)",
+       FIELD(api_server.proxy)},
+      {"apiServer.tokenFile",
+       "token-file",
+       "",
+       K::kString,
+       {},
+       "bearer token file",
+       FIELD(api_server.token_file)},
+      {"apiServer.certificateAuthority",
+       "certificate-authority",
+       "",
+       K::kString,
+       {},
+       "CA bundle for the API server",
+       FIELD(api_server.certificate_authority)},
+      {"apiServer.insecureSkipTLSVerify",
+       "insecure-skip-tls-verify",
+       "",
+       K::kBool,
+       {},
+       "do not verify the API server's certificate (unsafe)",
+       FIELD(api_server.insecure_skip_tls_verify)},
+      {"metrics.address",
+       "metrics-address",
+       "GPU_AGENT_METRICS_ADDRESS",
+       K::kString,
+       {},
+       "host:port of the /metrics, /healthz and /readyz endpoint (empty: off)",
+       FIELD(metrics.address)},
+      {"log.level",
+       "log-level",
+       "GPU_AGENT_LOG_LEVEL",
+       K::kEnum,
+       {"debug", "info", "warning", "error"},
+       "log threshold",
+       FIELD(log.level)},
+      {"log.format",
+       "log-format",
+       "GPU_AGENT_LOG_FORMAT",
+       K::kEnum,
+       {"text", "json"},
+       "log line format",
+       FIELD(log.format)},
+  };
+  return *table;
+}
+
+#undef FIELD
+
+// Keys of NVIDIA's schema that configure its feature-discovery sidecar or
+// features the agent does not have; accepted so their files load unchanged.
+const std::set<std::string_view>& IgnoredCompat() {
+  static const auto* keys = new std::set<std::string_view>{"flags.gfd",
+                                                           "flags.restartOnDeviceUnhealthy",
+                                                           "flags.useNodeFeatureAPI",
+                                                           "flags.deviceDiscoveryStrategy",
+                                                           "resources",
+                                                           "imex"};
+  return *keys;
+}
+
+std::string Choices(const Setting& s) {
+  std::vector<std::string> out(s.choices.begin(), s.choices.end());
+  return StrJoin(out, ", ");
+}
+
+absl::Status BadChoice(const Setting& s, std::string_view value) {
+  std::vector<std::string> options(s.choices.begin(), s.choices.end());
+  std::string msg =
+      StrCat("invalid value \"", value, "\" for ", s.key, " (one of ", Choices(s), ")");
+  if (std::string near = ClosestMatch(value, options); !near.empty()) {
+    StrAppend(&msg, "; did you mean \"", near, "\"?");
+  }
+  return absl::InvalidArgumentError(msg);
+}
+
+absl::StatusOr<bool> ParseBool(std::string_view key, std::string_view v) {
+  const std::string lower = AsciiToLower(v);
+  if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
+  if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
+  return absl::InvalidArgumentError(
+      StrCat("invalid value \"", v, "\" for ", key, ": expected true or false"));
+}
+
+}  // namespace
+
+const std::vector<Setting>& Settings() { return Table(); }
+
+const Setting* FindSetting(std::string_view key) {
+  for (const Setting& s : Table()) {
+    if (s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+const Setting* FindSettingByFlag(std::string_view flag) {
+  for (const Setting& s : Table()) {
+    if (!s.flag.empty() && s.flag == flag) return &s;
+  }
+  return nullptr;
+}
+
+bool IsSettingPrefix(std::string_view key) {
+  const std::string prefix = StrCat(key, ".");
+  if (key == "sharing.timeSlicing.resources") return false;
+  for (const Setting& s : Table()) {
+    if (s.key.starts_with(prefix)) return true;
+  }
+  return key == "sharing" || key == "sharing.timeSlicing";
+}
+
+bool IsIgnoredCompatKey(std::string_view key) { return IgnoredCompat().count(key) > 0; }
+
+std::vector<std::string> ChildKeys(std::string_view prefix) {
+  std::set<std::string> out;
+  auto add = [&](std::string_view key) {
+    std::string_view rest = key;
+    if (!prefix.empty()) {
+      const std::string p = StrCat(prefix, ".");
+      if (!key.starts_with(p)) return;
+      rest = key.substr(p.size());
+    }
+    out.insert(std::string(rest.substr(0, rest.find('.'))));
+  };
+  for (const Setting& s : Table()) add(s.key);
+  for (std::string_view k : IgnoredCompat()) add(k);
+  add("sharing.timeSlicing.resources");
+  add("sharing.mps");
+  return {out.begin(), out.end()};
+}
+
+absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& items, Config* config) {
+  FieldRef ref = s.ref(*config);
+  const bool is_list = s.kind == K::kStringList || s.kind == K::kIntList;
+  if (!is_list && items.size() != 1) {
+    return absl::InvalidArgumentError(StrCat(s.key, " takes one value, not a list"));
+  }
+  switch (s.kind) {
+    case K::kString:
+      *std::get<std::string*>(ref) = items[0];
+      return absl::OkStatus();
+    case K::kEnum:
+      if (std::find(s.choices.begin(), s.choices.end(), items[0]) == s.choices.end()) {
+        return BadChoice(s, items[0]);
+      }
+      *std::get<std::string*>(ref) = items[0];
+      return absl::OkStatus();
+    case K::kBool: {
+      absl::StatusOr<bool> b = ParseBool(s.key, items[0]);
+      if (!b.ok()) return b.status();
+      *std::get<bool*>(ref) = *b;
+      return absl::OkStatus();
+    }
+    case K::kDuration: {
+      absl::StatusOr<Duration> d = ParseDuration(items[0]);
+      if (!d.ok()) return absl::InvalidArgumentError(StrCat(s.key, ": ", d.status().message()));
+      *std::get<Duration*>(ref) = *d;
+      return absl::OkStatus();
+    }
+    case K::kStringList: {
+      std::vector<std::string> values;
+      for (const std::string& item : items) {
+        const std::string v(StripWhitespace(item));
+        if (v.empty()) continue;
+        if (!s.choices.empty() &&
+            std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end()) {
+          return BadChoice(s, v);
+        }
+        if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+      }
+      if (values.empty()) return absl::InvalidArgumentError(StrCat(s.key, " is empty"));
+      *std::get<std::vector<std::string>*>(ref) = std::move(values);
+      return absl::OkStatus();
+    }
+    case K::kIntList: {
+      std::vector<int> values;
+      for (const std::string& item : items) {
+        const std::string_view v = StripWhitespace(item);
+        if (v.empty()) continue;
+        int n = 0;
+        if (!ParseInt(v, &n) || n < 0) {
+          return absl::InvalidArgumentError(
+              StrCat("invalid value \"", v, "\" in ", s.key, ": expected a whole number"));
+        }
+        values.push_back(n);
+      }
+      *std::get<std::vector<int>*>(ref) = std::move(values);
+      return absl::OkStatus();
+    }
+  }
+  return absl::InternalError("unhandled setting kind");
+}
+
+std::string FormatSetting(const Setting& s, Config& config) {
+  FieldRef ref = s.ref(config);
+  switch (s.kind) {
+    case K::kString:
+    case K::kEnum: {
+      const std::string& v = *std::get<std::string*>(ref);
+      return v.empty() ? "\"\"" : v;
+    }
+    case K::kBool:
+      return *std::get<bool*>(ref) ? "true" : "false";
+    case K::kDuration:
+      return FormatDuration(*std::get<Duration*>(ref));
+    case K::kStringList:
+      return StrCat("[", StrJoin(*std::get<std::vector<std::string>*>(ref), ", "), "]");
+    case K::kIntList:
+      return StrCat("[", StrJoin(*std::get<std::vector<int>*>(ref), ", "), "]");
+  }
+  return "";
+}
+
+absl::Status ValidateConfig(const Config& c) {
+  if (absl::Status s = ValidateExtendedResourceName(c.resource_name); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("resourceName: ", s.message()));
+  }
+  if (!c.node_name.empty()) {
+    if (absl::Status s = ValidateNodeName(c.node_name); !s.ok()) {
+      return absl::InvalidArgumentError(StrCat("nodeName: ", s.message()));
+    }
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < c.sharing.time_slicing.resources.size(); ++i) {
+    const TimeSlicingResource& r = c.sharing.time_slicing.resources[i];
+    const std::string where = StrCat("sharing.timeSlicing.resources[", i, "]");
+    if (absl::Status s = ValidateExtendedResourceName(r.name); !s.ok()) {
+      return absl::InvalidArgumentError(StrCat(where, ".name: ", s.message()));
+    }
+    if (r.name != c.resource_name) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ".name: \"", r.name,
+                 "\" is not a resource this agent advertises (resourceName is \"", c.resource_name,
+                 "\")"));
+    }
+    if (r.replicas < 2) {
+      return absl::InvalidArgumentError(StrCat(
+          where, ".replicas: ", r.replicas,
+          " is too few; time-slicing needs at least 2 replicas (remove the entry to not share)"));
+    }
+    if (!r.rename.empty()) {
+      if (absl::Status s = ValidateExtendedResourceName(r.rename); !s.ok()) {
+        return absl::InvalidArgumentError(StrCat(where, ".rename: ", s.message()));
+      }
+    }
+    if (!names.insert(r.name).second) {
+      return absl::InvalidArgumentError(StrCat(where, ".name: \"", r.name, "\" is listed twice"));
+    }
+  }
+  if (c.kubelet.endpoint.empty() || c.kubelet.endpoint.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        StrCat("kubelet.endpoint: \"", c.kubelet.endpoint,
+               "\" must be a bare socket file name (the kubelet joins it to its own folder)"));
+  }
+  if (c.kubelet.socket.empty() || c.kubelet.socket.front() != '/') {
+    return absl::InvalidArgumentError(
+        StrCat("kubelet.socket: \"", c.kubelet.socket, "\" must be an absolute path"));
+  }
+  if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
+    return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");
+  }
+  if (!c.api_server.proxy.empty() && !c.api_server.server.empty()) {
+    return absl::InvalidArgumentError(
+        "apiServer.proxy and apiServer.server are both set; use one (proxy talks plain HTTP to "
+        "kubectl proxy, server talks to the API server directly)");
+  }
+  if (c.api_server.insecure_skip_tls_verify && !c.api_server.certificate_authority.empty()) {
+    return absl::InvalidArgumentError(
+        "apiServer.insecureSkipTLSVerify and apiServer.certificateAuthority are both set; a CA is "
+        "pointless when verification is off");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,25 @@
+// Go-style durations ("90s", "5m", "1h30m", "250ms"), the form NVIDIA's
+// config and Kubernetes use.
+#ifndef GPU_AGENT_BASE_DURATION_H_
+#define GPU_AGENT_BASE_DURATION_H_
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace gpu_agent {
+
+using Duration = std::chrono::milliseconds;
+
+// Parses a non-negative duration. Units: ms, s, m, h; several may follow one
+// another ("1h30m"). A bare "0" is allowed. Fractions are not.
+absl::StatusOr<Duration> ParseDuration(std::string_view text);
+
+// The shortest text ParseDuration reads back to `d` ("5m", "1h30m", "250ms").
+std::string FormatDuration(Duration d);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_BASE_DURATION_H_

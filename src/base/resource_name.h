@@ -1,0 +1,23 @@
+// Kubernetes rules for extended resource names (`<domain>/<name>`), shared by
+// plugin mode (Register) and static mode (Node capacity keys).
+#ifndef GPU_AGENT_BASE_RESOURCE_NAME_H_
+#define GPU_AGENT_BASE_RESOURCE_NAME_H_
+
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace gpu_agent {
+
+// OK when `name` is a valid extended resource name: a DNS-subdomain prefix
+// outside kubernetes.io, a '/', and a name part of at most 63 characters of
+// [A-Za-z0-9._-] that starts and ends alphanumeric; not under `requests.`.
+// The error says which rule failed.
+absl::Status ValidateExtendedResourceName(std::string_view name);
+
+// OK when `name` is a valid Node name (RFC 1123 DNS subdomain).
+absl::Status ValidateNodeName(std::string_view name);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_BASE_RESOURCE_NAME_H_

@@ -1,0 +1,24 @@
+// Small text helpers used for error messages.
+#ifndef GPU_AGENT_BASE_TEXT_H_
+#define GPU_AGENT_BASE_TEXT_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpu_agent {
+
+// Levenshtein distance, for did-you-mean suggestions.
+size_t EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` when it is a plausible typo of it (distance
+// at most a third of its length, and at least 1 edit allowed), else "".
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+
+// Renders bytes for a log line: printable ASCII kept, everything else \xNN,
+// cut after `max` bytes.
+std::string Printable(std::string_view bytes, size_t max = 80);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_BASE_TEXT_H_

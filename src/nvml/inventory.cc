@@ -1,0 +1,286 @@
+#include "nvml/inventory.h"
+
+#include <cctype>
+#include <fstream>
+#include <map>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "nvml/nvml_library.h"
+
+namespace gpu_agent::nvml {
+namespace {
+
+const char* ArchitectureName(nvmlDeviceArchitecture_t a) {
+  switch (a) {
+    case NVML_DEVICE_ARCH_KEPLER:
+      return "kepler";
+    case NVML_DEVICE_ARCH_MAXWELL:
+      return "maxwell";
+    case NVML_DEVICE_ARCH_PASCAL:
+      return "pascal";
+    case NVML_DEVICE_ARCH_VOLTA:
+      return "volta";
+    case NVML_DEVICE_ARCH_TURING:
+      return "turing";
+    case NVML_DEVICE_ARCH_AMPERE:
+      return "ampere";
+    case NVML_DEVICE_ARCH_ADA:
+      return "ada";
+    case NVML_DEVICE_ARCH_HOPPER:
+      return "hopper";
+    case NVML_DEVICE_ARCH_BLACKWELL:
+      return "blackwell";
+    default:
+      return "";
+  }
+}
+
+const char* BrandName(nvmlBrandType_t b) {
+  switch (b) {
+    case NVML_BRAND_QUADRO:
+      return "Quadro";
+    case NVML_BRAND_TESLA:
+      return "Tesla";
+    case NVML_BRAND_GEFORCE:
+      return "GeForce";
+    case NVML_BRAND_TITAN:
+      return "Titan";
+    case NVML_BRAND_NVIDIA:
+      return "NVIDIA";
+    case NVML_BRAND_NVIDIA_RTX:
+      return "NVIDIA RTX";
+    default:
+      return "";
+  }
+}
+
+// Collects the first error of a GPU's queries; later ones are only logged.
+class ErrorSink {
+ public:
+  explicit ErrorSink(GpuRecord* gpu) : gpu_(gpu) {}
+  bool Ok(const absl::Status& s) {
+    if (s.ok()) return true;
+    if (gpu_->error.empty()) gpu_->error = std::string(s.message());
+    return false;
+  }
+
+ private:
+  GpuRecord* gpu_;
+};
+
+void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t parent, GpuRecord* gpu) {
+  const NvmlFunctions& f = lib.fn();
+  if (!f.DeviceGetMigMode || !f.DeviceGetMaxMigDeviceCount || !f.DeviceGetMigDeviceHandleByIndex) {
+    return;
+  }
+  unsigned current = 0, pending = 0;
+  nvmlReturn_t r = f.DeviceGetMigMode(parent, &current, &pending);
+  if (r == NVML_ERROR_NOT_SUPPORTED) return;  // pre-Ampere GPUs
+  ErrorSink sink(gpu);
+  if (!sink.Ok(lib.Check(r, "nvmlDeviceGetMigMode"))) return;
+  gpu->mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
+  if (!gpu->mig_enabled) return;
+  unsigned max_count = 0;
+  if (!sink.Ok(lib.Check(f.DeviceGetMaxMigDeviceCount(parent, &max_count),
+                         "nvmlDeviceGetMaxMigDeviceCount"))) {
+    return;
+  }
+  for (unsigned i = 0; i < max_count; ++i) {
+    nvmlDevice_t mig = nullptr;
+    r = f.DeviceGetMigDeviceHandleByIndex(parent, i, &mig);
+    if (r == NVML_ERROR_NOT_FOUND) continue;  // an empty slot
+    if (!sink.Ok(lib.Check(r, StrCat("nvmlDeviceGetMigDeviceHandleByIndex(", i, ")")))) {
+      continue;
+    }
+    MigRecord rec;
+    rec.index = i;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (sink.Ok(lib.Check(f.DeviceGetUUID(mig, uuid, sizeof uuid), "MIG nvmlDeviceGetUUID"))) {
+      rec.uuid = uuid;
+    }
+    if (f.DeviceGetGpuInstanceId) {
+      (void)sink.Ok(lib.Check(f.DeviceGetGpuInstanceId(mig, &rec.gpu_instance_id),
+                              "nvmlDeviceGetGpuInstanceId"));
+    }
+    if (f.DeviceGetComputeInstanceId) {
+      (void)sink.Ok(lib.Check(f.DeviceGetComputeInstanceId(mig, &rec.compute_instance_id),
+                              "nvmlDeviceGetComputeInstanceId"));
+    }
+    if (f.DeviceGetAttributes) {
+      nvmlDeviceAttributes_t attrs{};
+      if (sink.Ok(lib.Check(f.DeviceGetAttributes(mig, &attrs), "nvmlDeviceGetAttributes"))) {
+        rec.gpu_instance_slices = attrs.gpuInstanceSliceCount;
+        rec.compute_instance_slices = attrs.computeInstanceSliceCount;
+        rec.multiprocessors = attrs.multiprocessorCount;
+        rec.memory_mib = attrs.memorySizeMB;
+      }
+    }
+    gpu->mig_devices.push_back(std::move(rec));
+  }
+}
+
+GpuRecord ReadGpu(const NvmlLibrary& lib, unsigned index, nvmlDevice_t dev,
+                  const std::string& sysfs_root) {
+  const NvmlFunctions& f = lib.fn();
+  GpuRecord gpu;
+  gpu.index = index;
+  ErrorSink sink(&gpu);
+  char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  if (sink.Ok(lib.Check(f.DeviceGetUUID(dev, buf, sizeof buf), "nvmlDeviceGetUUID"))) {
+    gpu.uuid = buf;
+  }
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+  if (sink.Ok(lib.Check(f.DeviceGetName(dev, name, sizeof name), "nvmlDeviceGetName"))) {
+    gpu.name = name;
+  }
+  nvmlMemory_t mem{};
+  if (sink.Ok(lib.Check(f.DeviceGetMemoryInfo(dev, &mem), "nvmlDeviceGetMemoryInfo"))) {
+    gpu.memory_mib = mem.total / (1024 * 1024);
+  }
+  unsigned minor = 0;
+  if (sink.Ok(lib.Check(f.DeviceGetMinorNumber(dev, &minor), "nvmlDeviceGetMinorNumber"))) {
+    gpu.minor = static_cast<int>(minor);
+  }
+  nvmlPciInfo_t pci{};
+  if (sink.Ok(lib.Check(f.DeviceGetPciInfo(dev, &pci), "nvmlDeviceGetPciInfo"))) {
+    pci.busId[sizeof pci.busId - 1] = '\0';
+    gpu.pci_bus_id = pci.busId;
+    gpu.pci_device_id = pci.pciDeviceId;
+    gpu.numa_node = ReadNumaNode(sysfs_root, gpu.pci_bus_id);
+  }
+  (void)sink.Ok(lib.Check(f.DeviceGetCudaComputeCapability(dev, &gpu.cc_major, &gpu.cc_minor),
+                          "nvmlDeviceGetCudaComputeCapability"));
+  if (f.DeviceGetArchitecture) {
+    nvmlDeviceArchitecture_t arch = NVML_DEVICE_ARCH_UNKNOWN;
+    if (f.DeviceGetArchitecture(dev, &arch) == NVML_SUCCESS)
+      gpu.architecture = ArchitectureName(arch);
+  }
+  if (f.DeviceGetBrand) {
+    nvmlBrandType_t brand = NVML_BRAND_UNKNOWN;
+    if (f.DeviceGetBrand(dev, &brand) == NVML_SUCCESS) gpu.brand = BrandName(brand);
+  }
+  ReadMigDevices(lib, dev, &gpu);
+  return gpu;
+}
+
+// Counts NVLinks from every GPU to every other GPU. Links that end at a
+// device that is not one of the GPUs (an NVSwitch) are counted per GPU; two
+// GPUs both on switches reach each other with the smaller of their counts.
+void ReadNvLinks(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handles, Inventory* inv) {
+  const NvmlFunctions& f = lib.fn();
+  if (!f.DeviceGetNvLinkState || !f.DeviceGetNvLinkRemotePciInfo) return;
+  std::map<std::string, size_t> by_bus_id;
+  for (size_t i = 0; i < inv->gpus.size(); ++i) {
+    if (!inv->gpus[i].pci_bus_id.empty()) {
+      by_bus_id[AsciiToLower(inv->gpus[i].pci_bus_id)] = i;
+    }
+  }
+  std::vector<int> switch_links(handles.size(), 0);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    if (handles[i] == nullptr) continue;
+    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+      nvmlEnableState_t state = NVML_FEATURE_DISABLED;
+      if (f.DeviceGetNvLinkState(handles[i], link, &state) != NVML_SUCCESS ||
+          state != NVML_FEATURE_ENABLED) {
+        continue;
+      }
+      nvmlPciInfo_t remote{};
+      if (f.DeviceGetNvLinkRemotePciInfo(handles[i], link, &remote) != NVML_SUCCESS) continue;
+      remote.busId[sizeof remote.busId - 1] = '\0';
+      auto it = by_bus_id.find(AsciiToLower(remote.busId));
+      if (it == by_bus_id.end()) {
+        ++switch_links[i];
+      } else if (it->second != i) {
+        // Each side reports the link; count it from the lower index only.
+        if (i < it->second) {
+          ++inv->links[i][it->second].nvlinks;
+          ++inv->links[it->second][i].nvlinks;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    for (size_t j = i + 1; j < handles.size(); ++j) {
+      const int via_switch = std::min(switch_links[i], switch_links[j]);
+      if (via_switch > 0) {
+        inv->links[i][j].nvlinks += via_switch;
+        inv->links[j][i].nvlinks += via_switch;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string SysfsPciAddress(const std::string& nvml_bus_id) {
+  // NVML uses an 8-digit domain, sysfs a 4-digit one.
+  std::string id = AsciiToLower(nvml_bus_id);
+  if (id.size() == 16 && id.compare(0, 4, "0000") == 0) id = id.substr(4);
+  return id;
+}
+
+int ReadNumaNode(const std::string& sysfs_root, const std::string& nvml_bus_id) {
+  std::ifstream in(
+      StrCat(sysfs_root, "/bus/pci/devices/", SysfsPciAddress(nvml_bus_id), "/numa_node"));
+  std::string text;
+  if (!in || !std::getline(in, text)) return -1;
+  int node = -1;
+  if (!ParseInt(StripWhitespace(text), &node) || node < 0) return -1;
+  return node;
+}
+
+absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::string& sysfs_root) {
+  const NvmlFunctions& f = lib.fn();
+  Inventory inv;
+  char text[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  if (f.SystemGetDriverVersion(text, sizeof text) == NVML_SUCCESS) inv.driver_version = text;
+  char nvml_text[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE] = {};
+  if (f.SystemGetNVMLVersion(nvml_text, sizeof nvml_text) == NVML_SUCCESS) {
+    inv.nvml_version = nvml_text;
+  }
+  int cuda = 0;
+  if (f.SystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS && cuda > 0) {
+    inv.cuda_driver_version = StrCat(cuda / 1000, ".", (cuda % 1000) / 10);
+  }
+  unsigned count = 0;
+  if (absl::Status s = lib.Check(f.DeviceGetCount(&count), "nvmlDeviceGetCount"); !s.ok()) {
+    return s;
+  }
+  std::vector<nvmlDevice_t> handles(count, nullptr);
+  for (unsigned i = 0; i < count; ++i) {
+    absl::Status s = lib.Check(f.DeviceGetHandleByIndex(i, &handles[i]),
+                               StrCat("nvmlDeviceGetHandleByIndex(", i, ")"));
+    if (!s.ok()) {
+      handles[i] = nullptr;
+      GpuRecord gpu;
+      gpu.index = i;
+      gpu.error = std::string(s.message());
+      inv.gpus.push_back(std::move(gpu));
+      continue;
+    }
+    inv.gpus.push_back(ReadGpu(lib, i, handles[i], sysfs_root));
+  }
+  for (const GpuRecord& gpu : inv.gpus) {
+    if (!gpu.error.empty()) {
+      LogWarning("GPU query failed; the GPU is listed with what could be read",
+                 {{"index", StrCat(gpu.index)}, {"uuid", gpu.uuid}, {"error", gpu.error}});
+    }
+  }
+  inv.links.assign(count, std::vector<GpuLink>(count));
+  if (f.DeviceGetTopologyCommonAncestor) {
+    for (unsigned i = 0; i < count; ++i) {
+      for (unsigned j = i + 1; j < count; ++j) {
+        if (!handles[i] || !handles[j]) continue;
+        nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
+        if (f.DeviceGetTopologyCommonAncestor(handles[i], handles[j], &level) == NVML_SUCCESS) {
+          inv.links[i][j].pcie_level = inv.links[j][i].pcie_level = static_cast<int>(level);
+        }
+      }
+    }
+  }
+  ReadNvLinks(lib, handles, &inv);
+  return inv;
+}
+
+}  // namespace gpu_agent::nvml

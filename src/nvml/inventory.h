@@ -1,0 +1,77 @@
+// What the node's GPUs are, read once through NVML (and sysfs for NUMA), as
+// plain records. Nothing here is an NVML type, so callers can hand it on.
+#ifndef GPU_AGENT_NVML_INVENTORY_H_
+#define GPU_AGENT_NVML_INVENTORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpu_agent::nvml {
+
+class NvmlLibrary;
+
+struct MigRecord {
+  unsigned index = 0;  // position under the parent (nvmlDeviceGetMigDeviceHandleByIndex)
+  std::string uuid;
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+  uint64_t memory_mib = 0;
+  unsigned gpu_instance_slices = 0;
+  unsigned compute_instance_slices = 0;
+  unsigned multiprocessors = 0;
+};
+
+struct GpuRecord {
+  unsigned index = 0;
+  std::string uuid;
+  std::string name;
+  uint64_t memory_mib = 0;
+  int minor = -1;
+  std::string pci_bus_id;      // NVML form, "00000000:07:00.0"
+  uint32_t pci_device_id = 0;  // (device << 16) | vendor
+  int numa_node = -1;          // -1: unknown or not NUMA
+  int cc_major = 0;
+  int cc_minor = 0;
+  std::string architecture;  // "hopper", "ampere", ... or ""
+  std::string brand;
+  bool mig_enabled = false;
+  std::vector<MigRecord> mig_devices;
+  // Non-empty when a query for this GPU failed; the fields it would have
+  // filled stay at their defaults. The GPU is still listed.
+  std::string error;
+};
+
+// How two GPUs reach each other. `pcie_level` is NVML's topology level
+// (10 same board/switch ... 50 across CPU sockets), 0 when unknown.
+struct GpuLink {
+  int nvlinks = 0;
+  int pcie_level = 0;
+};
+
+struct Inventory {
+  std::string driver_version;
+  std::string nvml_version;
+  std::string cuda_driver_version;  // "12.2"
+  std::vector<GpuRecord> gpus;
+  // links[i][j] for gpus[i], gpus[j]; symmetric; links[i][i] is unused.
+  std::vector<std::vector<GpuLink>> links;
+};
+
+// Reads every GPU through `lib` (which must be initialised). A GPU whose
+// queries fail is listed with `error` set; only failing to count the GPUs
+// fails the whole call. NUMA nodes come from
+// `<sysfs_root>/bus/pci/devices/<bdf>/numa_node`.
+absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::string& sysfs_root);
+
+// "00000000:07:00.0" -> "0000:07:00.0", the name sysfs uses.
+std::string SysfsPciAddress(const std::string& nvml_bus_id);
+
+// Reads the NUMA node of a PCI device from sysfs; -1 when absent or negative.
+int ReadNumaNode(const std::string& sysfs_root, const std::string& nvml_bus_id);
+
+}  // namespace gpu_agent::nvml
+
+#endif  // GPU_AGENT_NVML_INVENTORY_H_

@@ -1,0 +1,214 @@
+// The subset of NVIDIA's NVML C ABI this project uses, declared from NVIDIA's
+// documented headers (nvml.h): types, constants, struct layouts byte for byte,
+// and the versioned symbol names the driver exports. There is no NVML header
+// package on Debian, and the library is loaded with dlopen, never linked.
+//
+// Both the agent (through function pointers) and the libnvidia-ml stand-in in
+// tests/ (as exported definitions) use these declarations.
+#ifndef GPU_AGENT_NVML_NVML_API_H_
+#define GPU_AGENT_NVML_NVML_API_H_
+
+#include <cstddef>
+
+extern "C" {
+
+typedef enum nvmlReturn_enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_ALREADY_INITIALIZED = 5,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_INSUFFICIENT_POWER = 8,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_IRQ_ISSUE = 11,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_CORRUPTED_INFOROM = 14,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_OPERATING_SYSTEM = 17,
+  NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+  NVML_ERROR_IN_USE = 19,
+  NVML_ERROR_MEMORY = 20,
+  NVML_ERROR_NO_DATA = 21,
+  NVML_ERROR_VGPU_ECC_NOT_ENABLED = 22,
+  NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+  NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_DEPRECATED = 26,
+  NVML_ERROR_NOT_READY = 27,
+  NVML_ERROR_GPU_NOT_FOUND = 28,
+  NVML_ERROR_INVALID_STATE = 29,
+  NVML_ERROR_UNKNOWN = 999
+} nvmlReturn_t;
+
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
+enum {
+  NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32,
+  NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16,
+  NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96,
+  NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96,
+  NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80,
+  NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE = 80,
+  NVML_NVLINK_MAX_LINKS = 18,
+};
+
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;  // (device id << 16) | vendor id
+  unsigned int pciSubSystemId;
+  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "00000000:BB:DD.F"
+} nvmlPciInfo_t;
+
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlDeviceAttributes_st {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the XID for nvmlEventTypeXidCriticalError
+  unsigned int gpuInstanceId;    // 0xFFFFFFFF when not MIG-scoped
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+typedef enum nvmlEnableState_enum {
+  NVML_FEATURE_DISABLED = 0,
+  NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+
+typedef enum nvmlGpuLevel_enum {
+  NVML_TOPOLOGY_INTERNAL = 0,
+  NVML_TOPOLOGY_SINGLE = 10,
+  NVML_TOPOLOGY_MULTIPLE = 20,
+  NVML_TOPOLOGY_HOSTBRIDGE = 30,
+  NVML_TOPOLOGY_NODE = 40,
+  NVML_TOPOLOGY_SYSTEM = 50
+} nvmlGpuTopologyLevel_t;
+
+typedef enum nvmlBrandType_enum {
+  NVML_BRAND_UNKNOWN = 0,
+  NVML_BRAND_QUADRO = 1,
+  NVML_BRAND_TESLA = 2,
+  NVML_BRAND_NVS = 3,
+  NVML_BRAND_GRID = 4,
+  NVML_BRAND_GEFORCE = 5,
+  NVML_BRAND_TITAN = 6,
+  NVML_BRAND_NVIDIA_VAPPS = 7,
+  NVML_BRAND_NVIDIA_VPC = 8,
+  NVML_BRAND_NVIDIA_VCS = 9,
+  NVML_BRAND_NVIDIA_VWS = 10,
+  NVML_BRAND_NVIDIA_CLOUD_GAMING = 11,
+  NVML_BRAND_QUADRO_RTX = 12,
+  NVML_BRAND_NVIDIA_RTX = 13,
+  NVML_BRAND_NVIDIA = 14,
+  NVML_BRAND_GEFORCE_RTX = 15,
+  NVML_BRAND_TITAN_RTX = 16,
+} nvmlBrandType_t;
+
+typedef unsigned int nvmlDeviceArchitecture_t;
+enum {
+  NVML_DEVICE_ARCH_KEPLER = 2,
+  NVML_DEVICE_ARCH_MAXWELL = 3,
+  NVML_DEVICE_ARCH_PASCAL = 4,
+  NVML_DEVICE_ARCH_VOLTA = 5,
+  NVML_DEVICE_ARCH_TURING = 6,
+  NVML_DEVICE_ARCH_AMPERE = 7,
+  NVML_DEVICE_ARCH_ADA = 8,
+  NVML_DEVICE_ARCH_HOPPER = 9,
+  NVML_DEVICE_ARCH_BLACKWELL = 10,
+  NVML_DEVICE_ARCH_UNKNOWN = 0xffffffff,
+};
+
+// Event types (bit mask).
+enum : unsigned long long {
+  nvmlEventTypeSingleBitEccError = 0x0000000000000001ULL,
+  nvmlEventTypeDoubleBitEccError = 0x0000000000000002ULL,
+  nvmlEventTypePState = 0x0000000000000004ULL,
+  nvmlEventTypeXidCriticalError = 0x0000000000000008ULL,
+  nvmlEventTypeClock = 0x0000000000000010ULL,
+  nvmlEventTypePowerSourceChange = 0x0000000000000080ULL,
+  nvmlEventMigConfigChange = 0x0000000000000100ULL,
+};
+
+enum { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
+// Returned in nvmlEventData_t ids when an event is not scoped to a MIG instance.
+enum : unsigned int { NVML_MIG_INSTANCE_ID_NONE = 0xFFFFFFFFu };
+
+// Function types, one per symbol used (name = symbol name + "_fn").
+typedef nvmlReturn_t (*nvmlInit_v2_fn)(void);
+typedef nvmlReturn_t (*nvmlInitWithFlags_fn)(unsigned int);
+typedef nvmlReturn_t (*nvmlShutdown_fn)(void);
+typedef const char* (*nvmlErrorString_fn)(nvmlReturn_t);
+typedef nvmlReturn_t (*nvmlSystemGetDriverVersion_fn)(char*, unsigned int);
+typedef nvmlReturn_t (*nvmlSystemGetNVMLVersion_fn)(char*, unsigned int);
+typedef nvmlReturn_t (*nvmlSystemGetCudaDriverVersion_fn)(int*);
+typedef nvmlReturn_t (*nvmlDeviceGetCount_v2_fn)(unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByIndex_v2_fn)(unsigned int, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByUUID_fn)(const char*, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByPciBusId_v2_fn)(const char*, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetIndex_fn)(nvmlDevice_t, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetName_fn)(nvmlDevice_t, char*, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetUUID_fn)(nvmlDevice_t, char*, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetMinorNumber_fn)(nvmlDevice_t, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetPciInfo_v3_fn)(nvmlDevice_t, nvmlPciInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_fn)(nvmlDevice_t, nvmlMemory_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetBrand_fn)(nvmlDevice_t, nvmlBrandType_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetArchitecture_fn)(nvmlDevice_t, nvmlDeviceArchitecture_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetCudaComputeCapability_fn)(nvmlDevice_t, int*, int*);
+typedef nvmlReturn_t (*nvmlDeviceGetTopologyCommonAncestor_fn)(nvmlDevice_t, nvmlDevice_t,
+                                                               nvmlGpuTopologyLevel_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkRemotePciInfo_v2_fn)(nvmlDevice_t, unsigned int,
+                                                               nvmlPciInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetMigMode_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetMaxMigDeviceCount_fn)(nvmlDevice_t, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetMigDeviceHandleByIndex_fn)(nvmlDevice_t, unsigned int,
+                                                               nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn)(nvmlDevice_t,
+                                                                        nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceIsMigDeviceHandle_fn)(nvmlDevice_t, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceId_fn)(nvmlDevice_t, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetComputeInstanceId_fn)(nvmlDevice_t, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetAttributes_v2_fn)(nvmlDevice_t, nvmlDeviceAttributes_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetSupportedEventTypes_fn)(nvmlDevice_t, unsigned long long*);
+typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long,
+                                                    nvmlEventSet_t);
+typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);
+typedef nvmlReturn_t (*nvmlEventSetWait_v2_fn)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+typedef nvmlReturn_t (*nvmlEventSetFree_fn)(nvmlEventSet_t);
+
+}  // extern "C"
+
+static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t must match NVIDIA's ABI");
+static_assert(offsetof(nvmlPciInfo_t, domain) == 16);
+static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "busId sits at offset 36");
+static_assert(sizeof(nvmlMemory_t) == 24);
+static_assert(sizeof(nvmlDeviceAttributes_t) == 40);
+static_assert(sizeof(nvmlEventData_t) == 32);
+static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24);
+
+#endif  // GPU_AGENT_NVML_NVML_API_H_

@@ -1,0 +1,194 @@
+#include "nvml/nvml_library.h"
+
+#include <dlfcn.h>
+
+#include <initializer_list>
+
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent::nvml {
+namespace {
+
+constexpr const char* kLibraryName = "libnvidia-ml.so.1";
+
+std::string JoinRoot(std::string_view root, std::string_view folder) {
+  std::string r(root);
+  while (!r.empty() && r.back() == '/') r.pop_back();
+  return StrCat(r, folder);
+}
+
+absl::StatusCode CodeFor(nvmlReturn_t r) {
+  switch (r) {
+    case NVML_ERROR_NOT_SUPPORTED:
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return absl::StatusCode::kUnimplemented;
+    case NVML_ERROR_NOT_FOUND:
+    case NVML_ERROR_GPU_NOT_FOUND:
+      return absl::StatusCode::kNotFound;
+    case NVML_ERROR_NO_PERMISSION:
+      return absl::StatusCode::kPermissionDenied;
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return absl::StatusCode::kInvalidArgument;
+    case NVML_ERROR_TIMEOUT:
+      return absl::StatusCode::kDeadlineExceeded;
+    case NVML_ERROR_GPU_IS_LOST:
+    case NVML_ERROR_NOT_READY:
+    case NVML_ERROR_IN_USE:
+      return absl::StatusCode::kUnavailable;
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+    case NVML_ERROR_UNINITIALIZED:
+    case NVML_ERROR_RESET_REQUIRED:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> LibrarySearchFolders(std::string_view driver_root) {
+  std::vector<std::string> folders;
+  for (const char* f :
+       {"/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64",
+        "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib", "/lib"}) {
+    folders.push_back(JoinRoot(driver_root, f));
+  }
+  return folders;
+}
+
+absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(std::string_view driver_root) {
+  std::vector<std::string> candidates;
+  const bool host_root = driver_root.empty() || driver_root == "/";
+  if (host_root) candidates.push_back(kLibraryName);  // the loader's own search
+  for (const std::string& folder : LibrarySearchFolders(host_root ? "" : driver_root)) {
+    candidates.push_back(StrCat(folder, "/", kLibraryName));
+  }
+  if (!host_root) candidates.push_back(kLibraryName);
+
+  std::vector<std::string> tried;
+  for (const std::string& candidate : candidates) {
+    void* handle = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = ::dlerror();
+      const std::string where = candidate == kLibraryName
+                                    ? "the dynamic loader's path (LD_LIBRARY_PATH, ld.so.cache)"
+                                    : candidate;
+      // "No such file" is the common case; keep other reasons (wrong ELF
+      // class, missing dependency), which are what an operator needs.
+      std::string reason = err ? err : "unknown error";
+      if (reason.find("No such file") != std::string::npos) {
+        tried.push_back(where);
+      } else {
+        tried.push_back(StrCat(where, " (", reason, ")"));
+      }
+      continue;
+    }
+    std::string path = candidate;
+    if (candidate == kLibraryName) {
+      // Report the file the loader picked.
+      Dl_info info{};
+      void* sym = ::dlsym(handle, "nvmlInit_v2");
+      if (sym != nullptr && ::dladdr(sym, &info) != 0 && info.dli_fname != nullptr) {
+        path = info.dli_fname;
+      }
+    }
+    std::unique_ptr<NvmlLibrary> lib(new NvmlLibrary(handle, path));
+    if (absl::Status s = lib->Resolve(); !s.ok()) return s;
+    return lib;
+  }
+  return absl::FailedPreconditionError(StrCat(
+      "NVML library ", kLibraryName, " not found; looked in: ", StrJoin(tried, ", "),
+      ". Is the NVIDIA driver installed? If it lives under another root (for example the GPU "
+      "operator's /run/nvidia/driver), set flags.nvidiaDriverRoot, --nvidia-driver-root or "
+      "NVIDIA_DRIVER_ROOT; or add its folder to LD_LIBRARY_PATH"));
+}
+
+absl::Status NvmlLibrary::Resolve() {
+  std::vector<std::string> missing;
+  auto resolve = [&](auto& slot, std::initializer_list<const char*> names, bool required) {
+    for (const char* name : names) {
+      if (void* sym = ::dlsym(handle_, name)) {
+        slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(sym);
+        return;
+      }
+    }
+    if (required) missing.push_back(*names.begin());
+  };
+  resolve(fn_.Init, {"nvmlInit_v2", "nvmlInit"}, true);
+  resolve(fn_.Shutdown, {"nvmlShutdown"}, true);
+  resolve(fn_.ErrorString, {"nvmlErrorString"}, true);
+  resolve(fn_.SystemGetDriverVersion, {"nvmlSystemGetDriverVersion"}, true);
+  resolve(fn_.SystemGetNVMLVersion, {"nvmlSystemGetNVMLVersion"}, true);
+  resolve(fn_.SystemGetCudaDriverVersion,
+          {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"}, true);
+  resolve(fn_.DeviceGetCount, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, true);
+  resolve(fn_.DeviceGetHandleByIndex,
+          {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}, true);
+  resolve(fn_.DeviceGetHandleByUUID, {"nvmlDeviceGetHandleByUUID"}, true);
+  resolve(fn_.DeviceGetIndex, {"nvmlDeviceGetIndex"}, true);
+  resolve(fn_.DeviceGetName, {"nvmlDeviceGetName"}, true);
+  resolve(fn_.DeviceGetUUID, {"nvmlDeviceGetUUID"}, true);
+  resolve(fn_.DeviceGetMinorNumber, {"nvmlDeviceGetMinorNumber"}, true);
+  resolve(fn_.DeviceGetPciInfo,
+          {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"}, true);
+  resolve(fn_.DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"}, true);
+  resolve(fn_.DeviceGetCudaComputeCapability, {"nvmlDeviceGetCudaComputeCapability"}, true);
+  resolve(fn_.DeviceGetTopologyCommonAncestor, {"nvmlDeviceGetTopologyCommonAncestor"}, false);
+  resolve(fn_.DeviceGetBrand, {"nvmlDeviceGetBrand"}, false);
+  resolve(fn_.DeviceGetArchitecture, {"nvmlDeviceGetArchitecture"}, false);
+  resolve(fn_.DeviceGetNvLinkState, {"nvmlDeviceGetNvLinkState"}, false);
+  resolve(fn_.DeviceGetNvLinkRemotePciInfo,
+          {"nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"}, false);
+  resolve(fn_.DeviceGetMigMode, {"nvmlDeviceGetMigMode"}, false);
+  resolve(fn_.DeviceGetMaxMigDeviceCount, {"nvmlDeviceGetMaxMigDeviceCount"}, false);
+  resolve(fn_.DeviceGetMigDeviceHandleByIndex, {"nvmlDeviceGetMigDeviceHandleByIndex"}, false);
+  resolve(fn_.DeviceGetGpuInstanceId, {"nvmlDeviceGetGpuInstanceId"}, false);
+  resolve(fn_.DeviceGetComputeInstanceId, {"nvmlDeviceGetComputeInstanceId"}, false);
+  resolve(fn_.DeviceGetAttributes, {"nvmlDeviceGetAttributes_v2", "nvmlDeviceGetAttributes"},
+          false);
+  resolve(fn_.DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"}, false);
+  resolve(fn_.DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"}, false);
+  resolve(fn_.EventSetCreate, {"nvmlEventSetCreate"}, false);
+  resolve(fn_.EventSetWait, {"nvmlEventSetWait_v2", "nvmlEventSetWait"}, false);
+  resolve(fn_.EventSetFree, {"nvmlEventSetFree"}, false);
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(
+        StrCat(path_, " lacks the NVML functions ", StrJoin(missing, ", "),
+               "; the driver is too old or the file is not NVIDIA's NVML"));
+  }
+  return absl::OkStatus();
+}
+
+NvmlLibrary::~NvmlLibrary() {
+  if (initialized_) {
+    nvmlReturn_t r = fn_.Shutdown();
+    if (r != NVML_SUCCESS) LogWarning("nvmlShutdown failed", {{"error", ErrorText(r)}});
+  }
+  // The handle stays open: NVML may own threads that outlive shutdown, and
+  // unloading code under them would crash the process at exit.
+}
+
+absl::Status NvmlLibrary::Init() {
+  if (initialized_) return absl::OkStatus();
+  nvmlReturn_t r = fn_.Init();
+  if (r != NVML_SUCCESS) {
+    return absl::Status(CodeFor(r),
+                        StrCat("NVML initialisation failed (", path_, "): ", ErrorText(r)));
+  }
+  initialized_ = true;
+  return absl::OkStatus();
+}
+
+std::string NvmlLibrary::ErrorText(nvmlReturn_t r) const {
+  const char* text = fn_.ErrorString ? fn_.ErrorString(r) : nullptr;
+  return StrCat(text ? text : "unknown NVML error", " (", static_cast<int>(r), ")");
+}
+
+absl::Status NvmlLibrary::Check(nvmlReturn_t r, std::string_view what) const {
+  if (r == NVML_SUCCESS) return absl::OkStatus();
+  return absl::Status(CodeFor(r), StrCat(what, ": ", ErrorText(r)));
+}
+
+}  // namespace gpu_agent::nvml

@@ -1,0 +1,97 @@
+// Loads NVIDIA's NVML with dlopen and resolves the symbols the agent uses.
+// The driver library is never linked: the binary must start, and say what is
+// missing, on a machine without a driver.
+#ifndef GPU_AGENT_NVML_NVML_LIBRARY_H_
+#define GPU_AGENT_NVML_NVML_LIBRARY_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nvml/nvml_api.h"
+
+namespace gpu_agent::nvml {
+
+// Resolved entry points. Required ones are never null after Open(); the
+// optional ones (noted) are null when the driver is too old to export them.
+struct NvmlFunctions {
+  nvmlInit_v2_fn Init = nullptr;
+  nvmlShutdown_fn Shutdown = nullptr;
+  nvmlErrorString_fn ErrorString = nullptr;
+  nvmlSystemGetDriverVersion_fn SystemGetDriverVersion = nullptr;
+  nvmlSystemGetNVMLVersion_fn SystemGetNVMLVersion = nullptr;
+  nvmlSystemGetCudaDriverVersion_fn SystemGetCudaDriverVersion = nullptr;
+  nvmlDeviceGetCount_v2_fn DeviceGetCount = nullptr;
+  nvmlDeviceGetHandleByIndex_v2_fn DeviceGetHandleByIndex = nullptr;
+  nvmlDeviceGetHandleByUUID_fn DeviceGetHandleByUUID = nullptr;
+  nvmlDeviceGetIndex_fn DeviceGetIndex = nullptr;
+  nvmlDeviceGetName_fn DeviceGetName = nullptr;
+  nvmlDeviceGetUUID_fn DeviceGetUUID = nullptr;
+  nvmlDeviceGetMinorNumber_fn DeviceGetMinorNumber = nullptr;
+  nvmlDeviceGetPciInfo_v3_fn DeviceGetPciInfo = nullptr;
+  nvmlDeviceGetMemoryInfo_fn DeviceGetMemoryInfo = nullptr;
+  nvmlDeviceGetCudaComputeCapability_fn DeviceGetCudaComputeCapability = nullptr;
+  nvmlDeviceGetTopologyCommonAncestor_fn DeviceGetTopologyCommonAncestor = nullptr;  // optional
+  nvmlDeviceGetBrand_fn DeviceGetBrand = nullptr;                                    // optional
+  nvmlDeviceGetArchitecture_fn DeviceGetArchitecture = nullptr;                      // optional
+  nvmlDeviceGetNvLinkState_fn DeviceGetNvLinkState = nullptr;                        // optional
+  nvmlDeviceGetNvLinkRemotePciInfo_v2_fn DeviceGetNvLinkRemotePciInfo = nullptr;     // optional
+  nvmlDeviceGetMigMode_fn DeviceGetMigMode = nullptr;                                // optional
+  nvmlDeviceGetMaxMigDeviceCount_fn DeviceGetMaxMigDeviceCount = nullptr;            // optional
+  nvmlDeviceGetMigDeviceHandleByIndex_fn DeviceGetMigDeviceHandleByIndex = nullptr;  // optional
+  nvmlDeviceGetGpuInstanceId_fn DeviceGetGpuInstanceId = nullptr;                    // optional
+  nvmlDeviceGetComputeInstanceId_fn DeviceGetComputeInstanceId = nullptr;            // optional
+  nvmlDeviceGetAttributes_v2_fn DeviceGetAttributes = nullptr;                       // optional
+  nvmlDeviceGetSupportedEventTypes_fn DeviceGetSupportedEventTypes = nullptr;        // optional
+  nvmlDeviceRegisterEvents_fn DeviceRegisterEvents = nullptr;                        // optional
+  nvmlEventSetCreate_fn EventSetCreate = nullptr;                                    // optional
+  nvmlEventSetWait_v2_fn EventSetWait = nullptr;                                     // optional
+  nvmlEventSetFree_fn EventSetFree = nullptr;                                        // optional
+};
+
+// The folders searched for libnvidia-ml.so.1 under a driver root, in order.
+std::vector<std::string> LibrarySearchFolders(std::string_view driver_root);
+
+// One loaded libnvidia-ml. Thread-safety: NVML itself is thread-safe after
+// init; this object is immutable after Open() and Init().
+class NvmlLibrary {
+ public:
+  // Loads libnvidia-ml.so.1. With driver root "/" the dynamic loader's own
+  // search (LD_LIBRARY_PATH, ld.so.cache) goes first, then the usual driver
+  // folders; with another root, that root's folders go first. The error lists
+  // every place tried and how to point the agent elsewhere.
+  static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Open(std::string_view driver_root);
+
+  ~NvmlLibrary();
+  NvmlLibrary(const NvmlLibrary&) = delete;
+  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
+
+  // nvmlInit_v2. Errors keep NVML's own text and code.
+  absl::Status Init();
+
+  const NvmlFunctions& fn() const { return fn_; }
+  // The file dlopen loaded.
+  const std::string& path() const { return path_; }
+
+  // NVML's text for a return code, with the code: "GPU is lost (15)".
+  std::string ErrorText(nvmlReturn_t r) const;
+  // OK on NVML_SUCCESS; otherwise an error "<what>: <NVML text>" whose code
+  // reflects the failure (kNotFound, kUnavailable for a lost GPU, ...).
+  absl::Status Check(nvmlReturn_t r, std::string_view what) const;
+
+ private:
+  NvmlLibrary(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  absl::Status Resolve();
+
+  void* handle_;
+  std::string path_;
+  NvmlFunctions fn_;
+  bool initialized_ = false;
+};
+
+}  // namespace gpu_agent::nvml
+
+#endif  // GPU_AGENT_NVML_NVML_LIBRARY_H_

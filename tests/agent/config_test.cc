@@ -1,0 +1,298 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "agent/commands.h"
+#include "agent/config_loader.h"
+#include "support/test_support.h"
+
+namespace gpu_agent {
+namespace {
+
+using gpu_agent::testing::SourceDir;
+using gpu_agent::testing::TempDir;
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+absl::StatusOr<LoadedConfig> LoadText(const std::string& yaml,
+                                      std::map<std::string, std::string> env = {},
+                                      std::vector<std::pair<std::string, std::string>> flags = {}) {
+  TempDir dir;
+  ConfigRequest req;
+  req.file = dir.Write("config.yaml", yaml);
+  req.file_origin = "flag --config";
+  req.env = Env(std::move(env));
+  req.flags = std::move(flags);
+  auto loaded = LoadConfig(req);
+  return loaded;
+}
+
+std::string ErrorOf(const absl::StatusOr<LoadedConfig>& r) {
+  return r.ok() ? "<ok>" : std::string(r.status().message());
+}
+
+TEST(ConfigTest, DefaultsWithoutFile) {
+  ConfigRequest req;
+  req.env = Env({});
+  auto loaded = LoadConfig(req);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Config& c = loaded->config;
+  EXPECT_EQ(c.mode, "plugin");
+  EXPECT_EQ(c.resource_name, "nvidia.com/gpu");
+  EXPECT_EQ(c.flags.mig_strategy, "none");
+  EXPECT_TRUE(c.flags.fail_on_init_error);
+  EXPECT_EQ(c.flags.plugin.device_list_strategy, std::vector<std::string>{"envvar"});
+  EXPECT_EQ(c.health.ignored_xids, (std::vector<int>{13, 31, 43, 45, 68, 109}));
+  EXPECT_EQ(c.kubelet.socket, "/var/lib/kubelet/device-plugins/kubelet.sock");
+  EXPECT_TRUE(loaded->origins.empty());
+}
+
+TEST(ConfigTest, NvidiaDevicePluginFileLoadsUnchanged) {
+  // The shape of NVIDIA's documented config, gfd section included.
+  auto loaded = LoadText(R"(version: v1
+flags:
+  migStrategy: "single"
+  failOnInitError: true
+  nvidiaDriverRoot: "/run/nvidia/driver"
+  plugin:
+    passDeviceSpecs: true
+    deviceListStrategy:
+      - envvar
+      - cdi-annotations
+    deviceIDStrategy: index
+    containerDriverRoot: /driver-root
+  gfd:
+    oneshot: false
+    noTimestamp: false
+    sleepInterval: 60s
+sharing:
+  timeSlicing:
+    renameByDefault: false
+    failRequestsGreaterThanOne: false
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 10
+)");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Config& c = loaded->config;
+  EXPECT_EQ(c.flags.mig_strategy, "single");
+  EXPECT_EQ(c.flags.nvidia_driver_root, "/run/nvidia/driver");
+  EXPECT_TRUE(c.flags.plugin.pass_device_specs);
+  EXPECT_EQ(c.flags.plugin.device_list_strategy,
+            (std::vector<std::string>{"envvar", "cdi-annotations"}));
+  EXPECT_EQ(c.flags.plugin.device_id_strategy, "index");
+  ASSERT_EQ(c.sharing.time_slicing.resources.size(), 1u);
+  EXPECT_EQ(c.sharing.time_slicing.resources[0].replicas, 10);
+  EXPECT_EQ(c.sharing.time_slicing.resources[0].devices, std::vector<std::string>{"all"});
+  ASSERT_EQ(loaded->notes.size(), 1u);
+  EXPECT_NE(loaded->notes[0].find("flags.gfd"), std::string::npos);
+  EXPECT_EQ(loaded->origins.at("flags.migStrategy")
+                .detail.substr(loaded->origins.at("flags.migStrategy").detail.size() - 4),
+            ":3:3");
+}
+
+TEST(ConfigTest, DeviceListStrategyAsSingleValue) {
+  auto loaded = LoadText("version: v1\nflags:\n  plugin:\n    deviceListStrategy: volume-mounts\n");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->config.flags.plugin.device_list_strategy,
+            std::vector<std::string>{"volume-mounts"});
+}
+
+TEST(ConfigTest, PrecedenceFlagOverEnvOverFileOverDefault) {
+  auto loaded = LoadText(
+      "version: v1\nflags:\n  migStrategy: single\n  failOnInitError: false\n"
+      "  plugin:\n    deviceIDStrategy: index\n",
+      {{"MIG_STRATEGY", "mixed"}, {"DEVICE_ID_STRATEGY", "uuid"}}, {{"flags.migStrategy", "none"}});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Config& c = loaded->config;
+  EXPECT_EQ(c.flags.mig_strategy, "none");               // flag beats env and file
+  EXPECT_EQ(c.flags.plugin.device_id_strategy, "uuid");  // env beats file
+  EXPECT_FALSE(c.flags.fail_on_init_error);              // file beats default
+  EXPECT_EQ(loaded->origins.at("flags.migStrategy").source, ValueSource::kFlag);
+  EXPECT_EQ(loaded->origins.at("flags.migStrategy").detail, "flag --mig-strategy");
+  EXPECT_EQ(loaded->origins.at("flags.plugin.deviceIDStrategy").detail, "env DEVICE_ID_STRATEGY");
+  EXPECT_EQ(loaded->origins.at("flags.failOnInitError").source, ValueSource::kFile);
+  EXPECT_EQ(loaded->origins.count("resourceName"), 0u);
+
+  std::string report = ConfigReport(*loaded);
+  EXPECT_NE(report.find("migStrategy: none"), std::string::npos) << report;
+  EXPECT_NE(report.find("# flag --mig-strategy"), std::string::npos) << report;
+  EXPECT_NE(report.find("# env DEVICE_ID_STRATEGY"), std::string::npos) << report;
+  EXPECT_NE(report.find("config.yaml:4:3"), std::string::npos) << report;
+}
+
+TEST(ConfigTest, ReportReadsBackToTheSameConfig) {
+  auto loaded = LoadText(
+      "version: v1\nmode: static\nnodeName: node-a\n"
+      "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+      "      replicas: 4\n");
+  ASSERT_TRUE(loaded.ok());
+  const std::string report = ConfigReport(*loaded);
+  auto again = LoadText(report);
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << report;
+  EXPECT_EQ(again->config.mode, "static");
+  EXPECT_EQ(again->config.node_name, "node-a");
+  ASSERT_EQ(again->config.sharing.time_slicing.resources.size(), 1u);
+  EXPECT_EQ(again->config.sharing.time_slicing.resources[0].replicas, 4);
+}
+
+TEST(ConfigTest, HealthCheckEnvVarsAsNvidiaDefinesThem) {
+  auto disabled = LoadText("version: v1\n", {{"DP_DISABLE_HEALTHCHECKS", "all"}});
+  ASSERT_TRUE(disabled.ok());
+  EXPECT_TRUE(disabled->config.health.disabled);
+  auto more = LoadText("version: v1\n", {{"DP_DISABLE_HEALTHCHECKS", "48, 63"}});
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(more->config.health.ignored_xids, (std::vector<int>{13, 31, 43, 45, 68, 109, 48, 63}));
+  auto enable = LoadText("version: v1\n", {{"DP_ENABLE_HEALTHCHECKS", "13"}});
+  ASSERT_TRUE(enable.ok());
+  EXPECT_EQ(enable->config.health.critical_xids, std::vector<int>{13});
+  auto bad = LoadText("version: v1\n", {{"DP_DISABLE_HEALTHCHECKS", "some"}});
+  EXPECT_NE(ErrorOf(bad).find("DP_DISABLE_HEALTHCHECKS=\"some\""), std::string::npos)
+      << ErrorOf(bad);
+}
+
+struct BadCase {
+  const char* name;
+  std::string yaml;
+  std::string expect;  // a part of the error message
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfigTest, NamesWhatAndWhere) {
+  const BadCase& c = GetParam();
+  auto loaded = LoadText(c.yaml);
+  ASSERT_FALSE(loaded.ok()) << c.name;
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ErrorOf(loaded).find(c.expect), std::string::npos)
+      << c.name << ": got \"" << ErrorOf(loaded) << "\", wanted \"" << c.expect << "\"";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, BadConfigTest,
+    ::testing::Values(
+        BadCase{"UnknownKeyNearMiss", "version: v1\nflags:\n  migStrategi: none\n",
+                "config.yaml:3:3: unknown key \"migStrategi\" in flags; did you mean "
+                "\"migStrategy\"?"},
+        BadCase{"UnknownTopKey", "version: v1\nfoo: 1\n", "config.yaml:2:1: unknown key \"foo\""},
+        BadCase{"UnknownNestedTypo", "version: v1\nflags:\n  plugin:\n    passDeviceSpec: true\n",
+                "did you mean \"passDeviceSpecs\"?"},
+        BadCase{"WrongTypeBool", "version: v1\nflags:\n  failOnInitError: maybe\n",
+                "config.yaml:3:20: invalid value \"maybe\" for flags.failOnInitError: expected "
+                "true or false"},
+        BadCase{"WrongTypeMapForScalar", "version: v1\nmode:\n  a: b\n",
+                "config.yaml:3:3: mode must be a single value, not a mapping"},
+        BadCase{"WrongTypeScalarForMap", "version: v1\nflags: 3\n",
+                "config.yaml:2:8: flags must be a mapping"},
+        BadCase{"UnknownVersion", "version: v2\n",
+                "config.yaml:1:10: unknown config version \"v2\"; gpu-agent reads version v1"},
+        BadCase{"InvalidEnum", "version: v1\nflags:\n  migStrategy: singel\n",
+                "invalid value \"singel\" for flags.migStrategy (one of none, single, mixed); did "
+                "you mean \"single\"?"},
+        BadCase{"InvalidListItem",
+                "version: v1\nflags:\n  plugin:\n    deviceListStrategy: [envvar, cdi]\n",
+                "invalid value \"cdi\" for flags.plugin.deviceListStrategy"},
+        BadCase{"ReplicasBelowTwo",
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: "
+                "nvidia.com/gpu\n      replicas: 1\n",
+                "config.yaml:6:17: replicas: 1 is too few"},
+        BadCase{"ReplicasNotANumber",
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: "
+                "nvidia.com/gpu\n      replicas: many\n",
+                "replicas must be a whole number"},
+        BadCase{"ResourceNoDomain", "version: v1\nresourceName: gpu\n",
+                "resourceName: resource name \"gpu\" has no domain"},
+        BadCase{"ResourceKubernetesDomain", "version: v1\nresourceName: kubernetes.io/gpu\n",
+                "reserved domain"},
+        BadCase{"ResourceTooLong",
+                "version: v1\nresourceName: nvidia.com/" + std::string(64, 'a') + "\n",
+                "at most 63 are allowed"},
+        BadCase{"TimeSlicingUnknownResource",
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: "
+                "example.com/gpu\n      replicas: 2\n",
+                "is not a resource this agent advertises"},
+        BadCase{"EmptyFile", "", "the config file is empty"},
+        BadCase{"OnlyComments", "# nothing here\n", "the config file is empty"},
+        BadCase{"BinaryGarbage",
+                std::string("\x7f"
+                            "ELF\x02\x01\x01\0\0\0",
+                            10),
+                "not a YAML text file (a NUL byte at offset 7)"},
+        BadCase{"TopLevelScalar", "just some words\n", "the top level must be a mapping"},
+        BadCase{"BrokenYaml", "version: v1\nflags: [1, 2\nmode: x\n", "config.yaml:3:"},
+        BadCase{"Mps", "version: v1\nsharing:\n  mps:\n    resources: []\n",
+                "sharing.mps (CUDA MPS) is not supported"},
+        BadCase{"BadDuration", "version: v1\nhealth:\n  recoveryPeriod: soon\n",
+                "health.recoveryPeriod: invalid duration \"soon\""},
+        BadCase{"BadEndpoint", "version: v1\nkubelet:\n  endpoint: a/b.sock\n",
+                "must be a bare socket file name"}),
+    [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
+
+TEST(ConfigTest, MissingFile) {
+  ConfigRequest req;
+  req.file = "/nonexistent/gpu-agent.yaml";
+  req.file_origin = "env CONFIG_FILE";
+  req.env = Env({});
+  auto loaded = LoadConfig(req);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(ErrorOf(loaded).find("cannot read config file \"/nonexistent/gpu-agent.yaml\" (named "
+                                 "by env CONFIG_FILE): No such file or directory"),
+            std::string::npos)
+      << ErrorOf(loaded);
+}
+
+TEST(ConfigTest, DirectoryInsteadOfFile) {
+  TempDir dir;
+  ConfigRequest req;
+  req.file = dir.path();
+  req.env = Env({});
+  auto loaded = LoadConfig(req);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(ErrorOf(loaded).find(dir.path()), std::string::npos) << ErrorOf(loaded);
+}
+
+TEST(ConfigTest, UnreadableFile) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  TempDir dir;
+  const std::string path = dir.Write("c.yaml", "version: v1\n");
+  ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  ConfigRequest req;
+  req.file = path;
+  req.env = Env({});
+  auto loaded = LoadConfig(req);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST(ConfigTest, BadEnvAndFlagValuesNameTheirSource) {
+  auto env = LoadText("version: v1\n", {{"MIG_STRATEGY", "all"}});
+  EXPECT_NE(ErrorOf(env).find("env MIG_STRATEGY: invalid value \"all\""), std::string::npos)
+      << ErrorOf(env);
+  auto flag = LoadText("version: v1\n", {}, {{"flags.plugin.passDeviceSpecs", "perhaps"}});
+  EXPECT_NE(ErrorOf(flag).find("flag --pass-device-specs: invalid value \"perhaps\""),
+            std::string::npos)
+      << ErrorOf(flag);
+  auto resource = LoadText("version: v1\n", {}, {{"resourceName", "gpu"}});
+  EXPECT_NE(ErrorOf(resource).find("flag --resource-name: resourceName:"), std::string::npos)
+      << ErrorOf(resource);
+}
+
+TEST(ConfigTest, ShippedExampleConfigsLoad) {
+  for (const char* name : {"plugin.yaml", "static.yaml", "time-slicing.yaml"}) {
+    ConfigRequest req;
+    req.file = SourceDir() + "/config/" + name;
+    req.env = Env({});
+    auto loaded = LoadConfig(req);
+    EXPECT_TRUE(loaded.ok()) << name << ": " << loaded.status();
+  }
+}
+
+}  // namespace
+}  // namespace gpu_agent

@@ -1,0 +1,770 @@
+// A stand-in for NVIDIA's libnvidia-ml.so.1, driven by a fixture file
+// (FAKE_NVML_FIXTURE) and, while running, by text commands written to a FIFO
+// (FAKE_NVML_CONTROL). It exports NVML's C symbols with NVIDIA's signatures so
+// the agent, or any other NVML client, loads it through the ordinary dlopen
+// path. Thread-safe: one mutex guards all state; event waits block outside it.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fixture.h"
+#include "nvml/nvml_api.h"
+
+#define NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+// The opaque handle types NVML hands out.
+struct nvmlDevice_st {
+  bool is_mig = false;
+  unsigned index = 0;  // GPU index, or MIG slot under the parent
+  nvmlDevice_st* parent = nullptr;
+  fake_nvml::GpuFixture gpu;  // for GPUs
+  fake_nvml::MigFixture mig;  // for MIG devices
+  std::vector<std::unique_ptr<nvmlDevice_st>> mig_children;
+  // NVLink slot -> peer GPU index (-1: unused).
+  std::vector<int> link_peer;
+};
+
+struct nvmlEventSet_st {
+  int efd = -1;
+  std::deque<nvmlEventData_t> queue;
+  std::vector<std::pair<nvmlDevice_t, unsigned long long>> registrations;
+};
+
+namespace {
+
+struct State {
+  std::mutex mu;
+  int init_count = 0;
+  bool loaded = false;
+  std::string fixture_path;
+  fake_nvml::Fixture fixture;
+  std::vector<std::unique_ptr<nvmlDevice_st>> gpus;
+  std::vector<nvmlEventSet_st*> sets;
+  int control_fd = -1;
+  std::string control_buffer;
+  int forced_init_error = 0;
+  int wait_error = 0;
+  int wait_error_count = 0;
+};
+
+State& S() {
+  static State* s = new State;  // never destroyed: NVML clients may call during exit
+  return *s;
+}
+
+void Note(const std::string& msg) {
+  std::string line = "fake-nvml: " + msg + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+}
+
+nvmlDevice_t FindGpu(State& s, const std::string& selector) {
+  for (auto& g : s.gpus) {
+    if (g->gpu.uuid == selector || std::to_string(g->index) == selector) return g.get();
+  }
+  return nullptr;
+}
+
+void PushEvent(State& s, nvmlDevice_t dev, unsigned long long type, unsigned long long data,
+               unsigned gi, unsigned ci) {
+  for (nvmlEventSet_st* set : s.sets) {
+    for (const auto& [d, mask] : set->registrations) {
+      if (d == dev && (mask & type)) {
+        nvmlEventData_t ev{};
+        ev.device = dev;
+        ev.eventType = type;
+        ev.eventData = data;
+        ev.gpuInstanceId = gi;
+        ev.computeInstanceId = ci;
+        set->queue.push_back(ev);
+        uint64_t one = 1;
+        (void)!::write(set->efd, &one, sizeof one);
+        break;
+      }
+    }
+  }
+}
+
+// Applies one control command. REQUIRES: s.mu held.
+void ApplyCommand(State& s, const std::string& line) {
+  std::istringstream in(line);
+  std::string verb;
+  if (!(in >> verb) || verb[0] == '#') return;
+  std::string target;
+  if (verb == "init-error") {
+    in >> s.forced_init_error;
+    return;
+  }
+  if (verb == "wait-error") {
+    int count = 1;
+    in >> s.wait_error >> count;
+    s.wait_error_count = count;
+    return;
+  }
+  in >> target;
+  nvmlDevice_t dev = FindGpu(s, target);
+  if (dev == nullptr) {
+    Note("control: no GPU \"" + target + "\" for command: " + line);
+    return;
+  }
+  if (verb == "xid") {
+    unsigned long long xid = 0;
+    unsigned gi = NVML_MIG_INSTANCE_ID_NONE, ci = NVML_MIG_INSTANCE_ID_NONE;
+    in >> xid;
+    in >> gi >> ci;
+    PushEvent(s, dev, nvmlEventTypeXidCriticalError, xid, gi, ci);
+  } else if (verb == "lose") {
+    dev->gpu.lost = true;
+    PushEvent(s, dev, nvmlEventTypeXidCriticalError, 79, NVML_MIG_INSTANCE_ID_NONE,
+              NVML_MIG_INSTANCE_ID_NONE);
+  } else if (verb == "restore") {
+    dev->gpu.lost = false;
+  } else if (verb == "fail") {
+    std::string fn;
+    int code = 999;
+    in >> fn >> code;
+    dev->gpu.failures[fn] = code;
+  } else if (verb == "unfail") {
+    std::string fn;
+    in >> fn;
+    dev->gpu.failures.erase(fn);
+  } else {
+    Note("control: unknown command: " + line);
+  }
+}
+
+// Reads whatever commands are waiting on the control FIFO. REQUIRES: s.mu held.
+void DrainControl(State& s) {
+  if (s.control_fd < 0) return;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(s.control_fd, buf, sizeof buf);
+    if (n <= 0) break;
+    s.control_buffer.append(buf, static_cast<size_t>(n));
+  }
+  size_t pos;
+  while ((pos = s.control_buffer.find('\n')) != std::string::npos) {
+    std::string line = s.control_buffer.substr(0, pos);
+    s.control_buffer.erase(0, pos + 1);
+    ApplyCommand(s, line);
+  }
+}
+
+void BuildDevices(State& s) {
+  s.gpus.clear();
+  for (size_t i = 0; i < s.fixture.gpus.size(); ++i) {
+    auto dev = std::make_unique<nvmlDevice_st>();
+    dev->index = static_cast<unsigned>(i);
+    dev->gpu = s.fixture.gpus[i];
+    dev->link_peer.assign(NVML_NVLINK_MAX_LINKS, -1);
+    for (size_t m = 0; m < dev->gpu.mig_devices.size(); ++m) {
+      auto mig = std::make_unique<nvmlDevice_st>();
+      mig->is_mig = true;
+      mig->index = static_cast<unsigned>(m);
+      mig->parent = dev.get();
+      mig->mig = dev->gpu.mig_devices[m];
+      dev->mig_children.push_back(std::move(mig));
+    }
+    s.gpus.push_back(std::move(dev));
+  }
+  for (const auto& nl : s.fixture.nvlinks) {
+    for (unsigned k = 0; k < nl.links; ++k) {
+      auto& a = s.gpus[nl.a]->link_peer;
+      auto& b = s.gpus[nl.b]->link_peer;
+      auto fa = std::find(a.begin(), a.end(), -1);
+      auto fb = std::find(b.begin(), b.end(), -1);
+      if (fa == a.end() || fb == b.end()) break;
+      *fa = static_cast<int>(nl.b);
+      *fb = static_cast<int>(nl.a);
+    }
+  }
+}
+
+nvmlReturn_t DoInit() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  // The fixture is (re)read on the first init after load or after a full
+  // shutdown, so one process can move between fixtures like a driver reload.
+  const char* env_path = std::getenv("FAKE_NVML_FIXTURE");
+  if (s.loaded && s.init_count == 0 && (env_path == nullptr || s.fixture_path != env_path)) {
+    s.loaded = false;
+  }
+  if (!s.loaded) {
+    const char* path = env_path;
+    if (path == nullptr || *path == '\0') {
+      Note("FAKE_NVML_FIXTURE is not set; behaving like a host without a loaded driver");
+      return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    std::string error;
+    if (!fake_nvml::LoadFixture(path, &s.fixture, &error)) {
+      Note("bad fixture: " + error);
+      return NVML_ERROR_UNKNOWN;
+    }
+    s.fixture_path = path;
+    s.forced_init_error = 0;
+    BuildDevices(s);
+    if (s.control_fd >= 0) {
+      ::close(s.control_fd);
+      s.control_fd = -1;
+    }
+    if (const char* ctl = std::getenv("FAKE_NVML_CONTROL"); ctl && *ctl) {
+      if (::mkfifo(ctl, 0600) != 0 && errno != EEXIST) {
+        Note(std::string("cannot create control FIFO ") + ctl + ": " + std::strerror(errno));
+      }
+      // O_RDWR keeps the FIFO open for writing too, so it never reports EOF
+      // (and poll never spins on POLLHUP) when the last writer leaves.
+      s.control_fd = ::open(ctl, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+      if (s.control_fd < 0) Note(std::string("cannot open control FIFO ") + ctl);
+    }
+    s.loaded = true;
+  }
+  DrainControl(s);
+  const int err = s.forced_init_error ? s.forced_init_error : s.fixture.init_error;
+  if (err != 0) return static_cast<nvmlReturn_t>(err);
+  ++s.init_count;
+  return NVML_SUCCESS;
+}
+
+// Common prologue of every device query: initialised, handle valid, GPU not
+// lost, no injected failure. REQUIRES: s.mu held.
+nvmlReturn_t CheckDevice(State& s, nvmlDevice_t dev, const char* fn) {
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  DrainControl(s);
+  if (dev == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlDevice_t gpu = dev->is_mig ? dev->parent : dev;
+  bool known = false;
+  for (auto& g : s.gpus) known |= g.get() == gpu;
+  if (!known) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+  auto it = gpu->gpu.failures.find(fn);
+  if (it != gpu->gpu.failures.end()) return static_cast<nvmlReturn_t>(it->second);
+  return NVML_SUCCESS;
+}
+
+#define DEVICE_PROLOGUE(dev)              \
+  State& s = S();                         \
+  std::lock_guard<std::mutex> lock(s.mu); \
+  if (nvmlReturn_t r_ = CheckDevice(s, dev, __func__); r_ != NVML_SUCCESS) return r_
+
+#define SYSTEM_PROLOGUE()                                 \
+  State& s = S();                                         \
+  std::lock_guard<std::mutex> lock(s.mu);                 \
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED; \
+  DrainControl(s)
+
+nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (value.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, value.c_str(), value.size() + 1);
+  return NVML_SUCCESS;
+}
+
+void FillPci(const nvmlDevice_st& dev, nvmlPciInfo_t* pci) {
+  std::memset(pci, 0, sizeof *pci);
+  const std::string& id = dev.gpu.pci_bus_id;
+  std::snprintf(pci->busId, sizeof pci->busId, "%s", id.c_str());
+  // The legacy field holds the 4-digit-domain form, 16 bytes with the NUL.
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s", id.substr(4).c_str());
+  pci->domain = static_cast<unsigned>(std::stoul(id.substr(0, 8), nullptr, 16));
+  pci->bus = static_cast<unsigned>(std::stoul(id.substr(9, 2), nullptr, 16));
+  pci->device = static_cast<unsigned>(std::stoul(id.substr(12, 2), nullptr, 16));
+  pci->pciDeviceId = dev.gpu.pci_device_id;
+  pci->pciSubSystemId = dev.gpu.pci_subsystem_id;
+}
+
+std::string Lower(std::string v) {
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+
+}  // namespace
+
+NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) { return DoInit(); }
+NVML_EXPORT nvmlReturn_t nvmlInit(void) { return DoInit(); }
+NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int) { return DoInit(); }
+
+NVML_EXPORT nvmlReturn_t nvmlShutdown(void) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  --s.init_count;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
+  switch (r) {
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+      return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER:
+      return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE:
+      return "Interrupt request issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM:
+      return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM:
+      return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_IN_USE:
+      return "In use by another client";
+    case NVML_ERROR_MEMORY:
+      return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA:
+      return "No data";
+    case NVML_ERROR_NOT_READY:
+      return "System is not ready";
+    case NVML_ERROR_GPU_NOT_FOUND:
+      return "GPU not found";
+    case NVML_ERROR_INVALID_STATE:
+      return "Invalid state";
+    default:
+      return "Unknown Error";
+  }
+}
+
+NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  SYSTEM_PROLOGUE();
+  return CopyString(s.fixture.driver_version, version, length);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
+  SYSTEM_PROLOGUE();
+  return CopyString(s.fixture.nvml_version, version, length);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* version) {
+  // Documented to work without nvmlInit.
+  if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  *version = s.fixture.cuda_driver_version;
+  return NVML_SUCCESS;
+}
+NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  return nvmlSystemGetCudaDriverVersion(version);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+  SYSTEM_PROLOGUE();
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = static_cast<unsigned>(s.gpus.size());
+  return NVML_SUCCESS;
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
+  return nvmlDeviceGetCount_v2(count);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  SYSTEM_PROLOGUE();
+  if (device == nullptr || index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlDevice_t dev = s.gpus[index].get();
+  auto it = dev->gpu.failures.find("nvmlDeviceGetHandleByIndex");
+  if (it != dev->gpu.failures.end()) return static_cast<nvmlReturn_t>(it->second);
+  if (dev->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+  *device = dev;
+  return NVML_SUCCESS;
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  SYSTEM_PROLOGUE();
+  if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (auto& g : s.gpus) {
+    if (g->gpu.uuid == uuid) {
+      if (g->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+      *device = g.get();
+      return NVML_SUCCESS;
+    }
+    for (auto& m : g->mig_children) {
+      if (m->mig.uuid == uuid) {
+        *device = m.get();
+        return NVML_SUCCESS;
+      }
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id,
+                                                          nvmlDevice_t* device) {
+  SYSTEM_PROLOGUE();
+  if (bus_id == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  std::string wanted = Lower(bus_id);
+  for (auto& g : s.gpus) {
+    const std::string have = Lower(g->gpu.pci_bus_id);
+    if (have == wanted || have.substr(4) == wanted) {
+      if (g->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+      *device = g.get();
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByPciBusId_v2(bus_id, device);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  DEVICE_PROLOGUE(device);
+  if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *index = device->is_mig ? device->parent->index : device->index;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  DEVICE_PROLOGUE(device);
+  if (device->is_mig) {
+    const std::string n = device->parent->gpu.name + " MIG " +
+                          std::to_string(device->mig.gpu_instance_slices) + "g." +
+                          std::to_string((device->mig.memory_mib + 1023) / 1024) + "gb";
+    return CopyString(n, name, length);
+  }
+  return CopyString(device->gpu.name, name, length);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  DEVICE_PROLOGUE(device);
+  return CopyString(device->is_mig ? device->mig.uuid : device->gpu.uuid, uuid, length);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+  DEVICE_PROLOGUE(device);
+  if (minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (device->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *minor = device->gpu.minor;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  DEVICE_PROLOGUE(device);
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  FillPci(device->is_mig ? *device->parent : *device, pci);
+  return NVML_SUCCESS;
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  DEVICE_PROLOGUE(device);
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const unsigned long long mib = device->is_mig ? device->mig.memory_mib : device->gpu.memory_mib;
+  memory->total = mib * 1024ULL * 1024ULL;
+  memory->used = std::min<unsigned long long>(memory->total, 512ULL * 1024 * 1024);
+  memory->free = memory->total - memory->used;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
+  DEVICE_PROLOGUE(device);
+  if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *type = static_cast<nvmlBrandType_t>((device->is_mig ? device->parent : device)->gpu.brand);
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device,
+                                                   nvmlDeviceArchitecture_t* arch) {
+  DEVICE_PROLOGUE(device);
+  if (arch == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *arch = (device->is_mig ? device->parent : device)->gpu.architecture;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
+                                                            int* minor) {
+  DEVICE_PROLOGUE(device);
+  if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto& g = (device->is_mig ? device->parent : device)->gpu;
+  *major = g.cc_major;
+  *minor = g.cc_minor;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
+                                                             nvmlGpuTopologyLevel_t* level) {
+  {
+    DEVICE_PROLOGUE(a);
+    if (nvmlReturn_t r = CheckDevice(s, b, __func__); r != NVML_SUCCESS) return r;
+    if (level == nullptr || a->is_mig || b->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+    const auto& ga = a->gpu;
+    const auto& gb = b->gpu;
+    if (a == b) {
+      *level = NVML_TOPOLOGY_INTERNAL;
+    } else if (ga.pcie_switch >= 0 && ga.pcie_switch == gb.pcie_switch) {
+      *level = NVML_TOPOLOGY_SINGLE;
+    } else if (ga.host_bridge >= 0 && ga.host_bridge == gb.host_bridge) {
+      *level = NVML_TOPOLOGY_HOSTBRIDGE;
+    } else if (ga.numa_node == gb.numa_node) {
+      *level = NVML_TOPOLOGY_NODE;
+    } else {
+      *level = NVML_TOPOLOGY_SYSTEM;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                                  nvmlEnableState_t* active) {
+  DEVICE_PROLOGUE(device);
+  if (active == nullptr || device->is_mig || link >= NVML_NVLINK_MAX_LINKS) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (std::all_of(device->link_peer.begin(), device->link_peer.end(),
+                  [](int p) { return p < 0; })) {
+    return NVML_ERROR_NOT_SUPPORTED;  // a PCIe-only board
+  }
+  *active = device->link_peer[link] >= 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                             nvmlPciInfo_t* pci) {
+  DEVICE_PROLOGUE(device);
+  if (pci == nullptr || device->is_mig || link >= NVML_NVLINK_MAX_LINKS) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const int peer = device->link_peer[link];
+  if (peer < 0) return NVML_ERROR_NOT_SUPPORTED;
+  FillPci(*s.gpus[static_cast<size_t>(peer)], pci);
+  return NVML_SUCCESS;
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+                                                          nvmlPciInfo_t* pci) {
+  return nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, pci);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
+                                              unsigned int* pending) {
+  DEVICE_PROLOGUE(device);
+  if (current == nullptr || pending == nullptr || device->is_mig) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (device->gpu.cc_major < 8) return NVML_ERROR_NOT_SUPPORTED;
+  *current = *pending = device->gpu.mig_enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  DEVICE_PROLOGUE(device);
+  if (count == nullptr || device->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = device->gpu.mig_enabled ? device->gpu.max_mig_devices : 0;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device,
+                                                             unsigned int index,
+                                                             nvmlDevice_t* mig) {
+  DEVICE_PROLOGUE(device);
+  if (mig == nullptr || device->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!device->gpu.mig_enabled) return NVML_ERROR_INVALID_ARGUMENT;
+  if (index >= device->gpu.max_mig_devices) return NVML_ERROR_INVALID_ARGUMENT;
+  if (index >= device->mig_children.size()) return NVML_ERROR_NOT_FOUND;
+  *mig = device->mig_children[index].get();
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig,
+                                                                      nvmlDevice_t* device) {
+  DEVICE_PROLOGUE(mig);
+  if (device == nullptr || !mig->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = mig->parent;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* is_mig) {
+  DEVICE_PROLOGUE(device);
+  if (is_mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *is_mig = device->is_mig ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  DEVICE_PROLOGUE(device);
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!device->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *id = device->mig.gpu_instance_id;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  DEVICE_PROLOGUE(device);
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!device->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *id = device->mig.compute_instance_id;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                                    nvmlDeviceAttributes_t* attrs) {
+  DEVICE_PROLOGUE(device);
+  if (attrs == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  std::memset(attrs, 0, sizeof *attrs);
+  if (device->is_mig) {
+    attrs->multiprocessorCount = device->mig.multiprocessors;
+    attrs->gpuInstanceSliceCount = device->mig.gpu_instance_slices;
+    attrs->computeInstanceSliceCount = device->mig.compute_instance_slices;
+    attrs->memorySizeMB = device->mig.memory_mib;
+    attrs->sharedCopyEngineCount = device->mig.gpu_instance_slices;
+  } else {
+    attrs->multiprocessorCount = 132;
+    attrs->gpuInstanceSliceCount = 7;
+    attrs->computeInstanceSliceCount = 7;
+    attrs->memorySizeMB = device->gpu.memory_mib;
+    attrs->sharedCopyEngineCount = 7;
+  }
+  return NVML_SUCCESS;
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device,
+                                                 nvmlDeviceAttributes_t* attrs) {
+  return nvmlDeviceGetAttributes_v2(device, attrs);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
+                                                          unsigned long long* types) {
+  DEVICE_PROLOGUE(device);
+  if (types == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *types = nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError |
+           nvmlEventTypeDoubleBitEccError | nvmlEventTypePState | nvmlEventTypeClock |
+           nvmlEventMigConfigChange;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  SYSTEM_PROLOGUE();
+  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  auto* es = new nvmlEventSet_st;
+  es->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (es->efd < 0) {
+    delete es;
+    return NVML_ERROR_MEMORY;
+  }
+  s.sets.push_back(es);
+  *set = es;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                                  nvmlEventSet_t set) {
+  DEVICE_PROLOGUE(device);
+  if (set == nullptr || device->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  if (std::find(s.sets.begin(), s.sets.end(), set) == s.sets.end()) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  set->registrations.emplace_back(device, types);
+  return NVML_SUCCESS;
+}
+
+namespace {
+
+// Waits for an event on `set`. `full` selects the v2 struct (with the MIG
+// instance ids); v1 callers pass the 24-byte struct and get only that.
+nvmlReturn_t WaitForEvent(nvmlEventSet_t set, void* data, unsigned int timeout_ms, bool full) {
+  State& s = S();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int control_fd;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+      if (std::find(s.sets.begin(), s.sets.end(), set) == s.sets.end()) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+      }
+      DrainControl(s);
+      if (s.wait_error_count > 0) {
+        --s.wait_error_count;
+        return static_cast<nvmlReturn_t>(s.wait_error);
+      }
+      if (!set->queue.empty()) {
+        nvmlEventData_t ev = set->queue.front();
+        set->queue.pop_front();
+        std::memcpy(data, &ev, full ? sizeof ev : offsetof(nvmlEventData_t, gpuInstanceId));
+        if (set->queue.empty()) {
+          uint64_t drained;
+          (void)!::read(set->efd, &drained, sizeof drained);
+        }
+        return NVML_SUCCESS;
+      }
+      control_fd = s.control_fd;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return NVML_ERROR_TIMEOUT;
+    const int wait_ms =
+        static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count());
+    pollfd fds[2] = {{set->efd, POLLIN, 0}, {control_fd, POLLIN, 0}};
+    const int nfds = control_fd >= 0 ? 2 : 1;
+    int rc = ::poll(fds, static_cast<nfds_t>(nfds), wait_ms);
+    if (rc < 0 && errno != EINTR) return NVML_ERROR_UNKNOWN;
+  }
+}
+
+}  // namespace
+
+NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                             unsigned int timeout_ms) {
+  if (data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return WaitForEvent(set, data, timeout_ms, true);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
+                                          unsigned int timeout_ms) {
+  if (data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return WaitForEvent(set, data, timeout_ms, false);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = std::find(s.sets.begin(), s.sets.end(), set);
+  if (it == s.sets.end()) return NVML_ERROR_INVALID_ARGUMENT;
+  s.sets.erase(it);
+  ::close(set->efd);
+  delete set;
+  return NVML_SUCCESS;
+}

@@ -1,0 +1,191 @@
+#include "fixture.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <set>
+#include <sstream>
+
+namespace fake_nvml {
+namespace {
+
+struct FixtureError {
+  YAML::Mark mark;
+  std::string message;
+};
+
+[[noreturn]] void Fail(const YAML::Node& node, const std::string& message) {
+  throw FixtureError{node.Mark(), message};
+}
+
+template <typename T>
+T Get(const YAML::Node& map, const char* key, T fallback) {
+  YAML::Node n = map[key];
+  if (!n) return fallback;
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    Fail(n, std::string("\"") + key + "\" has the wrong type");
+  }
+}
+
+void CheckKeys(const YAML::Node& map, const std::set<std::string>& known, const char* where) {
+  if (!map.IsMap()) Fail(map, std::string(where) + " must be a mapping");
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (!known.count(key)) Fail(kv.first, "unknown key \"" + key + "\" in " + where);
+  }
+}
+
+bool ValidBusId(const std::string& s) {
+  // 8 hex digits ':' 2 ':' 2 '.' 1
+  if (s.size() != 16 || s[8] != ':' || s[11] != ':' || s[14] != '.') return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i == 8 || i == 11 || i == 14) continue;
+    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+unsigned ArchFromName(const YAML::Node& n) {
+  static const std::map<std::string, unsigned> kArch = {
+      {"kepler", 2}, {"maxwell", 3}, {"pascal", 4}, {"volta", 5},     {"turing", 6},
+      {"ampere", 7}, {"ada", 8},     {"hopper", 9}, {"blackwell", 10}};
+  auto it = kArch.find(n.as<std::string>());
+  if (it == kArch.end()) Fail(n, "unknown architecture \"" + n.as<std::string>() + "\"");
+  return it->second;
+}
+
+GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
+  CheckKeys(g,
+            {"uuid", "name", "memoryMiB", "minor", "pciBusId", "pciDeviceId", "pciSubsystemId",
+             "numaNode", "pcieSwitch", "hostBridge", "computeCapability", "architecture", "brand",
+             "migEnabled", "maxMigDevices", "migDevices", "lost", "fail"},
+            "a GPU");
+  GpuFixture gpu;
+  gpu.uuid = Get<std::string>(g, "uuid", "");
+  if (gpu.uuid.rfind("GPU-", 0) != 0)
+    Fail(g, "GPU " + std::to_string(index) + " needs a uuid starting with GPU-");
+  gpu.name = Get<std::string>(g, "name", "NVIDIA Test GPU");
+  gpu.memory_mib = Get<uint64_t>(g, "memoryMiB", 16384);
+  gpu.minor = Get<unsigned>(g, "minor", static_cast<unsigned>(index));
+  gpu.pci_bus_id = Get<std::string>(g, "pciBusId", "");
+  if (!ValidBusId(gpu.pci_bus_id)) {
+    Fail(g["pciBusId"] ? g["pciBusId"] : g,
+         "pciBusId must look like 00000000:BB:DD.F, got \"" + gpu.pci_bus_id + "\"");
+  }
+  gpu.pci_device_id = Get<uint32_t>(g, "pciDeviceId", 0x20b010de);
+  gpu.pci_subsystem_id = Get<uint32_t>(g, "pciSubsystemId", 0x134f10de);
+  gpu.numa_node = Get<int>(g, "numaNode", -1);
+  gpu.pcie_switch = Get<int>(g, "pcieSwitch", -1);
+  gpu.host_bridge = Get<int>(g, "hostBridge", -1);
+  const std::string cc = Get<std::string>(g, "computeCapability", "8.0");
+  if (std::sscanf(cc.c_str(), "%d.%d", &gpu.cc_major, &gpu.cc_minor) != 2) {
+    Fail(g["computeCapability"], "computeCapability must look like 8.0");
+  }
+  if (g["architecture"]) gpu.architecture = ArchFromName(g["architecture"]);
+  gpu.brand = Get<int>(g, "brand", 2);
+  gpu.mig_enabled = Get<bool>(g, "migEnabled", false);
+  gpu.max_mig_devices = Get<unsigned>(g, "maxMigDevices", 7);
+  gpu.lost = Get<bool>(g, "lost", false);
+  if (YAML::Node migs = g["migDevices"]) {
+    if (!migs.IsSequence()) Fail(migs, "migDevices must be a list");
+    for (const YAML::Node& m : migs) {
+      CheckKeys(m,
+                {"uuid", "gpuInstanceId", "computeInstanceId", "memoryMiB", "gpuInstanceSlices",
+                 "computeInstanceSlices", "multiprocessors"},
+                "a MIG device");
+      MigFixture mig;
+      mig.uuid = Get<std::string>(m, "uuid", "");
+      if (mig.uuid.rfind("MIG-", 0) != 0) Fail(m, "a MIG device needs a uuid starting with MIG-");
+      mig.gpu_instance_id = Get<unsigned>(m, "gpuInstanceId", 0);
+      mig.compute_instance_id = Get<unsigned>(m, "computeInstanceId", 0);
+      mig.memory_mib = Get<uint64_t>(m, "memoryMiB", 0);
+      mig.gpu_instance_slices = Get<unsigned>(m, "gpuInstanceSlices", 1);
+      mig.compute_instance_slices = Get<unsigned>(m, "computeInstanceSlices", 1);
+      mig.multiprocessors = Get<unsigned>(m, "multiprocessors", 14);
+      gpu.mig_devices.push_back(mig);
+    }
+    if (gpu.mig_devices.size() > gpu.max_mig_devices) {
+      Fail(migs, "more migDevices than maxMigDevices");
+    }
+    if (!gpu.mig_devices.empty() && !gpu.mig_enabled) {
+      Fail(migs, "migDevices given but migEnabled is false");
+    }
+  }
+  if (YAML::Node fails = g["fail"]) {
+    if (!fails.IsMap()) Fail(fails, "fail must map NVML function names to return codes");
+    for (const auto& kv : fails) {
+      const std::string fn = kv.first.as<std::string>();
+      if (fn.rfind("nvml", 0) != 0) Fail(kv.first, "fail keys are NVML function names (nvml...)");
+      gpu.failures[fn] = Get<int>(fails, fn.c_str(), 999);
+    }
+  }
+  return gpu;
+}
+
+}  // namespace
+
+bool LoadFixture(const std::string& path, Fixture* out, std::string* error) {
+  Fixture fx;
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    if (!root.IsMap()) Fail(root, "the fixture must be a mapping with a gpus list");
+    CheckKeys(root,
+              {"driverVersion", "nvmlVersion", "cudaDriverVersion", "initError", "gpus", "nvlinks"},
+              "the fixture");
+    fx.driver_version = Get<std::string>(root, "driverVersion", fx.driver_version);
+    fx.nvml_version = Get<std::string>(root, "nvmlVersion", fx.nvml_version);
+    fx.cuda_driver_version = Get<int>(root, "cudaDriverVersion", fx.cuda_driver_version);
+    fx.init_error = Get<int>(root, "initError", 0);
+    YAML::Node gpus = root["gpus"];
+    if (gpus && !gpus.IsSequence()) Fail(gpus, "gpus must be a list");
+    std::set<std::string> uuids, buses;
+    std::set<unsigned> minors;
+    if (gpus) {
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        GpuFixture gpu = ParseGpu(gpus[i], i);
+        if (!uuids.insert(gpu.uuid).second) Fail(gpus[i], "duplicate uuid " + gpu.uuid);
+        if (!buses.insert(gpu.pci_bus_id).second)
+          Fail(gpus[i], "duplicate pciBusId " + gpu.pci_bus_id);
+        if (!minors.insert(gpu.minor).second)
+          Fail(gpus[i], "duplicate minor " + std::to_string(gpu.minor));
+        fx.gpus.push_back(std::move(gpu));
+      }
+    }
+    if (YAML::Node links = root["nvlinks"]) {
+      if (!links.IsSequence()) Fail(links, "nvlinks must be a list");
+      for (const YAML::Node& l : links) {
+        CheckKeys(l, {"gpus", "links"}, "an nvlinks entry");
+        YAML::Node pair = l["gpus"];
+        if (!pair || !pair.IsSequence() || pair.size() != 2)
+          Fail(l, "an nvlinks entry needs gpus: [a, b]");
+        NvLinkFixture nl;
+        nl.a = pair[0].as<unsigned>();
+        nl.b = pair[1].as<unsigned>();
+        nl.links = Get<unsigned>(l, "links", 1);
+        if (nl.a >= fx.gpus.size() || nl.b >= fx.gpus.size() || nl.a == nl.b) {
+          Fail(pair, "nvlinks gpus must be two different GPU indexes of this fixture");
+        }
+        fx.nvlinks.push_back(nl);
+      }
+    }
+  } catch (const FixtureError& e) {
+    std::ostringstream os;
+    os << path << ":" << e.mark.line + 1 << ":" << e.mark.column + 1 << ": " << e.message;
+    *error = os.str();
+    return false;
+  } catch (const YAML::BadFile&) {
+    *error = path + ": cannot read the fixture file";
+    return false;
+  } catch (const YAML::Exception& e) {
+    std::ostringstream os;
+    os << path << ":" << e.mark.line + 1 << ":" << e.mark.column + 1 << ": " << e.msg;
+    *error = os.str();
+    return false;
+  }
+  *out = std::move(fx);
+  return true;
+}
+
+}  // namespace fake_nvml

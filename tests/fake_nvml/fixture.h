@@ -1,0 +1,65 @@
+// The fixture that drives the libnvidia-ml stand-in: a node's GPUs, their
+// topology, MIG instances and failure modes. Format: tests/fixtures/nvml/README.md.
+#ifndef GPU_AGENT_TESTS_FAKE_NVML_FIXTURE_H_
+#define GPU_AGENT_TESTS_FAKE_NVML_FIXTURE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fake_nvml {
+
+struct MigFixture {
+  std::string uuid;
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+  uint64_t memory_mib = 0;
+  unsigned gpu_instance_slices = 1;
+  unsigned compute_instance_slices = 1;
+  unsigned multiprocessors = 0;
+};
+
+struct GpuFixture {
+  std::string uuid;
+  std::string name;
+  uint64_t memory_mib = 0;
+  unsigned minor = 0;
+  std::string pci_bus_id;  // "00000000:BB:DD.F"
+  uint32_t pci_device_id = 0;
+  uint32_t pci_subsystem_id = 0;
+  int numa_node = -1;
+  int pcie_switch = -1;  // GPUs on the same switch are NVML_TOPOLOGY_SINGLE apart
+  int host_bridge = -1;  // same host bridge: NVML_TOPOLOGY_HOSTBRIDGE
+  int cc_major = 0, cc_minor = 0;
+  unsigned architecture = 0xffffffff;
+  int brand = 0;
+  bool mig_enabled = false;
+  unsigned max_mig_devices = 7;
+  std::vector<MigFixture> mig_devices;
+  bool lost = false;
+  // Function name -> NVML return code that function answers for this GPU.
+  std::map<std::string, int> failures;
+};
+
+struct NvLinkFixture {
+  unsigned a = 0, b = 0;
+  unsigned links = 1;
+};
+
+struct Fixture {
+  std::string driver_version = "550.54.15";
+  std::string nvml_version = "12.550.54.15";
+  int cuda_driver_version = 12040;
+  int init_error = 0;
+  std::vector<GpuFixture> gpus;
+  std::vector<NvLinkFixture> nvlinks;
+};
+
+// Parses and checks a fixture file. On failure returns false and sets
+// `error` to "<file>:<line>:<column>: <what is wrong>".
+bool LoadFixture(const std::string& path, Fixture* out, std::string* error);
+
+}  // namespace fake_nvml
+
+#endif  // GPU_AGENT_TESTS_FAKE_NVML_FIXTURE_H_

@@ -1,0 +1,150 @@
+// The real gpu-agent binary as a subprocess: subcommands, exit codes, and
+// what it prints for bad input.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include "support/test_support.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+TEST(CliTest, HelpOnEverySubcommand) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--help"},
+                                        {"run", "--help"},
+                                        {"devices", "--help"},
+                                        {"config", "--help"},
+                                        {"version", "--help"}}) {
+    RunResult r = RunAgent(args);
+    EXPECT_EQ(r.code, 0) << args[0] << r.err;
+    EXPECT_NE(r.out.find("Usage:"), std::string::npos) << r.out;
+  }
+  RunResult run_help = RunAgent({"run", "--help"});
+  EXPECT_NE(run_help.out.find("--mig-strategy"), std::string::npos);
+  EXPECT_NE(run_help.out.find("env MIG_STRATEGY"), std::string::npos);
+}
+
+TEST(CliTest, Version) {
+  RunResult r = RunAgent({"version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("gpu-agent ", 0), 0u) << r.out;
+}
+
+TEST(CliTest, UsageErrorsExitTwo) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  } cases[] = {
+      {{}, "A subcommand is required"},
+      {{"frobnicate"}, "unknown subcommand \"frobnicate\""},
+      {{"devcies"}, "did you mean \"devices\"?"},
+      {{"run", "--no-such-flag"}, "--no-such-flag"},
+      {{"run", "--mig-strategy", "a", "--mig-strategy", "b"}, "--mig-strategy"},
+      {{"run", "--config", "a", "--config-file", "b"}, "--config"},
+      {{"run", "--proxy", "--server", "https://x"}, "excludes"},
+      {{"run", "--insecure-skip-tls-verify", "--certificate-authority", "ca.pem"}, "excludes"},
+      {{"devices", "-o", "xml"}, "xml"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = RunAgent(c.args);
+    EXPECT_EQ(r.code, 2) << c.expect << "\n" << r.err;
+    EXPECT_NE((r.out + r.err).find(c.expect), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliTest, ConfigErrorsExitTwoWithPosition) {
+  TempDir dir;
+  const std::string path = dir.Write("c.yaml", "version: v1\nflags:\n  migStrategy: singel\n");
+  RunResult r = RunAgent({"config", "--config", path});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path + ":3:16: invalid value \"singel\""), std::string::npos) << r.err;
+  RunResult env = RunAgent({"config"}, {{"CONFIG_FILE", "/nonexistent.yaml"}});
+  EXPECT_EQ(env.code, 2);
+  EXPECT_NE(env.err.find("named by env CONFIG_FILE"), std::string::npos) << env.err;
+  RunResult flag = RunAgent({"run", "--mig-strategy", "lots"});
+  EXPECT_EQ(flag.code, 2);
+  EXPECT_NE(flag.err.find("flag --mig-strategy: invalid value \"lots\""), std::string::npos)
+      << flag.err;
+}
+
+TEST(CliTest, ConfigShowsWhereEachValueCameFrom) {
+  TempDir dir;
+  const std::string path = dir.Write("c.yaml", "version: v1\nflags:\n  migStrategy: single\n");
+  RunResult r = RunAgent({"config", "--config", path, "--device-id-strategy", "index"},
+                         {{"PASS_DEVICE_SPECS", "true"}, {"CONFIG_FILE", "<unset>"}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("migStrategy: single"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# file " + path + ":3:3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("deviceIDStrategy: index"), std::string::npos);
+  EXPECT_NE(r.out.find("# flag --device-id-strategy"), std::string::npos);
+  EXPECT_NE(r.out.find("passDeviceSpecs: true"), std::string::npos);
+  EXPECT_NE(r.out.find("# env PASS_DEVICE_SPECS"), std::string::npos);
+  EXPECT_NE(r.out.find("resourceName: nvidia.com/gpu"), std::string::npos);
+}
+
+TEST(CliTest, DevicesJsonMatchesTheFixture) {
+  TempDir sysfs;
+  ASSERT_EQ(
+      std::system((FakeNvmlTool() + " sysfs " + FixturePath("8-gpu-pcie.yaml") + " " + sysfs.path())
+                      .c_str()),
+      0);
+  RunResult r = RunAgent({"devices", "-o", "json", "--sysfs-root", sysfs.path()},
+                         FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  rapidjson::Document doc;
+  doc.Parse(r.out.c_str());
+  ASSERT_FALSE(doc.HasParseError()) << r.out;
+  ASSERT_TRUE(doc.IsArray());
+  ASSERT_EQ(doc.Size(), 8u);
+  const auto& g = doc[6];
+  EXPECT_EQ(g["index"].GetInt(), 6);
+  EXPECT_STREQ(g["name"].GetString(), "NVIDIA L40S");
+  EXPECT_EQ(g["memoryMiB"].GetInt(), 46068);
+  EXPECT_EQ(g["minor"].GetInt(), 6);
+  EXPECT_STREQ(g["pciBusId"].GetString(), "00000000:B1:00.0");
+  EXPECT_EQ(g["numaNode"].GetInt(), 1);
+  EXPECT_EQ(std::string(g["uuid"].GetString()).rfind("GPU-", 0), 0u);
+  // The fixture's UUID, read back through NVML.
+  EXPECT_NE(ReadFile(FixturePath("8-gpu-pcie.yaml")).find(g["uuid"].GetString()),
+            std::string::npos);
+}
+
+TEST(CliTest, DevicesTableAndYaml) {
+  RunResult table = RunAgent({"devices"}, FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml")));
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("8 GPU(s)"), std::string::npos);
+  EXPECT_NE(table.out.find("Tesla V100-SXM2-32GB"), std::string::npos);
+  EXPECT_NE(table.out.find("GPU0  X\tNV1\tNV1\tNV2\tNV2\tSYS"), std::string::npos) << table.out;
+  RunResult yaml = RunAgent({"devices", "-o", "yaml"}, FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  ASSERT_EQ(yaml.code, 0);
+  EXPECT_NE(yaml.out.find("name: NVIDIA A100-PCIE-40GB"), std::string::npos) << yaml.out;
+}
+
+TEST(CliTest, NoNvmlLibrary) {
+  TempDir root;
+  RunResult r =
+      RunAgent({"devices", "--nvidia-driver-root", root.path()}, {{"LD_LIBRARY_PATH", "<unset>"}});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("libnvidia-ml.so.1 not found; looked in:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(root.path() + "/usr/lib64/libnvidia-ml.so.1"), std::string::npos);
+}
+
+TEST(CliTest, RunWithFailingNvmlHonoursFailOnInitError) {
+  TempDir dir;
+  const std::string fixture = dir.Write("f.yaml", "initError: 9\n");
+  RunResult fail = RunAgent({"run", "--fail-on-init-error=true"}, FakeNvmlEnv(fixture));
+  EXPECT_EQ(fail.code, 1);
+  EXPECT_NE(fail.err.find("Driver Not Loaded (9)"), std::string::npos) << fail.err;
+  EXPECT_NE(fail.err.find("failOnInitError is true"), std::string::npos) << fail.err;
+}
+
+TEST(CliTest, MalformedFixtureIsReportedNotACrash) {
+  TempDir dir;
+  const std::string fixture = dir.Write("f.yaml", "gpus:\n  - uuid: GPU-1\n    pciBusId: bad\n");
+  RunResult r = RunAgent({"devices"}, FakeNvmlEnv(fixture));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("f.yaml:3:15: pciBusId must look like"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("NVML initialisation failed"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing

@@ -1,0 +1,184 @@
+// NVML through the real dlopen path, against the libnvidia-ml stand-in.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "nvml/inventory.h"
+#include "nvml/nvml_library.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::nvml {
+namespace {
+
+using gpu_agent::testing::FakeNvmlDir;
+using gpu_agent::testing::FixturePath;
+using gpu_agent::testing::TempDir;
+
+// A driver root whose usr/lib64 holds the stand-in, as a driver install would.
+class DriverRoot {
+ public:
+  DriverRoot() {
+    std::filesystem::create_directories(dir_.Join("usr/lib64"));
+    std::filesystem::create_symlink(FakeNvmlDir() + "/libnvidia-ml.so.1",
+                                    dir_.Join("usr/lib64/libnvidia-ml.so.1"));
+  }
+  std::string path() const { return dir_.path(); }
+
+ private:
+  TempDir dir_;
+};
+
+std::unique_ptr<NvmlLibrary> OpenWithFixture(const DriverRoot& root, const std::string& fixture) {
+  ::setenv("FAKE_NVML_FIXTURE", fixture.c_str(), 1);
+  auto lib = NvmlLibrary::Open(root.path());
+  EXPECT_TRUE(lib.ok()) << lib.status();
+  if (!lib.ok()) return nullptr;
+  EXPECT_EQ((*lib)->path(), root.path() + "/usr/lib64/libnvidia-ml.so.1");
+  return *std::move(lib);
+}
+
+TEST(NvmlLibraryTest, MissingLibrarySaysWhereItLookedAndWhatToDo) {
+  TempDir empty;
+  auto lib = NvmlLibrary::Open(empty.path());
+  ASSERT_FALSE(lib.ok());
+  const std::string msg(lib.status().message());
+  EXPECT_EQ(lib.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(msg.find(empty.path() + "/usr/lib64/libnvidia-ml.so.1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(empty.path() + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"),
+            std::string::npos);
+  EXPECT_NE(msg.find("NVIDIA_DRIVER_ROOT"), std::string::npos) << msg;
+}
+
+TEST(NvmlLibraryTest, NotAnElfFileIsReportedWithTheLoaderReason) {
+  TempDir root;
+  root.Write("usr/lib64/libnvidia-ml.so.1", "this is not a shared library");
+  auto lib = NvmlLibrary::Open(root.path());
+  ASSERT_FALSE(lib.ok());
+  EXPECT_NE(std::string(lib.status().message()).find("usr/lib64/libnvidia-ml.so.1 ("),
+            std::string::npos)
+      << lib.status();
+}
+
+TEST(InventoryTest, ReadsEveryFieldOfTheDgxFixture) {
+  DriverRoot root;
+  TempDir sysfs;
+  ASSERT_EQ(std::system((gpu_agent::testing::FakeNvmlTool() + " sysfs " +
+                         FixturePath("8-gpu-nvlink.yaml") + " " + sysfs.path())
+                            .c_str()),
+            0);
+  auto lib = OpenWithFixture(root, FixturePath("8-gpu-nvlink.yaml"));
+  ASSERT_TRUE(lib);
+  ASSERT_TRUE(lib->Init().ok());
+  auto inv = DiscoverInventory(*lib, sysfs.path());
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->driver_version, "550.54.15");
+  EXPECT_EQ(inv->cuda_driver_version, "12.4");
+  ASSERT_EQ(inv->gpus.size(), 8u);
+  const GpuRecord& g5 = inv->gpus[5];
+  EXPECT_EQ(g5.index, 5u);
+  EXPECT_EQ(g5.name, "Tesla V100-SXM2-32GB");
+  EXPECT_EQ(g5.memory_mib, 32768u);
+  EXPECT_EQ(g5.minor, 5);
+  EXPECT_EQ(g5.pci_bus_id, "00000000:86:00.0");
+  EXPECT_EQ(g5.numa_node, 1);
+  EXPECT_EQ(g5.cc_major, 7);
+  EXPECT_EQ(g5.architecture, "volta");
+  EXPECT_TRUE(g5.error.empty()) << g5.error;
+  EXPECT_EQ(g5.uuid.rfind("GPU-", 0), 0u);
+  // Hybrid cube-mesh: 0-3 double link, 0-1 single, 0-5 none (across sockets).
+  EXPECT_EQ(inv->links[0][3].nvlinks, 2);
+  EXPECT_EQ(inv->links[3][0].nvlinks, 2);
+  EXPECT_EQ(inv->links[0][1].nvlinks, 1);
+  EXPECT_EQ(inv->links[0][5].nvlinks, 0);
+  EXPECT_EQ(inv->links[0][5].pcie_level, 50);
+  EXPECT_EQ(inv->links[0][1].pcie_level, 10);  // same PCIe switch
+  int total = 0;
+  for (size_t j = 0; j < 8; ++j) total += inv->links[2][j].nvlinks;
+  EXPECT_EQ(total, 6);  // six NVLinks per V100
+}
+
+TEST(InventoryTest, PcieTopologyLevels) {
+  DriverRoot root;
+  auto lib = OpenWithFixture(root, FixturePath("8-gpu-pcie.yaml"));
+  ASSERT_TRUE(lib && lib->Init().ok());
+  auto inv = DiscoverInventory(*lib, "/nonexistent");
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->links[0][1].pcie_level, 10);  // same switch
+  EXPECT_EQ(inv->links[0][2].pcie_level, 30);  // same host bridge
+  EXPECT_EQ(inv->links[0][4].pcie_level, 50);  // other socket
+  EXPECT_EQ(inv->links[0][1].nvlinks, 0);
+  EXPECT_EQ(inv->gpus[0].numa_node, -1);  // no sysfs: unknown, not a guess
+}
+
+TEST(InventoryTest, MigInstances) {
+  DriverRoot root;
+  auto lib = OpenWithFixture(root, FixturePath("2-gpu-mig.yaml"));
+  ASSERT_TRUE(lib && lib->Init().ok());
+  auto inv = DiscoverInventory(*lib, "/nonexistent");
+  ASSERT_TRUE(inv.ok());
+  ASSERT_TRUE(inv->gpus[0].mig_enabled);
+  ASSERT_EQ(inv->gpus[0].mig_devices.size(), 3u);
+  EXPECT_EQ(inv->gpus[0].mig_devices[0].gpu_instance_slices, 2u);
+  EXPECT_EQ(inv->gpus[0].mig_devices[0].memory_mib, 19968u);
+  EXPECT_EQ(inv->gpus[0].mig_devices[2].gpu_instance_id, 3u);
+  EXPECT_EQ(inv->gpus[0].mig_devices[1].uuid.rfind("MIG-", 0), 0u);
+  EXPECT_FALSE(inv->gpus[1].mig_enabled);
+}
+
+TEST(InventoryTest, FailingQueryListsTheGpuWithTheError) {
+  DriverRoot root;
+  TempDir dir;
+  const std::string fixture = dir.Write("f.yaml", R"(
+gpus:
+  - uuid: GPU-aaaa
+    pciBusId: "00000000:01:00.0"
+  - uuid: GPU-bbbb
+    pciBusId: "00000000:02:00.0"
+    fail:
+      nvmlDeviceGetMemoryInfo: 999
+  - uuid: GPU-cccc
+    pciBusId: "00000000:03:00.0"
+    lost: true
+)");
+  auto lib = OpenWithFixture(root, fixture);
+  ASSERT_TRUE(lib && lib->Init().ok());
+  auto inv = DiscoverInventory(*lib, "/nonexistent");
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  ASSERT_EQ(inv->gpus.size(), 3u);
+  EXPECT_TRUE(inv->gpus[0].error.empty());
+  EXPECT_EQ(inv->gpus[1].uuid, "GPU-bbbb");
+  EXPECT_NE(inv->gpus[1].error.find("nvmlDeviceGetMemoryInfo: Unknown Error (999)"),
+            std::string::npos)
+      << inv->gpus[1].error;
+  EXPECT_NE(inv->gpus[2].error.find("GPU is lost (15)"), std::string::npos) << inv->gpus[2].error;
+}
+
+TEST(InventoryTest, InitFailureKeepsNvmlsReason) {
+  DriverRoot root;
+  TempDir dir;
+  auto lib = OpenWithFixture(root, dir.Write("f.yaml", "initError: 9\ngpus: []\n"));
+  ASSERT_TRUE(lib);
+  absl::Status s = lib->Init();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(s.message()).find("Driver Not Loaded (9)"), std::string::npos) << s;
+}
+
+TEST(InventoryTest, MalformedFixtureFailsInitNotTheProcess) {
+  DriverRoot root;
+  TempDir dir;
+  auto lib = OpenWithFixture(root, dir.Write("f.yaml", "gpus:\n  - uuid: nope\n"));
+  ASSERT_TRUE(lib);
+  absl::Status s = lib->Init();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("Unknown Error"), std::string::npos) << s;
+}
+
+TEST(InventoryTest, SysfsAddressForm) {
+  EXPECT_EQ(SysfsPciAddress("00000000:3B:00.0"), "0000:3b:00.0");
+  EXPECT_EQ(SysfsPciAddress("0000:3b:00.0"), "0000:3b:00.0");
+}
+
+}  // namespace
+}  // namespace gpu_agent::nvml

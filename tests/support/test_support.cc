@@ -1,0 +1,185 @@
+#include "test_support.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace gpu_agent::testing {
+
+std::string BinaryPath() { return GPU_AGENT_BINARY; }
+std::string FakeNvmlDir() { return GPU_AGENT_FAKE_NVML_DIR; }
+std::string FakeNvmlTool() { return GPU_AGENT_FAKE_NVML_TOOL; }
+std::string SourceDir() { return GPU_AGENT_SOURCE_DIR; }
+std::string FixturePath(const std::string& name) {
+  return SourceDir() + "/tests/fixtures/nvml/" + name;
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/gat.XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::Write(const std::string& name, const std::string& content) const {
+  const std::string path = Join(name);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+Subprocess::Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (auto& [k, v] : env) {
+    if (v == "<unset>") {
+      merged.erase(k);
+    } else {
+      merged[k] = v;
+    }
+  }
+  std::vector<std::string> env_strings;
+  for (auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    // The child starts with no signals blocked, like a process from a shell.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(args[0], args.data(), envp.data());
+    std::fprintf(stderr, "execve %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  out_thread_ = std::thread([this, fd = out_pipe[0]] { Pump(fd, &out_); });
+  err_thread_ = std::thread([this, fd = err_pipe[0]] { Pump(fd, &err_); });
+}
+
+void Subprocess::Pump(int fd, std::string* into) {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::lock_guard<std::mutex> lock(mu_);
+    into->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+}
+
+Subprocess::~Subprocess() {
+  if (!exited_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    Wait(std::chrono::seconds(10));
+  }
+  if (out_thread_.joinable()) out_thread_.join();
+  if (err_thread_.joinable()) err_thread_.join();
+}
+
+void Subprocess::Signal(int sig) {
+  if (!exited_) ::kill(pid_, sig);
+}
+
+bool Subprocess::Running() {
+  if (exited_) return false;
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exited_ = true;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  return true;
+}
+
+int Subprocess::Wait(std::chrono::milliseconds timeout) {
+  if (!WaitFor([this] { return !Running(); }, timeout)) {
+    ::kill(pid_, SIGKILL);
+    WaitFor([this] { return !Running(); }, std::chrono::seconds(10));
+    if (out_thread_.joinable()) out_thread_.join();
+    if (err_thread_.joinable()) err_thread_.join();
+    return -1;
+  }
+  if (out_thread_.joinable()) out_thread_.join();
+  if (err_thread_.joinable()) err_thread_.join();
+  return exit_code_;
+}
+
+std::string Subprocess::Stdout() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return out_;
+}
+
+std::string Subprocess::Stderr() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return err_;
+}
+
+bool Subprocess::WaitForStderr(const std::string& text, std::chrono::milliseconds timeout) {
+  return WaitFor([&] { return Stderr().find(text) != std::string::npos; }, timeout);
+}
+
+RunResult RunAgent(std::vector<std::string> args, std::map<std::string, std::string> env,
+                   std::chrono::milliseconds timeout) {
+  args.insert(args.begin(), BinaryPath());
+  Subprocess p(args, std::move(env));
+  const int code = p.Wait(timeout);
+  return {code, p.Stdout(), p.Stderr()};
+}
+
+std::map<std::string, std::string> FakeNvmlEnv(const std::string& fixture) {
+  return {{"LD_LIBRARY_PATH", FakeNvmlDir()},
+          {"FAKE_NVML_FIXTURE", fixture},
+          {"CONFIG_FILE", "<unset>"},
+          {"NODE_NAME", "<unset>"},
+          {"KUBECONFIG", "<unset>"}};
+}
+
+}  // namespace gpu_agent::testing

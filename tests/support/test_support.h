@@ -1,0 +1,94 @@
+// Helpers shared by the tests: temporary folders, waiting on a condition
+// with a deadline, and running the real gpu-agent binary as a subprocess.
+#ifndef GPU_AGENT_TESTS_SUPPORT_TEST_SUPPORT_H_
+#define GPU_AGENT_TESTS_SUPPORT_TEST_SUPPORT_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpu_agent::testing {
+
+// Paths baked in by CMake.
+std::string BinaryPath();                          // build/gpu-agent
+std::string FakeNvmlDir();                         // build/fake-nvml
+std::string FakeNvmlTool();                        // build/fake-nvml-tool
+std::string SourceDir();                           // the repository root
+std::string FixturePath(const std::string& name);  // tests/fixtures/nvml/<name>
+
+// A fresh folder under /tmp (short, so unix socket paths stay under 108
+// bytes), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string Join(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `content` to <dir>/<name>, creating parent folders.
+  std::string Write(const std::string& name, const std::string& content) const;
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path);
+
+// Polls `condition` every few milliseconds until it holds or `timeout`
+// passes. Returns whether it held. Not a sleep used as synchronisation: the
+// outcome is decided by the condition, the deadline only bounds a failure.
+bool WaitFor(const std::function<bool()>& condition,
+             std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// A child process with captured stdout and stderr.
+class Subprocess {
+ public:
+  // `env` entries override or add to the parent's environment; a value of
+  // "<unset>" removes the variable.
+  Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env = {});
+  ~Subprocess();  // kills the child if still running
+
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Waits for exit; returns the exit code, 128+signal if killed, or -1 on
+  // timeout (the child is then killed).
+  int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  bool Running();
+
+  std::string Stdout();
+  std::string Stderr();
+  // Waits until stderr contains `text`.
+  bool WaitForStderr(const std::string& text,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  void Pump(int fd, std::string* into);
+
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  bool exited_ = false;
+  std::mutex mu_;
+  std::string out_, err_;
+  std::thread out_thread_, err_thread_;
+};
+
+// Runs to completion and returns {exit code, stdout, stderr}.
+struct RunResult {
+  int code;
+  std::string out;
+  std::string err;
+};
+RunResult RunAgent(std::vector<std::string> args, std::map<std::string, std::string> env = {},
+                   std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+// Environment that makes the agent load the NVML stand-in with `fixture`.
+std::map<std::string, std::string> FakeNvmlEnv(const std::string& fixture);
+
+}  // namespace gpu_agent::testing
+
+#endif  // GPU_AGENT_TESTS_SUPPORT_TEST_SUPPORT_H_
