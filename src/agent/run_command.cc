@@ -1,4 +1,6 @@
 #include "agent/commands.h"
+#include "agent/plugin_mode.h"
+#include "agent/signals.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "nvml/inventory.h"
@@ -6,21 +8,28 @@
 namespace gpu_agent {
 
 int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
-  (void)request;
+  // Before NVML or gRPC start any thread, so every thread inherits the mask.
+  BlockShutdownSignals();
   const Config& config = loaded.config;
   for (const std::string& note : loaded.notes) LogInfo(note);
-  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib = StartNvml(config);
+  if (config.mode == "static") {
+    LogError("static mode is not available in this version of gpu-agent; use mode: plugin");
+    return kExitUsage;
+  }
+  std::shared_ptr<const nvml::NvmlLibrary> lib;
   nvml::Inventory inventory;
-  if (!lib.ok()) {
+  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvml(config);
+  if (!opened.ok()) {
     if (config.flags.fail_on_init_error) {
       LogError("cannot start NVML; exiting because failOnInitError is true",
-               {{"error", std::string(lib.status().message())}});
+               {{"error", std::string(opened.status().message())}});
       return kExitFailure;
     }
     LogWarning("cannot start NVML; running with 0 devices because failOnInitError is false",
-               {{"error", std::string(lib.status().message())}});
+               {{"error", std::string(opened.status().message())}});
   } else {
-    absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(**lib, config.sysfs_root);
+    lib = std::move(*opened);
+    absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, config.sysfs_root);
     if (!inv.ok()) {
       LogError("GPU discovery failed", {{"error", std::string(inv.status().message())}});
       if (config.flags.fail_on_init_error) return kExitFailure;
@@ -28,10 +37,13 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
       inventory = *std::move(inv);
     }
   }
-  LogInfo("GPUs discovered",
-          {{"count", StrCat(inventory.gpus.size())}, {"driver", inventory.driver_version}});
-  LogError("this build does not include the selected mode yet", {{"mode", config.mode}});
-  return kExitFailure;
+  LogInfo("GPUs discovered", {{"count", StrCat(inventory.gpus.size())},
+                              {"driver", inventory.driver_version},
+                              {"mode", config.mode}});
+  if (inventory.gpus.empty()) {
+    LogWarning("no GPUs found: the plugin registers and advertises 0 devices");
+  }
+  return RunPluginMode(request, std::move(loaded), std::move(lib), std::move(inventory));
 }
 
 }  // namespace gpu_agent

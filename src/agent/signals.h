@@ -1,0 +1,17 @@
+// Signals are blocked in every thread and taken synchronously with sigwait,
+// so no handler runs at an arbitrary point.
+#ifndef GPU_AGENT_AGENT_SIGNALS_H_
+#define GPU_AGENT_AGENT_SIGNALS_H_
+
+namespace gpu_agent {
+
+// Blocks SIGTERM, SIGINT and SIGHUP and ignores SIGPIPE. Call before any
+// thread starts: threads inherit the mask.
+void BlockShutdownSignals();
+
+// Waits for one of the blocked signals and returns it.
+int WaitForSignal();
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_SIGNALS_H_

@@ -1,0 +1,58 @@
+// Builds Allocate responses: validates the requested IDs against the current
+// snapshot and describes the devices to the container runtime per the
+// configured device-list strategies.
+#ifndef GPU_AGENT_DEVICEPLUGIN_ALLOCATOR_H_
+#define GPU_AGENT_DEVICEPLUGIN_ALLOCATOR_H_
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "deviceplugin/api.pb.h"
+#include "deviceplugin/device_publisher.h"
+
+namespace gpu_agent::deviceplugin {
+
+struct AllocateOptions {
+  // Any of "envvar", "volume-mounts", "cdi-annotations", "cdi-cri".
+  std::vector<std::string> device_list_strategy = {"envvar"};
+  bool pass_device_specs = false;
+  std::string dev_root = "/";  // where /dev/nvidia* are looked for
+  std::string cdi_annotation_prefix = "cdi.k8s.io/";
+  std::string cdi_kind = "nvidia.com/gpu";  // CDI vendor/class
+  bool fail_requests_greater_than_one = false;
+};
+
+inline constexpr const char* kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
+inline constexpr const char* kVolumeMountRoot = "/var/run/nvidia-container-devices";
+
+class Allocator {
+ public:
+  // Checks once which driver device nodes exist under the dev root, so each
+  // Allocate call touches no file system. Thread-safe after construction.
+  explicit Allocator(AllocateOptions options);
+
+  // Fills `out` for one container. kInvalidArgument names unknown, unhealthy
+  // or duplicate IDs, an empty request, or a refused multi-replica request.
+  absl::Status AllocateContainer(const DeviceSnapshot& snap,
+                                 const v1beta1::ContainerAllocateRequest& request,
+                                 v1beta1::ContainerAllocateResponse* out) const;
+
+  const AllocateOptions& options() const { return options_; }
+
+ private:
+  bool Has(const std::string& strategy) const;
+  std::string HostPath(const std::string& dev_path) const;
+
+  const AllocateOptions options_;
+  std::vector<std::string> control_nodes_;  // present driver-wide nodes
+  std::string dev_root_;                    // without trailing '/'
+};
+
+// "a, b, c and 7 more" for error messages.
+std::string ListIds(const std::vector<std::string>& ids, size_t max = 10);
+
+}  // namespace gpu_agent::deviceplugin
+
+#endif  // GPU_AGENT_DEVICEPLUGIN_ALLOCATOR_H_

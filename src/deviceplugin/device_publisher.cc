@@ -1,0 +1,92 @@
+#include "deviceplugin/device_publisher.h"
+
+#include <algorithm>
+
+namespace gpu_agent::deviceplugin {
+
+size_t DeviceSnapshot::HealthyCount() const {
+  return static_cast<size_t>(std::count_if(devices.begin(), devices.end(),
+                                           [](const PluginDevice& d) { return d.healthy; }));
+}
+
+DevicePublisher::DevicePublisher(ResourceSpec spec)
+    : resource_name_(spec.resource_name), endpoint_(spec.endpoint) {
+  auto snap = std::make_shared<DeviceSnapshot>();
+  snap->version = 1;
+  snap->resource_name = spec.resource_name;
+  snap->replicated = spec.replicated;
+  snap->devices = std::move(spec.devices);
+  int max_physical = -1;
+  for (size_t i = 0; i < snap->devices.size(); ++i) {
+    snap->by_id.emplace(snap->devices[i].id, i);
+    max_physical = std::max(max_physical, snap->devices[i].physical);
+  }
+  snap->replicas_per_physical.assign(static_cast<size_t>(max_physical + 1), 0);
+  for (const PluginDevice& d : snap->devices) {
+    ++snap->replicas_per_physical[static_cast<size_t>(d.physical)];
+  }
+  snap->link_score =
+      std::make_shared<const std::vector<std::vector<int>>>(std::move(spec.link_score));
+  snapshot_ = std::move(snap);
+}
+
+std::shared_ptr<const DeviceSnapshot> DevicePublisher::Current() const {
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  return snapshot_;
+}
+
+bool DevicePublisher::SetHealth(const std::string& gpu_uuid, bool healthy) {
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    bool changed = false;
+    for (const PluginDevice& d : snapshot_->devices) {
+      if (d.gpu_uuid == gpu_uuid && d.healthy != healthy) changed = true;
+    }
+    if (!changed) return false;
+    auto next = std::make_shared<DeviceSnapshot>(*snapshot_);
+    ++next->version;
+    for (PluginDevice& d : next->devices) {
+      if (d.gpu_uuid == gpu_uuid) d.healthy = healthy;
+    }
+    snapshot_ = std::move(next);
+  }
+  Notify(false);
+  return true;
+}
+
+void DevicePublisher::Subscribe(std::weak_ptr<Subscriber> subscriber) {
+  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
+                                    [](const auto& w) { return w.expired(); }),
+                     subscribers_.end());
+  subscribers_.push_back(std::move(subscriber));
+}
+
+void DevicePublisher::CloseAll() { Notify(true); }
+
+size_t DevicePublisher::SubscriberCount() const {
+  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  return static_cast<size_t>(std::count_if(subscribers_.begin(), subscribers_.end(),
+                                           [](const auto& w) { return !w.expired(); }));
+}
+
+void DevicePublisher::Notify(bool close) {
+  // Lock the live subscribers, then call them with no lock held: a stream
+  // may finish (and drop its last reference) from inside the call.
+  std::vector<std::shared_ptr<Subscriber>> live;
+  {
+    std::lock_guard<std::mutex> lock(subscribers_mu_);
+    for (const auto& w : subscribers_) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : live) {
+    if (close) {
+      s->OnClose();
+    } else {
+      s->OnSnapshot();
+    }
+  }
+}
+
+}  // namespace gpu_agent::deviceplugin

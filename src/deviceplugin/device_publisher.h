@@ -1,0 +1,79 @@
+// Holds one resource's device list and health, and tells subscribers (the
+// ListAndWatch streams) when it changes. Readers take an immutable snapshot,
+// so Allocate and GetPreferredAllocation never wait on a writer.
+#ifndef GPU_AGENT_DEVICEPLUGIN_DEVICE_PUBLISHER_H_
+#define GPU_AGENT_DEVICEPLUGIN_DEVICE_PUBLISHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "deviceplugin/device.h"
+
+namespace gpu_agent::deviceplugin {
+
+// One immutable version of the device list.
+struct DeviceSnapshot {
+  uint64_t version = 0;
+  std::string resource_name;
+  bool replicated = false;
+  std::vector<PluginDevice> devices;
+  std::unordered_map<std::string, size_t> by_id;  // id -> index in devices
+  // Replicas per physical GPU (1 without time-slicing).
+  std::vector<int> replicas_per_physical;
+  std::shared_ptr<const std::vector<std::vector<int>>> link_score;
+
+  const PluginDevice* Find(const std::string& id) const {
+    auto it = by_id.find(id);
+    return it == by_id.end() ? nullptr : &devices[it->second];
+  }
+  size_t HealthyCount() const;
+};
+
+class DevicePublisher {
+ public:
+  class Subscriber {
+   public:
+    virtual ~Subscriber() = default;
+    // A newer snapshot exists. Called without the publisher's locks held.
+    virtual void OnSnapshot() = 0;
+    // The publisher is shutting down: finish the stream.
+    virtual void OnClose() = 0;
+  };
+
+  explicit DevicePublisher(ResourceSpec spec);
+
+  const std::string& resource_name() const { return resource_name_; }
+  const std::string& endpoint() const { return endpoint_; }
+
+  std::shared_ptr<const DeviceSnapshot> Current() const;
+
+  // Marks every device of physical GPU `gpu_uuid` (all its replicas).
+  // Publishes and returns true when anything changed.
+  bool SetHealth(const std::string& gpu_uuid, bool healthy);
+
+  // Subscribers are held weakly: one that is gone is dropped.
+  void Subscribe(std::weak_ptr<Subscriber> subscriber);
+  // Asks every subscriber to finish its stream.
+  void CloseAll();
+  size_t SubscriberCount() const;
+
+ private:
+  void Notify(bool close);
+
+  const std::string resource_name_;
+  const std::string endpoint_;
+
+  mutable std::mutex snapshot_mu_;
+  std::shared_ptr<const DeviceSnapshot> snapshot_;  // protected by snapshot_mu_
+
+  mutable std::mutex subscribers_mu_;
+  std::vector<std::weak_ptr<Subscriber>> subscribers_;  // protected by subscribers_mu_
+};
+
+}  // namespace gpu_agent::deviceplugin
+
+#endif  // GPU_AGENT_DEVICEPLUGIN_DEVICE_PUBLISHER_H_

@@ -1,0 +1,114 @@
+#include "deviceplugin/plugin_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent::deviceplugin {
+namespace {
+
+constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;  // 107 on Linux
+
+std::string Folder(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// True when a process accepts connections on the socket at `path`.
+bool SomeoneServes(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+}  // namespace
+
+absl::Status PrepareSocketPath(const std::string& path) {
+  if (path.size() > kMaxSocketPath) {
+    return absl::InvalidArgumentError(
+        StrCat("socket path \"", path, "\" is ", path.size(), " bytes; unix sockets allow at most ",
+               kMaxSocketPath, ". Use a shorter kubelet.socket folder or kubelet.endpoint"));
+  }
+  const std::string folder = Folder(path);
+  struct stat st;
+  if (::stat(folder.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        StrCat("socket folder \"", folder, "\" does not exist (", std::strerror(errno),
+               "); is the kubelet's device-plugins folder mounted into this container?"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(StrCat("\"", folder, "\" is not a folder"));
+  }
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    return absl::FailedPreconditionError(StrCat("socket folder \"", folder,
+                                                "\" is not writable by this process (",
+                                                std::strerror(errno), ")"));
+  }
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          StrCat("\"", path, "\" exists and is not a socket; refusing to replace it"));
+    }
+    if (SomeoneServes(path)) {
+      return absl::FailedPreconditionError(
+          StrCat("socket \"", path,
+                 "\" is served by another live process (another gpu-agent, or NVIDIA's device "
+                 "plugin, for the same resource?)"));
+    }
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot remove stale socket \"", path, "\": ", std::strerror(errno)));
+    }
+    LogInfo("removed stale socket", {{"path", path}});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Start(
+    const std::string& socket_path, std::shared_ptr<DevicePluginService> service) {
+  if (absl::Status s = PrepareSocketPath(socket_path); !s.ok()) return s;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(service.get());
+  // Allocate with thousands of IDs fits in 4 MiB many times over; keep the
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    return absl::UnavailableError(
+        StrCat("cannot serve on \"", socket_path, "\" (gRPC could not bind; see its log above)"));
+  }
+  const ino_t inode = InodeOf(socket_path);
+  return std::unique_ptr<PluginServer>(
+      new PluginServer(socket_path, std::move(service), std::move(server), inode));
+}
+
+PluginServer::~PluginServer() { Stop(std::chrono::milliseconds(500)); }
+
+void PluginServer::Stop(std::chrono::milliseconds deadline) {
+  if (stopped_) return;
+  stopped_ = true;
+  service_->FinishStreams();
+  server_->Shutdown(std::chrono::system_clock::now() + deadline);
+  server_->Wait();
+  // Remove the file only if it is still the one this server made: after a
+  // kubelet restart the path may already hold someone else's socket.
+  if (inode_ != 0 && InodeOf(socket_path_) == inode_) ::unlink(socket_path_.c_str());
+}
+
+}  // namespace gpu_agent::deviceplugin

@@ -1,0 +1,240 @@
+#include "nvml/health_watcher.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "nvml/nvml_library.h"
+
+namespace gpu_agent::nvml {
+
+using Clock = std::chrono::steady_clock;
+
+struct HealthWatcher::State {
+  std::shared_ptr<const NvmlLibrary> lib;
+  std::vector<std::string> uuids;
+  HealthPolicy policy;
+  Callback callback;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;      // protected by mu
+  bool exited = false;    // protected by mu
+  bool reporting = true;  // protected by mu; false once Stop() returns
+
+  // Thread-only state.
+  nvmlEventSet_t set = nullptr;
+  std::map<nvmlDevice_t, std::string> uuid_by_handle;
+  struct Bad {
+    Clock::time_point since;
+    Clock::time_point next_probe;
+  };
+  std::map<std::string, Bad> unhealthy;
+
+  void Report(const HealthChange& change) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (reporting) callback(change);
+  }
+  bool Stopping() {
+    std::lock_guard<std::mutex> lock(mu);
+    return stop;
+  }
+  // Sleeps up to `d` unless asked to stop. Used only for error backoff.
+  void Backoff(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, d, [this] { return stop; });
+  }
+
+  void Register(const std::string& uuid) {
+    const NvmlFunctions& f = lib->fn();
+    nvmlDevice_t dev = nullptr;
+    nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
+    if (r != NVML_SUCCESS) {
+      LogWarning("cannot watch GPU health", {{"uuid", uuid}, {"error", lib->ErrorText(r)}});
+      MarkBad(uuid, StrCat("NVML cannot find it: ", lib->ErrorText(r)), -1);
+      return;
+    }
+    unsigned long long supported = 0;
+    if (f.DeviceGetSupportedEventTypes(dev, &supported) != NVML_SUCCESS) supported = 0;
+    const unsigned long long wanted = nvmlEventTypeXidCriticalError & supported;
+    if (wanted == 0) {
+      LogWarning("GPU does not report XID events; its health is not watched", {{"uuid", uuid}});
+      return;
+    }
+    r = f.DeviceRegisterEvents(dev, wanted, set);
+    if (r != NVML_SUCCESS) {
+      LogWarning("cannot register for XID events", {{"uuid", uuid}, {"error", lib->ErrorText(r)}});
+      return;
+    }
+    uuid_by_handle[dev] = uuid;
+  }
+
+  void MarkBad(const std::string& uuid, const std::string& reason, int xid) {
+    const auto now = Clock::now();
+    const bool was_healthy = unhealthy.find(uuid) == unhealthy.end();
+    unhealthy[uuid] = Bad{now, now + policy.recovery_period};
+    if (was_healthy) {
+      LogWarning("GPU marked unhealthy", {{"uuid", uuid}, {"reason", reason}});
+      Report({uuid, false, reason, xid});
+    }
+  }
+
+  // NVML answers for the GPU again: a handle and a basic query both work.
+  bool Answers(const std::string& uuid) {
+    const NvmlFunctions& f = lib->fn();
+    nvmlDevice_t dev = nullptr;
+    if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) return false;
+    nvmlMemory_t mem{};
+    return f.DeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS;
+  }
+
+  void ProbeRecoveries() {
+    if (policy.recovery_period.count() == 0) return;
+    const auto now = Clock::now();
+    for (auto it = unhealthy.begin(); it != unhealthy.end();) {
+      if (it->second.next_probe > now) {
+        ++it;
+        continue;
+      }
+      if (Answers(it->first)) {
+        const std::string uuid = it->first;
+        it = unhealthy.erase(it);
+        bool watched = false;
+        for (const auto& [h, u] : uuid_by_handle) watched |= u == uuid;
+        if (!watched) Register(uuid);
+        LogInfo("GPU healthy again", {{"uuid", uuid}});
+        Report({uuid, true, "recovered", -1});
+      } else {
+        // Still lost: look again after another quiet period.
+        it->second.next_probe = now + std::min(policy.recovery_period, policy.wait_timeout);
+        ++it;
+      }
+    }
+  }
+
+  std::chrono::milliseconds NextTimeout() const {
+    auto timeout = policy.wait_timeout;
+    if (policy.recovery_period.count() == 0) return timeout;
+    const auto now = Clock::now();
+    for (const auto& [uuid, bad] : unhealthy) {
+      auto until = std::chrono::ceil<std::chrono::milliseconds>(bad.next_probe - now);
+      timeout = std::min(timeout, std::max(until, std::chrono::milliseconds(1)));
+    }
+    return timeout;
+  }
+
+  void HandleEvent(const nvmlEventData_t& ev) {
+    auto it = uuid_by_handle.find(ev.device);
+    const std::string uuid = it == uuid_by_handle.end() ? "" : it->second;
+    if (!(ev.eventType & nvmlEventTypeXidCriticalError)) return;
+    const int xid = static_cast<int>(ev.eventData);
+    if (!policy.IsCritical(xid)) {
+      LogInfo("XID ignored by policy (application error)", {{"uuid", uuid}, {"xid", StrCat(xid)}});
+      return;
+    }
+    if (uuid.empty()) {
+      // An event NVML could not tie to one GPU: every GPU is suspect.
+      LogWarning("XID without a known GPU; marking all GPUs unhealthy", {{"xid", StrCat(xid)}});
+      for (const std::string& u : uuids) MarkBad(u, StrCat("XID ", xid), xid);
+      return;
+    }
+    if (unhealthy.count(uuid)) {
+      // Already out: restart its quiet period.
+      unhealthy[uuid].since = Clock::now();
+      unhealthy[uuid].next_probe = Clock::now() + policy.recovery_period;
+      return;
+    }
+    MarkBad(uuid, StrCat("XID ", xid), xid);
+  }
+
+  void Run(const std::set<std::string>& initially_unhealthy) {
+    const NvmlFunctions& f = lib->fn();
+    for (const std::string& uuid : initially_unhealthy) MarkBad(uuid, "discovery failed", -1);
+    if (!f.EventSetCreate || !f.EventSetWait || !f.DeviceRegisterEvents ||
+        !f.DeviceGetSupportedEventTypes) {
+      LogWarning("this NVML has no event API; XID health checks are off");
+      Finish();
+      return;
+    }
+    nvmlReturn_t r = f.EventSetCreate(&set);
+    if (r != NVML_SUCCESS) {
+      LogError("nvmlEventSetCreate failed; XID health checks are off",
+               {{"error", lib->ErrorText(r)}});
+      Finish();
+      return;
+    }
+    for (const std::string& uuid : uuids) {
+      if (!initially_unhealthy.count(uuid)) Register(uuid);
+    }
+    int errors = 0;
+    auto backoff = std::chrono::milliseconds(100);
+    while (!Stopping()) {
+      nvmlEventData_t ev{};
+      r = f.EventSetWait(set, &ev, static_cast<unsigned>(NextTimeout().count()));
+      if (Stopping()) break;
+      if (r == NVML_SUCCESS) {
+        errors = 0;
+        backoff = std::chrono::milliseconds(100);
+        HandleEvent(ev);
+      } else if (r != NVML_ERROR_TIMEOUT) {
+        // Never spin on a failing wait: back off, and say so now and then.
+        ++errors;
+        if (errors == 1 || errors % 50 == 0) {
+          LogWarning("waiting for NVML events failed; backing off",
+                     {{"error", lib->ErrorText(r)},
+                      {"failures", StrCat(errors)},
+                      {"retry_in", StrCat(backoff.count(), "ms")}});
+        }
+        Backoff(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+      }
+      ProbeRecoveries();
+    }
+    Finish();
+  }
+
+  void Finish() {
+    if (set != nullptr) lib->fn().EventSetFree(set);
+    set = nullptr;
+    std::lock_guard<std::mutex> lock(mu);
+    exited = true;
+    cv.notify_all();
+  }
+};
+
+std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLibrary> lib,
+                                                    std::vector<std::string> uuids,
+                                                    std::set<std::string> initially_unhealthy,
+                                                    HealthPolicy policy, Callback callback) {
+  auto state = std::make_shared<State>();
+  state->lib = std::move(lib);
+  state->uuids = std::move(uuids);
+  state->policy = std::move(policy);
+  state->callback = std::move(callback);
+  if (state->policy.disabled) {
+    LogInfo("GPU health checks are disabled by config");
+    state->exited = true;
+    return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
+  }
+  // The thread holds its own reference, so it may outlive the watcher.
+  std::thread([state, bad = std::move(initially_unhealthy)] { state->Run(bad); }).detach();
+  return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
+}
+
+HealthWatcher::~HealthWatcher() { Stop(); }
+
+void HealthWatcher::Stop() {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->stop = true;
+  state_->reporting = false;
+  state_->cv.notify_all();
+  // Usually the thread is in nvmlEventSetWait, which cannot be interrupted;
+  // it notices `stop` when the wait returns. Reporting is already off.
+  state_->cv.wait_for(lock, std::chrono::milliseconds(50), [this] { return state_->exited; });
+}
+
+}  // namespace gpu_agent::nvml
