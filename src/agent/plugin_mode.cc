@@ -73,13 +73,14 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
   }
   Running running;
   running.runtimes = MakeRuntimes(*plan);
+  // Health first: by the time the kubelet sees a device, its XIDs count.
+  running.health = WatchHealth(lib, loaded.config, *plan, running.runtimes);
   absl::StatusOr<std::unique_ptr<deviceplugin::PluginSupervisor>> sup =
       deviceplugin::PluginSupervisor::Start(SupervisorFrom(loaded.config), running.runtimes);
   if (!sup.ok()) {
     LogError("cannot start the device plugin", {{"error", std::string(sup.status().message())}});
     return kExitFailure;
   }
-  running.health = WatchHealth(lib, loaded.config, *plan, running.runtimes);
 
   for (;;) {
     const int sig = WaitForSignal();
@@ -118,11 +119,11 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     }
     if (running.health) running.health->Stop();
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(*next_plan);
+    running.health = WatchHealth(lib, next->config, *next_plan, runtimes);
     if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed", {{"error", std::string(s.message())}});
     }
     running.runtimes = std::move(runtimes);
-    running.health = WatchHealth(lib, next->config, *next_plan, running.runtimes);
     loaded = *std::move(next);
     LogInfo("reload done", {{"gpus", StrCat(fresh.gpus.size())}});
   }

@@ -151,25 +151,32 @@ struct HealthWatcher::State {
     MarkBad(uuid, StrCat("XID ", xid), xid);
   }
 
-  void Run(const std::set<std::string>& initially_unhealthy) {
+  // Creates the event set and registers every GPU. Runs on the caller's
+  // thread, so events are watched once Start() returns. False: no events.
+  bool Setup(const std::set<std::string>& initially_unhealthy) {
     const NvmlFunctions& f = lib->fn();
     for (const std::string& uuid : initially_unhealthy) MarkBad(uuid, "discovery failed", -1);
     if (!f.EventSetCreate || !f.EventSetWait || !f.DeviceRegisterEvents ||
         !f.DeviceGetSupportedEventTypes) {
       LogWarning("this NVML has no event API; XID health checks are off");
-      Finish();
-      return;
+      return false;
     }
     nvmlReturn_t r = f.EventSetCreate(&set);
     if (r != NVML_SUCCESS) {
       LogError("nvmlEventSetCreate failed; XID health checks are off",
                {{"error", lib->ErrorText(r)}});
-      Finish();
-      return;
+      set = nullptr;
+      return false;
     }
     for (const std::string& uuid : uuids) {
       if (!initially_unhealthy.count(uuid)) Register(uuid);
     }
+    return true;
+  }
+
+  void Run() {
+    const NvmlFunctions& f = lib->fn();
+    nvmlReturn_t r;
     int errors = 0;
     auto backoff = std::chrono::milliseconds(100);
     while (!Stopping()) {
@@ -220,8 +227,13 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
     state->exited = true;
     return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
   }
+  if (!state->Setup(initially_unhealthy)) {
+    // Nothing to wait on; still report the GPUs that start out unhealthy.
+    state->Finish();
+    return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
+  }
   // The thread holds its own reference, so it may outlive the watcher.
-  std::thread([state, bad = std::move(initially_unhealthy)] { state->Run(bad); }).detach();
+  std::thread([state] { state->Run(); }).detach();
   return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
 }
 

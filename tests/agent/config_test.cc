@@ -164,6 +164,8 @@ struct BadCase {
   std::string expect;  // a part of the error message
 };
 
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
 class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadConfigTest, NamesWhatAndWhere) {

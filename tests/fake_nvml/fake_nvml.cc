@@ -58,6 +58,7 @@ struct State {
   std::vector<std::unique_ptr<nvmlDevice_st>> gpus;
   std::vector<nvmlEventSet_st*> sets;
   int control_fd = -1;
+  std::string control_path;
   std::string control_buffer;
   int forced_init_error = 0;
   int wait_error = 0;
@@ -166,6 +167,20 @@ void DrainControl(State& s) {
   }
 }
 
+// (Re)opens the control FIFO at `path`, creating it. REQUIRES: s.mu held.
+void OpenControl(State& s, const char* path) {
+  if (s.control_fd >= 0) ::close(s.control_fd);
+  s.control_fd = -1;
+  s.control_path = path;
+  if (::mkfifo(path, 0600) != 0 && errno != EEXIST) {
+    Note(std::string("cannot create control FIFO ") + path + ": " + std::strerror(errno));
+  }
+  // O_RDWR keeps the FIFO open for writing too, so it never reports EOF
+  // (and poll never spins on POLLHUP) when the last writer leaves.
+  s.control_fd = ::open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (s.control_fd < 0) Note(std::string("cannot open control FIFO ") + path);
+}
+
 void BuildDevices(State& s) {
   s.gpus.clear();
   for (size_t i = 0; i < s.fixture.gpus.size(); ++i) {
@@ -219,20 +234,15 @@ nvmlReturn_t DoInit() {
     s.fixture_path = path;
     s.forced_init_error = 0;
     BuildDevices(s);
-    if (s.control_fd >= 0) {
-      ::close(s.control_fd);
-      s.control_fd = -1;
-    }
     if (const char* ctl = std::getenv("FAKE_NVML_CONTROL"); ctl && *ctl) {
-      if (::mkfifo(ctl, 0600) != 0 && errno != EEXIST) {
-        Note(std::string("cannot create control FIFO ") + ctl + ": " + std::strerror(errno));
-      }
-      // O_RDWR keeps the FIFO open for writing too, so it never reports EOF
-      // (and poll never spins on POLLHUP) when the last writer leaves.
-      s.control_fd = ::open(ctl, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-      if (s.control_fd < 0) Note(std::string("cannot open control FIFO ") + ctl);
+      OpenControl(s, ctl);
     }
     s.loaded = true;
+  }
+  // A later client may name another control FIFO (tests in one process).
+  if (const char* ctl = std::getenv("FAKE_NVML_CONTROL");
+      ctl && *ctl && s.loaded && s.control_path != ctl) {
+    OpenControl(s, ctl);
   }
   DrainControl(s);
   const int err = s.forced_init_error ? s.forced_init_error : s.fixture.init_error;

@@ -183,3 +183,45 @@ std::map<std::string, std::string> FakeNvmlEnv(const std::string& fixture) {
 }
 
 }  // namespace gpu_agent::testing
+
+namespace gpu_agent::testing {
+
+namespace {
+int CountEntries(const std::string& dir) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+}  // namespace
+
+int CountOpenFds(pid_t pid) { return CountEntries("/proc/" + std::to_string(pid) + "/fd"); }
+int CountThreads(pid_t pid) { return CountEntries("/proc/" + std::to_string(pid) + "/task"); }
+
+long CpuTicks(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+bool WriteFifo(const std::string& path, const std::string& line) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::string text = line + "\n";
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace gpu_agent::testing

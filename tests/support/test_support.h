@@ -92,3 +92,15 @@ std::map<std::string, std::string> FakeNvmlEnv(const std::string& fixture);
 }  // namespace gpu_agent::testing
 
 #endif  // GPU_AGENT_TESTS_SUPPORT_TEST_SUPPORT_H_
+
+namespace gpu_agent::testing {
+
+// /proc readings of a live process.
+int CountOpenFds(pid_t pid);
+int CountThreads(pid_t pid);
+long CpuTicks(pid_t pid);  // user + system, in clock ticks
+
+// Writes one line to a FIFO without blocking; false if no reader has it open.
+bool WriteFifo(const std::string& path, const std::string& line);
+
+}  // namespace gpu_agent::testing

@@ -1,0 +1,175 @@
+#include "deviceplugin/allocator.h"
+
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace gpu_agent::deviceplugin {
+namespace {
+
+using gpu_agent::testing::TempDir;
+
+ResourceSpec TwoGpus(bool replicated = false) {
+  ResourceSpec spec;
+  spec.resource_name = "nvidia.com/gpu";
+  spec.endpoint = "nvidia-gpu.sock";
+  spec.replicated = replicated;
+  for (int g = 0; g < 2; ++g) {
+    const std::string uuid = "GPU-" + std::to_string(g);
+    for (int r = 0; r < (replicated ? 3 : 1); ++r) {
+      PluginDevice d;
+      d.id = replicated ? uuid + "::" + std::to_string(r) : uuid;
+      d.gpu_id = uuid;
+      d.gpu_uuid = uuid;
+      d.physical = g;
+      d.device_nodes = {"/dev/nvidia" + std::to_string(g)};
+      spec.devices.push_back(d);
+    }
+  }
+  spec.link_score = {{0, 10}, {10, 0}};
+  return spec;
+}
+
+v1beta1::ContainerAllocateRequest Req(std::vector<std::string> ids) {
+  v1beta1::ContainerAllocateRequest r;
+  for (auto& id : ids) r.add_devices_ids(id);
+  return r;
+}
+
+struct StrategyCase {
+  const char* name;
+  std::vector<std::string> strategies;
+  // Expected response, as protobuf text.
+  std::string expected;
+};
+
+void PrintTo(const StrategyCase& c, std::ostream* os) { *os << c.name; }
+
+class AllocatorStrategyTest : public ::testing::TestWithParam<StrategyCase> {};
+
+TEST_P(AllocatorStrategyTest, ExactResponse) {
+  const StrategyCase& c = GetParam();
+  AllocateOptions opts;
+  opts.device_list_strategy = c.strategies;
+  Allocator alloc(opts);
+  DevicePublisher pub(TwoGpus());
+  v1beta1::ContainerAllocateResponse out;
+  ASSERT_TRUE(alloc.AllocateContainer(*pub.Current(), Req({"GPU-1", "GPU-0"}), &out).ok());
+  EXPECT_EQ(out.ShortDebugString(), c.expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, AllocatorStrategyTest,
+    ::testing::Values(
+        StrategyCase{
+            "Envvar", {"envvar"}, R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "GPU-1,GPU-0" })"},
+        StrategyCase{
+            "VolumeMounts",
+            {"volume-mounts"},
+            R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "/var/run/nvidia-container-devices" } )"
+            R"(mounts { container_path: "/var/run/nvidia-container-devices/GPU-1" host_path: "/dev/null" } )"
+            R"(mounts { container_path: "/var/run/nvidia-container-devices/GPU-0" host_path: "/dev/null" })"},
+        StrategyCase{
+            "CdiAnnotations",
+            {"cdi-annotations"},
+            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu" value: "nvidia.com/gpu=GPU-1,nvidia.com/gpu=GPU-0" })"},
+        StrategyCase{
+            "CdiCri",
+            {"cdi-cri"},
+            R"(cdi_devices { name: "nvidia.com/gpu=GPU-1" } cdi_devices { name: "nvidia.com/gpu=GPU-0" })"},
+        StrategyCase{
+            "EnvvarAndCdiCri",
+            {"envvar", "cdi-cri"},
+            R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "GPU-1,GPU-0" } )"
+            R"(cdi_devices { name: "nvidia.com/gpu=GPU-1" } cdi_devices { name: "nvidia.com/gpu=GPU-0" })"}),
+    [](const ::testing::TestParamInfo<StrategyCase>& p) { return p.param.name; });
+
+TEST(AllocatorTest, PassDeviceSpecsOnlyForNodesPresent) {
+  TempDir root;
+  root.Write("dev/nvidiactl", "");
+  root.Write("dev/nvidia-uvm", "");
+  AllocateOptions opts;
+  opts.pass_device_specs = true;
+  opts.dev_root = root.path() + "/";
+  Allocator alloc(opts);
+  DevicePublisher pub(TwoGpus());
+  v1beta1::ContainerAllocateResponse out;
+  ASSERT_TRUE(alloc.AllocateContainer(*pub.Current(), Req({"GPU-1"}), &out).ok());
+  ASSERT_EQ(out.devices_size(), 3);
+  EXPECT_EQ(out.devices(0).container_path(), "/dev/nvidiactl");
+  EXPECT_EQ(out.devices(0).host_path(), root.path() + "/dev/nvidiactl");
+  EXPECT_EQ(out.devices(0).permissions(), "rw");
+  EXPECT_EQ(out.devices(1).container_path(), "/dev/nvidia-uvm");
+  EXPECT_EQ(out.devices(2).container_path(), "/dev/nvidia1");
+}
+
+TEST(AllocatorTest, ReplicasOfOneGpuAreOneDeviceToTheRuntime) {
+  Allocator alloc(AllocateOptions{});
+  DevicePublisher pub(TwoGpus(true));
+  v1beta1::ContainerAllocateResponse out;
+  ASSERT_TRUE(
+      alloc.AllocateContainer(*pub.Current(), Req({"GPU-0::0", "GPU-0::2", "GPU-1::1"}), &out)
+          .ok());
+  EXPECT_EQ(out.envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-0,GPU-1");
+}
+
+TEST(AllocatorTest, BadRequestsNameTheIds) {
+  Allocator alloc(AllocateOptions{});
+  DevicePublisher pub(TwoGpus());
+  ASSERT_TRUE(pub.SetHealth("GPU-1", false));
+  struct Case {
+    std::vector<std::string> ids;
+    std::string expect;
+  } cases[] = {
+      {{}, "names no device IDs"},
+      {{"GPU-9"}, "unknown device IDs \"GPU-9\""},
+      {{"GPU-1"}, "unhealthy device IDs \"GPU-1\""},
+      {{"GPU-0", "GPU-0"}, "duplicate device IDs \"GPU-0\""},
+      {{"GPU-0", "x", "GPU-1"}, "unknown device IDs \"x\"; unhealthy device IDs \"GPU-1\""},
+  };
+  for (const Case& c : cases) {
+    v1beta1::ContainerAllocateResponse out;
+    absl::Status s = alloc.AllocateContainer(*pub.Current(), Req(c.ids), &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(s.message()).find(c.expect), std::string::npos) << s.message();
+  }
+}
+
+TEST(AllocatorTest, TenThousandUnknownIdsGiveAShortMessage) {
+  Allocator alloc(AllocateOptions{});
+  DevicePublisher pub(TwoGpus());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10000; ++i) ids.push_back("id-" + std::to_string(i));
+  v1beta1::ContainerAllocateResponse out;
+  absl::Status s = alloc.AllocateContainer(*pub.Current(), Req(ids), &out);
+  EXPECT_NE(std::string(s.message()).find("and 9990 more"), std::string::npos);
+  EXPECT_LT(s.message().size(), 400u);
+}
+
+TEST(AllocatorTest, FailRequestsGreaterThanOne) {
+  AllocateOptions opts;
+  opts.fail_requests_greater_than_one = true;
+  Allocator alloc(opts);
+  DevicePublisher pub(TwoGpus(true));
+  v1beta1::ContainerAllocateResponse out;
+  EXPECT_TRUE(alloc.AllocateContainer(*pub.Current(), Req({"GPU-0::1"}), &out).ok());
+  absl::Status s = alloc.AllocateContainer(*pub.Current(), Req({"GPU-0::1", "GPU-1::1"}), &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("failRequestsGreaterThanOne"), std::string::npos);
+  EXPECT_NE(std::string(s.message()).find("\"GPU-0::1\", \"GPU-1::1\""), std::string::npos);
+}
+
+TEST(DevicePublisherTest, HealthChangesAllReplicasAndBumpsVersion) {
+  DevicePublisher pub(TwoGpus(true));
+  const uint64_t v = pub.Current()->version;
+  EXPECT_FALSE(pub.SetHealth("GPU-0", true));  // no change, no new version
+  EXPECT_EQ(pub.Current()->version, v);
+  EXPECT_TRUE(pub.SetHealth("GPU-0", false));
+  auto snap = pub.Current();
+  EXPECT_EQ(snap->version, v + 1);
+  EXPECT_EQ(snap->HealthyCount(), 3u);
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(snap->Find("GPU-0::" + std::to_string(r))->healthy);
+}
+
+}  // namespace
+}  // namespace gpu_agent::deviceplugin

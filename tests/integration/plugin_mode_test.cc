@@ -1,0 +1,547 @@
+// Plugin mode end to end: the real gpu-agent binary, the kubelet simulator
+// on real unix sockets, and the NVML stand-in driven through its FIFO.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "fixture.h"
+#include "kubelet_simulator.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+using Devices = std::vector<v1beta1::Device>;
+constexpr const char* kGpu = "nvidia.com/gpu";
+
+std::vector<std::string> FixtureUuids(const std::string& fixture) {
+  fake_nvml::Fixture fx;
+  std::string error;
+  EXPECT_TRUE(fake_nvml::LoadFixture(fixture, &fx, &error)) << error;
+  std::vector<std::string> out;
+  for (const auto& g : fx.gpus) out.push_back(g.uuid);
+  return out;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+int CountHealthy(const Devices& d) {
+  int n = 0;
+  for (const auto& x : d) n += x.health() == "Healthy";
+  return n;
+}
+
+class PluginModeTest : public ::testing::Test {
+ protected:
+  PluginModeTest() : sim_(dir_.path()) {}
+
+  void SetUp() override {
+    ASSERT_EQ(std::system((FakeNvmlTool() + " sysfs " + FixturePath("8-gpu-nvlink.yaml") + " " +
+                           dir_.Join("sys"))
+                              .c_str()),
+              0);
+  }
+
+  // Starts the agent (and, unless told not to, the simulator first).
+  void StartAgent(std::vector<std::string> extra = {},
+                  const std::string& fixture = FixturePath("8-gpu-nvlink.yaml"),
+                  std::map<std::string, std::string> env = {}, bool start_sim = true) {
+    if (start_sim) {
+      ASSERT_TRUE(sim_.Start());
+    }
+    std::vector<std::string> args = {BinaryPath(),
+                                     "run",
+                                     "--kubelet-socket",
+                                     sim_.socket(),
+                                     "--sysfs-root",
+                                     dir_.Join("sys"),
+                                     "--health-recovery-period",
+                                     "300ms"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto full_env = FakeNvmlEnv(fixture);
+    full_env["FAKE_NVML_CONTROL"] = Ctl();
+    for (auto& [k, v] : env) full_env[k] = v;
+    agent_ = std::make_unique<Subprocess>(args, full_env);
+  }
+
+  std::string Ctl() const { return dir_.Join("nvml.ctl"); }
+  void Nvml(const std::string& cmd) {
+    ASSERT_TRUE(WaitFor([&] { return Exists(Ctl()); }));
+    ASSERT_TRUE(WriteFifo(Ctl(), cmd)) << cmd;
+  }
+
+  bool Registered(int count = 1) { return sim_.WaitForRegistrations(count); }
+
+  std::string Dump() { return agent_ ? agent_->Stderr() : ""; }
+
+  TempDir dir_;
+  KubeletSimulator sim_;
+  std::unique_ptr<Subprocess> agent_;
+};
+
+TEST_F(PluginModeTest, RegistersAndStreamsTheFixture) {
+  StartAgent();
+  ASSERT_TRUE(Registered()) << Dump();
+  const auto req = sim_.registration_requests().at(0);
+  EXPECT_EQ(req.version(), "v1beta1");
+  EXPECT_EQ(req.endpoint(), "nvidia-gpu.sock");
+  EXPECT_EQ(req.resource_name(), kGpu);
+  EXPECT_TRUE(req.options().get_preferred_allocation_available());
+  EXPECT_FALSE(req.options().pre_start_required());
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; })) << Dump();
+  const Devices devices = sim_.Devices(kGpu);
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(devices[i].id(), uuids[i]);
+    EXPECT_EQ(devices[i].health(), "Healthy");
+    ASSERT_EQ(devices[i].topology().nodes_size(), 1);
+    EXPECT_EQ(devices[i].topology().nodes(0).id(), i < 4 ? 0 : 1);
+  }
+  v1beta1::DevicePluginOptions opts;
+  ASSERT_TRUE(sim_.GetDevicePluginOptions(kGpu, &opts).ok());
+  EXPECT_TRUE(opts.get_preferred_allocation_available());
+  EXPECT_FALSE(opts.pre_start_required());
+  v1beta1::PreStartContainerRequest pre;
+  pre.add_devices_ids(uuids[0]);
+  EXPECT_TRUE(sim_.PreStartContainer(kGpu, pre).ok());
+}
+
+TEST_F(PluginModeTest, XidTakesGpuAndItsReplicasOutThenQuietPeriodBringsThemBack) {
+  const std::string config = dir_.Write("ts.yaml", R"(version: v1
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+)");
+  StartAgent({"--config", config});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 16; })) << Dump();
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  Nvml("xid 1 13");  // an application error: ignored by default
+  Nvml("xid 3 79");  // fallen off the bus
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 14; }))
+      << Dump();
+  for (const auto& d : sim_.Devices(kGpu)) {
+    const bool gpu3 = d.id().rfind(uuids[3] + "::", 0) == 0;
+    EXPECT_EQ(d.health(), gpu3 ? "Unhealthy" : "Healthy") << d.id();
+  }
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 16; }))
+      << Dump();
+  // XID 13 on GPU 1 never showed in any update.
+  for (const auto& u : sim_.Updates(kGpu)) {
+    for (const auto& d : u.devices) {
+      if (d.id().rfind(uuids[1], 0) == 0) {
+        EXPECT_EQ(d.health(), "Healthy");
+      }
+    }
+  }
+}
+
+TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilNvmlSeesItAgain) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  Nvml("lose 6");
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 7; }));
+  EXPECT_FALSE(sim_.WaitForDevices(
+      kGpu, [](const Devices& d) { return CountHealthy(d) == 8; },
+      std::chrono::milliseconds(1000)));
+  Nvml("restore 6");
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 8; }));
+}
+
+TEST_F(PluginModeTest, HealthChecksDisabledByNvidiaEnvVar) {
+  StartAgent({}, FixturePath("8-gpu-nvlink.yaml"), {{"DP_DISABLE_HEALTHCHECKS", "all"}});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  ASSERT_TRUE(agent_->WaitForStderr("health checks are disabled"));
+  Nvml("xid 0 79");
+  EXPECT_FALSE(sim_.WaitForDevices(
+      kGpu, [](const Devices& d) { return CountHealthy(d) < 8; }, std::chrono::milliseconds(500)));
+}
+
+TEST_F(PluginModeTest, KubeletRestartsAreFollowedWithoutLeaks) {
+  StartAgent();
+  ASSERT_TRUE(Registered(1));
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  // One restart to warm up whatever gRPC creates lazily.
+  ASSERT_TRUE(sim_.Restart());
+  ASSERT_TRUE(Registered(2)) << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  const int fds = CountOpenFds(agent_->pid());
+  const int threads = CountThreads(agent_->pid());
+  for (int i = 0; i < 100; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    ASSERT_TRUE(sim_.Restart());
+    ASSERT_TRUE(Registered(3 + i)) << "restart " << i << "\n" << Dump();
+    ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+  }
+  ASSERT_TRUE(Exists(dir_.Join("nvidia-gpu.sock")));
+  // Let in-flight teardown settle: the counts must come back to where they were.
+  EXPECT_TRUE(WaitFor([&] { return CountOpenFds(agent_->pid()) <= fds + 2; }))
+      << "fds before " << fds << ", after " << CountOpenFds(agent_->pid());
+  EXPECT_TRUE(WaitFor([&] { return CountThreads(agent_->pid()) <= threads + 2; }))
+      << "threads before " << threads << ", after " << CountThreads(agent_->pid());
+}
+
+TEST_F(PluginModeTest, RemovedPluginSocketIsServedAgain) {
+  StartAgent();
+  ASSERT_TRUE(Registered(1));
+  ASSERT_EQ(::unlink(dir_.Join("nvidia-gpu.sock").c_str()), 0);
+  ASSERT_TRUE(Registered(2)) << Dump();
+  EXPECT_TRUE(Exists(dir_.Join("nvidia-gpu.sock")));
+}
+
+struct AllocCase {
+  const char* name;
+  std::vector<std::string> flags;
+  std::string expected;  // text format of the container response
+};
+
+void PrintTo(const AllocCase& c, std::ostream* os) { *os << c.name; }
+
+class AllocateStrategyTest : public PluginModeTest,
+                             public ::testing::WithParamInterface<AllocCase> {};
+
+TEST_P(AllocateStrategyTest, ExactResponse) {
+  dir_.Write("devroot/dev/nvidiactl", "");
+  dir_.Write("devroot/dev/nvidia-uvm", "");
+  dir_.Write("devroot/dev/nvidia2", "");
+  dir_.Write("devroot/dev/nvidia5", "");
+  std::vector<std::string> flags = {"--device-id-strategy", "index", "--dev-root",
+                                    dir_.Join("devroot")};
+  flags.insert(flags.end(), GetParam().flags.begin(), GetParam().flags.end());
+  StartAgent(flags);
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; })) << Dump();
+  v1beta1::AllocateRequest req;
+  auto* c = req.add_container_requests();
+  c->add_devices_ids("5");
+  c->add_devices_ids("2");
+  req.add_container_requests()->add_devices_ids("0");
+  v1beta1::AllocateResponse resp;
+  grpc::Status s = sim_.Allocate(kGpu, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 2);
+  std::string expected = GetParam().expected;
+  size_t pos;
+  while ((pos = expected.find("ROOT")) != std::string::npos) {
+    expected.replace(pos, 4, dir_.Join("devroot"));
+  }
+  EXPECT_EQ(resp.container_responses(0).ShortDebugString(), expected);
+  EXPECT_EQ(resp.container_responses(1).envs().size(), resp.container_responses(0).envs().size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, AllocateStrategyTest,
+    ::testing::Values(
+        AllocCase{"Envvar", {}, R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "5,2" })"},
+        AllocCase{
+            "VolumeMounts",
+            {"--device-list-strategy", "volume-mounts"},
+            R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "/var/run/nvidia-container-devices" } )"
+            R"(mounts { container_path: "/var/run/nvidia-container-devices/5" host_path: "/dev/null" } )"
+            R"(mounts { container_path: "/var/run/nvidia-container-devices/2" host_path: "/dev/null" })"},
+        AllocCase{
+            "CdiAnnotations",
+            {"--device-list-strategy", "cdi-annotations"},
+            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu" value: "nvidia.com/gpu=5,nvidia.com/gpu=2" })"},
+        AllocCase{
+            "CdiCri",
+            {"--device-list-strategy", "cdi-cri"},
+            R"(cdi_devices { name: "nvidia.com/gpu=5" } cdi_devices { name: "nvidia.com/gpu=2" })"},
+        AllocCase{
+            "EnvvarCdiCriAndDeviceSpecs",
+            {"--device-list-strategy", "envvar,cdi-cri", "--pass-device-specs"},
+            R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "5,2" } )"
+            R"(devices { container_path: "/dev/nvidiactl" host_path: "ROOT/dev/nvidiactl" permissions: "rw" } )"
+            R"(devices { container_path: "/dev/nvidia-uvm" host_path: "ROOT/dev/nvidia-uvm" permissions: "rw" } )"
+            R"(devices { container_path: "/dev/nvidia5" host_path: "ROOT/dev/nvidia5" permissions: "rw" } )"
+            R"(devices { container_path: "/dev/nvidia2" host_path: "ROOT/dev/nvidia2" permissions: "rw" } )"
+            R"(cdi_devices { name: "nvidia.com/gpu=5" } cdi_devices { name: "nvidia.com/gpu=2" })"}),
+    [](const ::testing::TestParamInfo<AllocCase>& p) { return p.param.name; });
+
+TEST_F(PluginModeTest, BadAllocateRequestsAreRefusedWithTheIds) {
+  const std::string config = dir_.Write("ts.yaml", R"(version: v1
+sharing:
+  timeSlicing:
+    failRequestsGreaterThanOne: true
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+)");
+  StartAgent({"--config", config, "--device-id-strategy", "index"});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 32; }));
+  Nvml("xid 7 79");
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 28; }));
+  struct Case {
+    std::vector<std::string> ids;
+    std::string expect;
+  } cases[] = {
+      {{}, "names no device IDs"},
+      {{"99::0"}, "unknown device IDs \"99::0\""},
+      {{"7::1"}, "unhealthy device IDs \"7::1\""},
+      {{"1::1", "1::1"}, "refused: sharing.timeSlicing.failRequestsGreaterThanOne"},
+      {{"0::0", "1::0"}, "refused: sharing.timeSlicing.failRequestsGreaterThanOne"},
+  };
+  for (const Case& c : cases) {
+    v1beta1::AllocateRequest req;
+    auto* cr = req.add_container_requests();
+    for (const auto& id : c.ids) cr->add_devices_ids(id);
+    v1beta1::AllocateResponse resp;
+    grpc::Status s = sim_.Allocate(kGpu, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.expect;
+    EXPECT_NE(s.error_message().find(c.expect), std::string::npos) << s.error_message();
+  }
+  // 10,000 IDs in one request: refused with a short message, daemon fine.
+  v1beta1::AllocateRequest big;
+  auto* cr = big.add_container_requests();
+  for (int i = 0; i < 10000; ++i) cr->add_devices_ids("id-" + std::to_string(i));
+  v1beta1::AllocateResponse resp;
+  grpc::Status s = sim_.Allocate(kGpu, big, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(s.error_message().size(), 600u);
+  v1beta1::AllocateRequest ok;
+  ok.add_container_requests()->add_devices_ids("3::2");
+  EXPECT_TRUE(sim_.Allocate(kGpu, ok, &resp).ok());
+}
+
+TEST_F(PluginModeTest, SixteenClientsAllocateAtOnce) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  std::atomic<int> ok{0}, bad{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 16; ++t) {
+    clients.emplace_back([&, t] {
+      auto stub = v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
+          "unix://" + dir_.Join("nvidia-gpu.sock"), grpc::InsecureChannelCredentials()));
+      for (int i = 0; i < 50; ++i) {
+        v1beta1::AllocateRequest req;
+        req.add_container_requests()->add_devices_ids(uuids[static_cast<size_t>((t + i) % 8)]);
+        v1beta1::AllocateResponse resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        grpc::Status s = stub->Allocate(&ctx, req, &resp);
+        if (s.ok() && resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES") ==
+                          uuids[static_cast<size_t>((t + i) % 8)]) {
+          ++ok;
+        } else {
+          ++bad;
+        }
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(ok.load(), 800);
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_F(PluginModeTest, PreferredAllocationUsesNvlinkTopology) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  v1beta1::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (const auto& u : uuids) c->add_available_deviceids(u);
+  c->add_must_include_deviceids(uuids[4]);
+  c->set_allocation_size(2);
+  auto* c2 = req.add_container_requests();
+  for (const auto& u : uuids) c2->add_available_deviceids(u);
+  c2->set_allocation_size(4);
+  v1beta1::PreferredAllocationResponse resp;
+  grpc::Status s = sim_.GetPreferredAllocation(kGpu, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 2);
+  // GPU 4's double NVLinks go to GPUs 0 and 7; 0 comes first.
+  EXPECT_EQ(std::vector<std::string>(resp.container_responses(0).deviceids().begin(),
+                                     resp.container_responses(0).deviceids().end()),
+            (std::vector<std::string>{uuids[4], uuids[0]}));
+  EXPECT_EQ(std::set<std::string>(resp.container_responses(1).deviceids().begin(),
+                                  resp.container_responses(1).deviceids().end()),
+            (std::set<std::string>{uuids[0], uuids[1], uuids[2], uuids[3]}));
+
+  v1beta1::PreferredAllocationRequest too_many;
+  auto* t = too_many.add_container_requests();
+  t->add_available_deviceids(uuids[0]);
+  t->set_allocation_size(2);
+  s = sim_.GetPreferredAllocation(kGpu, too_many, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("more than the 1 available"), std::string::npos);
+  v1beta1::PreferredAllocationRequest unknown;
+  auto* u = unknown.add_container_requests();
+  u->add_available_deviceids(uuids[0]);
+  u->add_must_include_deviceids("GPU-nope");
+  u->set_allocation_size(1);
+  s = sim_.GetPreferredAllocation(kGpu, unknown, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("\"GPU-nope\""), std::string::npos) << s.error_message();
+}
+
+TEST_F(PluginModeTest, GarbageBytesOnThePluginSocketAreHarmless) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  for (int i = 0; i < 20; ++i) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string path = dir_.Join("nvidia-gpu.sock");
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string junk = i % 2 ? "GET / HTTP/1.1\r\n\r\n" : std::string(4096, '\xff');
+    (void)!::write(fd, junk.data(), junk.size());
+    ::close(fd);
+  }
+  v1beta1::DevicePluginOptions opts;
+  EXPECT_TRUE(sim_.GetDevicePluginOptions(kGpu, &opts).ok());
+  EXPECT_TRUE(agent_->Running());
+  EXPECT_EQ(sim_.registrations(), 1);
+}
+
+TEST_F(PluginModeTest, SigtermFinishesCleanly) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  ASSERT_TRUE(Exists(dir_.Join("nvidia-gpu.sock")));
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Dump();
+  EXPECT_FALSE(Exists(dir_.Join("nvidia-gpu.sock")));
+  EXPECT_NE(agent_->Stderr().find("shutting down signal=SIGTERM"), std::string::npos);
+}
+
+TEST_F(PluginModeTest, SigintFinishesCleanly) {
+  StartAgent();
+  ASSERT_TRUE(Registered());
+  agent_->Signal(SIGINT);
+  EXPECT_EQ(agent_->Wait(), 0) << Dump();
+  EXPECT_FALSE(Exists(dir_.Join("nvidia-gpu.sock")));
+}
+
+TEST_F(PluginModeTest, SighupReloadsConfigAndReRegisters) {
+  const std::string config = dir_.Write("c.yaml", "version: v1\n");
+  StartAgent({"--config", config});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  dir_.Write("c.yaml", R"(version: v1
+flags:
+  plugin:
+    deviceIDStrategy: index
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 3
+)");
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(Registered(2)) << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) {
+    return d.size() == 24 && d[0].id() == "0::0" && d[23].id() == "7::2";
+  })) << Dump();
+  // A broken config on SIGHUP keeps the running one.
+  dir_.Write("c.yaml", "version: v1\nflags:\n  migStrategy: bogus\n");
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(agent_->WaitForStderr("config reload failed; keeping the running config"));
+  EXPECT_TRUE(agent_->Running());
+  EXPECT_EQ(sim_.Devices(kGpu).size(), 24u);
+}
+
+TEST_F(PluginModeTest, WaitsForAMissingKubeletWithoutSpinning) {
+  StartAgent({}, FixturePath("8-gpu-nvlink.yaml"), {}, /*start_sim=*/false);
+  ASSERT_TRUE(agent_->WaitForStderr("waiting for the kubelet")) << Dump();
+  const long ticks = CpuTicks(agent_->pid());
+  // Over a second and a half of waiting the agent may retry a few times;
+  // a spinning loop would burn ~150 ticks.
+  EXPECT_FALSE(WaitFor([] { return false; }, std::chrono::milliseconds(1500)));
+  EXPECT_LT(CpuTicks(agent_->pid()) - ticks, 10);
+  // The kubelet arrives: inotify sees kubelet.sock, registration follows.
+  ASSERT_TRUE(sim_.Start());
+  ASSERT_TRUE(sim_.WaitForRegistrations(1, std::chrono::seconds(2))) << Dump();
+}
+
+TEST_F(PluginModeTest, KubeletRefusalIsShownWithItsMessage) {
+  ASSERT_TRUE(sim_.Start());
+  sim_.RefuseRegistrations("the ResourceName \"nvidia.com/gpu\" is invalid");
+  StartAgent({}, FixturePath("8-gpu-nvlink.yaml"), {}, /*start_sim=*/false);
+  ASSERT_TRUE(agent_->WaitForStderr("kubelet refused registration")) << Dump();
+  EXPECT_NE(agent_->Stderr().find("the ResourceName \\\"nvidia.com/gpu\\\" is invalid"),
+            std::string::npos)
+      << Dump();
+  sim_.RefuseRegistrations("");
+  ASSERT_TRUE(sim_.WaitForRegistrations(1)) << Dump();
+}
+
+TEST_F(PluginModeTest, NoNvmlWithFailOnInitErrorFalseServesNothing) {
+  StartAgent({"--fail-on-init-error=false"}, dir_.Write("f.yaml", "initError: 9\n"));
+  ASSERT_TRUE(Registered()) << Dump();
+  ASSERT_TRUE(sim_.WaitForUpdateCount(kGpu, 1, std::chrono::seconds(5)));
+  EXPECT_TRUE(sim_.Devices(kGpu).empty());
+  EXPECT_NE(agent_->Stderr().find("running with 0 devices"), std::string::npos);
+}
+
+TEST_F(PluginModeTest, StaleSocketIsReplacedLiveOneRefused) {
+  // A stale socket: bound, never listened on, left behind.
+  {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string path = dir_.Join("nvidia-gpu.sock");
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ::close(fd);
+  }
+  StartAgent();
+  ASSERT_TRUE(Registered()) << Dump();
+  EXPECT_NE(agent_->Stderr().find("removed stale socket"), std::string::npos);
+  // A second agent for the same socket must refuse, not steal it.
+  RunResult second =
+      RunAgent({"run", "--kubelet-socket", sim_.socket()}, FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  EXPECT_EQ(second.code, 1);
+  EXPECT_NE(second.err.find("is served by another live process"), std::string::npos) << second.err;
+  EXPECT_TRUE(agent_->Running());
+}
+
+TEST(PluginModeBadInputTest, SocketFolderMissing) {
+  RunResult r = RunAgent({"run", "--kubelet-socket", "/nonexistent/dp/kubelet.sock"},
+                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("socket folder \\\"/nonexistent/dp\\\" does not exist"), std::string::npos)
+      << r.err;
+}
+
+TEST(PluginModeBadInputTest, SocketFolderNotWritable) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root writes anywhere";
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0500);
+  RunResult r = RunAgent({"run", "--kubelet-socket", dir.Join("kubelet.sock")},
+                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  ::chmod(dir.path().c_str(), 0700);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("is not writable"), std::string::npos) << r.err;
+}
+
+TEST(PluginModeBadInputTest, SocketPathTooLong) {
+  TempDir dir;
+  const std::string deep = dir.Join(std::string(100, 'd'));
+  std::filesystem::create_directories(deep);
+  RunResult r = RunAgent({"run", "--kubelet-socket", deep + "/kubelet.sock"},
+                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("unix sockets allow at most 107"), std::string::npos) << r.err;
+}
+
+TEST(PluginModeBadInputTest, MigStrategyNotYetSupportedIsAClearError) {
+  RunResult r = RunAgent({"run", "--mig-strategy", "mixed", "--kubelet-socket", "/tmp/x/k.sock"},
+                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("flags.migStrategy"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing

@@ -1,0 +1,155 @@
+// The health watcher in-process, on the NVML stand-in, driven through its
+// control FIFO.
+#include "nvml/health_watcher.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "nvml/inventory.h"
+#include "nvml/nvml_library.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::nvml {
+namespace {
+
+using gpu_agent::testing::FakeNvmlDir;
+using gpu_agent::testing::FixturePath;
+using gpu_agent::testing::TempDir;
+using gpu_agent::testing::WaitFor;
+using gpu_agent::testing::WriteFifo;
+
+class HealthWatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.Join("usr/lib64"));
+    std::filesystem::create_symlink(FakeNvmlDir() + "/libnvidia-ml.so.1",
+                                    dir_.Join("usr/lib64/libnvidia-ml.so.1"));
+    ::setenv("FAKE_NVML_FIXTURE", FixturePath("8-gpu-pcie.yaml").c_str(), 1);
+    ctl_ = dir_.Join("ctl");
+    ::setenv("FAKE_NVML_CONTROL", ctl_.c_str(), 1);
+    auto lib = NvmlLibrary::Open(dir_.path());
+    ASSERT_TRUE(lib.ok()) << lib.status();
+    ASSERT_TRUE((*lib)->Init().ok());
+    lib_ = std::shared_ptr<const NvmlLibrary>(std::move(*lib));
+    auto inv = DiscoverInventory(*lib_, "/nonexistent");
+    ASSERT_TRUE(inv.ok());
+    for (const auto& g : inv->gpus) uuids_.push_back(g.uuid);
+  }
+
+  void StartWatcher(HealthPolicy policy, std::set<std::string> bad = {}) {
+    policy.wait_timeout = std::chrono::milliseconds(200);
+    watcher_ =
+        HealthWatcher::Start(lib_, uuids_, std::move(bad), policy, [this](const HealthChange& c) {
+          std::lock_guard<std::mutex> lock(mu_);
+          changes_.push_back(c);
+        });
+  }
+
+  std::vector<HealthChange> Changes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return changes_;
+  }
+
+  void Send(const std::string& line) { ASSERT_TRUE(WriteFifo(ctl_, line)) << line; }
+
+  TempDir dir_;
+  std::string ctl_;
+  std::shared_ptr<const NvmlLibrary> lib_;
+  std::vector<std::string> uuids_;
+  std::mutex mu_;
+  std::vector<HealthChange> changes_;
+  std::unique_ptr<HealthWatcher> watcher_;  // last: stopped before the above go
+};
+
+TEST_F(HealthWatcherTest, CriticalXidMarksThenQuietPeriodRecovers) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(300);
+  StartWatcher(policy);
+  Send("xid 13 3");  // wrong order on purpose: "13" is no GPU
+  Send("xid 3 13");  // ignored by the default policy
+  Send("xid 3 79");
+  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }));
+  auto c = Changes();
+  ASSERT_EQ(c.size(), 1u);  // XID 13 changed nothing
+  EXPECT_EQ(c[0].uuid, uuids_[3]);
+  EXPECT_FALSE(c[0].healthy);
+  EXPECT_EQ(c[0].xid, 79);
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_TRUE(Changes()[1].healthy);
+  EXPECT_EQ(Changes()[1].uuid, uuids_[3]);
+}
+
+TEST_F(HealthWatcherTest, CriticalListOverridesIgnoreList) {
+  HealthPolicy policy;
+  policy.critical_xids = {13};
+  policy.recovery_period = std::chrono::milliseconds(0);
+  StartWatcher(policy);
+  Send("xid 1 13");
+  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }));
+  EXPECT_EQ(Changes()[0].uuid, uuids_[1]);
+}
+
+TEST_F(HealthWatcherTest, LostGpuStaysOutUntilNvmlAnswersAgain) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  StartWatcher(policy);
+  Send("lose 5");
+  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }));
+  EXPECT_FALSE(Changes()[0].healthy);
+  // Several recovery periods pass; the GPU still does not answer.
+  EXPECT_FALSE(WaitFor([&] { return Changes().size() > 1; }, std::chrono::milliseconds(700)));
+  Send("restore 5");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_TRUE(Changes()[1].healthy);
+}
+
+TEST_F(HealthWatcherTest, InitiallyUnhealthyGpuIsReportedAndProbed) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  StartWatcher(policy, {uuids_[2]});
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_FALSE(Changes()[0].healthy);
+  EXPECT_TRUE(Changes()[1].healthy);  // NVML answers for it
+}
+
+TEST_F(HealthWatcherTest, FailingWaitBacksOffInsteadOfSpinning) {
+  HealthPolicy policy;
+  StartWatcher(policy);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  Send("wait-error 999 1000000");
+  // Let the loop run against a failing wait for a while, then check the CPU
+  // it burnt: a spinning loop would use the whole window.
+  EXPECT_FALSE(WaitFor([] { return false; }, std::chrono::milliseconds(1000)));
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  auto ms = [](const rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000 +
+           (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000;
+  };
+  // WaitFor itself polls every 2 ms; allow for that, not for a spin.
+  EXPECT_LT(ms(after) - ms(before), 300);
+  Send("wait-error 0 0");
+  Send("xid 0 79");
+  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }, std::chrono::seconds(15)));
+}
+
+TEST_F(HealthWatcherTest, NoReportsAfterStop) {
+  HealthPolicy policy;
+  StartWatcher(policy);
+  watcher_->Stop();
+  Send("xid 0 79");
+  EXPECT_FALSE(WaitFor([&] { return !Changes().empty(); }, std::chrono::milliseconds(400)));
+}
+
+TEST(HealthPolicyTest, DefaultIgnoreList) {
+  HealthPolicy p;
+  for (int xid : {13, 31, 43, 45, 68, 109}) EXPECT_FALSE(p.IsCritical(xid)) << xid;
+  for (int xid : {48, 63, 64, 74, 79, 94, 95}) EXPECT_TRUE(p.IsCritical(xid)) << xid;
+}
+
+}  // namespace
+}  // namespace gpu_agent::nvml
