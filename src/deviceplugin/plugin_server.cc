@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -87,6 +88,10 @@ absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(service.get());
+  // No keepalive or BDP pings on a local unix socket: a dead kubelet closes
+  // the socket, which gRPC sees at once.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, std::numeric_limits<int>::max());
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // Allocate with thousands of IDs fits in 4 MiB many times over; keep the
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

@@ -1,0 +1,276 @@
+// End-to-end figures of plugin mode, each against a baseline or budget:
+// the real gpu-agent binary, the kubelet simulator in this process, the NVML
+// stand-in driven through its FIFO.
+//   e2e_bench [--smoke] [--idle-seconds N] [--markdown FILE]
+// --smoke runs tiny counts so CI keeps the bench compiling and running; it
+// prints the table but judges nothing.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kubelet_simulator.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Us = std::chrono::duration<double, std::micro>;
+constexpr const char* kGpu = "nvidia.com/gpu";
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i =
+      std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(v.size())));
+  return v[i];
+}
+
+struct Row {
+  std::string figure;
+  std::string value;
+  std::string budget;
+  std::string verdict;  // pass / FAIL / info
+};
+
+struct Env {
+  TempDir dir;
+  std::string ctl = dir.Join("nvml.ctl");
+  std::string fixture = FixturePath("8-gpu-nvlink.yaml");
+  std::string sys = dir.Join("sys");
+};
+
+std::unique_ptr<Subprocess> StartAgent(Env& env, KubeletSimulator& sim,
+                                       std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {BinaryPath(),   "run",   "--kubelet-socket", sim.socket(),
+                                   "--sysfs-root", env.sys, "--log-level",      "warning"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto e = FakeNvmlEnv(env.fixture);
+  e["FAKE_NVML_CONTROL"] = env.ctl;
+  return std::make_unique<Subprocess>(args, e);
+}
+
+// Start -> registered, over `runs` fresh processes.
+std::vector<double> StartToRegistered(int runs) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    Env env;
+    (void)!std::system((FakeNvmlTool() + " sysfs " + env.fixture + " " + env.sys).c_str());
+    KubeletSimulator sim(env.dir.path());
+    if (!sim.Start()) return ms;
+    const auto t0 = Clock::now();
+    auto agent = StartAgent(env, sim);
+    if (!sim.WaitForRegistrations(1)) {
+      std::fprintf(stderr, "agent did not register:\n%s\n", agent->Stderr().c_str());
+      return ms;
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    agent->Signal(SIGTERM);
+    agent->Wait();
+  }
+  return ms;
+}
+
+template <typename Call>
+std::vector<double> Time(int n, Call call) {
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = Clock::now();
+    call();
+    us.push_back(Us(Clock::now() - t0).count());
+  }
+  return us;
+}
+
+struct ProcSample {
+  long ticks = 0;
+  long switches = 0;
+  long rss_kib = 0;
+};
+
+ProcSample Sample(pid_t pid) {
+  ProcSample s;
+  s.ticks = CpuTicks(pid);
+  const std::string base = "/proc/" + std::to_string(pid);
+  for (const std::string& line : [&] {
+         std::vector<std::string> lines;
+         std::istringstream in(ReadFile(base + "/status"));
+         for (std::string l; std::getline(in, l);) lines.push_back(l);
+         return lines;
+       }()) {
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stol(line.substr(6));
+  }
+  // Context switches summed over every thread.
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(base + "/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::istringstream in(ReadFile(it->path().string() + "/status"));
+    for (std::string l; std::getline(in, l);) {
+      if (l.rfind("voluntary_ctxt_switches:", 0) == 0) s.switches += std::stol(l.substr(24));
+      if (l.rfind("nonvoluntary_ctxt_switches:", 0) == 0) s.switches += std::stol(l.substr(27));
+    }
+  }
+  return s;
+}
+
+std::string Fmt(double v, const char* unit, int precision = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f %s", precision, v, unit);
+  return buf;
+}
+
+int Main(int argc, char** argv) {
+  bool smoke = false;
+  int idle_seconds = 30;
+  std::string markdown;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
+    if (std::strcmp(argv[i], "--idle-seconds") == 0 && i + 1 < argc)
+      idle_seconds = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
+  }
+  if (smoke) idle_seconds = 1;
+  const int rpcs = smoke ? 200 : 20000;
+  const int xids = smoke ? 5 : 200;
+  const int starts = smoke ? 2 : 20;
+  std::vector<Row> rows;
+  auto judge = [&](bool ok) { return smoke ? "info" : (ok ? "pass" : "FAIL"); };
+
+  // 1. Start -> registered.
+  auto start_ms = StartToRegistered(starts);
+  const double start_p50 = Percentile(start_ms, 50);
+  rows.push_back(
+      {"start -> registered, p50", Fmt(start_p50, "ms"), "< 20 ms", judge(start_p50 < 20)});
+
+  Env env;
+  (void)!std::system((FakeNvmlTool() + " sysfs " + env.fixture + " " + env.sys).c_str());
+  KubeletSimulator sim(env.dir.path());
+  if (!sim.Start()) return 1;
+  auto agent = StartAgent(env, sim, {"--health-recovery-period", "20ms"});
+  if (!sim.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; })) {
+    std::fprintf(stderr, "agent not serving:\n%s\n", agent->Stderr().c_str());
+    return 1;
+  }
+  auto stub = sim.Stub(kGpu);
+  std::vector<std::string> ids;
+  for (const auto& d : sim.Devices(kGpu)) ids.push_back(d.id());
+
+  // 2. Allocate and GetPreferredAllocation vs the near-empty
+  //    GetDevicePluginOptions, interleaved on the same channel.
+  v1beta1::AllocateRequest alloc;
+  alloc.add_container_requests()->add_devices_ids(ids[2]);
+  v1beta1::PreferredAllocationRequest pref;
+  auto* pc = pref.add_container_requests();
+  for (const auto& id : ids) pc->add_available_deviceids(id);
+  pc->set_allocation_size(4);
+  std::vector<double> empty_us, alloc_us, pref_us;
+  for (int round = 0; round < rpcs; ++round) {
+    auto one = [&](auto fn) {
+      grpc::ClientContext ctx;
+      const auto t0 = Clock::now();
+      fn(ctx);
+      return Us(Clock::now() - t0).count();
+    };
+    empty_us.push_back(one([&](grpc::ClientContext& ctx) {
+      v1beta1::Empty e;
+      v1beta1::DevicePluginOptions o;
+      stub->GetDevicePluginOptions(&ctx, e, &o);
+    }));
+    alloc_us.push_back(one([&](grpc::ClientContext& ctx) {
+      v1beta1::AllocateResponse r;
+      stub->Allocate(&ctx, alloc, &r);
+    }));
+    pref_us.push_back(one([&](grpc::ClientContext& ctx) {
+      v1beta1::PreferredAllocationResponse r;
+      stub->GetPreferredAllocation(&ctx, pref, &r);
+    }));
+  }
+  const double e50 = Percentile(empty_us, 50), a50 = Percentile(alloc_us, 50),
+               a99 = Percentile(alloc_us, 99), p50 = Percentile(pref_us, 50);
+  rows.push_back({"GetDevicePluginOptions round trip p50 (baseline)", Fmt(e50, "us"), "-", "info"});
+  rows.push_back({"Allocate round trip p50 / baseline p50", Fmt(a50 / e50, "x", 3), "<= 1.05x",
+                  judge(a50 / e50 <= 1.05)});
+  rows.push_back({"Allocate round trip p99", Fmt(a99, "us"), "< 1000 us", judge(a99 < 1000)});
+  rows.push_back({"GetPreferredAllocation (8 GPUs, size 4) p50 / baseline p50",
+                  Fmt(p50 / e50, "x", 3), "<= 1.3x", judge(p50 / e50 <= 1.3)});
+
+  // 3. XID injected -> Unhealthy seen by the simulator.
+  std::vector<double> xid_ms;
+  for (int i = 0; i < xids; ++i) {
+    const int gpu = i % 8;
+    const size_t before = sim.Updates(kGpu).size();
+    const auto t0 = Clock::now();
+    if (!WriteFifo(env.ctl, "xid " + std::to_string(gpu) + " 79")) break;
+    if (!sim.WaitForDevices(kGpu, [&](const auto& d) {
+          return d[static_cast<size_t>(gpu)].health() == "Unhealthy";
+        }))
+      break;
+    const auto updates = sim.Updates(kGpu);
+    for (size_t u = before; u < updates.size(); ++u) {
+      if (updates[u].devices[static_cast<size_t>(gpu)].health() == "Unhealthy") {
+        xid_ms.push_back(std::chrono::duration<double, std::milli>(updates[u].at - t0).count());
+        break;
+      }
+    }
+    sim.WaitForDevices(kGpu, [&](const auto& d) {
+      return std::all_of(d.begin(), d.end(), [](const auto& x) { return x.health() == "Healthy"; });
+    });
+  }
+  const double x50 = Percentile(xid_ms, 50), x99 = Percentile(xid_ms, 99),
+               xmax = xid_ms.empty() ? 0 : *std::max_element(xid_ms.begin(), xid_ms.end());
+  rows.push_back(
+      {"XID -> Unhealthy at the kubelet, p50", Fmt(x50, "ms", 2), "< 1 ms", judge(x50 < 1)});
+  rows.push_back(
+      {"XID -> Unhealthy at the kubelet, p99", Fmt(x99, "ms", 2), "< 10 ms", judge(x99 < 10)});
+  rows.push_back(
+      {"XID -> Unhealthy at the kubelet, max", Fmt(xmax, "ms", 2), "< 5 ms", judge(xmax < 5)});
+
+  // 4. Idle: registered with an open stream, nothing happening.
+  agent->Signal(SIGTERM);
+  agent->Wait();
+  sim.Stop();
+  KubeletSimulator idle_sim(env.dir.path());
+  idle_sim.Start();
+  auto idle_agent = StartAgent(env, idle_sim);
+  idle_sim.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; });
+  const ProcSample s0 = Sample(idle_agent->pid());
+  WaitFor([] { return false; }, std::chrono::seconds(idle_seconds));
+  const ProcSample s1 = Sample(idle_agent->pid());
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double cpu_pct = 100.0 * static_cast<double>(s1.ticks - s0.ticks) / hz / idle_seconds;
+  const double wakeups = static_cast<double>(s1.switches - s0.switches) / idle_seconds;
+  rows.push_back({"idle RSS", Fmt(static_cast<double>(s1.rss_kib) / 1024.0, "MiB"), "< 10 MiB",
+                  judge(s1.rss_kib < 10 * 1024)});
+  rows.push_back({"idle wake-ups (context switches, all threads) per second", Fmt(wakeups, "/s", 2),
+                  "<= 1 /s", judge(wakeups <= 1.0)});
+  rows.push_back({"idle CPU", Fmt(cpu_pct, "% of a core", 3), "< 0.1%", judge(cpu_pct < 0.1)});
+  idle_agent->Signal(SIGTERM);
+  idle_agent->Wait();
+
+  std::ostringstream table;
+  table << "| figure | value | budget | result |\n|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    table << "| " << r.figure << " | " << r.value << " | " << r.budget << " | " << r.verdict
+          << " |\n";
+  }
+  table << "\nRuns: " << starts << " starts, " << rpcs << " interleaved rounds of each RPC, "
+        << xid_ms.size() << " XIDs, " << idle_seconds << " s idle.\n";
+  std::printf("%s", table.str().c_str());
+  if (!markdown.empty()) std::ofstream(markdown) << table.str();
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
+
+int main(int argc, char** argv) { return gpu_agent::testing::Main(argc, argv); }
