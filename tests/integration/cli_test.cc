@@ -2,6 +2,8 @@
 // what it prints for bad input.
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "support/test_support.h"
 
@@ -135,6 +137,27 @@ TEST(CliTest, RunWithFailingNvmlHonoursFailOnInitError) {
   EXPECT_EQ(fail.code, 1);
   EXPECT_NE(fail.err.find("Driver Not Loaded (9)"), std::string::npos) << fail.err;
   EXPECT_NE(fail.err.find("failOnInitError is true"), std::string::npos) << fail.err;
+}
+
+TEST(CliTest, UnreadableConfigFile) {
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  const std::string path = dir.Write("c.yaml", "version: v1\n");
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  std::vector<std::string> argv = {BinaryPath(), "config", "--config", path};
+  if (::geteuid() == 0) {
+    // Root reads any file: ask as nobody.
+    argv.insert(argv.begin(),
+                {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+  } else {
+    ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  }
+  Subprocess p(argv, {{"CONFIG_FILE", "<unset>"}});
+  EXPECT_EQ(p.Wait(), 2);
+  EXPECT_NE(p.Stderr().find("cannot read config file \"" + path +
+                            "\" (named by flag --config): Permission denied"),
+            std::string::npos)
+      << p.Stderr();
 }
 
 TEST(CliTest, MalformedFixtureIsReportedNotACrash) {

@@ -520,11 +520,21 @@ TEST(PluginModeBadInputTest, SocketFolderMissing) {
 }
 
 TEST(PluginModeBadInputTest, SocketFolderNotWritable) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root writes anywhere";
   TempDir dir;
+  std::vector<std::string> args = {"run", "--kubelet-socket", dir.Join("kubelet.sock")};
+  if (::geteuid() == 0) {
+    // Root writes anywhere: run the agent as nobody, for whom the folder
+    // (owned by root, mode 0755) is read-only.
+    ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+    Subprocess p({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                  BinaryPath(), "run", "--kubelet-socket", dir.Join("kubelet.sock")},
+                 FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+    EXPECT_EQ(p.Wait(), 1) << p.Stderr();
+    EXPECT_NE(p.Stderr().find("is not writable by this process"), std::string::npos) << p.Stderr();
+    return;
+  }
   ::chmod(dir.path().c_str(), 0500);
-  RunResult r = RunAgent({"run", "--kubelet-socket", dir.Join("kubelet.sock")},
-                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  RunResult r = RunAgent(args, FakeNvmlEnv(FixturePath("1-gpu.yaml")));
   ::chmod(dir.path().c_str(), 0700);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("is not writable"), std::string::npos) << r.err;

@@ -1,8 +1,10 @@
 // NVML through the real dlopen path, against the libnvidia-ml stand-in.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "nvml/inventory.h"
@@ -173,6 +175,96 @@ TEST(InventoryTest, MalformedFixtureFailsInitNotTheProcess) {
   absl::Status s = lib->Init();
   EXPECT_FALSE(s.ok());
   EXPECT_NE(std::string(s.message()).find("Unknown Error"), std::string::npos) << s;
+}
+
+// Clients bind NVML lazily, so a missing export kills them at call time: the
+// stand-in must export every entry point a typical client uses.
+TEST(FakeNvmlTest, ExportsTheCommonNvmlSymbols) {
+  void* h = ::dlopen((FakeNvmlDir() + "/libnvidia-ml.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << ::dlerror();
+  for (const char* sym : {"nvmlInit",
+                          "nvmlInit_v2",
+                          "nvmlInitWithFlags",
+                          "nvmlShutdown",
+                          "nvmlErrorString",
+                          "nvmlSystemGetDriverVersion",
+                          "nvmlSystemGetNVMLVersion",
+                          "nvmlSystemGetCudaDriverVersion",
+                          "nvmlSystemGetCudaDriverVersion_v2",
+                          "nvmlDeviceGetCount",
+                          "nvmlDeviceGetCount_v2",
+                          "nvmlDeviceGetHandleByIndex",
+                          "nvmlDeviceGetHandleByIndex_v2",
+                          "nvmlDeviceGetHandleByUUID",
+                          "nvmlDeviceGetHandleByPciBusId_v2",
+                          "nvmlDeviceGetIndex",
+                          "nvmlDeviceGetName",
+                          "nvmlDeviceGetUUID",
+                          "nvmlDeviceGetMinorNumber",
+                          "nvmlDeviceGetPciInfo",
+                          "nvmlDeviceGetPciInfo_v2",
+                          "nvmlDeviceGetPciInfo_v3",
+                          "nvmlDeviceGetMemoryInfo",
+                          "nvmlDeviceGetBrand",
+                          "nvmlDeviceGetArchitecture",
+                          "nvmlDeviceGetCudaComputeCapability",
+                          "nvmlDeviceGetTopologyCommonAncestor",
+                          "nvmlDeviceGetNvLinkState",
+                          "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                          "nvmlDeviceGetMigMode",
+                          "nvmlDeviceGetMaxMigDeviceCount",
+                          "nvmlDeviceGetMigDeviceHandleByIndex",
+                          "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+                          "nvmlDeviceIsMigDeviceHandle",
+                          "nvmlDeviceGetGpuInstanceId",
+                          "nvmlDeviceGetComputeInstanceId",
+                          "nvmlDeviceGetAttributes_v2",
+                          "nvmlDeviceGetSupportedEventTypes",
+                          "nvmlDeviceRegisterEvents",
+                          "nvmlEventSetCreate",
+                          "nvmlEventSetWait",
+                          "nvmlEventSetWait_v2",
+                          "nvmlEventSetFree"}) {
+    EXPECT_NE(::dlsym(h, sym), nullptr) << sym;
+  }
+}
+
+// A client written against NVIDIA's documented API, not the agent's
+// inventory code, enumerates the stand-in: PCI struct layout, handles by bus
+// id, MIG parent handles, and the v1 event struct size.
+TEST(FakeNvmlTest, AnotherClientCanEnumerate) {
+  ::setenv("FAKE_NVML_FIXTURE", FixturePath("2-gpu-mig.yaml").c_str(), 1);
+  void* h = ::dlopen((FakeNvmlDir() + "/libnvidia-ml.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr);
+  auto init = reinterpret_cast<nvmlInit_v2_fn>(::dlsym(h, "nvmlInit_v2"));
+  auto by_bus = reinterpret_cast<nvmlDeviceGetHandleByPciBusId_v2_fn>(
+      ::dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2"));
+  auto pci = reinterpret_cast<nvmlDeviceGetPciInfo_v3_fn>(::dlsym(h, "nvmlDeviceGetPciInfo_v3"));
+  auto mig = reinterpret_cast<nvmlDeviceGetMigDeviceHandleByIndex_fn>(
+      ::dlsym(h, "nvmlDeviceGetMigDeviceHandleByIndex"));
+  auto parent = reinterpret_cast<nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn>(
+      ::dlsym(h, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle"));
+  auto is_mig =
+      reinterpret_cast<nvmlDeviceIsMigDeviceHandle_fn>(::dlsym(h, "nvmlDeviceIsMigDeviceHandle"));
+  ASSERT_EQ(init(), NVML_SUCCESS);
+  nvmlDevice_t dev = nullptr;
+  ASSERT_EQ(by_bus("0000:07:00.0", &dev), NVML_SUCCESS);
+  nvmlPciInfo_t info;
+  std::memset(&info, 0xab, sizeof info);
+  ASSERT_EQ(pci(dev, &info), NVML_SUCCESS);
+  const unsigned char* raw = reinterpret_cast<const unsigned char*>(&info);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(raw + 36)), "00000000:07:00.0");
+  EXPECT_EQ(info.bus, 7u);
+  EXPECT_EQ(info.domain, 0u);
+  nvmlDevice_t m = nullptr;
+  ASSERT_EQ(mig(dev, 1, &m), NVML_SUCCESS);
+  unsigned flag = 0;
+  ASSERT_EQ(is_mig(m, &flag), NVML_SUCCESS);
+  EXPECT_EQ(flag, 1u);
+  nvmlDevice_t back = nullptr;
+  ASSERT_EQ(parent(m, &back), NVML_SUCCESS);
+  EXPECT_EQ(back, dev);
+  EXPECT_EQ(mig(dev, 3, &m), NVML_ERROR_NOT_FOUND);  // an empty slot
 }
 
 TEST(InventoryTest, SysfsAddressForm) {
