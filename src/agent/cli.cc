@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "agent/capacity_command.h"
 #include "agent/commands.h"
 #include "agent/config_schema.h"
 #include "agent/version.h"
@@ -67,8 +68,9 @@ ConfigRequest BuildRequest(const ConfigFlags& flags) {
     req.file = *env;
     req.file_origin = "env CONFIG_FILE";
   }
-  for (const auto& [key, opt] : flags.options) {
+  for (const auto& [key_or_alias, opt] : flags.options) {
     if (opt->count() == 0) continue;
+    const std::string key = key_or_alias.substr(0, key_or_alias.find('#'));
     std::string value = flags.raw.at(key);
     if (key == "apiServer.proxy" && value.empty()) value = "http://127.0.0.1:8001";
     req.flags.emplace_back(key, value);
@@ -121,6 +123,44 @@ int RunCli(int argc, char** argv) {
 
   CLI::App* version = app.add_subcommand("version", "print the version");
 
+  CLI::App* capacity = app.add_subcommand(
+      "capacity", "read or patch a Node's GPU capacity through the API server or kubectl proxy");
+  capacity->require_subcommand(1);
+  struct CapacityCli {
+    CLI::App* cmd;
+    ConfigFlags flags;
+    CapacityRequest req;
+    std::string count;
+    CLI::Option* count_opt = nullptr;
+  };
+  std::vector<std::unique_ptr<CapacityCli>> capacity_cmds;
+  for (const char* verb : {"set", "get", "remove"}) {
+    auto c = std::make_unique<CapacityCli>();
+    c->req.verb = verb;
+    c->cmd = capacity->add_subcommand(
+        verb, std::string(verb) == "set"   ? "set the resource in status.capacity (and allocatable)"
+              : std::string(verb) == "get" ? "print the resource's capacity and allocatable"
+                                           : "remove the resource from the Node");
+    AddConfigFlags(c->cmd, &c->flags);
+    c->cmd->add_option("--node", c->req.node, "the Node (default: NODE_NAME)");
+    c->cmd->add_option("--resource", c->flags.raw["resourceName"],
+                       "the extended resource (default nvidia.com/gpu)");
+    c->flags.options["resourceName#alias"] = c->cmd->get_options().back();
+    c->cmd->add_flag("--dry-run", c->req.dry_run,
+                     "print the request (Authorization redacted) instead of sending it");
+    if (c->req.verb == "set") {
+      c->count_opt = c->cmd->add_option("--count", c->count, "the number to advertise");
+      auto* discover = c->cmd->add_flag("--discover", c->req.discover,
+                                        "advertise the healthy GPUs NVML sees (x replicas)");
+      c->count_opt->excludes(discover);
+    }
+    if (c->req.verb == "get") {
+      c->cmd->add_option("-o,--output", c->req.output, "output format")
+          ->check(CLI::IsMember({"text", "json"}));
+    }
+    capacity_cmds.push_back(std::move(c));
+  }
+
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
@@ -154,6 +194,14 @@ int RunCli(int argc, char** argv) {
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
     return DevicesCommand(*loaded, output);
+  }
+  for (auto& c : capacity_cmds) {
+    if (!c->cmd->parsed()) continue;
+    if (c->count_opt != nullptr && c->count_opt->count() > 0) c->req.count = c->count;
+    ConfigRequest req = BuildRequest(c->flags);
+    absl::StatusOr<LoadedConfig> loaded = Load(req);
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return CapacityCommand(*loaded, c->req);
   }
   if (config->parsed()) {
     ConfigRequest req = BuildRequest(config_flags);

@@ -81,6 +81,7 @@ struct Config {
     std::string token_file;
     std::string certificate_authority;
     bool insecure_skip_tls_verify = false;
+    Duration request_timeout = std::chrono::seconds(30);
   } api_server;
 
   struct Metrics {

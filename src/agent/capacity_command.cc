@@ -1,0 +1,168 @@
+#include "agent/capacity_command.h"
+
+#include <cstdio>
+
+#include "agent/commands.h"
+#include "agent/version.h"
+#include "apiserver/connection.h"
+#include "apiserver/node_client.h"
+#include "base/resource_name.h"
+#include "base/strings.h"
+#include "nvml/inventory.h"
+
+namespace gpu_agent {
+namespace {
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "gpu-agent capacity: %s\n", msg.c_str());
+  return code;
+}
+
+apiserver::ConnectionOptions ConnectionFrom(const Config& c) {
+  apiserver::ConnectionOptions o;
+  o.proxy = c.api_server.proxy;
+  o.server = c.api_server.server;
+  o.token_file = c.api_server.token_file;
+  o.certificate_authority = c.api_server.certificate_authority;
+  o.insecure_skip_tls_verify = c.api_server.insecure_skip_tls_verify;
+  o.kubeconfig = c.api_server.kubeconfig;
+  o.context = c.api_server.context;
+  return o;
+}
+
+// Healthy GPUs x time-slicing replicas, as static mode would advertise.
+absl::StatusOr<int64_t> DiscoverCount(const Config& config) {
+  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib = StartNvml(config);
+  if (!lib.ok()) return lib.status();
+  absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(**lib, config.sysfs_root);
+  if (!inv.ok()) return inv.status();
+  int64_t gpus = 0;
+  for (const nvml::GpuRecord& g : inv->gpus) gpus += g.error.empty() ? 1 : 0;
+  int64_t replicas = 1;
+  for (const TimeSlicingResource& r : config.sharing.time_slicing.resources) {
+    if (r.name == config.resource_name) replicas = r.replicas;
+  }
+  return gpus * replicas;
+}
+
+std::string Quote(const std::optional<std::string>& v) {
+  return v ? StrCat("\"", *v, "\"") : "null";
+}
+
+}  // namespace
+
+int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
+  const Config& config = loaded.config;
+  const std::string node = req.node.empty() ? config.node_name : req.node;
+  if (node.empty()) return Fail(kExitUsage, "no node: pass --node or set NODE_NAME");
+  if (absl::Status s = ValidateNodeName(node); !s.ok()) {
+    return Fail(kExitUsage, StrCat("--node: ", s.message()));
+  }
+  const std::string& resource = config.resource_name;
+  int64_t count = 0;
+  if (req.verb == "set") {
+    if (req.count.has_value() == req.discover) {
+      return Fail(kExitUsage, "capacity set needs exactly one of --count K and --discover");
+    }
+    if (req.count) {
+      if (!ParseInt(*req.count, &count) || count < 0) {
+        return Fail(kExitUsage,
+                    StrCat("--count: \"", *req.count, "\" is not a whole number of 0 or more"));
+      }
+    } else {
+      absl::StatusOr<int64_t> found = DiscoverCount(config);
+      if (!found.ok()) return Fail(kExitFailure, std::string(found.status().message()));
+      count = *found;
+    }
+  }
+  absl::StatusOr<apiserver::Connection> conn =
+      apiserver::ResolveConnection(ConnectionFrom(config), ProcessEnv());
+  if (!conn.ok()) {
+    return Fail(
+        conn.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure,
+        std::string(conn.status().message()));
+  }
+  apiserver::RestOptions opts;
+  opts.user_agent = StrCat("gpu-agent/", kVersion);
+  opts.read_timeout = config.api_server.request_timeout;
+  opts.connect_timeout = std::min(opts.connect_timeout, config.api_server.request_timeout);
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
+      apiserver::RestClient::Create(*conn, opts);
+  if (!rest.ok()) return Fail(kExitFailure, std::string(rest.status().message()));
+  apiserver::NodeClient client(rest->get(), node);
+  const bool allocatable = config.static_mode.allocatable;
+
+  if (req.dry_run) {
+    if (req.verb == "get") {
+      std::printf("%s", (*rest)->Describe("GET", client.NodePath(), "", "").c_str());
+      return kExitOk;
+    }
+    // Without asking the server, plan against a Node that has both maps.
+    apiserver::NodeView assumed;
+    assumed.has_status = assumed.has_capacity = assumed.has_allocatable = true;
+    apiserver::JsonPatch patch;
+    if (req.verb == "set") {
+      patch = apiserver::PlanSetCapacity(assumed, resource, count, allocatable);
+    } else {
+      assumed.capacity[resource] = assumed.allocatable[resource] = "0";
+      patch = apiserver::PlanRemoveCapacity(assumed, resource, allocatable);
+    }
+    std::printf("%s", (*rest)
+                          ->Describe("PATCH", client.StatusPath(), patch.ToJson(),
+                                     apiserver::kJsonPatchType)
+                          .c_str());
+    return kExitOk;
+  }
+
+  if (req.verb == "get") {
+    absl::StatusOr<apiserver::NodeView> view = client.Get();
+    if (!view.ok()) return Fail(kExitFailure, std::string(view.status().message()));
+    const auto cap = view->Capacity(resource);
+    const auto alloc = view->Allocatable(resource);
+    if (req.output == "json") {
+      std::printf("{\"node\":\"%s\",\"resource\":\"%s\",\"capacity\":%s,\"allocatable\":%s}\n",
+                  node.c_str(), resource.c_str(), Quote(cap).c_str(), Quote(alloc).c_str());
+    } else {
+      std::printf("node %s, %s: capacity %s, allocatable %s\n", node.c_str(), resource.c_str(),
+                  cap ? cap->c_str() : "(none)", alloc ? alloc->c_str() : "(none)");
+    }
+    return kExitOk;
+  }
+
+  // set / remove: read, plan, patch; a Node that changed in between makes
+  // the patch's resourceVersion test fail, so read again and retry.
+  absl::Status last;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    absl::StatusOr<apiserver::NodeView> view = client.Get();
+    if (!view.ok()) return Fail(kExitFailure, std::string(view.status().message()));
+    const apiserver::JsonPatch patch =
+        req.verb == "set" ? apiserver::PlanSetCapacity(*view, resource, count, allocatable)
+                          : apiserver::PlanRemoveCapacity(*view, resource, allocatable);
+    if (patch.empty()) {
+      std::printf("node %s: %s %s\n", node.c_str(), resource.c_str(),
+                  req.verb == "set" ? StrCat("is already ", count).c_str() : "is not set");
+      return kExitOk;
+    }
+    absl::StatusOr<apiserver::NodeView> after = client.PatchStatus(patch);
+    if (after.ok()) {
+      if (req.verb == "set") {
+        std::printf("node %s: %s capacity %s (was %s)\n", node.c_str(), resource.c_str(),
+                    StrCat(count).c_str(), view->Capacity(resource).value_or("not set").c_str());
+      } else {
+        std::printf("node %s: %s removed\n", node.c_str(), resource.c_str());
+      }
+      return kExitOk;
+    }
+    last = after.status();
+    if (last.code() != absl::StatusCode::kAborted &&
+        last.code() != absl::StatusCode::kInvalidArgument) {
+      break;
+    }
+    // 422 or 409: retry only if the Node really changed under us.
+    absl::StatusOr<apiserver::NodeView> again = client.Get();
+    if (!again.ok() || again->resource_version == view->resource_version) break;
+  }
+  return Fail(kExitFailure, std::string(last.message()));
+}
+
+}  // namespace gpu_agent

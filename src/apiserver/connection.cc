@@ -1,0 +1,147 @@
+#include "apiserver/connection.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "base/strings.h"
+
+namespace gpu_agent::apiserver {
+
+std::string Endpoint::Url() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return StrCat(scheme, "://", v6 ? "[" : "", host, v6 ? "]" : "", ":", port, path_prefix);
+}
+
+absl::StatusOr<Endpoint> ParseServerUrl(std::string_view url) {
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(StrCat("invalid API server URL \"", url, "\": ", why));
+  };
+  Endpoint e;
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos) return bad("missing scheme (use https:// or http://)");
+  e.scheme = AsciiToLower(url.substr(0, sep));
+  if (e.scheme != "http" && e.scheme != "https") return bad("scheme must be http or https");
+  std::string_view rest = url.substr(sep + 3);
+  const size_t slash = rest.find('/');
+  std::string_view hostport = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    std::string_view path = rest.substr(slash);
+    while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+    e.path_prefix = std::string(path);
+  }
+  if (hostport.find('@') != std::string_view::npos)
+    return bad("credentials in URLs are not supported");
+  if (!hostport.empty() && hostport.front() == '[') {
+    const size_t close = hostport.find(']');
+    if (close == std::string_view::npos) return bad("unclosed '[' in IPv6 address");
+    e.host = std::string(hostport.substr(1, close - 1));
+    hostport.remove_prefix(close + 1);
+    if (!hostport.empty() && hostport.front() != ':') return bad("unexpected text after ']'");
+    if (!hostport.empty()) hostport.remove_prefix(1);
+  } else {
+    const size_t colon = hostport.rfind(':');
+    e.host = std::string(hostport.substr(0, colon));
+    hostport = colon == std::string_view::npos ? std::string_view() : hostport.substr(colon + 1);
+  }
+  if (e.host.empty()) return bad("no host");
+  for (char c : e.host) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
+          c == '%')) {
+      return bad(StrCat("invalid character '", std::string(1, c), "' in host"));
+    }
+  }
+  if (hostport.empty()) {
+    e.port = e.scheme == "https" ? 443 : 80;
+  } else if (!ParseInt(hostport, &e.port) || e.port <= 0 || e.port > 65535) {
+    return bad(StrCat("invalid port \"", hostport, "\""));
+  }
+  return e;
+}
+
+std::shared_ptr<TokenSource> TokenSource::Fixed(std::string token) {
+  auto t = std::make_shared<TokenSource>();
+  t->token_ = std::move(token);
+  t->valid_ = true;
+  return t;
+}
+
+std::shared_ptr<TokenSource> TokenSource::FromFile(std::string path, std::chrono::seconds refresh) {
+  auto t = std::make_shared<TokenSource>();
+  t->path_ = std::move(path);
+  t->refresh_ = refresh;
+  return t;
+}
+
+absl::StatusOr<std::string> TokenSource::Token() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (path_.empty()) return token_;
+  const auto now = std::chrono::steady_clock::now();
+  if (valid_ && now - read_at_ < refresh_) return token_;
+  std::ifstream in(path_);
+  if (!in) {
+    return absl::FailedPreconditionError(StrCat("cannot read token file \"", path_, "\""));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token(StripWhitespace(ss.str()));
+  if (token.empty()) {
+    return absl::FailedPreconditionError(StrCat("token file \"", path_, "\" is empty"));
+  }
+  token_ = std::move(token);
+  read_at_ = now;
+  valid_ = true;
+  return token_;
+}
+
+void TokenSource::Invalidate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!path_.empty()) valid_ = false;
+}
+
+absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& o, const Getenv& env) {
+  Connection c;
+  if (!o.proxy.empty()) {
+    absl::StatusOr<Endpoint> e = ParseServerUrl(o.proxy);
+    if (!e.ok()) return e.status();
+    if (e->scheme != "http") {
+      return absl::InvalidArgumentError(
+          StrCat("proxy URL \"", o.proxy, "\": kubectl proxy serves plain http"));
+    }
+    c.endpoint = *e;
+    c.description = StrCat("kubectl proxy at ", c.endpoint.Url());
+    return c;
+  }
+  if (!o.kubeconfig.empty() && o.server.empty()) {
+    return absl::UnimplementedError(
+        "kubeconfig files are not supported by this version of gpu-agent; use --server with "
+        "--token-file and --certificate-authority, --proxy, or run in-cluster");
+  }
+  std::string server = o.server;
+  std::string token_file = o.token_file;
+  std::string ca = o.certificate_authority;
+  if (server.empty()) {
+    const auto host = env("KUBERNETES_SERVICE_HOST");
+    const auto port = env("KUBERNETES_SERVICE_PORT");
+    if (!host || host->empty()) {
+      return absl::FailedPreconditionError(
+          "no API server to talk to: not in a pod (KUBERNETES_SERVICE_HOST is unset) and no "
+          "--server or --proxy given");
+    }
+    const bool v6 = host->find(':') != std::string::npos;
+    server = StrCat("https://", v6 ? "[" : "", *host, v6 ? "]" : "", ":",
+                    port && !port->empty() ? *port : "443");
+    if (token_file.empty()) token_file = o.service_account_dir + "/token";
+    if (ca.empty()) ca = o.service_account_dir + "/ca.crt";
+    c.description = StrCat("in-cluster API server ", server);
+  }
+  absl::StatusOr<Endpoint> e = ParseServerUrl(server);
+  if (!e.ok()) return e.status();
+  c.endpoint = *e;
+  if (c.description.empty()) c.description = StrCat("API server ", c.endpoint.Url());
+  c.ca_file = ca;
+  c.insecure_skip_verify = o.insecure_skip_tls_verify;
+  if (!token_file.empty()) c.token = TokenSource::FromFile(token_file);
+  return c;
+}
+
+}  // namespace gpu_agent::apiserver

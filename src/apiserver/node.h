@@ -1,0 +1,52 @@
+// What static mode needs from a Node object, parsed from the API server's
+// JSON with an iterative (stack-free) parser and a size cap, and the patch
+// that moves it to a desired capacity.
+#ifndef GPU_AGENT_APISERVER_NODE_H_
+#define GPU_AGENT_APISERVER_NODE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "apiserver/json_patch.h"
+
+namespace gpu_agent::apiserver {
+
+inline constexpr size_t kMaxObjectBytes = 8u << 20;
+
+struct NodeView {
+  std::string name;
+  std::string resource_version;
+  bool has_status = false;
+  bool has_capacity = false;
+  bool has_allocatable = false;
+  std::map<std::string, std::string> capacity;
+  std::map<std::string, std::string> allocatable;
+
+  std::optional<std::string> Capacity(const std::string& r) const;
+  std::optional<std::string> Allocatable(const std::string& r) const;
+};
+
+// Parses a Node. Errors say what is wrong and where (line:column of the
+// body), and refuse bodies over kMaxObjectBytes.
+absl::StatusOr<NodeView> ParseNode(std::string_view json);
+
+// "line L, column C" of a byte offset, for parse errors.
+std::string DescribeOffset(std::string_view text, size_t offset);
+
+// The patch that makes `resource` equal `value` in status.capacity (and
+// status.allocatable when `allocatable`), creating a missing parent object.
+// Starts with a test of metadata.resourceVersion, so it applies only to the
+// version it was planned against. Empty when nothing needs to change.
+JsonPatch PlanSetCapacity(const NodeView& node, const std::string& resource, int64_t value,
+                          bool allocatable);
+// The patch that removes `resource` from capacity (and allocatable). Empty
+// when it is not there.
+JsonPatch PlanRemoveCapacity(const NodeView& node, const std::string& resource, bool allocatable);
+
+}  // namespace gpu_agent::apiserver
+
+#endif  // GPU_AGENT_APISERVER_NODE_H_

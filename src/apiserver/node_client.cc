@@ -1,0 +1,81 @@
+#include "apiserver/node_client.h"
+
+#include <rapidjson/document.h>
+
+#include "base/strings.h"
+#include "base/text.h"
+
+namespace gpu_agent::apiserver {
+namespace {
+
+// The `message` of a Kubernetes Status body, or the start of the body.
+std::string ServerMessage(const std::string& body) {
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
+  if (!doc.HasParseError() && doc.IsObject()) {
+    auto m = doc.FindMember("message");
+    if (m != doc.MemberEnd() && m->value.IsString()) return m->value.GetString();
+  }
+  return Printable(body, 200);
+}
+
+}  // namespace
+
+absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const std::string& verb,
+                           const std::string& sent) {
+  if (r.status >= 200 && r.status < 300) return absl::OkStatus();
+  const std::string msg = ServerMessage(r.body);
+  switch (r.status) {
+    case 401:
+      return absl::UnauthenticatedError(
+          StrCat("the API server rejected the credentials (401 ", msg,
+                 "); the token may be expired or for another cluster (it was re-read once)"));
+    case 403:
+      return absl::PermissionDeniedError(StrCat(
+          "forbidden (403): ", msg,
+          ". The agent's identity needs RBAC: apiGroups [\"\"], resources [\"nodes/status\"], "
+          "verbs [\"patch\"] (and [\"nodes\"] get, list, watch)"));
+    case 404:
+      return absl::NotFoundError(
+          StrCat("node \"", node, "\" not found (404: ", msg, "); check --node / NODE_NAME"));
+    case 409:
+      return absl::AbortedError(StrCat("conflict (409) on node \"", node, "\": ", msg));
+    case 422:
+      return absl::InvalidArgumentError(StrCat(
+          "the API server refused the ", verb, " (422: ", msg, "). Sent: ", sent,
+          ". A JSON patch fails like this when its test of metadata.resourceVersion no longer "
+          "holds (the Node changed meanwhile: re-read and retry), when a parent object is "
+          "missing, or when a value is invalid"));
+    case 429:
+      return absl::UnavailableError(StrCat("the API server is throttling (429): ", msg));
+    case 400:
+    case 415:
+      return absl::InternalError(StrCat("the API server could not read the request (", r.status,
+                                        ": ", msg, "). Sent: ", sent));
+    default:
+      if (r.status >= 500) {
+        return absl::UnavailableError(StrCat("the API server failed (", r.status, ": ", msg, ")"));
+      }
+      return absl::UnknownError(StrCat("unexpected answer ", r.status, ": ", msg));
+  }
+}
+
+std::string NodeClient::NodePath() const { return StrCat("/api/v1/nodes/", node_); }
+std::string NodeClient::StatusPath() const { return StrCat("/api/v1/nodes/", node_, "/status"); }
+
+absl::StatusOr<NodeView> NodeClient::Get() {
+  absl::StatusOr<HttpResponse> r = rest_->Get(NodePath());
+  if (!r.ok()) return r.status();
+  if (absl::Status s = ExplainAnswer(*r, node_, "GET", "GET " + NodePath()); !s.ok()) return s;
+  return ParseNode(r->body);
+}
+
+absl::StatusOr<NodeView> NodeClient::PatchStatus(const JsonPatch& patch) {
+  const std::string body = patch.ToJson();
+  absl::StatusOr<HttpResponse> r = rest_->Patch(StatusPath(), body, kJsonPatchType);
+  if (!r.ok()) return r.status();
+  if (absl::Status s = ExplainAnswer(*r, node_, "PATCH", body); !s.ok()) return s;
+  return ParseNode(r->body);
+}
+
+}  // namespace gpu_agent::apiserver

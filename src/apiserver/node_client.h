@@ -1,0 +1,43 @@
+// Reads and patches one Node, turning every API server answer into a status
+// an operator can act on.
+#ifndef GPU_AGENT_APISERVER_NODE_CLIENT_H_
+#define GPU_AGENT_APISERVER_NODE_CLIENT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "apiserver/json_patch.h"
+#include "apiserver/node.h"
+#include "apiserver/rest_client.h"
+
+namespace gpu_agent::apiserver {
+
+inline constexpr const char* kJsonPatchType = "application/json-patch+json";
+
+// Maps an API server answer to a status. Codes: 401 kUnauthenticated, 403
+// kPermissionDenied (naming the RBAC rule), 404 kNotFound (naming the node),
+// 409 kAborted (re-read and retry), 422 kInvalidArgument (the server's
+// message, what was sent, and the likely cause), 429 and 5xx kUnavailable.
+absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const std::string& verb,
+                           const std::string& sent);
+
+class NodeClient {
+ public:
+  NodeClient(RestClient* rest, std::string node) : rest_(rest), node_(std::move(node)) {}
+
+  absl::StatusOr<NodeView> Get();
+  // PATCH /api/v1/nodes/<node>/status with a JSON patch; the patched Node.
+  absl::StatusOr<NodeView> PatchStatus(const JsonPatch& patch);
+
+  std::string StatusPath() const;
+  std::string NodePath() const;
+  const std::string& node() const { return node_; }
+
+ private:
+  RestClient* rest_;
+  const std::string node_;
+};
+
+}  // namespace gpu_agent::apiserver
+
+#endif  // GPU_AGENT_APISERVER_NODE_CLIENT_H_

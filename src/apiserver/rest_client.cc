@@ -1,0 +1,182 @@
+#include "apiserver/rest_client.h"
+
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+#error "cpp-httplib must be compiled with CPPHTTPLIB_OPENSSL_SUPPORT (use PkgConfig::HTTPLIB)"
+#endif
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include "base/strings.h"
+
+namespace gpu_agent::apiserver {
+namespace {
+
+std::string TransportError(const Connection& c, httplib::Error err, long verify_result) {
+  using E = httplib::Error;
+  const std::string who = c.description;
+  switch (err) {
+    case E::Connection:
+      return StrCat("cannot connect to ", who, " (connection refused or host unreachable)");
+    case E::ConnectionTimeout:
+      return StrCat("timed out connecting to ", who);
+    case E::Read:
+      return StrCat(who, " did not answer in time, or closed the connection mid-answer");
+    case E::Write:
+      return StrCat("the connection to ", who, " broke while sending");
+    case E::SSLConnection:
+      return StrCat("TLS handshake with ", who, " failed (is it really https?)");
+    case E::SSLServerVerification:
+      return StrCat("TLS: the certificate of ", who,
+                    " is not trusted or does not match the host name (OpenSSL verify result ",
+                    verify_result, ": ", X509_verify_cert_error_string(verify_result),
+                    "); check --certificate-authority, or the server name");
+    case E::SSLLoadingCerts:
+      return StrCat("TLS: cannot load the CA file \"", c.ca_file, "\"");
+    case E::Canceled:
+      return StrCat("the answer from ", who, " was larger than allowed and was cut off");
+    case E::ExceedRedirectCount:
+      return StrCat(who, " redirected too many times");
+    default:
+      return StrCat("request to ", who, " failed: ", httplib::to_string(err));
+  }
+}
+
+}  // namespace
+
+RestClient::RestClient(Connection c, RestOptions o, std::unique_ptr<httplib::Client> client)
+    : connection_(std::move(c)), options_(std::move(o)), client_(std::move(client)) {}
+
+RestClient::~RestClient() = default;
+
+absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(Connection c, RestOptions o) {
+  const Endpoint& e = c.endpoint;
+  const std::string base =
+      StrCat(e.scheme, "://", e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host,
+             ":", e.port);
+  auto client = std::make_unique<httplib::Client>(base);
+  if (!client->is_valid()) {
+    return absl::InvalidArgumentError(StrCat("cannot use API server address ", base));
+  }
+  if (e.scheme == "https") {
+    if (c.insecure_skip_verify) {
+      client->enable_server_certificate_verification(false);
+    } else {
+      client->enable_server_certificate_verification(true);
+      if (!c.ca_file.empty()) {
+        struct stat st;
+        if (::stat(c.ca_file.c_str(), &st) != 0) {
+          return absl::FailedPreconditionError(
+              StrCat("certificate authority file \"", c.ca_file, "\" does not exist"));
+        }
+        client->set_ca_cert_path(c.ca_file);
+      }
+    }
+  }
+  client->set_connection_timeout(
+      std::chrono::duration_cast<std::chrono::microseconds>(o.connect_timeout));
+  client->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(o.read_timeout));
+  client->set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(o.read_timeout));
+  client->set_keep_alive(true);
+  client->set_follow_location(false);
+  return std::unique_ptr<RestClient>(new RestClient(std::move(c), std::move(o), std::move(client)));
+}
+
+absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const std::string& path,
+                                              const std::string& body,
+                                              const std::string& content_type) {
+  const std::string full = connection_.endpoint.path_prefix + path;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    httplib::Headers headers = {{"User-Agent", options_.user_agent},
+                                {"Accept", "application/json"}};
+    if (connection_.token) {
+      absl::StatusOr<std::string> token = connection_.token->Token();
+      if (!token.ok()) return token.status();
+      headers.emplace("Authorization", "Bearer " + *token);
+    }
+    std::string received;
+    bool too_big = false;
+    httplib::Result res = [&] {
+      if (method == "GET") {
+        return client_->Get(full, headers, [&](const char* data, size_t n) {
+          if (received.size() + n > options_.max_body_bytes) {
+            too_big = true;
+            return false;
+          }
+          received.append(data, n);
+          return true;
+        });
+      }
+      return client_->Patch(full, headers, body, content_type);
+    }();
+    if (too_big) {
+      return absl::ResourceExhaustedError(StrCat("the answer from ", connection_.description,
+                                                 " to ", method, " ", path, " is over ",
+                                                 options_.max_body_bytes, " bytes; refused"));
+    }
+    if (!res) {
+      return absl::UnavailableError(
+          TransportError(connection_, res.error(), client_->get_openssl_verify_result()));
+    }
+    HttpResponse out;
+    out.status = res->status;
+    out.body = method == "GET" ? std::move(received) : res->body;
+    if (out.body.size() > options_.max_body_bytes) {
+      return absl::ResourceExhaustedError(
+          StrCat("the answer from ", connection_.description, " is over the size limit"));
+    }
+    // A projected token may have rotated: read it again, once.
+    if (out.status == 401 && attempt == 0 && connection_.token && connection_.token->rereadable()) {
+      connection_.token->Invalidate();
+      continue;
+    }
+    return out;
+  }
+  return absl::InternalError("unreachable");
+}
+
+absl::StatusOr<HttpResponse> RestClient::Get(const std::string& path) {
+  return Send("GET", path, "", "");
+}
+
+absl::StatusOr<HttpResponse> RestClient::Patch(const std::string& path, const std::string& body,
+                                               const std::string& content_type) {
+  return Send("PATCH", path, body, content_type);
+}
+
+absl::StatusOr<int> RestClient::Stream(const std::string& path,
+                                       const std::function<bool(std::string_view)>& on_chunk) {
+  httplib::Headers headers = {{"User-Agent", options_.user_agent}};
+  if (connection_.token) {
+    absl::StatusOr<std::string> token = connection_.token->Token();
+    if (!token.ok()) return token.status();
+    headers.emplace("Authorization", "Bearer " + *token);
+  }
+  bool stopped = false;
+  httplib::Result res = client_->Get(connection_.endpoint.path_prefix + path, headers,
+                                     [&](const char* data, size_t n) {
+                                       if (!on_chunk(std::string_view(data, n))) {
+                                         stopped = true;
+                                         return false;
+                                       }
+                                       return true;
+                                     });
+  if (stopped) return res ? res->status : 200;
+  if (!res) {
+    return absl::UnavailableError(
+        TransportError(connection_, res.error(), client_->get_openssl_verify_result()));
+  }
+  if (res->status == 401 && connection_.token) connection_.token->Invalidate();
+  return res->status;
+}
+
+std::string RestClient::Describe(const std::string& method, const std::string& path,
+                                 const std::string& body, const std::string& content_type) const {
+  std::string out = StrCat(method, " ", connection_.endpoint.Url(), path, "\n");
+  if (connection_.token) StrAppend(&out, "Authorization: Bearer <redacted>\n");
+  if (!content_type.empty()) StrAppend(&out, "Content-Type: ", content_type, "\n");
+  StrAppend(&out, "User-Agent: ", options_.user_agent, "\n");
+  if (!body.empty()) StrAppend(&out, "\n", body, "\n");
+  return out;
+}
+
+}  // namespace gpu_agent::apiserver

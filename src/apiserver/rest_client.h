@@ -1,0 +1,68 @@
+// HTTP(S) to the API server on cpp-httplib and OpenSSL: TLS verified unless
+// the user turned it off, connect and read timeouts, User-Agent, bodies
+// capped in size, one re-read of the token after a 401. Never logs secrets.
+#ifndef GPU_AGENT_APISERVER_REST_CLIENT_H_
+#define GPU_AGENT_APISERVER_REST_CLIENT_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "apiserver/connection.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace gpu_agent::apiserver {
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+};
+
+struct RestOptions {
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds read_timeout{30000};
+  size_t max_body_bytes = 8u << 20;
+  std::string user_agent = "gpu-agent";
+};
+
+class RestClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<RestClient>> Create(Connection connection,
+                                                            RestOptions options);
+  ~RestClient();
+
+  // A transport failure (cannot connect, TLS, timeout, body too large) is an
+  // error status naming the server; any HTTP answer is an HttpResponse.
+  absl::StatusOr<HttpResponse> Get(const std::string& path);
+  absl::StatusOr<HttpResponse> Patch(const std::string& path, const std::string& body,
+                                     const std::string& content_type);
+  // Streams the body of a long GET, calling `on_chunk` with raw bytes as they
+  // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen.
+  absl::StatusOr<int> Stream(const std::string& path,
+                             const std::function<bool(std::string_view)>& on_chunk);
+
+  // The request as it would be sent, Authorization redacted: for --dry-run.
+  std::string Describe(const std::string& method, const std::string& path, const std::string& body,
+                       const std::string& content_type) const;
+
+  const Connection& connection() const { return connection_; }
+
+ private:
+  RestClient(Connection c, RestOptions o, std::unique_ptr<httplib::Client> client);
+  absl::StatusOr<HttpResponse> Send(const std::string& method, const std::string& path,
+                                    const std::string& body, const std::string& content_type);
+
+  const Connection connection_;
+  const RestOptions options_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace gpu_agent::apiserver
+
+#endif  // GPU_AGENT_APISERVER_REST_CLIENT_H_
