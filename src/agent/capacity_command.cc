@@ -158,7 +158,8 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
         last.code() != absl::StatusCode::kInvalidArgument) {
       break;
     }
-    // 422 or 409: retry only if the Node really changed under us.
+    if (last.code() == absl::StatusCode::kAborted) continue;  // 409: re-read, retry
+    // 422: the resourceVersion test failed only if the Node changed meanwhile.
     absl::StatusOr<apiserver::NodeView> again = client.Get();
     if (!again.ok() || again->resource_version == view->resource_version) break;
   }
