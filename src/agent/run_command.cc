@@ -1,6 +1,7 @@
 #include "agent/commands.h"
 #include "agent/plugin_mode.h"
 #include "agent/signals.h"
+#include "agent/static_mode.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "nvml/inventory.h"
@@ -12,10 +13,6 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   BlockShutdownSignals();
   const Config& config = loaded.config;
   for (const std::string& note : loaded.notes) LogInfo(note);
-  if (config.mode == "static") {
-    LogError("static mode is not available in this version of gpu-agent; use mode: plugin");
-    return kExitUsage;
-  }
   std::shared_ptr<const nvml::NvmlLibrary> lib;
   nvml::Inventory inventory;
   absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvml(config);
@@ -40,8 +37,9 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   LogInfo("GPUs discovered", {{"count", StrCat(inventory.gpus.size())},
                               {"driver", inventory.driver_version},
                               {"mode", config.mode}});
-  if (inventory.gpus.empty()) {
-    LogWarning("no GPUs found: the plugin registers and advertises 0 devices");
+  if (inventory.gpus.empty()) LogWarning("no GPUs found: advertising 0 devices");
+  if (config.mode == "static") {
+    return RunStaticMode(request, std::move(loaded), std::move(lib), std::move(inventory));
   }
   return RunPluginMode(request, std::move(loaded), std::move(lib), std::move(inventory));
 }

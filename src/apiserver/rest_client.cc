@@ -169,6 +169,8 @@ absl::StatusOr<int> RestClient::Stream(const std::string& path,
   return res->status;
 }
 
+void RestClient::Cancel() { client_->stop(); }
+
 std::string RestClient::Describe(const std::string& method, const std::string& path,
                                  const std::string& body, const std::string& content_type) const {
   std::string out = StrCat(method, " ", connection_.endpoint.Url(), path, "\n");

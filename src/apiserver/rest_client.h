@@ -51,6 +51,9 @@ class RestClient {
   std::string Describe(const std::string& method, const std::string& path, const std::string& body,
                        const std::string& content_type) const;
 
+  // Aborts a Stream in progress from another thread.
+  void Cancel();
+
   const Connection& connection() const { return connection_; }
 
  private:

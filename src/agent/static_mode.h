@@ -1,0 +1,19 @@
+// Static mode: keeps nvidia.com/gpu (healthy GPUs x replicas) in this Node's
+// status.capacity and status.allocatable until SIGTERM/SIGINT; SIGHUP reloads.
+#ifndef GPU_AGENT_AGENT_STATIC_MODE_H_
+#define GPU_AGENT_AGENT_STATIC_MODE_H_
+
+#include <memory>
+
+#include "agent/config_loader.h"
+#include "nvml/inventory.h"
+#include "nvml/nvml_library.h"
+
+namespace gpu_agent {
+
+int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
+                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_STATIC_MODE_H_

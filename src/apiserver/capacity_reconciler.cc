@@ -1,0 +1,331 @@
+#include "apiserver/capacity_reconciler.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <random>
+
+#include "apiserver/node_client.h"
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent::apiserver {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds Jitter(std::chrono::milliseconds d) {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> f(0.8, 1.2);
+  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d.count()) * f(rng)));
+}
+
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+CapacityReconciler::CapacityReconciler(Connection c, ReconcilerOptions o, int64_t desired)
+    : connection_(std::move(c)), options_(std::move(o)), desired_(desired) {}
+
+absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
+    Connection connection, ReconcilerOptions options, int64_t desired) {
+  std::unique_ptr<CapacityReconciler> r(
+      new CapacityReconciler(connection, std::move(options), desired));
+  absl::StatusOr<std::unique_ptr<RestClient>> rest =
+      RestClient::Create(connection, r->options_.rest);
+  if (!rest.ok()) return rest.status();
+  r->rest_ = *std::move(rest);
+  RestOptions watch_opts = r->options_.rest;
+  // A watch is quiet for long stretches: only the connect is timed.
+  watch_opts.read_timeout = std::chrono::minutes(6);
+  absl::StatusOr<std::unique_ptr<RestClient>> watch_rest =
+      RestClient::Create(connection, watch_opts);
+  if (!watch_rest.ok()) return watch_rest.status();
+  r->watch_rest_ = *std::move(watch_rest);
+  CapacityReconciler* raw = r.get();
+  r->loop_ = std::thread([raw] { raw->Loop(); });
+  r->watch_ = std::thread([raw] { raw->WatchLoop(); });
+  return r;
+}
+
+CapacityReconciler::~CapacityReconciler() { (void)Stop(false); }
+
+void CapacityReconciler::SetDesired(int64_t value) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (desired_ == value) return;
+    desired_ = value;
+    dirty_ = true;
+    fighting_ = false;  // a real change deserves a fresh try
+    resets_.clear();
+  }
+  cv_.notify_all();
+}
+
+void CapacityReconciler::NoteReset() {
+  // REQUIRES: mu_ held.
+  const auto now = Clock::now();
+  resets_.push_back(now);
+  while (!resets_.empty() && now - resets_.front() > options_.fight_window) {
+    resets_.erase(resets_.begin());
+  }
+  if (!fighting_ && static_cast<int>(resets_.size()) >= options_.fight_resets) {
+    fighting_ = true;
+    ++stats_.fights;
+    LogError(
+        "another writer keeps resetting this resource: not fighting it; re-checking only on the "
+        "resync timer",
+        {{"node", options_.node},
+         {"resource", options_.resource},
+         {"resets", StrCat(resets_.size())},
+         {"within", StrCat(options_.fight_window.count() / 1000, "s")},
+         {"likely_cause",
+          "a device plugin (NVIDIA's, or gpu-agent in plugin mode) advertises the same resource "
+          "on this node; the kubelet then owns it and zeroes it. Run one of them, not both"}});
+  }
+}
+
+absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
+  NodeClient client(rest_.get(), options_.node);
+  int64_t desired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    desired = desired_;
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (!node) {
+      absl::StatusOr<NodeView> got = client.Get();
+      if (!got.ok()) return got.status();
+      node = *std::move(got);
+    }
+    JsonPatch patch = PlanSetCapacity(*node, options_.resource, desired, options_.allocatable);
+    if (patch.empty()) {
+      stats_.last_success_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+      std::lock_guard<std::mutex> lock(mu_);
+      resource_version_ = node->resource_version;
+      return absl::OkStatus();
+    }
+    ++stats_.patches;
+    absl::StatusOr<NodeView> after = client.PatchStatus(patch);
+    if (after.ok()) {
+      LogInfo("node capacity set", {{"node", options_.node},
+                                    {"resource", options_.resource},
+                                    {"value", StrCat(desired)},
+                                    {"was", node->Capacity(options_.resource).value_or("unset")}});
+      stats_.last_success_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+      std::lock_guard<std::mutex> lock(mu_);
+      resource_version_ = after->resource_version;
+      ever_set_ = true;
+      return absl::OkStatus();
+    }
+    // 409, or a failed resourceVersion test (422): the Node moved on. Read
+    // it again and retry; other errors go back to the caller.
+    if (after.status().code() != absl::StatusCode::kAborted &&
+        after.status().code() != absl::StatusCode::kInvalidArgument) {
+      return after.status();
+    }
+    const std::string old_rv = node->resource_version;
+    node.reset();
+    absl::StatusOr<NodeView> again = client.Get();
+    if (!again.ok()) return again.status();
+    if (after.status().code() == absl::StatusCode::kInvalidArgument &&
+        again->resource_version == old_rv) {
+      return after.status();  // a real 422, not a race
+    }
+    node = *std::move(again);
+  }
+  return absl::AbortedError("the Node kept changing while it was being patched");
+}
+
+void CapacityReconciler::Loop() {
+  auto backoff = options_.backoff_initial;
+  auto next_resync = Clock::now() + options_.resync;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_until(lock, next_resync, [this] { return stop_ || dirty_ || pending_view_; });
+    if (stop_) break;
+    std::optional<NodeView> view = std::move(pending_view_);
+    pending_view_.reset();
+    const bool timer = !dirty_ && !view;
+    dirty_ = false;
+    lock.unlock();
+    absl::Status s = ReconcileOnce(timer ? std::nullopt : std::move(view));
+    lock.lock();
+    if (s.ok()) {
+      backoff = options_.backoff_initial;
+      next_resync = Clock::now() + options_.resync;
+      continue;
+    }
+    ++stats_.errors;
+    LogWarning("could not reconcile node capacity; will retry",
+               {{"node", options_.node},
+                {"error", std::string(s.message())},
+                {"retry_in", StrCat(backoff.count(), "ms")}});
+    next_resync = Clock::now() + Jitter(backoff);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+    dirty_ = false;
+  }
+}
+
+void CapacityReconciler::WatchLoop() {
+  struct Done {
+    CapacityReconciler* self;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->watch_done_ = true;
+      self->cv_.notify_all();
+    }
+  } done{this};
+  auto backoff = options_.backoff_initial;
+  while (true) {
+    std::string rv;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) return;
+      rv = resource_version_;
+    }
+    std::string path = StrCat("/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=300",
+                              "&fieldSelector=", UrlEncode("metadata.name=" + options_.node));
+    if (!rv.empty()) StrAppend(&path, "&resourceVersion=", rv);
+    std::string buffer;
+    bool gone = false;
+    absl::StatusOr<int> status = watch_rest_->Stream(path, [&](std::string_view chunk) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return false;
+      }
+      buffer.append(chunk);
+      if (buffer.size() > kMaxObjectBytes) {
+        LogWarning("watch event over the size limit; restarting the watch");
+        return false;
+      }
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        const std::string line = buffer.substr(0, nl);
+        buffer.erase(0, nl + 1);
+        rapidjson::Document ev;
+        ev.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
+        if (ev.HasParseError() || !ev.IsObject() || !ev.HasMember("type") ||
+            !ev["type"].IsString() || !ev.HasMember("object") || !ev["object"].IsObject()) {
+          LogWarning("unreadable watch event ignored");
+          continue;
+        }
+        const std::string type = ev["type"].GetString();
+        const rapidjson::Value& obj = ev["object"];
+        if (type == "ERROR") {
+          if (obj.HasMember("code") && obj["code"].IsInt() && obj["code"].GetInt() == 410) {
+            gone = true;  // too old: list again
+            return false;
+          }
+          continue;
+        }
+        if (type == "BOOKMARK") {
+          if (obj.HasMember("metadata") && obj["metadata"].HasMember("resourceVersion") &&
+              obj["metadata"]["resourceVersion"].IsString()) {
+            std::lock_guard<std::mutex> lock(mu_);
+            resource_version_ = obj["metadata"]["resourceVersion"].GetString();
+          }
+          continue;
+        }
+        rapidjson::StringBuffer sb;
+        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+        obj.Accept(w);
+        absl::StatusOr<NodeView> node = ParseNode(std::string_view(sb.GetString(), sb.GetSize()));
+        if (!node.ok()) continue;
+        std::lock_guard<std::mutex> lock(mu_);
+        resource_version_ = node->resource_version;
+        const std::string want = StrCat(desired_);
+        const bool drift = node->Capacity(options_.resource) != want ||
+                           (options_.allocatable && node->Allocatable(options_.resource) != want);
+        // A reset is a change from the desired value to another one.
+        const bool was_ok = last_seen_ok_;
+        last_seen_ok_ = !drift;
+        if (!drift) continue;
+        if (was_ok) NoteReset();
+        if (fighting_) continue;
+        ++stats_.drift_repairs;
+        LogInfo("node capacity drifted; repairing",
+                {{"node", options_.node},
+                 {"resource", options_.resource},
+                 {"seen", node->Capacity(options_.resource).value_or("unset")},
+                 {"want", want}});
+        pending_view_ = *std::move(node);
+        cv_.notify_all();
+      }
+      return true;
+    });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      if (gone) resource_version_.clear();
+    }
+    if (status.ok() && *status == 200) {
+      backoff = options_.backoff_initial;
+      continue;  // the server ended the watch (timeoutSeconds): watch again
+    }
+    LogWarning(
+        "node watch failed; retrying",
+        {{"node", options_.node},
+         {"error", status.ok() ? StrCat("HTTP ", *status) : std::string(status.status().message())},
+         {"retry_in", StrCat(backoff.count(), "ms")}});
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, Jitter(backoff), [this] { return stop_; });
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+}
+
+absl::Status CapacityReconciler::Stop(bool remove) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !loop_.joinable()) return absl::OkStatus();
+    stop_ = true;
+  }
+  cv_.notify_all();
+  // A cancel can land just before the watch opens its next stream; repeat
+  // it until the watch thread says it is out.
+  for (;;) {
+    watch_rest_->Cancel();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return watch_done_; })) break;
+  }
+  if (loop_.joinable()) loop_.join();
+  if (watch_.joinable()) watch_.join();
+  if (!remove) return absl::OkStatus();
+  NodeClient client(rest_.get(), options_.node);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<NodeView> node = client.Get();
+    if (!node.ok()) return node.status();
+    JsonPatch patch = PlanRemoveCapacity(*node, options_.resource, options_.allocatable);
+    if (patch.empty()) return absl::OkStatus();
+    absl::StatusOr<NodeView> after = client.PatchStatus(patch);
+    if (after.ok()) {
+      LogInfo("removed the resource from the node on exit",
+              {{"node", options_.node}, {"resource", options_.resource}});
+      return absl::OkStatus();
+    }
+    if (after.status().code() != absl::StatusCode::kAborted &&
+        after.status().code() != absl::StatusCode::kInvalidArgument) {
+      return after.status();
+    }
+  }
+  return absl::AbortedError("could not remove the resource: the Node kept changing");
+}
+
+}  // namespace gpu_agent::apiserver

@@ -1,0 +1,194 @@
+// Static mode end to end: the real binary keeps nvidia.com/gpu in a Node's
+// capacity on the API server stand-in, with the NVML stand-in as the GPUs.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "api_server_stub.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+constexpr const char* kGpu = "nvidia.com/gpu";
+
+class StaticModeTest : public ::testing::Test {
+ protected:
+  void Start(ApiServerStub& api, std::vector<std::string> extra = {},
+             std::map<std::string, std::string> env = {}) {
+    std::vector<std::string> args = {BinaryPath(),
+                                     "run",
+                                     "--mode",
+                                     "static",
+                                     "--node-name",
+                                     "gpu-node-1",
+                                     "--health-recovery-period",
+                                     "300ms"};
+    if (std::find(extra.begin(), extra.end(), "--server") == extra.end()) {
+      args.push_back("--proxy=" + api.url());
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto e = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
+    e["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
+    e["KUBERNETES_SERVICE_HOST"] = "<unset>";
+    for (auto& [k, v] : env) e[k] = v;
+    agent_ = std::make_unique<Subprocess>(args, e);
+  }
+  bool CapacityIs(ApiServerStub& api, const std::string& v,
+                  std::chrono::milliseconds t = std::chrono::seconds(10)) {
+    return WaitFor([&] { return api.Capacity("gpu-node-1", kGpu) == v; }, t);
+  }
+  std::string Log() { return agent_ ? agent_->Stderr() : ""; }
+
+  ApiServerStub& MakeApi(std::string cert = "", std::string key = "") {
+    api_ = std::make_unique<ApiServerStub>(cert, key);
+    return *api_;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ApiServerStub> api_;  // outlives the agent: it goes first
+  std::unique_ptr<Subprocess> agent_;
+};
+
+TEST_F(StaticModeTest, SetsCapacityAndAllocatable) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  EXPECT_EQ(api.Allocatable("gpu-node-1", kGpu), "8");
+  EXPECT_EQ(api.patch_content_types().at(0), "application/json-patch+json");
+}
+
+TEST_F(StaticModeTest, KubeletZeroingIsRepairedFastAndSteadyStateSendsNothing) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  const int patches = api.patch_count();
+  // Steady: nothing changes, so nothing is sent.
+  EXPECT_FALSE(
+      WaitFor([&] { return api.patch_count() != patches; }, std::chrono::milliseconds(1500)));
+  const auto t0 = std::chrono::steady_clock::now();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");  // node re-registration
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+  const auto repair = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(repair, std::chrono::seconds(1));
+  EXPECT_EQ(api.patch_count(), patches + 1);
+  std::printf("drift repaired in %.1f ms\n",
+              std::chrono::duration<double, std::milli>(repair).count());
+}
+
+TEST_F(StaticModeTest, GpuHealthChangesTheValue) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 2 79"));
+  ASSERT_TRUE(CapacityIs(api, "7")) << Log();
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();  // after the quiet period
+}
+
+TEST_F(StaticModeTest, FightIsReportedOnceNotFoughtForever) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; }));
+  for (int i = 0; i < 3; ++i) {
+    api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+    if (i < 2) {
+      ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+    }
+  }
+  ASSERT_TRUE(agent_->WaitForStderr("another writer keeps resetting this resource")) << Log();
+  const int patches = api.patch_count();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  EXPECT_FALSE(
+      WaitFor([&] { return api.patch_count() != patches; }, std::chrono::milliseconds(1000)));
+  const std::string log = Log();
+  EXPECT_EQ(log.find("another writer"), log.rfind("another writer"));  // said once
+  EXPECT_NE(log.find("device plugin"), std::string::npos);
+}
+
+TEST_F(StaticModeTest, ApiErrorsBackOffAndConverge) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  api.FailNextPatches(500, 2);
+  api.FailNextPatches(429, 1);
+  api.FailNextPatches(409, 1);
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(20))) << Log();
+  EXPECT_NE(Log().find("will retry"), std::string::npos);
+  EXPECT_GE(api.patch_count(), 5);
+}
+
+TEST_F(StaticModeTest, ForbiddenAndUnknownNodeAreNamedAndRetried) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("other-node");
+  api.AllowToken("t", /*may_patch=*/true);
+  const std::string token = dir_.Write("token", "t");
+  Start(api, {"--server", api.url(), "--token-file", token});
+  ASSERT_TRUE(agent_->WaitForStderr("node \\\"gpu-node-1\\\" not found")) << Log();
+  EXPECT_TRUE(agent_->Running());
+  api.AddNode("gpu-node-1");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(20))) << Log();
+}
+
+TEST_F(StaticModeTest, RotatedTokenRecovers) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  api.AllowToken("new");
+  const std::string token = dir_.Write("token", "old");
+  api.OnUnauthorized([&] { dir_.Write("token", "new"); });
+  Start(api, {"--server", api.url(), "--token-file", token});
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+}
+
+TEST_F(StaticModeTest, SigtermLeavesTheValueRemoveOnExitRemovesIt) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  EXPECT_EQ(api.Capacity("gpu-node-1", kGpu), "8");
+  Start(api, {"--remove-on-exit"});
+  ASSERT_TRUE(agent_->WaitForStderr("keeping node capacity")) << Log();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  EXPECT_EQ(api.Capacity("gpu-node-1", kGpu), std::nullopt);
+  EXPECT_EQ(api.Allocatable("gpu-node-1", kGpu), std::nullopt);
+}
+
+TEST_F(StaticModeTest, NeedsANodeName) {
+  RunResult r =
+      RunAgent({"run", "--mode", "static", "--proxy"}, FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("static mode needs this node's name"), std::string::npos) << r.err;
+}
+
+TEST_F(StaticModeTest, InClusterConnectionUsesTheServiceAccount) {
+  TempDir pki_dir;
+  TestPki pki = MakeTestPki(pki_dir.path());
+  ApiServerStub& api = MakeApi(pki.cert, pki.key);
+  api.AddNode("gpu-node-1");
+  api.AllowToken("sa-token");
+  TempDir sa;
+  sa.Write("token", "sa-token\n");
+  std::filesystem::copy_file(pki.ca, sa.Join("ca.crt"));
+  std::vector<std::string> args = {BinaryPath(), "run",         "--mode",
+                                   "static",     "--node-name", "gpu-node-1"};
+  auto e = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
+  e["KUBERNETES_SERVICE_HOST"] = "localhost";
+  e["KUBERNETES_SERVICE_PORT"] = std::to_string(api.port());
+  e["GPU_AGENT_SERVICE_ACCOUNT_DIR"] = sa.path();
+  agent_ = std::make_unique<Subprocess>(args, e);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  EXPECT_NE(Log().find("in-cluster API server https://localhost:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
