@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "apiserver/exec_credential.h"
 #include "base/strings.h"
 
 namespace gpu_agent::apiserver {
@@ -72,8 +73,24 @@ std::shared_ptr<TokenSource> TokenSource::FromFile(std::string path, std::chrono
   return t;
 }
 
+std::shared_ptr<TokenSource> TokenSource::FromExec(ExecConfig exec) {
+  auto t = std::make_shared<TokenSource>();
+  t->exec_ = std::move(exec);
+  return t;
+}
+
 absl::StatusOr<std::string> TokenSource::Token() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (exec_) {
+    const auto now = std::chrono::system_clock::now();
+    if (valid_ && (!expires_ || now + std::chrono::seconds(10) < *expires_)) return token_;
+    absl::StatusOr<ExecCredential> cred = RunExecPlugin(*exec_);
+    if (!cred.ok()) return cred.status();
+    token_ = cred->token;
+    expires_ = cred->expires;
+    valid_ = true;
+    return token_;
+  }
   if (path_.empty()) return token_;
   const auto now = std::chrono::steady_clock::now();
   if (valid_ && now - read_at_ < refresh_) return token_;
@@ -95,7 +112,7 @@ absl::StatusOr<std::string> TokenSource::Token() {
 
 void TokenSource::Invalidate() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!path_.empty()) valid_ = false;
+  if (!path_.empty() || exec_) valid_ = false;
 }
 
 absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& o, const Getenv& env) {
@@ -112,9 +129,31 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& o, const G
     return c;
   }
   if (!o.kubeconfig.empty() && o.server.empty()) {
-    return absl::UnimplementedError(
-        "kubeconfig files are not supported by this version of gpu-agent; use --server with "
-        "--token-file and --certificate-authority, --proxy, or run in-cluster");
+    absl::StatusOr<KubeconfigSelection> kc = LoadKubeconfig(o.kubeconfig, o.context);
+    if (!kc.ok()) return kc.status();
+    absl::StatusOr<Endpoint> e = ParseServerUrl(kc->server);
+    if (!e.ok()) return e.status();
+    c.endpoint = *e;
+    c.description =
+        StrCat("API server ", c.endpoint.Url(), " (kubeconfig context \"", kc->context, "\")");
+    c.ca_file = o.certificate_authority.empty() ? kc->ca_file : o.certificate_authority;
+    c.ca_pem = o.certificate_authority.empty() ? kc->ca_pem : "";
+    c.insecure_skip_verify = o.insecure_skip_tls_verify || kc->insecure_skip_tls_verify;
+    c.tls_server_name = kc->tls_server_name;
+    c.client_cert_file = kc->client_cert_file;
+    c.client_key_file = kc->client_key_file;
+    c.client_cert_pem = kc->client_cert_pem;
+    c.client_key_pem = kc->client_key_pem;
+    if (!o.token_file.empty()) {
+      c.token = TokenSource::FromFile(o.token_file);
+    } else if (!kc->token.empty()) {
+      c.token = TokenSource::Fixed(kc->token);
+    } else if (!kc->token_file.empty()) {
+      c.token = TokenSource::FromFile(kc->token_file);
+    } else if (kc->exec) {
+      c.token = TokenSource::FromExec(*kc->exec);
+    }
+    return c;
   }
   std::string server = o.server;
   std::string token_file = o.token_file;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "apiserver/kubeconfig.h"
 
 namespace gpu_agent::apiserver {
 
@@ -37,9 +38,12 @@ class TokenSource {
   static std::shared_ptr<TokenSource> Fixed(std::string token);
   static std::shared_ptr<TokenSource> FromFile(
       std::string path, std::chrono::seconds refresh = std::chrono::seconds(60));
+  // Runs a kubeconfig exec plugin; its token is cached until it expires
+  // (or, without an expiry, until a 401).
+  static std::shared_ptr<TokenSource> FromExec(ExecConfig exec);
   absl::StatusOr<std::string> Token();
   void Invalidate();
-  bool rereadable() const { return !path_.empty(); }
+  bool rereadable() const { return !path_.empty() || exec_.has_value(); }
   const std::string& path() const { return path_; }
 
  private:
@@ -49,11 +53,17 @@ class TokenSource {
   std::chrono::seconds refresh_{60};
   std::chrono::steady_clock::time_point read_at_{};
   bool valid_ = false;
+  std::optional<ExecConfig> exec_;
+  std::optional<std::chrono::system_clock::time_point> expires_;
 };
 
 struct Connection {
   Endpoint endpoint;
-  std::string ca_file;  // empty: the system's CAs
+  std::string ca_file;  // empty: the system's CAs (or ca_pem)
+  std::string ca_pem;
+  std::string tls_server_name;  // verify the certificate for this name instead of the host
+  std::string client_cert_file, client_key_file;
+  std::string client_cert_pem, client_key_pem;
   bool insecure_skip_verify = false;
   std::shared_ptr<TokenSource> token;  // null: no Authorization header
   std::string description;             // for messages: "kubectl proxy at http://..."

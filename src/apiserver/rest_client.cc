@@ -4,7 +4,10 @@
 #error "cpp-httplib must be compiled with CPPHTTPLIB_OPENSSL_SUPPORT (use PkgConfig::HTTPLIB)"
 #endif
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/strings.h"
 
@@ -50,10 +53,30 @@ RestClient::~RestClient() = default;
 
 absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(Connection c, RestOptions o) {
   const Endpoint& e = c.endpoint;
-  const std::string base =
-      StrCat(e.scheme, "://", e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host,
-             ":", e.port);
-  auto client = std::make_unique<httplib::Client>(base);
+  // With tls-server-name, connect to the real host but check (and send SNI
+  // for) the configured name.
+  const std::string& name = c.tls_server_name.empty() ? e.host : c.tls_server_name;
+  const std::string base = StrCat(
+      e.scheme, "://", name.find(':') != std::string::npos ? "[" + name + "]" : name, ":", e.port);
+  // Client certificates: httplib loads them from files when the client is
+  // made, so the -data forms go through private temp files removed at once.
+  std::string cert_file = c.client_cert_file, key_file = c.client_key_file;
+  std::vector<std::string> temps;
+  auto temp_with = [&](const std::string& pem) -> std::string {
+    char path[] = "/tmp/gpu-agent-cred.XXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd < 0) return "";
+    const bool ok = ::write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
+    ::close(fd);
+    temps.push_back(path);
+    return ok ? std::string(path) : "";
+  };
+  if (!c.client_cert_pem.empty()) cert_file = temp_with(c.client_cert_pem);
+  if (!c.client_key_pem.empty()) key_file = temp_with(c.client_key_pem);
+  auto client = cert_file.empty() ? std::make_unique<httplib::Client>(base)
+                                  : std::make_unique<httplib::Client>(base, cert_file, key_file);
+  for (const std::string& t : temps) ::unlink(t.c_str());
+  if (!c.tls_server_name.empty()) client->set_hostname_addr_map({{c.tls_server_name, e.host}});
   if (!client->is_valid()) {
     return absl::InvalidArgumentError(StrCat("cannot use API server address ", base));
   }
@@ -69,6 +92,21 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(Connection c, Res
               StrCat("certificate authority file \"", c.ca_file, "\" does not exist"));
         }
         client->set_ca_cert_path(c.ca_file);
+      } else if (!c.ca_pem.empty()) {
+        X509_STORE* store = X509_STORE_new();
+        BIO* bio = BIO_new_mem_buf(c.ca_pem.data(), static_cast<int>(c.ca_pem.size()));
+        int added = 0;
+        while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+          added += X509_STORE_add_cert(store, cert) == 1;
+          X509_free(cert);
+        }
+        BIO_free(bio);
+        ERR_clear_error();
+        if (added == 0) {
+          X509_STORE_free(store);
+          return absl::InvalidArgumentError("certificate-authority-data holds no PEM certificate");
+        }
+        client->set_ca_cert_store(store);  // the client owns it from here
       }
     }
   }

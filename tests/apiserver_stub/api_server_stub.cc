@@ -120,9 +120,10 @@ bool ApplyOp(rapidjson::Document& doc, const rapidjson::Value& op) {
 
 }  // namespace
 
-ApiServerStub::ApiServerStub(std::string cert, std::string key) {
+ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string client_ca) {
   if (!cert.empty()) {
-    server_ = std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str());
+    server_ = std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str(),
+                                                   client_ca.empty() ? nullptr : client_ca.c_str());
     tls_ = true;
   } else {
     server_ = std::make_unique<httplib::Server>();
@@ -447,7 +448,8 @@ std::string ApiServerStub::ApplyPatch(const std::string& name, const std::string
 }
 
 TestPki MakeTestPki(const std::string& dir) {
-  TestPki p{dir + "/ca.pem", dir + "/other-ca.pem", dir + "/srv.pem", dir + "/srv.key"};
+  TestPki p{dir + "/ca.pem",  dir + "/other-ca.pem", dir + "/srv.pem",
+            dir + "/srv.key", dir + "/client.pem",   dir + "/client.key"};
   const std::string q = " >/dev/null 2>&1";
   auto run = [&](const std::string& cmd) {
     if (std::system(("cd " + dir + " && " + cmd + q).c_str()) != 0) {
@@ -466,6 +468,10 @@ TestPki MakeTestPki(const std::string& dir) {
   run("printf 'subjectAltName=DNS:localhost\\nextendedKeyUsage=serverAuth\\n' > srv.ext");
   run("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 "
       "-extfile srv.ext");
+  run("openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=gpu-agent");
+  run("printf 'extendedKeyUsage=clientAuth\\n' > client.ext");
+  run("openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem "
+      "-days 2 -extfile client.ext");
   return p;
 }
 

@@ -27,7 +27,8 @@ namespace gpu_agent::testing {
 class ApiServerStub {
  public:
   // Plain HTTP when cert/key are empty.
-  ApiServerStub(std::string cert_file = "", std::string key_file = "");
+  // With `client_ca`, TLS clients must present a certificate signed by it.
+  ApiServerStub(std::string cert_file = "", std::string key_file = "", std::string client_ca = "");
   ~ApiServerStub();
 
   int port() const { return port_; }
@@ -96,6 +97,7 @@ class ApiServerStub {
 // unrelated CA) with the openssl command. Files under `dir`.
 struct TestPki {
   std::string ca, other_ca, cert, key;
+  std::string client_cert, client_key;  // signed by ca, CN=gpu-agent
 };
 TestPki MakeTestPki(const std::string& dir);
 

@@ -1,6 +1,9 @@
 // `gpu-agent capacity` as a subprocess against the API server stand-in,
 // over plain HTTP (kubectl proxy) and HTTPS with a CA made at test time.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdio>
 
 #include "api_server_stub.h"
 #include "support/test_support.h"
@@ -250,6 +253,120 @@ TEST_F(CapacityTest, BadInputsAreUsageErrors) {
     EXPECT_EQ(r.code, 2) << c.expect << "\n" << r.err;
     EXPECT_NE((r.out + r.err).find(c.expect), std::string::npos) << r.err;
   }
+}
+
+std::string Base64File(const std::string& path) {
+  std::string out;
+  FILE* p = ::popen(("base64 -w0 " + path).c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+TEST_F(CapacityTest, KubeconfigWithEachCredentialKind) {
+  ApiServerStub api(pki_->cert, pki_->key);
+  api.AddNode("kc");
+  api.AllowToken("inline-token");
+  api.AllowToken("exec-token");
+  const std::string port = std::to_string(api.port());
+  const std::string plugin =
+      dir_.Write("bin/token.sh",
+                 "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",'"
+                 "'\"kind\":\"ExecCredential\",\"status\":{\"token\":\"exec-token\"}}'\n");
+  ::chmod(plugin.c_str(), 0755);
+  const std::string failing =
+      dir_.Write("bin/fail.sh", "#!/bin/sh\necho 'login required' >&2\nexit 1\n");
+  ::chmod(failing.c_str(), 0755);
+  const std::string kubeconfig = dir_.Write("kube/config", R"(apiVersion: v1
+kind: Config
+current-context: inline
+clusters:
+- name: stub
+  cluster:
+    server: https://localhost:)" + port + R"(
+    certificate-authority-data: )" + Base64File(pki_->ca) + R"(
+- name: by-ip
+  cluster:
+    server: https://127.0.0.1:)" + port + R"(
+    certificate-authority-data: )" + Base64File(pki_->ca) + R"(
+    tls-server-name: localhost
+contexts:
+- name: inline
+  context: {cluster: stub, user: inline}
+- name: exec
+  context: {cluster: stub, user: exec}
+- name: exec-fails
+  context: {cluster: stub, user: exec-fails}
+- name: by-ip
+  context: {cluster: by-ip, user: inline}
+users:
+- name: inline
+  user: {token: inline-token}
+- name: exec
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: ../bin/token.sh}
+- name: exec-fails
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: ../bin/fail.sh}
+)");
+  auto set = [&](std::vector<std::string> extra, const std::string& count) {
+    std::vector<std::string> args = {"set", "--node", "kc", "--count", count};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Capacity(args);
+  };
+  RunResult inline_token = set({"--kubeconfig", kubeconfig}, "1");
+  ASSERT_EQ(inline_token.code, 0) << inline_token.err;
+  EXPECT_EQ(api.Capacity("kc", kGpu), "1");
+  RunResult via_env = Capacity({"set", "--node", "kc", "--count", "2", "--context", "exec"},
+                               {{"KUBECONFIG", "/nonexistent/config:" + kubeconfig}});
+  ASSERT_EQ(via_env.code, 0) << via_env.err;
+  EXPECT_EQ(api.Capacity("kc", kGpu), "2");
+  RunResult tls_name = set({"--kubeconfig", kubeconfig, "--context", "by-ip"}, "3");
+  ASSERT_EQ(tls_name.code, 0) << tls_name.err;
+  EXPECT_EQ(api.Capacity("kc", kGpu), "3");
+  RunResult exec_fails = set({"--kubeconfig", kubeconfig, "--context", "exec-fails"}, "4");
+  EXPECT_EQ(exec_fails.code, 1);
+  EXPECT_NE(exec_fails.err.find("failed (exit code 1): login required"), std::string::npos)
+      << exec_fails.err;
+  RunResult no_ctx = set({"--kubeconfig", kubeconfig, "--context", "missing"}, "4");
+  EXPECT_NE(no_ctx.err.find("context \"missing\" not found"), std::string::npos) << no_ctx.err;
+  const std::string broken = dir_.Write("kube/broken", "clusters:\n- name: [\n");
+  RunResult malformed = set({"--kubeconfig", broken}, "4");
+  EXPECT_NE(malformed.err.find(broken + ":"), std::string::npos) << malformed.err;
+}
+
+TEST_F(CapacityTest, KubeconfigWithClientCertificate) {
+  ApiServerStub api(pki_->cert, pki_->key, pki_->ca);  // demands a client certificate
+  api.AddNode("mtls");
+  const std::string port = std::to_string(api.port());
+  auto kubeconfig = [&](const std::string& user) {
+    return dir_.Write("kube/" + std::to_string(user.size()), R"(current-context: c
+clusters:
+- name: s
+  cluster: {server: "https://localhost:)" + port + R"(", certificate-authority: )" +
+                                                                 pki_->ca + R"(}
+contexts:
+- name: c
+  context: {cluster: s, user: u}
+users:
+- name: u
+  user: )" + user + "\n");
+  };
+  RunResult files = Capacity({"set", "--node", "mtls", "--count", "5", "--kubeconfig",
+                              kubeconfig("{client-certificate: " + pki_->client_cert +
+                                         ", client-key: " + pki_->client_key + "}")});
+  ASSERT_EQ(files.code, 0) << files.err;
+  EXPECT_EQ(api.Capacity("mtls", kGpu), "5");
+  RunResult data =
+      Capacity({"set", "--node", "mtls", "--count", "6", "--kubeconfig",
+                kubeconfig("{client-certificate-data: " + Base64File(pki_->client_cert) +
+                           ", client-key-data: " + Base64File(pki_->client_key) + "}")});
+  ASSERT_EQ(data.code, 0) << data.err;
+  EXPECT_EQ(api.Capacity("mtls", kGpu), "6");
+  RunResult none = Capacity({"get", "--node", "mtls", "--kubeconfig", kubeconfig("{}")});
+  EXPECT_EQ(none.code, 1);
 }
 
 TEST_F(CapacityTest, DiscoverCountsHealthyGpusTimesReplicas) {

@@ -1,0 +1,254 @@
+#include "apiserver/kubeconfig.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+
+#include "base/strings.h"
+
+// Assigns a StatusOr<std::string> or returns its error.
+#define GA_ASSIGN(lhs, expr)                \
+  do {                                      \
+    auto ga_v_ = (expr);                    \
+    if (!ga_v_.ok()) return ga_v_.status(); \
+    lhs = *std::move(ga_v_);                \
+  } while (0)
+
+namespace gpu_agent::apiserver {
+namespace {
+
+struct Named {
+  YAML::Node node;
+  std::string file;  // where it was defined
+};
+
+std::string Where(const std::string& file, const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.is_null()) return file;
+  return StrCat(file, ":", m.line + 1, ":", m.column + 1);
+}
+
+std::string Folder(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  return slash == std::string::npos ? "." : file.substr(0, slash);
+}
+
+std::string Resolve(const std::string& file, const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  return Folder(file) + "/" + path;
+}
+
+// Reads `key` of a mapping as a string; "" when absent.
+absl::StatusOr<std::string> Str(const YAML::Node& map, const char* key, const std::string& file) {
+  YAML::Node v = map[key];
+  if (!v || v.IsNull()) return std::string();
+  if (!v.IsScalar()) {
+    return absl::InvalidArgumentError(StrCat(Where(file, v), ": ", key, " must be a string"));
+  }
+  return v.Scalar();
+}
+
+absl::Status Collect(const YAML::Node& root, const char* list, const char* inner,
+                     const std::string& file, std::map<std::string, Named>* out) {
+  YAML::Node items = root[list];
+  if (!items || items.IsNull()) return absl::OkStatus();
+  if (!items.IsSequence()) {
+    return absl::InvalidArgumentError(StrCat(Where(file, items), ": ", list, " must be a list"));
+  }
+  for (const YAML::Node& item : items) {
+    if (!item.IsMap() || !item["name"] || !item["name"].IsScalar()) {
+      return absl::InvalidArgumentError(
+          StrCat(Where(file, item), ": each entry of ", list, " needs a name"));
+    }
+    YAML::Node body = item[inner];
+    if (!body || !body.IsMap()) {
+      return absl::InvalidArgumentError(StrCat(Where(file, item), ": ", list, " entry \"",
+                                               item["name"].Scalar(), "\" has no ", inner,
+                                               " mapping"));
+    }
+    out->emplace(item["name"].Scalar(), Named{body, file});  // first file wins
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool Base64Decode(std::string_view in, std::string* out) {
+  static const std::string kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string clean;
+  for (char c : in) {
+    if (c != '\n' && c != '\r' && c != ' ') clean.push_back(c);
+  }
+  if (clean.size() % 4 != 0) return false;
+  out->clear();
+  uint32_t buf = 0;
+  int bits = 0;
+  for (size_t i = 0; i < clean.size(); ++i) {
+    const char c = clean[i];
+    if (c == '=') {
+      if (i < clean.size() - 2) return false;
+      continue;
+    }
+    const size_t v = kAlphabet.find(c);
+    if (v == std::string::npos) return false;
+    buf = (buf << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((buf >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
+                                                   const std::string& context) {
+  std::map<std::string, Named> clusters, users, contexts;
+  std::string current;
+  std::vector<std::string> files;
+  for (std::string_view p : StrSplit(paths, ':')) {
+    if (!p.empty()) files.emplace_back(p);
+  }
+  if (files.empty()) return absl::InvalidArgumentError("no kubeconfig file given");
+  bool any = false;
+  for (const std::string& file : files) {
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(file);
+    } catch (const YAML::BadFile&) {
+      if (files.size() > 1) continue;  // kubectl skips missing files in a list
+      return absl::NotFoundError(StrCat("cannot read kubeconfig \"", file, "\""));
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(
+          StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+    }
+    any = true;
+    if (root.IsNull()) continue;
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(StrCat(file, ": a kubeconfig must be a mapping"));
+    }
+    try {
+      if (absl::Status s = Collect(root, "clusters", "cluster", file, &clusters); !s.ok()) return s;
+      if (absl::Status s = Collect(root, "users", "user", file, &users); !s.ok()) return s;
+      if (absl::Status s = Collect(root, "contexts", "context", file, &contexts); !s.ok()) return s;
+      if (current.empty()) {
+        absl::StatusOr<std::string> cc = Str(root, "current-context", file);
+        if (!cc.ok()) return cc.status();
+        current = *cc;
+      }
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(
+          StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+    }
+  }
+  if (!any) return absl::NotFoundError(StrCat("none of the kubeconfig files exist: ", paths));
+  KubeconfigSelection sel;
+  sel.context = context.empty() ? current : context;
+  if (sel.context.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("kubeconfig ", paths, " has no current-context; pass --context"));
+  }
+  auto ctx = contexts.find(sel.context);
+  if (ctx == contexts.end()) {
+    std::vector<std::string> names;
+    for (auto& [n, _] : contexts) names.push_back(n);
+    return absl::InvalidArgumentError(StrCat("context \"", sel.context,
+                                             "\" not found in kubeconfig ", paths,
+                                             " (contexts: ", StrJoin(names, ", "), ")"));
+  }
+  try {
+    absl::StatusOr<std::string> cluster_name = Str(ctx->second.node, "cluster", ctx->second.file);
+    absl::StatusOr<std::string> user_name = Str(ctx->second.node, "user", ctx->second.file);
+    if (!cluster_name.ok()) return cluster_name.status();
+    if (!user_name.ok()) return user_name.status();
+    auto cl = clusters.find(*cluster_name);
+    if (cl == clusters.end()) {
+      return absl::InvalidArgumentError(StrCat(Where(ctx->second.file, ctx->second.node),
+                                               ": context \"", sel.context, "\" names cluster \"",
+                                               *cluster_name, "\", which is not defined"));
+    }
+    const std::string& cf = cl->second.file;
+    const YAML::Node& c = cl->second.node;
+    GA_ASSIGN(sel.server, Str(c, "server", cf));
+    if (sel.server.empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(Where(cf, c), ": cluster \"", *cluster_name, "\" has no server"));
+    }
+    std::string ca;
+    GA_ASSIGN(ca, Str(c, "certificate-authority", cf));
+    sel.ca_file = Resolve(cf, ca);
+    std::string ca_data;
+    GA_ASSIGN(ca_data, Str(c, "certificate-authority-data", cf));
+    if (!ca_data.empty() && !Base64Decode(ca_data, &sel.ca_pem)) {
+      return absl::InvalidArgumentError(
+          StrCat(Where(cf, c["certificate-authority-data"]), ": not valid base64"));
+    }
+    std::string insecure;
+    GA_ASSIGN(insecure, Str(c, "insecure-skip-tls-verify", cf));
+    sel.insecure_skip_tls_verify = insecure == "true";
+    GA_ASSIGN(sel.tls_server_name, Str(c, "tls-server-name", cf));
+
+    if (!user_name->empty()) {
+      auto us = users.find(*user_name);
+      if (us == users.end()) {
+        return absl::InvalidArgumentError(StrCat(Where(ctx->second.file, ctx->second.node),
+                                                 ": context \"", sel.context, "\" names user \"",
+                                                 *user_name, "\", which is not defined"));
+      }
+      const std::string& uf = us->second.file;
+      const YAML::Node& u = us->second.node;
+      GA_ASSIGN(sel.token, Str(u, "token", uf));
+      std::string tf;
+      GA_ASSIGN(tf, Str(u, "tokenFile", uf));
+      sel.token_file = Resolve(uf, tf);
+      std::string cert, key, cert_data, key_data;
+      GA_ASSIGN(cert, Str(u, "client-certificate", uf));
+      GA_ASSIGN(key, Str(u, "client-key", uf));
+      sel.client_cert_file = Resolve(uf, cert);
+      sel.client_key_file = Resolve(uf, key);
+      GA_ASSIGN(cert_data, Str(u, "client-certificate-data", uf));
+      GA_ASSIGN(key_data, Str(u, "client-key-data", uf));
+      if (!cert_data.empty() && !Base64Decode(cert_data, &sel.client_cert_pem)) {
+        return absl::InvalidArgumentError(
+            StrCat(Where(uf, u["client-certificate-data"]), ": not valid base64"));
+      }
+      if (!key_data.empty() && !Base64Decode(key_data, &sel.client_key_pem)) {
+        return absl::InvalidArgumentError(
+            StrCat(Where(uf, u["client-key-data"]), ": not valid base64"));
+      }
+      if (YAML::Node ex = u["exec"]; ex && !ex.IsNull()) {
+        if (!ex.IsMap())
+          return absl::InvalidArgumentError(StrCat(Where(uf, ex), ": exec must be a mapping"));
+        ExecConfig e;
+        GA_ASSIGN(e.command, Str(ex, "command", uf));
+        if (e.command.empty()) {
+          return absl::InvalidArgumentError(StrCat(Where(uf, ex), ": exec needs a command"));
+        }
+        if (e.command.find('/') != std::string::npos) e.command = Resolve(uf, e.command);
+        GA_ASSIGN(e.api_version, Str(ex, "apiVersion", uf));
+        if (YAML::Node args = ex["args"]; args && args.IsSequence()) {
+          for (const YAML::Node& a : args) e.args.push_back(a.as<std::string>());
+        }
+        if (YAML::Node env = ex["env"]; env && env.IsSequence()) {
+          for (const YAML::Node& kv : env) {
+            e.env.emplace_back(kv["name"].as<std::string>(), kv["value"].as<std::string>());
+          }
+        }
+        sel.exec = std::move(e);
+      }
+      if ((!sel.client_cert_file.empty() || !sel.client_cert_pem.empty()) !=
+          (!sel.client_key_file.empty() || !sel.client_key_pem.empty())) {
+        return absl::InvalidArgumentError(StrCat(Where(uf, u), ": user \"", *user_name,
+                                                 "\" has a client certificate without a key, or "
+                                                 "a key without a certificate"));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        StrCat("kubeconfig:", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+  return sel;
+}
+
+}  // namespace gpu_agent::apiserver

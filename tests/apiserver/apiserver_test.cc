@@ -1,0 +1,261 @@
+// Unit tests of the API server client pieces: JSON pointer and patch,
+// Node parsing, patch planning, URLs, kubeconfig, exec credentials.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "apiserver/connection.h"
+#include "apiserver/exec_credential.h"
+#include "apiserver/json_patch.h"
+#include "apiserver/kubeconfig.h"
+#include "apiserver/node.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::apiserver {
+namespace {
+
+using gpu_agent::testing::TempDir;
+
+TEST(JsonPointerTest, EscapesPerRfc6901) {
+  EXPECT_EQ(JsonPointer({"status", "capacity", "nvidia.com/gpu"}),
+            "/status/capacity/nvidia.com~1gpu");
+  EXPECT_EQ(EscapePointerToken("a~b/c"), "a~0b~1c");
+  EXPECT_EQ(EscapePointerToken("~1"), "~01");  // '~' first, so "~1" stays literal
+}
+
+TEST(JsonPatchTest, SerialisesWithEscaping) {
+  JsonPatch p;
+  p.Test("/metadata/resourceVersion", "7");
+  p.Add("/status/capacity/x~1y", "quote\"d");
+  p.AddObject("/status/allocatable", {{"a/b", "1"}});
+  p.Remove("/status/capacity/z");
+  EXPECT_EQ(p.ToJson(), R"([{"op":"test","path":"/metadata/resourceVersion","value":"7"},)"
+                        R"({"op":"add","path":"/status/capacity/x~1y","value":"quote\"d"},)"
+                        R"({"op":"add","path":"/status/allocatable","value":{"a/b":"1"}},)"
+                        R"({"op":"remove","path":"/status/capacity/z"}])");
+}
+
+TEST(NodeTest, ParsesAndPlans) {
+  auto node = ParseNode(R"({"kind":"Node","metadata":{"name":"n","resourceVersion":"42"},
+      "status":{"capacity":{"cpu":"8","nvidia.com/gpu":"2"},"allocatable":{"cpu":"8"}}})");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->resource_version, "42");
+  EXPECT_EQ(node->Capacity("nvidia.com/gpu"), "2");
+  EXPECT_EQ(PlanSetCapacity(*node, "nvidia.com/gpu", 2, false).size(), 0u);
+  EXPECT_EQ(PlanSetCapacity(*node, "nvidia.com/gpu", 4, true).ToJson(),
+            R"([{"op":"test","path":"/metadata/resourceVersion","value":"42"},)"
+            R"({"op":"add","path":"/status/capacity/nvidia.com~1gpu","value":"4"},)"
+            R"({"op":"add","path":"/status/allocatable/nvidia.com~1gpu","value":"4"}])");
+  EXPECT_EQ(PlanRemoveCapacity(*node, "nvidia.com/gpu", true).ToJson(),
+            R"([{"op":"test","path":"/metadata/resourceVersion","value":"42"},)"
+            R"({"op":"remove","path":"/status/capacity/nvidia.com~1gpu"}])");
+}
+
+TEST(NodeTest, MissingParentsAreCreated) {
+  auto node = ParseNode(R"({"metadata":{"name":"n","resourceVersion":"1"}})");
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(PlanSetCapacity(*node, "nvidia.com/gpu", 1, true).ToJson(),
+            R"([{"op":"test","path":"/metadata/resourceVersion","value":"1"},)"
+            R"({"op":"add","path":"/status","value":{}},)"
+            R"({"op":"add","path":"/status/capacity","value":{"nvidia.com/gpu":"1"}},)"
+            R"({"op":"add","path":"/status/allocatable","value":{"nvidia.com/gpu":"1"}}])");
+}
+
+TEST(NodeTest, BadBodies) {
+  EXPECT_NE(std::string(ParseNode("{\"a\":\n[1,,2]}").status().message()).find("line 2, column 4"),
+            std::string::npos);
+  EXPECT_FALSE(ParseNode("[]").ok());
+  EXPECT_NE(
+      std::string(ParseNode(R"({"kind":"Pod","metadata":{}})").status().message()).find("Pod"),
+      std::string::npos);
+  // 100,000 levels of nesting: the iterative parser does not recurse.
+  std::string deep(100000, '[');
+  deep += std::string(100000, ']');
+  EXPECT_FALSE(ParseNode(deep).ok());
+  const std::string nested = "{\"metadata\":{\"name\":\"n\"},\"x\":" + deep + "}";
+  EXPECT_TRUE(ParseNode(nested).ok());
+  EXPECT_NE(std::string(ParseNode(std::string(kMaxObjectBytes + 1, ' ')).status().message())
+                .find("limit"),
+            std::string::npos);
+}
+
+TEST(UrlTest, ParsesAndRejects) {
+  auto v6 = ParseServerUrl("https://[fd00::1]:6443/k8s/");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "fd00::1");
+  EXPECT_EQ(v6->port, 6443);
+  EXPECT_EQ(v6->path_prefix, "/k8s");
+  EXPECT_EQ(v6->Url(), "https://[fd00::1]:6443/k8s");
+  EXPECT_EQ(ParseServerUrl("https://api.example.com")->port, 443);
+  for (const char* bad : {"api.example.com", "ftp://x", "https://", "https://h:0", "https://h:x",
+                          "https://u:p@h", "https://[::1"}) {
+    EXPECT_FALSE(ParseServerUrl(bad).ok()) << bad;
+  }
+}
+
+TEST(InClusterTest, Ipv6HostIsBracketed) {
+  ConnectionOptions o;
+  auto c = ResolveConnection(o, [](const std::string& k) -> std::optional<std::string> {
+    if (k == "KUBERNETES_SERVICE_HOST") return "fd00::10";
+    if (k == "KUBERNETES_SERVICE_PORT") return "443";
+    return std::nullopt;
+  });
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->endpoint.Url(), "https://[fd00::10]:443");
+  EXPECT_EQ(c->ca_file, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
+  ASSERT_TRUE(c->token);
+  EXPECT_EQ(c->token->path(), "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  auto none = ResolveConnection(o, [](const std::string&) { return std::optional<std::string>(); });
+  EXPECT_NE(std::string(none.status().message()).find("KUBERNETES_SERVICE_HOST is unset"),
+            std::string::npos);
+}
+
+constexpr const char* kKubeconfig = R"(apiVersion: v1
+kind: Config
+current-context: prod
+clusters:
+- name: prod
+  cluster:
+    server: https://10.0.0.1:6443
+    certificate-authority: certs/ca.pem
+    tls-server-name: kubernetes
+- name: lab
+  cluster:
+    server: http://127.0.0.1:8001
+contexts:
+- name: prod
+  context: {cluster: prod, user: admin}
+- name: lab
+  context: {cluster: lab, user: robot}
+- name: broken
+  context: {cluster: nowhere, user: admin}
+users:
+- name: admin
+  user:
+    client-certificate-data: aGVsbG8=
+    client-key-data: d29ybGQ=
+- name: robot
+  user:
+    tokenFile: robot.token
+)";
+
+TEST(KubeconfigTest, MergesAndSelects) {
+  TempDir dir;
+  const std::string a = dir.Write("a/config", kKubeconfig);
+  const std::string b = dir.Write("b/config", R"(current-context: other
+clusters:
+- name: prod
+  cluster: {server: https://shadowed.example.com}
+- name: extra
+  cluster: {server: https://extra.example.com}
+contexts:
+- name: extra
+  context: {cluster: extra, user: exec-user}
+users:
+- name: exec-user
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: ./get-token.sh
+      args: [--cluster, extra]
+      env: [{name: FOO, value: bar}]
+)");
+  auto prod = LoadKubeconfig(a + ":" + b, "");
+  ASSERT_TRUE(prod.ok()) << prod.status();
+  EXPECT_EQ(prod->context, "prod");                          // first file's current-context wins
+  EXPECT_EQ(prod->server, "https://10.0.0.1:6443");          // first definition wins
+  EXPECT_EQ(prod->ca_file, dir.path() + "/a/certs/ca.pem");  // relative to its file
+  EXPECT_EQ(prod->tls_server_name, "kubernetes");
+  EXPECT_EQ(prod->client_cert_pem, "hello");
+  EXPECT_EQ(prod->client_key_pem, "world");
+  auto lab = LoadKubeconfig(a + ":" + b, "lab");
+  ASSERT_TRUE(lab.ok());
+  EXPECT_EQ(lab->token_file, dir.path() + "/a/robot.token");
+  auto extra = LoadKubeconfig(a + ":" + b, "extra");
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  ASSERT_TRUE(extra->exec.has_value());
+  EXPECT_EQ(extra->exec->command, dir.path() + "/b/./get-token.sh");
+  EXPECT_EQ(extra->exec->args, (std::vector<std::string>{"--cluster", "extra"}));
+  EXPECT_EQ(extra->exec->env.at(0).second, "bar");
+}
+
+TEST(KubeconfigTest, BadKubeconfigs) {
+  TempDir dir;
+  const std::string good = dir.Write("config", kKubeconfig);
+  struct Case {
+    std::string text;
+    std::string context;
+    std::string expect;
+  } cases[] = {
+      {kKubeconfig, "nope", "context \"nope\" not found in kubeconfig"},
+      {kKubeconfig, "broken", "names cluster \"nowhere\", which is not defined"},
+      {"clusters: [\n  {name: a, cluster: {server: x}\n", "", ":3:1: "},
+      {"clusters: 5\n", "", "clusters must be a list"},
+      {"contexts:\n- context: {cluster: a}\n", "", "needs a name"},
+      {"clusters: []\n", "", "has no current-context; pass --context"},
+      {"current-context: c\nclusters:\n- name: a\n  cluster: {server: https://a}\ncontexts:\n- "
+       "name: c\n  context: {cluster: a, user: u}\nusers:\n- name: u\n  user:\n    "
+       "client-certificate-data: '!!!'\n",
+       "", "not valid base64"},
+      {"current-context: c\nclusters:\n- name: a\n  cluster: {server: https://a}\ncontexts:\n- "
+       "name: c\n  context: {cluster: a, user: u}\nusers:\n- name: u\n  user:\n    "
+       "client-certificate: c.pem\n",
+       "", "a client certificate without a key"},
+      {"current-context: c\nclusters:\n- name: a\n  cluster: {}\ncontexts:\n- name: c\n  "
+       "context: {cluster: a}\n",
+       "", "has no server"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.Write("k", c.text);
+    auto r = LoadKubeconfig(path, c.context);
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_NE(std::string(r.status().message()).find(c.expect), std::string::npos)
+        << r.status().message();
+  }
+  EXPECT_EQ(LoadKubeconfig(dir.Join("missing"), "").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ExecCredentialTest, ParsesAndRejects) {
+  auto ok = ParseExecCredential(
+      R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",)"
+      R"("status":{"token":"abc","expirationTimestamp":"2030-01-02T03:04:05Z"}})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->token, "abc");
+  ASSERT_TRUE(ok->expires.has_value());
+  EXPECT_EQ(std::chrono::system_clock::to_time_t(*ok->expires), 1893553445);
+  EXPECT_FALSE(ParseExecCredential("token: abc").ok());
+  EXPECT_FALSE(ParseExecCredential(R"({"kind":"Secret","status":{"token":"x"}})").ok());
+  EXPECT_FALSE(ParseExecCredential(R"({"kind":"ExecCredential","status":{}})").ok());
+  EXPECT_FALSE(
+      ParseExecCredential(
+          R"({"kind":"ExecCredential","status":{"token":"x","expirationTimestamp":"soon"}})")
+          .ok());
+}
+
+TEST(ExecCredentialTest, RunsThePluginAndReportsFailures) {
+  TempDir dir;
+  const std::string good =
+      dir.Write("good.sh",
+                "#!/bin/sh\n"
+                "echo '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"'$FOO'-'$1'\"}}'\n");
+  const std::string bad =
+      dir.Write("bad.sh", "#!/bin/sh\necho 'no credentials here' >&2\nexit 3\n");
+  const std::string junk = dir.Write("junk.sh", "#!/bin/sh\necho 'hello'\n");
+  for (const auto& f : {good, bad, junk}) ::chmod(f.c_str(), 0755);
+  ExecConfig e{good, {"x"}, {{"FOO", "tok"}}, ""};
+  auto r = RunExecPlugin(e);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->token, "tok-x");
+  auto f = RunExecPlugin({bad, {}, {}, ""});
+  EXPECT_NE(std::string(f.status().message()).find("failed (exit code 3): no credentials here"),
+            std::string::npos)
+      << f.status();
+  auto g = RunExecPlugin({junk, {}, {}, ""});
+  EXPECT_NE(std::string(g.status().message()).find("printed no ExecCredential JSON: \"hello"),
+            std::string::npos)
+      << g.status();
+  auto m = RunExecPlugin({dir.Join("missing.sh"), {}, {}, ""});
+  EXPECT_FALSE(m.ok());
+}
+
+}  // namespace
+}  // namespace gpu_agent::apiserver
