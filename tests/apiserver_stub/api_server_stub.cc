@@ -140,20 +140,48 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
         return sel.rfind(prefix, 0) == 0 ? sel.substr(prefix.size()) : std::string();
       }();
       uint64_t from = 0;
-      if (req.has_param("resourceVersion"))
+      if (req.has_param("resourceVersion")) {
         from = std::strtoull(req.get_param_value("resourceVersion").c_str(), nullptr, 10);
-      res.set_chunked_content_provider("application/json", [this, name, from](
+      }
+      uint64_t epoch;
+      std::string first;  // sent before any event
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        epoch = watch_epoch_;
+        if (gone_next_watch_ && req.has_param("resourceVersion")) {
+          // History compacted: a real server answers 410 Gone in an ERROR event.
+          gone_next_watch_ = false;
+          res.set_content(
+              "{\"type\":\"ERROR\",\"object\":" +
+                  StatusBody(410, "Expired", "too old resource version: " + std::to_string(from)) +
+                  "}\n",
+              "application/json");
+          return;
+        }
+        if (!req.has_param("resourceVersion")) {
+          // No version: start now, with an ADDED event for the current object.
+          from = rv_;
+          auto it = nodes_.find(name);
+          if (it != nodes_.end()) first = "{\"type\":\"ADDED\",\"object\":" + it->second + "}\n";
+        }
+      }
+      res.set_chunked_content_provider("application/json", [this, name, from, epoch, first](
                                                                size_t,
                                                                httplib::DataSink& sink) mutable {
+        if (!first.empty()) {
+          const std::string line = std::move(first);
+          first.clear();
+          return sink.write(line.data(), line.size());
+        }
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait_for(lock, std::chrono::milliseconds(200), [&] {
-          if (stopping_) return true;
+          if (stopping_ || watch_epoch_ != epoch) return true;
           for (const Event& e : events_) {
             if (e.rv > from) return true;
           }
           return false;
         });
-        if (stopping_) {
+        if (stopping_ || watch_epoch_ != epoch) {
           sink.done();
           return true;
         }
@@ -172,6 +200,17 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
         return true;
       });
       return;
+    }
+    if (req.method == "GET") {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (drop_gets_ > 0) {
+        --drop_gets_;
+        ++gets_;
+        // Promise a body, then fail: the client sees the connection drop.
+        res.set_content_provider(4096, "application/json",
+                                 [](size_t, size_t, httplib::DataSink&) { return false; });
+        return;
+      }
     }
     int status = 200;
     std::string auth = req.get_header_value("Authorization");
@@ -292,6 +331,20 @@ void ApiServerStub::OnUnauthorized(std::function<void()> hook) {
 void ApiServerStub::FailNextPatches(int code, int times) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < times; ++i) patch_failures_.push_back(code);
+}
+
+void ApiServerStub::DropNextGets(int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drop_gets_ += times;
+}
+
+void ApiServerStub::EndWatches(bool gone) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++watch_epoch_;
+    gone_next_watch_ = gone;
+  }
+  cv_.notify_all();
 }
 
 void ApiServerStub::SetGetMode(GetMode mode) {

@@ -56,6 +56,11 @@ class ApiServerStub {
   void FailNextPatches(int code, int times = 1);
   enum class GetMode { kNormal, kGarbage, kHuge, kHang };
   void SetGetMode(GetMode mode);
+  // The next `times` GETs of a Node break off mid-answer (connection dropped).
+  void DropNextGets(int times);
+  // Ends every open watch; with `gone`, the next watch that names a
+  // resourceVersion gets 410 Gone (history compacted), as a real server may.
+  void EndWatches(bool gone);
 
   int patch_count() const;
   int get_count() const;
@@ -89,6 +94,9 @@ class ApiServerStub {
   std::function<void()> on_unauthorized_;
   std::deque<int> patch_failures_;
   GetMode get_mode_ = GetMode::kNormal;
+  int drop_gets_ = 0;
+  uint64_t watch_epoch_ = 0;
+  bool gone_next_watch_ = false;
   int patches_ = 0, gets_ = 0, watches_ = 0;
   std::vector<std::string> patch_bodies_, patch_types_;
 };

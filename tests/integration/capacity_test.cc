@@ -218,6 +218,10 @@ TEST_F(CapacityTest, BadServerAnswers) {
   EXPECT_EQ(hang.code, 1);
   EXPECT_NE(hang.err.find("did not answer in time"), std::string::npos) << hang.err;
   api.SetGetMode(ApiServerStub::GetMode::kNormal);
+  api.DropNextGets(1);
+  RunResult dropped = Capacity({"get", "--proxy=" + api.url(), "--node", "n6"});
+  EXPECT_EQ(dropped.code, 1);
+  EXPECT_NE(dropped.err.find("closed the connection mid-answer"), std::string::npos) << dropped.err;
   RunResult refused = Capacity({"get", "--proxy=http://127.0.0.1:1", "--node", "n6"});
   EXPECT_EQ(refused.code, 1);
   EXPECT_NE(refused.err.find("cannot connect to kubectl proxy at http://127.0.0.1:1"),

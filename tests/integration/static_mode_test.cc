@@ -125,6 +125,23 @@ TEST_F(StaticModeTest, ApiErrorsBackOffAndConverge) {
   EXPECT_GE(api.patch_count(), 5);
 }
 
+TEST_F(StaticModeTest, DroppedConnectionsAndAnExpiredWatchConverge) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  api.DropNextGets(2);
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; }));
+  // The server ends the watch and has compacted the history: the agent
+  // gets 410 Gone, reads the Node again and watches from there.
+  const int watches = api.watch_count();
+  api.EndWatches(/*gone=*/true);
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= watches + 2; }, std::chrono::seconds(20)))
+      << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+}
+
 TEST_F(StaticModeTest, ForbiddenAndUnknownNodeAreNamedAndRetried) {
   ApiServerStub& api = MakeApi();
   api.AddNode("other-node");
