@@ -118,6 +118,8 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
                                      .count();
       std::lock_guard<std::mutex> lock(mu_);
       resource_version_ = node->resource_version;
+      last_seen_ok_ = true;  // the Node at this version has the value
+      cv_.notify_all();
       return absl::OkStatus();
     }
     ++stats_.patches;
@@ -133,6 +135,8 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
       std::lock_guard<std::mutex> lock(mu_);
       resource_version_ = after->resource_version;
       ever_set_ = true;
+      last_seen_ok_ = true;
+      cv_.notify_all();
       return absl::OkStatus();
     }
     // 409, or a failed resourceVersion test (422): the Node moved on. Read
@@ -197,7 +201,10 @@ void CapacityReconciler::WatchLoop() {
   while (true) {
     std::string rv;
     {
+      // List, then watch: start only from a version a read established, so
+      // no stale state arrives as an event.
       std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !resource_version_.empty(); });
       if (stop_) return;
       rv = resource_version_;
     }
@@ -274,7 +281,14 @@ void CapacityReconciler::WatchLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
-      if (gone) resource_version_.clear();
+      if (gone) {
+        // The version is too old: read the Node again (the reconcile loop
+        // does, and records the new version), then watch from there.
+        resource_version_.clear();
+        dirty_ = true;
+        cv_.notify_all();
+        continue;
+      }
     }
     if (status.ok() && *status == 200) {
       backoff = options_.backoff_initial;
