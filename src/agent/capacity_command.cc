@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "agent/commands.h"
+#include "agent/mode_common.h"
 #include "agent/version.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_client.h"
@@ -16,18 +17,6 @@ namespace {
 int Fail(int code, const std::string& msg) {
   std::fprintf(stderr, "gpu-agent capacity: %s\n", msg.c_str());
   return code;
-}
-
-apiserver::ConnectionOptions ConnectionFrom(const Config& c) {
-  apiserver::ConnectionOptions o;
-  o.proxy = c.api_server.proxy;
-  o.server = c.api_server.server;
-  o.token_file = c.api_server.token_file;
-  o.certificate_authority = c.api_server.certificate_authority;
-  o.insecure_skip_tls_verify = c.api_server.insecure_skip_tls_verify;
-  o.kubeconfig = c.api_server.kubeconfig;
-  o.context = c.api_server.context;
-  return o;
 }
 
 // Healthy GPUs x time-slicing replicas, as static mode would advertise.
@@ -76,7 +65,7 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
     }
   }
   absl::StatusOr<apiserver::Connection> conn =
-      apiserver::ResolveConnection(ConnectionFrom(config), ProcessEnv());
+      apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) {
     return Fail(
         conn.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure,

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include "agent/commands.h"
+#include "agent/mode_common.h"
 #include "agent/plugin_plan.h"
 #include "agent/signals.h"
 #include "base/log.h"
@@ -33,15 +34,6 @@ std::vector<ResourceRuntime> MakeRuntimes(const PluginPlan& plan) {
   return out;
 }
 
-nvml::HealthPolicy PolicyFrom(const Config& c) {
-  nvml::HealthPolicy p;
-  p.disabled = c.health.disabled;
-  p.ignored_xids = {c.health.ignored_xids.begin(), c.health.ignored_xids.end()};
-  p.critical_xids = {c.health.critical_xids.begin(), c.health.critical_xids.end()};
-  p.recovery_period = c.health.recovery_period;
-  return p;
-}
-
 std::unique_ptr<nvml::HealthWatcher> WatchHealth(
     const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
     const PluginPlan& plan, const std::vector<ResourceRuntime>& runtimes) {
@@ -49,7 +41,7 @@ std::unique_ptr<nvml::HealthWatcher> WatchHealth(
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
   for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
   return nvml::HealthWatcher::Start(lib, plan.gpu_uuids, plan.initially_unhealthy,
-                                    PolicyFrom(config),
+                                    HealthPolicyFrom(config),
                                     [publishers](const nvml::HealthChange& change) {
                                       for (const auto& p : publishers)
                                         p->SetHealth(change.uuid, change.healthy);
@@ -88,30 +80,9 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
       LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
       break;
     }
-    LogInfo("SIGHUP: reloading config and re-discovering GPUs");
-    absl::StatusOr<LoadedConfig> next = LoadConfig(request);
-    if (!next.ok()) {
-      LogError("config reload failed; keeping the running config",
-               {{"error", std::string(next.status().message())}});
-      continue;
-    }
-    if (next->config.mode != loaded.config.mode ||
-        next->config.kubelet.socket != loaded.config.kubelet.socket) {
-      LogWarning("mode and kubelet.socket changes take effect only after a restart");
-      next->config.mode = loaded.config.mode;
-      next->config.kubelet.socket = loaded.config.kubelet.socket;
-    }
-    nvml::Inventory fresh;
-    if (lib) {
-      absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, next->config.sysfs_root);
-      if (!inv.ok()) {
-        LogError("re-discovery failed; keeping the running devices",
-                 {{"error", std::string(inv.status().message())}});
-        continue;
-      }
-      fresh = *std::move(inv);
-    }
-    absl::StatusOr<PluginPlan> next_plan = PlanPlugin(next->config, fresh);
+    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
+    if (!next) continue;
+    absl::StatusOr<PluginPlan> next_plan = PlanPlugin(next->loaded.config, next->inventory);
     if (!next_plan.ok()) {
       LogError("reloaded config cannot be served; keeping the running one",
                {{"error", std::string(next_plan.status().message())}});
@@ -119,13 +90,13 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     }
     if (running.health) running.health->Stop();
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(*next_plan);
-    running.health = WatchHealth(lib, next->config, *next_plan, runtimes);
+    running.health = WatchHealth(lib, next->loaded.config, *next_plan, runtimes);
     if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed", {{"error", std::string(s.message())}});
     }
     running.runtimes = std::move(runtimes);
-    loaded = *std::move(next);
-    LogInfo("reload done", {{"gpus", StrCat(fresh.gpus.size())}});
+    LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
+    loaded = std::move(next->loaded);
   }
   if (running.health) running.health->Stop();
   (*sup)->Stop();

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "agent/commands.h"
+#include "agent/mode_common.h"
 #include "agent/signals.h"
 #include "agent/version.h"
 #include "apiserver/capacity_reconciler.h"
@@ -56,30 +57,6 @@ class DesiredCount {
   int64_t replicas_ = 1;
 };
 
-nvml::HealthPolicy PolicyFrom(const Config& c) {
-  nvml::HealthPolicy p;
-  p.disabled = c.health.disabled;
-  p.ignored_xids = {c.health.ignored_xids.begin(), c.health.ignored_xids.end()};
-  p.critical_xids = {c.health.critical_xids.begin(), c.health.critical_xids.end()};
-  p.recovery_period = c.health.recovery_period;
-  return p;
-}
-
-apiserver::ConnectionOptions ConnectionFrom(const Config& c) {
-  apiserver::ConnectionOptions o;
-  o.proxy = c.api_server.proxy;
-  o.server = c.api_server.server;
-  o.token_file = c.api_server.token_file;
-  o.certificate_authority = c.api_server.certificate_authority;
-  o.insecure_skip_tls_verify = c.api_server.insecure_skip_tls_verify;
-  o.kubeconfig = c.api_server.kubeconfig;
-  o.context = c.api_server.context;
-  if (auto dir = ProcessEnv()("GPU_AGENT_SERVICE_ACCOUNT_DIR"); dir && !dir->empty()) {
-    o.service_account_dir = *dir;
-  }
-  return o;
-}
-
 struct Running {
   std::shared_ptr<DesiredCount> desired;
   std::unique_ptr<apiserver::CapacityReconciler> reconciler;
@@ -89,7 +66,7 @@ struct Running {
 absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
                       const std::shared_ptr<const nvml::NvmlLibrary>& lib, Running* out) {
   absl::StatusOr<apiserver::Connection> conn =
-      apiserver::ResolveConnection(ConnectionFrom(config), ProcessEnv());
+      apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) return conn.status();
   out->desired = std::make_shared<DesiredCount>(config, inv);
   apiserver::ReconcilerOptions opts;
@@ -111,7 +88,7 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
     apiserver::CapacityReconciler* r = out->reconciler.get();
     std::shared_ptr<DesiredCount> d = out->desired;
     out->health = nvml::HealthWatcher::Start(
-        lib, d->uuids(), d->unhealthy(), PolicyFrom(config),
+        lib, d->uuids(), d->unhealthy(), HealthPolicyFrom(config),
         [r, d](const nvml::HealthChange& c) { r->SetDesired(d->Apply(c)); });
   }
   return absl::OkStatus();
@@ -149,33 +126,14 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
       LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
       break;
     }
-    LogInfo("SIGHUP: reloading config and re-discovering GPUs");
-    absl::StatusOr<LoadedConfig> next = LoadConfig(request);
-    if (!next.ok()) {
-      LogError("config reload failed; keeping the running config",
-               {{"error", std::string(next.status().message())}});
-      continue;
-    }
-    if (next->config.mode != loaded.config.mode) {
-      LogWarning("a mode change takes effect only after a restart");
-      next->config.mode = loaded.config.mode;
-    }
-    nvml::Inventory fresh;
-    if (lib) {
-      absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, next->config.sysfs_root);
-      if (!inv.ok()) {
-        LogError("re-discovery failed; keeping the running state",
-                 {{"error", std::string(inv.status().message())}});
-        continue;
-      }
-      fresh = *std::move(inv);
-    }
+    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
+    if (!next) continue;
     StopAll(&running, false);
-    if (absl::Status s = StartAll(next->config, fresh, lib, &running); !s.ok()) {
+    if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, &running); !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
       return kExitFailure;
     }
-    loaded = *std::move(next);
+    loaded = std::move(next->loaded);
   }
   StopAll(&running, loaded.config.static_mode.remove_on_exit);
   return kExitOk;

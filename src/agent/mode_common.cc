@@ -1,0 +1,60 @@
+#include "agent/mode_common.h"
+
+#include "base/log.h"
+
+namespace gpu_agent {
+
+nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
+  nvml::HealthPolicy p;
+  p.disabled = c.health.disabled;
+  p.ignored_xids = {c.health.ignored_xids.begin(), c.health.ignored_xids.end()};
+  p.critical_xids = {c.health.critical_xids.begin(), c.health.critical_xids.end()};
+  p.recovery_period = c.health.recovery_period;
+  return p;
+}
+
+apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& c) {
+  apiserver::ConnectionOptions o;
+  o.proxy = c.api_server.proxy;
+  o.server = c.api_server.server;
+  o.token_file = c.api_server.token_file;
+  o.certificate_authority = c.api_server.certificate_authority;
+  o.insecure_skip_tls_verify = c.api_server.insecure_skip_tls_verify;
+  o.kubeconfig = c.api_server.kubeconfig;
+  o.context = c.api_server.context;
+  // For tests and unusual pods: where the service account is mounted.
+  if (auto dir = ProcessEnv()("GPU_AGENT_SERVICE_ACCOUNT_DIR"); dir && !dir->empty()) {
+    o.service_account_dir = *dir;
+  }
+  return o;
+}
+
+std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Config& running,
+                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib) {
+  LogInfo("SIGHUP: reloading config and re-discovering GPUs");
+  absl::StatusOr<LoadedConfig> next = LoadConfig(request);
+  if (!next.ok()) {
+    LogError("config reload failed; keeping the running config",
+             {{"error", std::string(next.status().message())}});
+    return std::nullopt;
+  }
+  if (next->config.mode != running.mode || next->config.kubelet.socket != running.kubelet.socket) {
+    LogWarning("mode and kubelet.socket changes take effect only after a restart");
+    next->config.mode = running.mode;
+    next->config.kubelet.socket = running.kubelet.socket;
+  }
+  Reloaded out;
+  if (lib) {
+    absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, next->config.sysfs_root);
+    if (!inv.ok()) {
+      LogError("re-discovery failed; keeping the running state",
+               {{"error", std::string(inv.status().message())}});
+      return std::nullopt;
+    }
+    out.inventory = *std::move(inv);
+  }
+  out.loaded = *std::move(next);
+  return out;
+}
+
+}  // namespace gpu_agent

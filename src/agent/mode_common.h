@@ -1,0 +1,34 @@
+// What plugin mode, static mode and the capacity command share: the health
+// policy and API server connection built from the config, and the SIGHUP
+// steps (re-read the config, re-discover the GPUs).
+#ifndef GPU_AGENT_AGENT_MODE_COMMON_H_
+#define GPU_AGENT_AGENT_MODE_COMMON_H_
+
+#include <memory>
+#include <optional>
+
+#include "agent/config_loader.h"
+#include "apiserver/connection.h"
+#include "nvml/health_watcher.h"
+#include "nvml/inventory.h"
+#include "nvml/nvml_library.h"
+
+namespace gpu_agent {
+
+nvml::HealthPolicy HealthPolicyFrom(const Config& config);
+apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& config);
+
+struct Reloaded {
+  LoadedConfig loaded;
+  nvml::Inventory inventory;
+};
+
+// On SIGHUP: loads the config again (settings that need a restart keep
+// their running values, with a warning) and re-discovers the GPUs when NVML
+// is there. nullopt, after logging why, when the running state should stay.
+std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Config& running,
+                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_MODE_COMMON_H_
