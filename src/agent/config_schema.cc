@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "agent/metrics_server.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "base/text.h"
@@ -497,6 +498,9 @@ absl::Status ValidateConfig(const Config& c) {
   if (c.kubelet.socket.empty() || c.kubelet.socket.front() != '/') {
     return absl::InvalidArgumentError(
         StrCat("kubelet.socket: \"", c.kubelet.socket, "\" must be an absolute path"));
+  }
+  if (!c.metrics.address.empty()) {
+    if (absl::Status s = ValidateListenAddress(c.metrics.address); !s.ok()) return s;
   }
   if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");

@@ -2,10 +2,17 @@
 
 #include <signal.h>
 
+#include <cstdio>
+#include <iterator>
+#include <map>
+#include <mutex>
+
 #include "agent/commands.h"
+#include "agent/metrics_server.h"
 #include "agent/mode_common.h"
 #include "agent/plugin_plan.h"
 #include "agent/signals.h"
+#include "agent/version.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "deviceplugin/plugin_supervisor.h"
@@ -20,7 +27,75 @@ using deviceplugin::ResourceRuntime;
 struct Running {
   std::vector<ResourceRuntime> runtimes;
   std::unique_ptr<nvml::HealthWatcher> health;
+  std::map<int, uint64_t> xids_before;  // counts of watchers replaced on SIGHUP
 };
+
+void AddXids(std::map<int, uint64_t>* into, const std::map<int, uint64_t>& from) {
+  for (const auto& [xid, n] : from) (*into)[xid] += n;
+}
+
+std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupervisor& sup) {
+  PromText p;
+  p.Family("gpu_agent_build_info", "gauge", "Build information.");
+  p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "plugin"}}, 1);
+  p.Family("gpu_agent_devices", "gauge", "Advertised devices by resource and health.");
+  for (const ResourceRuntime& r : running.runtimes) {
+    auto snap = r.publisher->Current();
+    const double healthy = static_cast<double>(snap->HealthyCount());
+    p.Sample("gpu_agent_devices", {{"resource", snap->resource_name}, {"health", "healthy"}},
+             healthy);
+    p.Sample("gpu_agent_devices", {{"resource", snap->resource_name}, {"health", "unhealthy"}},
+             static_cast<double>(snap->devices.size()) - healthy);
+  }
+  const std::vector<deviceplugin::ResourceStatus> status = sup.Status();
+  auto each = [&](const std::string& name, const std::string& type, const std::string& help,
+                  auto value) {
+    p.Family(name, type, help);
+    for (const auto& s : status) p.Sample(name, {{"resource", s.resource_name}}, value(s));
+  };
+  each("gpu_agent_registered", "gauge", "1 when registered with the kubelet.",
+       [](const auto& s) { return s.registered ? 1.0 : 0.0; });
+  each("gpu_agent_registrations_total", "counter", "Successful registrations with the kubelet.",
+       [](const auto& s) { return static_cast<double>(s.registrations); });
+  each("gpu_agent_listandwatch_streams", "gauge", "Open ListAndWatch streams.",
+       [](const auto& s) { return static_cast<double>(s.open_streams); });
+  each("gpu_agent_allocate_requests_total", "counter", "Allocate calls.",
+       [](const auto& s) { return static_cast<double>(s.allocate_calls); });
+  each("gpu_agent_allocate_errors_total", "counter", "Allocate calls refused.",
+       [](const auto& s) { return static_cast<double>(s.allocate_errors); });
+  each("gpu_agent_preferred_allocation_requests_total", "counter", "GetPreferredAllocation calls.",
+       [](const auto& s) { return static_cast<double>(s.preferred_calls); });
+  p.Family("gpu_agent_allocate_duration_seconds", "histogram",
+           "Time to build an Allocate response, server side.");
+  for (const auto& s : status) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < s.allocate_latency_buckets.size(); ++i) {
+      cumulative += s.allocate_latency_buckets[i];
+      const bool inf = i == std::size(deviceplugin::ServiceStats::kBucketsUs);
+      char le[32];
+      if (!inf) {
+        std::snprintf(le, sizeof le, "%g",
+                      static_cast<double>(deviceplugin::ServiceStats::kBucketsUs[i]) / 1e6);
+      }
+      p.Sample("gpu_agent_allocate_duration_seconds_bucket",
+               {{"resource", s.resource_name}, {"le", inf ? "+Inf" : le}},
+               static_cast<double>(cumulative));
+    }
+    p.Sample("gpu_agent_allocate_duration_seconds_sum", {{"resource", s.resource_name}},
+             static_cast<double>(s.allocate_latency_ns_sum) / 1e9);
+    p.Sample("gpu_agent_allocate_duration_seconds_count", {{"resource", s.resource_name}},
+             static_cast<double>(cumulative));
+  }
+  p.Family("gpu_agent_kubelet_restarts_total", "counter", "Kubelet restarts seen.");
+  p.Sample("gpu_agent_kubelet_restarts_total", {}, static_cast<double>(sup.kubelet_restarts()));
+  std::map<int, uint64_t> xids = running.xids_before;
+  if (running.health) AddXids(&xids, running.health->XidCounts());
+  p.Family("gpu_agent_xid_events_total", "counter", "NVML XID events by code, ignored ones too.");
+  for (const auto& [xid, n] : xids) {
+    p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
+  }
+  return p.str();
+}
 
 std::vector<ResourceRuntime> MakeRuntimes(const PluginPlan& plan) {
   auto allocator = std::make_shared<const deviceplugin::Allocator>(plan.allocate);
@@ -73,6 +148,29 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     LogError("cannot start the device plugin", {{"error", std::string(sup.status().message())}});
     return kExitFailure;
   }
+  std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
+  std::unique_ptr<MetricsServer> metrics;
+  if (!loaded.config.metrics.address.empty()) {
+    deviceplugin::PluginSupervisor* s = sup->get();
+    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
+        loaded.config.metrics.address,
+        {[&running, &running_mu, s] {
+           std::lock_guard<std::mutex> lock(running_mu);
+           return RenderPluginMetrics(running, *s);
+         },
+         [s](std::string* why) {
+           if (s->Ready()) return true;
+           *why = "not registered with the kubelet, or no ListAndWatch stream open";
+           return false;
+         }});
+    if (!m.ok()) {
+      LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
+      if (running.health) running.health->Stop();
+      (*sup)->Stop();
+      return kExitFailure;
+    }
+    metrics = *std::move(m);
+  }
 
   for (;;) {
     const int sig = WaitForSignal();
@@ -88,7 +186,11 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
                {{"error", std::string(next_plan.status().message())}});
       continue;
     }
-    if (running.health) running.health->Stop();
+    std::lock_guard<std::mutex> lock(running_mu);
+    if (running.health) {
+      running.health->Stop();
+      AddXids(&running.xids_before, running.health->XidCounts());
+    }
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(*next_plan);
     running.health = WatchHealth(lib, next->loaded.config, *next_plan, runtimes);
     if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
@@ -98,6 +200,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
     loaded = std::move(next->loaded);
   }
+  if (metrics) metrics->Stop();  // no scrape sees what is being torn down
   if (running.health) running.health->Stop();
   (*sup)->Stop();
   LogInfo("stopped; sockets removed");

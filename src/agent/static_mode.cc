@@ -6,6 +6,7 @@
 #include <set>
 
 #include "agent/commands.h"
+#include "agent/metrics_server.h"
 #include "agent/mode_common.h"
 #include "agent/signals.h"
 #include "agent/version.h"
@@ -61,7 +62,69 @@ struct Running {
   std::shared_ptr<DesiredCount> desired;
   std::unique_ptr<apiserver::CapacityReconciler> reconciler;
   std::unique_ptr<nvml::HealthWatcher> health;
+  std::string resource;
+  std::chrono::milliseconds resync{0};
 };
+
+std::string RenderStaticMetrics(const Running& r) {
+  PromText p;
+  p.Family("gpu_agent_build_info", "gauge", "Build information.");
+  p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "static"}}, 1);
+  if (!r.reconciler) return p.str();
+  const apiserver::ReconcilerStats& s = r.reconciler->stats();
+  p.Family("gpu_agent_static_desired", "gauge", "Value static mode keeps in the Node's capacity.");
+  p.Sample("gpu_agent_static_desired", {{"resource", r.resource}},
+           static_cast<double>(r.desired->Value()));
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    p.Family(name, "counter", help);
+    p.Sample(name, {}, static_cast<double>(v));
+  };
+  counter("gpu_agent_static_patches_total", "PATCH requests sent.", s.patches.load());
+  counter("gpu_agent_static_drift_repairs_total", "Drift seen in a watch event and repaired.",
+          s.drift_repairs.load());
+  counter("gpu_agent_static_fights_total", "Fights with another writer detected.", s.fights.load());
+  counter("gpu_agent_static_reconcile_errors_total", "Reconciles that failed and were retried.",
+          s.errors.load());
+  p.Family("gpu_agent_static_last_success_timestamp_seconds", "gauge",
+           "When the Node last had the desired value (Unix time).");
+  p.Sample("gpu_agent_static_last_success_timestamp_seconds", {},
+           static_cast<double>(s.last_success_unix.load()));
+  p.Family("gpu_agent_api_errors_total", "counter",
+           "API server answers of 400 or more by HTTP code; 0: no answer.");
+  for (const auto& [code, n] : r.reconciler->ApiErrors()) {
+    p.Sample("gpu_agent_api_errors_total", {{"code", StrCat(code)}}, static_cast<double>(n));
+  }
+  p.Family("gpu_agent_xid_events_total", "counter", "NVML XID events by code, ignored ones too.");
+  if (r.health) {
+    for (const auto& [xid, n] : r.health->XidCounts()) {
+      p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
+    }
+  }
+  return p.str();
+}
+
+bool StaticReady(const Running& r, std::string* why) {
+  if (!r.reconciler) {
+    *why = "not running";
+    return false;
+  }
+  const int64_t last = r.reconciler->stats().last_success_unix.load();
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  // A resync is due every interval; allow a tenth more before saying no.
+  const int64_t allowed =
+      std::chrono::duration_cast<std::chrono::seconds>(r.resync).count() * 11 / 10;
+  if (last == 0) {
+    *why = "the Node has not been reconciled yet";
+    return false;
+  }
+  if (now - last > allowed) {
+    *why = StrCat("last successful reconcile was ", now - last, " s ago");
+    return false;
+  }
+  return true;
+}
 
 absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
                       const std::shared_ptr<const nvml::NvmlLibrary>& lib, Running* out) {
@@ -69,6 +132,8 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
       apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) return conn.status();
   out->desired = std::make_shared<DesiredCount>(config, inv);
+  out->resource = config.resource_name;
+  out->resync = config.static_mode.resync_interval;
   apiserver::ReconcilerOptions opts;
   opts.node = config.node_name;
   opts.resource = config.resource_name;
@@ -120,6 +185,25 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     LogError("cannot start static mode", {{"error", std::string(s.message())}});
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
+  std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
+  std::unique_ptr<MetricsServer> metrics;
+  if (!loaded.config.metrics.address.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
+        loaded.config.metrics.address, {[&running, &running_mu] {
+                                          std::lock_guard<std::mutex> lock(running_mu);
+                                          return RenderStaticMetrics(running);
+                                        },
+                                        [&running, &running_mu](std::string* why) {
+                                          std::lock_guard<std::mutex> lock(running_mu);
+                                          return StaticReady(running, why);
+                                        }});
+    if (!m.ok()) {
+      LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
+      StopAll(&running, false);
+      return kExitFailure;
+    }
+    metrics = *std::move(m);
+  }
   for (;;) {
     const int sig = WaitForSignal();
     if (sig != SIGHUP) {
@@ -128,6 +212,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     }
     std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
     if (!next) continue;
+    std::lock_guard<std::mutex> lock(running_mu);
     StopAll(&running, false);
     if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, &running); !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
@@ -135,6 +220,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     }
     loaded = std::move(next->loaded);
   }
+  if (metrics) metrics->Stop();
   StopAll(&running, loaded.config.static_mode.remove_on_exit);
   return kExitOk;
 }

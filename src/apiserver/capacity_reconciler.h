@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +58,8 @@ class CapacityReconciler {
   absl::Status Stop(bool remove);
 
   const ReconcilerStats& stats() const { return stats_; }
+  // API answers >= 400 by HTTP code (0: no answer), reads and patches.
+  std::map<int, uint64_t> ApiErrors() const { return rest_->ErrorCounts(); }
 
  private:
   CapacityReconciler(Connection c, ReconcilerOptions o, int64_t desired);

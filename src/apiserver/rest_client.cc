@@ -152,9 +152,11 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
                                                  options_.max_body_bytes, " bytes; refused"));
     }
     if (!res) {
+      CountError(0);
       return absl::UnavailableError(
           TransportError(connection_, res.error(), client_->get_openssl_verify_result()));
     }
+    if (res->status >= 400) CountError(res->status);
     HttpResponse out;
     out.status = res->status;
     out.body = method == "GET" ? std::move(received) : res->body;
@@ -208,6 +210,16 @@ absl::StatusOr<int> RestClient::Stream(const std::string& path,
 }
 
 void RestClient::Cancel() { client_->stop(); }
+
+void RestClient::CountError(int code) {
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  ++errors_[code];
+}
+
+std::map<int, uint64_t> RestClient::ErrorCounts() const {
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  return errors_;
+}
 
 std::string RestClient::Describe(const std::string& method, const std::string& path,
                                  const std::string& body, const std::string& content_type) const {

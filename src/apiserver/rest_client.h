@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -51,6 +53,9 @@ class RestClient {
   std::string Describe(const std::string& method, const std::string& path, const std::string& body,
                        const std::string& content_type) const;
 
+  // Answers with status >= 400 by code, and transport failures under 0.
+  std::map<int, uint64_t> ErrorCounts() const;
+
   // Aborts a Stream in progress from another thread.
   void Cancel();
 
@@ -64,6 +69,9 @@ class RestClient {
   const Connection connection_;
   const RestOptions options_;
   std::unique_ptr<httplib::Client> client_;
+  void CountError(int code);
+  mutable std::mutex errors_mu_;
+  std::map<int, uint64_t> errors_;  // protected by errors_mu_
 };
 
 }  // namespace gpu_agent::apiserver

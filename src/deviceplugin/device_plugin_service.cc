@@ -152,6 +152,7 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
                                                         const v1beta1::AllocateRequest* request,
                                                         v1beta1::AllocateResponse* response) {
   ++stats_.allocate_calls;
+  const auto started = std::chrono::steady_clock::now();
   std::shared_ptr<const DeviceSnapshot> snap = publisher_->Current();
   absl::Status status;
   for (int i = 0; i < request->container_requests_size() && status.ok(); ++i) {
@@ -170,6 +171,9 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
     LogWarning("Allocate refused",
                {{"resource", snap->resource_name}, {"error", std::string(status.message())}});
   }
+  stats_.ObserveAllocate(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::steady_clock::now() - started)
+                                                   .count()));
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpc(status));
   return reactor;

@@ -6,6 +6,8 @@
 #define GPU_AGENT_DEVICEPLUGIN_DEVICE_PLUGIN_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -24,6 +26,18 @@ struct ServiceStats {
   std::atomic<uint64_t> preferred_calls{0};
   std::atomic<uint64_t> preferred_errors{0};
   std::atomic<uint64_t> streams_opened{0};
+  // Allocate handling time, server side: counts per upper bound (µs), and
+  // the sum in ns. The last bucket is +Inf.
+  static constexpr uint64_t kBucketsUs[] = {25, 50, 100, 250, 500, 1000, 2500, 10000};
+  std::atomic<uint64_t> allocate_latency_buckets[std::size(kBucketsUs) + 1] = {};
+  std::atomic<uint64_t> allocate_latency_ns_sum{0};
+  void ObserveAllocate(uint64_t ns) {
+    const uint64_t us = ns / 1000;
+    size_t i = 0;
+    while (i < std::size(kBucketsUs) && us > kBucketsUs[i]) ++i;
+    ++allocate_latency_buckets[i];
+    allocate_latency_ns_sum += ns;
+  }
 };
 
 class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService {

@@ -274,6 +274,11 @@ std::vector<ResourceStatus> PluginSupervisor::Status() const {
       st.open_streams = e.service->OpenStreams();
       st.allocate_calls = e.service->stats().allocate_calls.load();
       st.allocate_errors = e.service->stats().allocate_errors.load();
+      st.preferred_calls = e.service->stats().preferred_calls.load();
+      for (const auto& b : e.service->stats().allocate_latency_buckets) {
+        st.allocate_latency_buckets.push_back(b.load());
+      }
+      st.allocate_latency_ns_sum = e.service->stats().allocate_latency_ns_sum.load();
     }
     out.push_back(std::move(st));
   }

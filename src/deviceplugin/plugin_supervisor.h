@@ -46,6 +46,9 @@ struct ResourceStatus {
   size_t open_streams = 0;
   uint64_t allocate_calls = 0;
   uint64_t allocate_errors = 0;
+  uint64_t preferred_calls = 0;
+  std::vector<uint64_t> allocate_latency_buckets;  // per ServiceStats::kBucketsUs, then +Inf
+  uint64_t allocate_latency_ns_sum = 0;
 };
 
 class PluginSupervisor {

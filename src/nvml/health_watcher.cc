@@ -22,9 +22,10 @@ struct HealthWatcher::State {
 
   std::mutex mu;
   std::condition_variable cv;
-  bool stop = false;      // protected by mu
-  bool exited = false;    // protected by mu
-  bool reporting = true;  // protected by mu; false once Stop() returns
+  bool stop = false;             // protected by mu
+  bool exited = false;           // protected by mu
+  bool reporting = true;         // protected by mu; false once Stop() returns
+  std::map<int, uint64_t> xids;  // protected by mu
 
   // Thread-only state.
   nvmlEventSet_t set = nullptr;
@@ -132,6 +133,10 @@ struct HealthWatcher::State {
     const std::string uuid = it == uuid_by_handle.end() ? "" : it->second;
     if (!(ev.eventType & nvmlEventTypeXidCriticalError)) return;
     const int xid = static_cast<int>(ev.eventData);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++xids[xid];
+    }
     if (!policy.IsCritical(xid)) {
       LogInfo("XID ignored by policy (application error)", {{"uuid", uuid}, {"xid", StrCat(xid)}});
       return;
@@ -238,6 +243,11 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
 }
 
 HealthWatcher::~HealthWatcher() { Stop(); }
+
+std::map<int, uint64_t> HealthWatcher::XidCounts() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->xids;
+}
 
 void HealthWatcher::Stop() {
   std::unique_lock<std::mutex> lock(state_->mu);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -55,6 +56,9 @@ class HealthWatcher {
   // returns (at most wait_timeout); Stop() waits briefly for that and
   // otherwise lets the thread finish on its own (it owns what it uses).
   void Stop();
+
+  // Every XID seen, by code (ignored ones too).
+  std::map<int, uint64_t> XidCounts() const;
 
   struct State;
 

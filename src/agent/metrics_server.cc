@@ -1,0 +1,144 @@
+#include "agent/metrics_server.h"
+
+#include <httplib.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent {
+namespace {
+
+std::string EscapeLabel(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+struct HostPort {
+  std::string host;
+  int port = -1;
+};
+
+absl::StatusOr<HostPort> Split(const std::string& address) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        StrCat("metrics.address \"", address, "\": ", why, " (use host:port, as in 0.0.0.0:9400)"));
+  };
+  HostPort hp;
+  std::string_view rest = address;
+  if (!rest.empty() && rest.front() == '[') {
+    const size_t close = rest.find(']');
+    if (close == std::string_view::npos) return bad("unclosed '['");
+    hp.host = std::string(rest.substr(1, close - 1));
+    rest.remove_prefix(close + 1);
+    if (rest.empty() || rest.front() != ':') return bad("missing :port");
+    rest.remove_prefix(1);
+  } else {
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string_view::npos) return bad("missing :port");
+    hp.host = std::string(rest.substr(0, colon));
+    rest.remove_prefix(colon + 1);
+  }
+  if (!ParseInt(rest, &hp.port) || hp.port < 0 || hp.port > 65535) {
+    return bad(StrCat("invalid port \"", rest, "\""));
+  }
+  if (hp.host.empty()) hp.host = "0.0.0.0";
+  return hp;
+}
+
+}  // namespace
+
+void PromText::Family(const std::string& name, const std::string& type, const std::string& help) {
+  StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+void PromText::Sample(const std::string& name, const Labels& labels, double value) {
+  out_ += name;
+  if (!labels.empty()) {
+    out_ += "{";
+    for (size_t i = 0; i < labels.size(); ++i) {
+      StrAppend(&out_, i ? "," : "", labels[i].first, "=\"", EscapeLabel(labels[i].second), "\"");
+    }
+    out_ += "}";
+  }
+  char buf[64];
+  if (value == std::floor(value) && std::fabs(value) < 1e15) {
+    std::snprintf(buf, sizeof buf, " %.0f\n", value);
+  } else {
+    std::snprintf(buf, sizeof buf, " %.9g\n", value);
+  }
+  out_ += buf;
+}
+
+absl::Status ValidateListenAddress(const std::string& address) {
+  absl::StatusOr<HostPort> hp = Split(address);
+  return hp.ok() ? absl::OkStatus() : hp.status();
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
+                                                                    Handlers handlers) {
+  absl::StatusOr<HostPort> hp = Split(address);
+  if (!hp.ok()) return hp.status();
+  std::unique_ptr<MetricsServer> m(new MetricsServer);
+  m->server_ = std::make_unique<httplib::Server>();
+  auto h = std::make_shared<Handlers>(std::move(handlers));
+  m->server_->Get("/metrics", [h](const httplib::Request&, httplib::Response& res) {
+    res.set_content(h->metrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  m->server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  m->server_->Get("/readyz", [h](const httplib::Request&, httplib::Response& res) {
+    std::string why;
+    if (h->ready(&why)) {
+      res.set_content("ok\n", "text/plain");
+    } else {
+      res.status = 503;
+      res.set_content("not ready: " + why + "\n", "text/plain");
+    }
+  });
+  // httplib's default adds SO_REUSEPORT, which lets a second process bind
+  // the same port silently; a port in use must be an error.
+  m->server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  m->server_->set_keep_alive_max_count(10);
+  m->server_->set_read_timeout(5, 0);
+  m->port_ = hp->port == 0 ? m->server_->bind_to_any_port(hp->host)
+                           : (m->server_->bind_to_port(hp->host, hp->port) ? hp->port : -1);
+  if (m->port_ <= 0) {
+    return absl::FailedPreconditionError(
+        StrCat("metrics.address \"", address, "\": cannot listen (", std::strerror(errno),
+               "); is the port in use, or the address not on this host?"));
+  }
+  httplib::Server* srv = m->server_.get();
+  m->thread_ = std::thread([srv] { srv->listen_after_bind(); });
+  LogInfo("metrics endpoint listening",
+          {{"address", StrCat(hp->host, ":", m->port_)}, {"paths", "/metrics /healthz /readyz"}});
+  return m;
+}
+
+MetricsServer::~MetricsServer() { Stop(); }
+
+void MetricsServer::Stop() {
+  if (!server_) return;
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace gpu_agent

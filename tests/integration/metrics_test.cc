@@ -1,0 +1,201 @@
+// The /metrics, /healthz and /readyz endpoint of the real binary, scraped
+// during plugin-mode and static-mode runs; every line is parsed.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "api_server_stub.h"
+#include "kubelet_simulator.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+using Devices = std::vector<v1beta1::Device>;
+
+// Parses Prometheus text; fails the test on any line that is not a comment
+// or a well-formed sample. Returns "name{labels}" -> value.
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  static const std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
+  static const std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (-?[0-9.]+(e[-+]?[0-9]+)?|\+Inf|NaN)$)");
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line); ++n) {
+    if (line.rfind("#", 0) == 0) {
+      EXPECT_TRUE(std::regex_match(line, comment)) << "bad comment line: " << line;
+      continue;
+    }
+    std::smatch m;
+    EXPECT_TRUE(std::regex_match(line, m, sample)) << "bad sample line: " << line;
+    if (!m.empty()) out[line.substr(0, line.rfind(' '))] = std::stod(m[5].str());
+  }
+  EXPECT_GT(n, 5);
+  return out;
+}
+
+int PortFromLog(Subprocess& p) {
+  int port = -1;
+  WaitFor([&] {
+    const std::string err = p.Stderr();
+    const size_t at = err.find("metrics endpoint listening address=127.0.0.1:");
+    if (at == std::string::npos) return false;
+    port = std::stoi(err.substr(at + std::strlen("metrics endpoint listening address=127.0.0.1:")));
+    return true;
+  });
+  return port;
+}
+
+std::map<std::string, std::string> Env(const std::string& fixture, const std::string& ctl) {
+  auto e = FakeNvmlEnv(fixture);
+  e["FAKE_NVML_CONTROL"] = ctl;
+  e["KUBERNETES_SERVICE_HOST"] = "<unset>";
+  return e;
+}
+
+TEST(MetricsTest, PluginModeMetricsAndProbes) {
+  TempDir dir;
+  KubeletSimulator sim(dir.path());
+  Subprocess agent({BinaryPath(), "run", "--kubelet-socket", sim.socket(), "--metrics-address",
+                    "127.0.0.1:0", "--health-recovery-period", "0"},
+                   Env(FixturePath("8-gpu-nvlink.yaml"), dir.Join("ctl")));
+  const int port = PortFromLog(agent);
+  ASSERT_GT(port, 0) << agent.Stderr();
+  httplib::Client http("127.0.0.1", port);
+  // Not registered yet: no kubelet.
+  auto ready = http.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find("not registered"), std::string::npos);
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  ASSERT_TRUE(sim.Start());
+  ASSERT_TRUE(sim.WaitForDevices("nvidia.com/gpu", [](const Devices& d) { return d.size() == 8; }));
+  ASSERT_TRUE(WaitFor([&] { return http.Get("/readyz")->status == 200; })) << agent.Stderr();
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(sim.Devices("nvidia.com/gpu")[0].id());
+  v1beta1::AllocateResponse resp;
+  ASSERT_TRUE(sim.Allocate("nvidia.com/gpu", req, &resp).ok());
+  ASSERT_TRUE(WriteFifo(dir.Join("ctl"), "xid 2 13"));
+  ASSERT_TRUE(WriteFifo(dir.Join("ctl"), "xid 3 79"));
+  ASSERT_TRUE(sim.WaitForDevices("nvidia.com/gpu",
+                                 [](const Devices& d) { return d[3].health() == "Unhealthy"; }));
+  auto m = ParseMetrics(http.Get("/metrics")->body);
+  const std::string r = "resource=\"nvidia.com/gpu\"";
+  EXPECT_EQ(m["gpu_agent_devices{" + r + ",health=\"healthy\"}"], 7);
+  EXPECT_EQ(m["gpu_agent_devices{" + r + ",health=\"unhealthy\"}"], 1);
+  EXPECT_EQ(m["gpu_agent_registered{" + r + "}"], 1);
+  EXPECT_EQ(m["gpu_agent_registrations_total{" + r + "}"], 1);
+  EXPECT_EQ(m["gpu_agent_allocate_requests_total{" + r + "}"], 1);
+  EXPECT_EQ(m["gpu_agent_allocate_duration_seconds_count{" + r + "}"], 1);
+  EXPECT_EQ(m["gpu_agent_allocate_duration_seconds_bucket{" + r + ",le=\"+Inf\"}"], 1);
+  EXPECT_EQ(m["gpu_agent_xid_events_total{xid=\"79\"}"], 1);
+  EXPECT_EQ(m["gpu_agent_xid_events_total{xid=\"13\"}"], 1);
+  EXPECT_EQ(m["gpu_agent_build_info{version=\"0.1.0\",mode=\"plugin\"}"], 1);
+  ASSERT_TRUE(sim.Restart());
+  ASSERT_TRUE(sim.WaitForRegistrations(1));
+  ASSERT_TRUE(WaitFor([&] {
+    return ParseMetrics(http.Get("/metrics")->body)["gpu_agent_kubelet_restarts_total"] == 1;
+  })) << agent.Stderr();
+}
+
+TEST(MetricsTest, ScrapesDuringShutdownAreHarmless) {
+  TempDir dir;
+  KubeletSimulator sim(dir.path());
+  ASSERT_TRUE(sim.Start());
+  Subprocess agent(
+      {BinaryPath(), "run", "--kubelet-socket", sim.socket(), "--metrics-address", "127.0.0.1:0"},
+      Env(FixturePath("8-gpu-nvlink.yaml"), dir.Join("ctl")));
+  const int port = PortFromLog(agent);
+  ASSERT_GT(port, 0);
+  ASSERT_TRUE(sim.WaitForRegistrations(1));
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, malformed{0};
+  std::thread scraper([&] {
+    while (!stop) {
+      httplib::Client http("127.0.0.1", port);
+      http.set_read_timeout(2, 0);
+      auto res = http.Get("/metrics");
+      if (!res) continue;  // refused once the endpoint is gone: fine
+      if (res->status == 200 && res->body.find("gpu_agent_build_info") != std::string::npos) {
+        ++ok;
+      } else {
+        ++malformed;
+      }
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return ok > 5; }));
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(), 0) << agent.Stderr();
+  stop = true;
+  scraper.join();
+  EXPECT_EQ(malformed.load(), 0);
+}
+
+TEST(MetricsTest, StaticModeMetricsAndReadiness) {
+  TempDir dir;
+  ApiServerStub api;
+  api.AddNode("gpu-node-1");
+  api.FailNextPatches(500, 1);
+  Subprocess agent({BinaryPath(), "run", "--mode", "static", "--node-name", "gpu-node-1",
+                    "--proxy=" + api.url(), "--metrics-address", "127.0.0.1:0"},
+                   Env(FixturePath("8-gpu-pcie.yaml"), dir.Join("ctl")));
+  const int port = PortFromLog(agent);
+  ASSERT_GT(port, 0) << agent.Stderr();
+  httplib::Client http("127.0.0.1", port);
+  ASSERT_TRUE(WaitFor([&] { return http.Get("/readyz")->status == 200; })) << agent.Stderr();
+  auto m = ParseMetrics(http.Get("/metrics")->body);
+  EXPECT_EQ(m["gpu_agent_static_desired{resource=\"nvidia.com/gpu\"}"], 8);
+  EXPECT_EQ(m["gpu_agent_static_patches_total"], 2);  // one refused with 500, one applied
+  EXPECT_EQ(m["gpu_agent_api_errors_total{code=\"500\"}"], 1);
+  EXPECT_GT(m["gpu_agent_static_last_success_timestamp_seconds"], 1.7e9);
+  api.KubeletSetsCapacity("gpu-node-1", "nvidia.com/gpu", "0");
+  ASSERT_TRUE(WaitFor([&] {
+    return ParseMetrics(http.Get("/metrics")->body)["gpu_agent_static_drift_repairs_total"] == 1;
+  }));
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(), 0);
+}
+
+TEST(MetricsTest, BadAddresses) {
+  for (const char* bad : {"9400", "host:port", "127.0.0.1:99999", "[::1:9400"}) {
+    RunResult r = RunAgent({"config", "--metrics-address", bad});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("metrics.address \"" + std::string(bad) + "\""), std::string::npos)
+        << r.err;
+  }
+  // A port someone else holds (a plain listening socket).
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  TempDir dir;
+  KubeletSimulator sim(dir.path());
+  ASSERT_TRUE(sim.Start());
+  RunResult r = RunAgent({"run", "--kubelet-socket", sim.socket(), "--metrics-address",
+                          "127.0.0.1:" + std::to_string(port)},
+                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("nvidia-gpu.sock")));  // cleaned up
+  ::close(holder);
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
