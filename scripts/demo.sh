@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 ./scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target gpu-agent fake_nvml fake-nvml-tool kubelet-sim
+cmake --build build -j "$(nproc)" --target gpu-agent fake_nvml fake-nvml-tool kubelet-sim apiserver-stub
 
 work=$(mktemp -d /tmp/gpu-agent-demo.XXXXXX)
 pids=()
@@ -69,7 +69,36 @@ echo "agent exit code $rc; sockets left in the kubelet folder: $(find "$work/kub
 echo "--- agent log"
 cat "$work/agent.log"
 
+step "8. Static mode: the agent keeps nvidia.com/gpu in a Node's capacity (API server stand-in via a proxy URL)"
+./build/apiserver-stub demo-node >"$work/api.log" 2>&1 &
+api=$!
+pids+=($api)
+wait_for "$work/api.log" "serving"
+url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$work/api.log")
+./build/gpu-agent run --mode static --node-name demo-node --proxy="$url" --sysfs-root "$work/sys" \
+  >"$work/static.log" 2>&1 &
+static=$!
+pids+=($static)
+wait_for "$work/static.log" "node capacity set"
+./build/gpu-agent capacity get --proxy="$url" --node demo-node
+
+step "9. The kubelet re-registers the node and zeroes the value; the agent repairs it from the watch"
+kill -USR1 "$api"
+wait_for "$work/static.log" "repairing"
+wait_for "$work/static.log" "was=0"
+grep -E "drifted|was=0" "$work/static.log" | cut -c1-160
+./build/gpu-agent capacity get --proxy="$url" --node demo-node
+kill -TERM "$static"
+wait "$static" || true
+
+step "10. By hand: gpu-agent capacity set through the proxy (first --dry-run, then for real)"
+./build/gpu-agent capacity set --proxy="$url" --node demo-node --count 4 --dry-run
+./build/gpu-agent capacity set --proxy="$url" --node demo-node --count 4
+./build/gpu-agent capacity get --proxy="$url" --node demo-node -o json
+
 step "Summary"
-echo "gpu-agent found 8 GPUs and their NVLink topology through the NVML stand-in, registered with"
-echo "the kubelet simulator, answered Allocate, reported an XID as Unhealthy and brought the GPU"
-echo "back, and shut down cleanly. The temp folder and every process are cleaned up on exit."
+echo "Plugin mode: gpu-agent found 8 GPUs and their NVLink topology through the NVML stand-in,"
+echo "registered with the kubelet simulator, answered Allocate, reported an XID as Unhealthy, brought"
+echo "the GPU back, and shut down cleanly. Static mode: it wrote nvidia.com/gpu=8 into the Node and"
+echo "repaired a kubelet zeroing from the watch. By hand: capacity set sent the documented PATCH."
+echo "The temp folder and every process are cleaned up on exit."
