@@ -1,0 +1,24 @@
+# gpu-agent image: built on Debian 12, shipped with only the shared
+# libraries the binary needs (tests/packaging/runtime_deps_test.sh checks
+# this list against `ldd gpu-agent`).
+FROM debian:12 AS build
+COPY scripts/install-deps.sh /src/scripts/install-deps.sh
+RUN /src/scripts/install-deps.sh
+COPY . /src
+RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+ && cmake --build /build --target gpu-agent \
+ && strip /build/gpu-agent
+
+FROM debian:12-slim AS runtime
+# runtime-packages-begin
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      libabsl20220623 libbrotli1 libc-ares2 libcpp-httplib0.11 libgrpc++1.51 libgrpc29 \
+      libprotobuf32 libre2-9 libssl3 libyaml-cpp0.7 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+# runtime-packages-end
+COPY --from=build /build/gpu-agent /usr/bin/gpu-agent
+COPY config/ /etc/gpu-agent/examples/
+USER 0
+ENTRYPOINT ["/usr/bin/gpu-agent"]
+CMD ["run"]
