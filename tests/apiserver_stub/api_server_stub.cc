@@ -133,6 +133,7 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++watches_;
+        calls_.insert("watch nodes");
       }
       const std::string name = [&] {
         std::string sel = req.get_param_value("fieldSelector");
@@ -352,6 +353,11 @@ void ApiServerStub::SetGetMode(GetMode mode) {
   get_mode_ = mode;
 }
 
+std::set<std::string> ApiServerStub::calls() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return calls_;
+}
+
 int ApiServerStub::patch_count() const {
   std::lock_guard<std::mutex> l(mu_);
   return patches_;
@@ -399,6 +405,8 @@ std::string ApiServerStub::Handle(const std::string& method, const std::string& 
   }
   std::string rest = path.substr(prefix.size());
   const bool status_sub = rest.size() > 7 && rest.compare(rest.size() - 7, 7, "/status") == 0;
+  calls_.insert(std::string(method == "GET" ? "get" : "patch") + " nodes" +
+                (status_sub ? "/status" : ""));
   const std::string name = status_sub ? rest.substr(0, rest.size() - 7) : rest;
   if (method == "GET") {
     ++gets_;

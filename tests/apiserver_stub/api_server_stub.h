@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +63,9 @@ class ApiServerStub {
   // resourceVersion gets 410 Gone (history compacted), as a real server may.
   void EndWatches(bool gone);
 
+  // RBAC-style "verb resource" of every request seen: "get nodes",
+  // "watch nodes", "patch nodes/status", ...
+  std::set<std::string> calls() const;
   int patch_count() const;
   int get_count() const;
   int watch_count() const;
@@ -99,6 +103,7 @@ class ApiServerStub {
   bool gone_next_watch_ = false;
   int patches_ = 0, gets_ = 0, watches_ = 0;
   std::vector<std::string> patch_bodies_, patch_types_;
+  std::set<std::string> calls_;
 };
 
 // Makes a CA and a server certificate for "localhost" (and a second,
