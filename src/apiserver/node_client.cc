@@ -34,7 +34,7 @@ absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const
       return absl::PermissionDeniedError(StrCat(
           "forbidden (403): ", msg,
           ". The agent's identity needs RBAC: apiGroups [\"\"], resources [\"nodes/status\"], "
-          "verbs [\"patch\"] (and [\"nodes\"] get, list, watch)"));
+          "verbs [\"patch\"] (and [\"nodes\"] get and watch)"));
     case 404:
       return absl::NotFoundError(
           StrCat("node \"", node, "\" not found (404: ", msg, "); check --node / NODE_NAME"));
