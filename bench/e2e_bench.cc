@@ -64,7 +64,7 @@ std::vector<double> StartToRegistered(int runs) {
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {
     Env env;
-    (void)!std::system((FakeNvmlTool() + " sysfs " + env.fixture + " " + env.sys).c_str());
+    (void)WriteFixtureSysfs(env.fixture, env.sys);
     KubeletSimulator sim(env.dir.path());
     if (!sim.Start()) return ms;
     const auto t0 = Clock::now();
@@ -153,7 +153,7 @@ int Main(int argc, char** argv) {
       {"start -> registered, p50", Fmt(start_p50, "ms"), "< 20 ms", judge(start_p50 < 20)});
 
   Env env;
-  (void)!std::system((FakeNvmlTool() + " sysfs " + env.fixture + " " + env.sys).c_str());
+  (void)WriteFixtureSysfs(env.fixture, env.sys);
   KubeletSimulator sim(env.dir.path());
   if (!sim.Start()) return 1;
   auto agent = StartAgent(env, sim, {"--health-recovery-period", "20ms"});
@@ -244,7 +244,7 @@ int Main(int argc, char** argv) {
   auto idle_agent = StartAgent(env, idle_sim);
   idle_sim.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; });
   const ProcSample s0 = Sample(idle_agent->pid());
-  WaitFor([] { return false; }, std::chrono::seconds(idle_seconds));
+  MeasurementWindow(std::chrono::seconds(idle_seconds));
   const ProcSample s1 = Sample(idle_agent->pid());
   const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double cpu_pct = 100.0 * static_cast<double>(s1.ticks - s0.ticks) / hz / idle_seconds;

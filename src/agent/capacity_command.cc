@@ -27,11 +27,7 @@ absl::StatusOr<int64_t> DiscoverCount(const Config& config) {
   if (!inv.ok()) return inv.status();
   int64_t gpus = 0;
   for (const nvml::GpuRecord& g : inv->gpus) gpus += g.error.empty() ? 1 : 0;
-  int64_t replicas = 1;
-  for (const TimeSlicingResource& r : config.sharing.time_slicing.resources) {
-    if (r.name == config.resource_name) replicas = r.replicas;
-  }
-  return gpus * replicas;
+  return gpus * ReplicasPerGpu(config);
 }
 
 std::string Quote(const std::optional<std::string>& v) {
@@ -118,41 +114,24 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
     return kExitOk;
   }
 
-  // set / remove: read, plan, patch; a Node that changed in between makes
-  // the patch's resourceVersion test fail, so read again and retry.
-  absl::Status last;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    absl::StatusOr<apiserver::NodeView> view = client.Get();
-    if (!view.ok()) return Fail(kExitFailure, std::string(view.status().message()));
-    const apiserver::JsonPatch patch =
-        req.verb == "set" ? apiserver::PlanSetCapacity(*view, resource, count, allocatable)
-                          : apiserver::PlanRemoveCapacity(*view, resource, allocatable);
-    if (patch.empty()) {
-      std::printf("node %s: %s %s\n", node.c_str(), resource.c_str(),
-                  req.verb == "set" ? StrCat("is already ", count).c_str() : "is not set");
-      return kExitOk;
-    }
-    absl::StatusOr<apiserver::NodeView> after = client.PatchStatus(patch);
-    if (after.ok()) {
-      if (req.verb == "set") {
-        std::printf("node %s: %s capacity %s (was %s)\n", node.c_str(), resource.c_str(),
-                    StrCat(count).c_str(), view->Capacity(resource).value_or("not set").c_str());
-      } else {
-        std::printf("node %s: %s removed\n", node.c_str(), resource.c_str());
-      }
-      return kExitOk;
-    }
-    last = after.status();
-    if (last.code() != absl::StatusCode::kAborted &&
-        last.code() != absl::StatusCode::kInvalidArgument) {
-      break;
-    }
-    if (last.code() == absl::StatusCode::kAborted) continue;  // 409: re-read, retry
-    // 422: the resourceVersion test failed only if the Node changed meanwhile.
-    absl::StatusOr<apiserver::NodeView> again = client.Get();
-    if (!again.ok() || again->resource_version == view->resource_version) break;
+  // set / remove: read, plan, patch (re-read and re-planned if the Node moves on).
+  absl::StatusOr<apiserver::NodeClient::Applied> applied =
+      client.Apply([&](const apiserver::NodeView& n) {
+        return req.verb == "set" ? apiserver::PlanSetCapacity(n, resource, count, allocatable)
+                                 : apiserver::PlanRemoveCapacity(n, resource, allocatable);
+      });
+  if (!applied.ok()) return Fail(kExitFailure, std::string(applied.status().message()));
+  if (!applied->patched) {
+    std::printf("node %s: %s %s\n", node.c_str(), resource.c_str(),
+                req.verb == "set" ? StrCat("is already ", count).c_str() : "is not set");
+  } else if (req.verb == "set") {
+    std::printf("node %s: %s capacity %s (was %s)\n", node.c_str(), resource.c_str(),
+                StrCat(count).c_str(),
+                applied->before.Capacity(resource).value_or("not set").c_str());
+  } else {
+    std::printf("node %s: %s removed\n", node.c_str(), resource.c_str());
   }
-  return Fail(kExitFailure, std::string(last.message()));
+  return kExitOk;
 }
 
 }  // namespace gpu_agent

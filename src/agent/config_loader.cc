@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "agent/config_schema.h"
+#include "base/status_macros.h"
 #include "base/strings.h"
 #include "base/text.h"
 
@@ -16,12 +17,6 @@ namespace gpu_agent {
 namespace {
 
 constexpr size_t kMaxConfigBytes = 1 << 20;
-
-#define GA_RETURN(expr)        \
-  do {                         \
-    absl::Status st_ = (expr); \
-    if (!st_.ok()) return st_; \
-  } while (0)
 
 // Errors inside the YAML walk carry the node's position.
 class YamlWalker {
@@ -66,7 +61,7 @@ class YamlWalker {
       const std::string path = prefix.empty() ? key : StrCat(prefix, ".", key);
       const YAML::Node& value = kv.second;
       if (path == "sharing.timeSlicing.resources") {
-        GA_RETURN(WalkResources(value));
+        GA_RETURN_IF_ERROR(WalkResources(value));
         continue;
       }
       if (path == "sharing.mps") {
@@ -80,7 +75,7 @@ class YamlWalker {
         continue;
       }
       if (const Setting* s = FindSetting(path)) {
-        GA_RETURN(ApplyNode(*s, kv.first, value));
+        GA_RETURN_IF_ERROR(ApplyNode(*s, kv.first, value));
         continue;
       }
       if (IsSettingPrefix(path)) {
@@ -88,7 +83,7 @@ class YamlWalker {
         if (!value.IsMap()) {
           return Error(value, StrCat(path, " must be a mapping, not ", Describe(value)));
         }
-        GA_RETURN(WalkMap(value, path));
+        GA_RETURN_IF_ERROR(WalkMap(value, path));
         continue;
       }
       std::string msg =
@@ -230,6 +225,12 @@ std::vector<std::string> SplitList(std::string_view raw) {
   return items;
 }
 
+// Raw text of an env var or flag as items: lists split on ','.
+std::vector<std::string> ItemsOf(const Setting& s, const std::string& raw) {
+  if (s.kind == SettingKind::kStringList || s.kind == SettingKind::kIntList) return SplitList(raw);
+  return {raw};
+}
+
 absl::Status ApplyHealthEnv(const EnvLookup& env, LoadedConfig* out) {
   Config::Health& h = out->config.health;
   if (std::optional<std::string> v = env("DP_DISABLE_HEALTHCHECKS"); v && !v->empty()) {
@@ -323,11 +324,7 @@ absl::StatusOr<LoadedConfig> LoadConfig(const ConfigRequest& request) {
     if (s.env.empty()) continue;
     std::optional<std::string> v = request.env(std::string(s.env));
     if (!v || v->empty()) continue;
-    std::vector<std::string> items =
-        s.kind == SettingKind::kStringList || s.kind == SettingKind::kIntList
-            ? SplitList(*v)
-            : std::vector<std::string>{*v};
-    if (absl::Status st = ApplySetting(s, items, &out.config); !st.ok()) {
+    if (absl::Status st = ApplySetting(s, ItemsOf(s, *v), &out.config); !st.ok()) {
       return absl::InvalidArgumentError(StrCat("env ", s.env, ": ", st.message()));
     }
     out.origins[std::string(s.key)] = Origin{ValueSource::kEnv, StrCat("env ", s.env)};
@@ -336,11 +333,7 @@ absl::StatusOr<LoadedConfig> LoadConfig(const ConfigRequest& request) {
   for (const auto& [key, raw] : request.flags) {
     const Setting* s = FindSetting(key);
     if (s == nullptr) return absl::InternalError(StrCat("no setting ", key));
-    std::vector<std::string> items =
-        s->kind == SettingKind::kStringList || s->kind == SettingKind::kIntList
-            ? SplitList(raw)
-            : std::vector<std::string>{raw};
-    if (absl::Status st = ApplySetting(*s, items, &out.config); !st.ok()) {
+    if (absl::Status st = ApplySetting(*s, ItemsOf(*s, raw), &out.config); !st.ok()) {
       return absl::InvalidArgumentError(StrCat("flag --", s->flag, ": ", st.message()));
     }
     out.origins[key] = Origin{ValueSource::kFlag, StrCat("flag --", s->flag)};

@@ -1,8 +1,23 @@
 #include "agent/mode_common.h"
 
+#include <signal.h>
+
+#include "agent/signals.h"
 #include "base/log.h"
 
 namespace gpu_agent {
+
+const TimeSlicingResource* SharingOf(const Config& c) {
+  for (const TimeSlicingResource& r : c.sharing.time_slicing.resources) {
+    if (r.name == c.resource_name) return &r;
+  }
+  return nullptr;
+}
+
+int ReplicasPerGpu(const Config& c) {
+  const TimeSlicingResource* r = SharingOf(c);
+  return r ? r->replicas : 1;
+}
 
 nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
   nvml::HealthPolicy p;
@@ -27,6 +42,24 @@ apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& c) {
     o.service_account_dir = *dir;
   }
   return o;
+}
+
+bool WaitForReloadOrStop() {
+  const int sig = WaitForSignal();
+  if (sig == SIGHUP) return true;
+  LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  return false;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
+    const Config& config, MetricsServer::Handlers handlers) {
+  if (config.metrics.address.empty()) return std::unique_ptr<MetricsServer>();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> m =
+      MetricsServer::Start(config.metrics.address, std::move(handlers));
+  if (!m.ok()) {
+    LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
+  }
+  return m;
 }
 
 std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Config& running,

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "agent/config_loader.h"
+#include "agent/metrics_server.h"
 #include "apiserver/connection.h"
 #include "nvml/health_watcher.h"
 #include "nvml/inventory.h"
@@ -15,8 +16,22 @@
 
 namespace gpu_agent {
 
+// The time-slicing entry for the advertised resource, or null.
+const TimeSlicingResource* SharingOf(const Config& config);
+// Replicas each GPU is advertised as: the entry's count, else 1.
+int ReplicasPerGpu(const Config& config);
+
 nvml::HealthPolicy HealthPolicyFrom(const Config& config);
 apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& config);
+
+// Waits for a signal: true for SIGHUP (reload), false for SIGTERM or SIGINT
+// (after logging which).
+bool WaitForReloadOrStop();
+
+// Starts /metrics, /healthz and /readyz when metrics.address is set (null
+// when it is not). An error is logged here; the caller cleans up and exits.
+absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
+    const Config& config, MetricsServer::Handlers handlers);
 
 struct Reloaded {
   LoadedConfig loaded;

@@ -1,7 +1,5 @@
 #include "agent/plugin_mode.h"
 
-#include <signal.h>
-
 #include <cstdio>
 #include <iterator>
 #include <map>
@@ -11,7 +9,6 @@
 #include "agent/metrics_server.h"
 #include "agent/mode_common.h"
 #include "agent/plugin_plan.h"
-#include "agent/signals.h"
 #include "agent/version.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -149,35 +146,24 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     return kExitFailure;
   }
   std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
-  std::unique_ptr<MetricsServer> metrics;
-  if (!loaded.config.metrics.address.empty()) {
-    deviceplugin::PluginSupervisor* s = sup->get();
-    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
-        loaded.config.metrics.address,
-        {[&running, &running_mu, s] {
-           std::lock_guard<std::mutex> lock(running_mu);
-           return RenderPluginMetrics(running, *s);
-         },
-         [s](std::string* why) {
-           if (s->Ready()) return true;
-           *why = "not registered with the kubelet, or no ListAndWatch stream open";
-           return false;
-         }});
-    if (!m.ok()) {
-      LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
-      if (running.health) running.health->Stop();
-      (*sup)->Stop();
-      return kExitFailure;
-    }
-    metrics = *std::move(m);
+  deviceplugin::PluginSupervisor* supervisor = sup->get();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
+      loaded.config, {[&running, &running_mu, supervisor] {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return RenderPluginMetrics(running, *supervisor);
+                      },
+                      [supervisor](std::string* why) {
+                        if (supervisor->Ready()) return true;
+                        *why = "not registered with the kubelet, or no ListAndWatch stream open";
+                        return false;
+                      }});
+  if (!metrics.ok()) {
+    if (running.health) running.health->Stop();
+    (*sup)->Stop();
+    return kExitFailure;
   }
 
-  for (;;) {
-    const int sig = WaitForSignal();
-    if (sig != SIGHUP) {
-      LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-      break;
-    }
+  while (WaitForReloadOrStop()) {
     std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
     if (!next) continue;
     absl::StatusOr<PluginPlan> next_plan = PlanPlugin(next->loaded.config, next->inventory);
@@ -200,7 +186,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
     loaded = std::move(next->loaded);
   }
-  if (metrics) metrics->Stop();  // no scrape sees what is being torn down
+  if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
   if (running.health) running.health->Stop();
   (*sup)->Stop();
   LogInfo("stopped; sockets removed");

@@ -2,24 +2,12 @@
 
 #include <sys/stat.h>
 
+#include "agent/mode_common.h"
+#include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
 
 namespace gpu_agent {
-namespace {
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string JoinRoot(std::string root, const std::string& path) {
-  while (!root.empty() && root.back() == '/') root.pop_back();
-  return root + path;
-}
-
-}  // namespace
-
 int LinkScore(const nvml::GpuLink& link) {
   if (link.nvlinks > 0) return 100 * link.nvlinks + 60;
   if (link.pcie_level <= 0) return 0;
@@ -42,15 +30,14 @@ absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventor
 
   int replicas = 1;
   std::string name = config.resource_name;
-  for (const TimeSlicingResource& r : config.sharing.time_slicing.resources) {
-    if (r.name != config.resource_name) continue;
-    if (r.devices.size() != 1 || r.devices[0] != "all") {
+  if (const TimeSlicingResource* r = SharingOf(config)) {
+    if (r->devices.size() != 1 || r->devices[0] != "all") {
       return absl::InvalidArgumentError(
           "sharing.timeSlicing.resources[].devices: only \"all\" is supported by this version");
     }
-    replicas = r.replicas;
-    if (!r.rename.empty()) {
-      name = r.rename;
+    replicas = r->replicas;
+    if (!r->rename.empty()) {
+      name = r->rename;
     } else if (config.sharing.time_slicing.rename_by_default) {
       name = config.resource_name + ".shared";
     }
@@ -77,7 +64,7 @@ absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventor
     std::vector<std::string> nodes;
     if (g.minor >= 0) {
       const std::string node = StrCat("/dev/nvidia", g.minor);
-      if (Exists(JoinRoot(config.flags.nvidia_dev_root, node))) nodes.push_back(node);
+      if (PathExists(JoinRoot(config.flags.nvidia_dev_root, node))) nodes.push_back(node);
     }
     for (int n = 0; n < replicas; ++n) {
       deviceplugin::PluginDevice d;

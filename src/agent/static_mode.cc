@@ -1,14 +1,11 @@
 #include "agent/static_mode.h"
 
-#include <signal.h>
-
 #include <mutex>
 #include <set>
 
 #include "agent/commands.h"
 #include "agent/metrics_server.h"
 #include "agent/mode_common.h"
-#include "agent/signals.h"
 #include "agent/version.h"
 #include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"
@@ -23,9 +20,7 @@ namespace {
 class DesiredCount {
  public:
   DesiredCount(const Config& c, const nvml::Inventory& inv) {
-    for (const TimeSlicingResource& r : c.sharing.time_slicing.resources) {
-      if (r.name == c.resource_name) replicas_ = r.replicas;
-    }
+    replicas_ = ReplicasPerGpu(c);
     for (const nvml::GpuRecord& g : inv.gpus) {
       if (g.uuid.empty()) continue;
       uuids_.push_back(g.uuid);
@@ -186,30 +181,20 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
-  std::unique_ptr<MetricsServer> metrics;
-  if (!loaded.config.metrics.address.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
-        loaded.config.metrics.address, {[&running, &running_mu] {
-                                          std::lock_guard<std::mutex> lock(running_mu);
-                                          return RenderStaticMetrics(running);
-                                        },
-                                        [&running, &running_mu](std::string* why) {
-                                          std::lock_guard<std::mutex> lock(running_mu);
-                                          return StaticReady(running, why);
-                                        }});
-    if (!m.ok()) {
-      LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
-      StopAll(&running, false);
-      return kExitFailure;
-    }
-    metrics = *std::move(m);
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+      StartMetricsIfConfigured(loaded.config, {[&running, &running_mu] {
+                                                 std::lock_guard<std::mutex> lock(running_mu);
+                                                 return RenderStaticMetrics(running);
+                                               },
+                                               [&running, &running_mu](std::string* why) {
+                                                 std::lock_guard<std::mutex> lock(running_mu);
+                                                 return StaticReady(running, why);
+                                               }});
+  if (!metrics.ok()) {
+    StopAll(&running, false);
+    return kExitFailure;
   }
-  for (;;) {
-    const int sig = WaitForSignal();
-    if (sig != SIGHUP) {
-      LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-      break;
-    }
+  while (WaitForReloadOrStop()) {
     std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
     if (!next) continue;
     std::lock_guard<std::mutex> lock(running_mu);
@@ -220,7 +205,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     }
     loaded = std::move(next->loaded);
   }
-  if (metrics) metrics->Stop();
+  if (*metrics) (*metrics)->Stop();
   StopAll(&running, loaded.config.static_mode.remove_on_exit);
   return kExitOk;
 }

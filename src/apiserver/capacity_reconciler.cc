@@ -7,6 +7,7 @@
 #include <random>
 
 #include "apiserver/node_client.h"
+#include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
 
@@ -14,12 +15,6 @@ namespace gpu_agent::apiserver {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::chrono::milliseconds Jitter(std::chrono::milliseconds d) {
-  thread_local std::mt19937 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> f(0.8, 1.2);
-  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d.count()) * f(rng)));
-}
 
 std::string UrlEncode(const std::string& s) {
   std::string out;
@@ -105,57 +100,29 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
     std::lock_guard<std::mutex> lock(mu_);
     desired = desired_;
   }
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (!node) {
-      absl::StatusOr<NodeView> got = client.Get();
-      if (!got.ok()) return got.status();
-      node = *std::move(got);
-    }
-    JsonPatch patch = PlanSetCapacity(*node, options_.resource, desired, options_.allocatable);
-    if (patch.empty()) {
-      stats_.last_success_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count();
-      std::lock_guard<std::mutex> lock(mu_);
-      resource_version_ = node->resource_version;
-      last_seen_ok_ = true;  // the Node at this version has the value
-      cv_.notify_all();
-      return absl::OkStatus();
-    }
-    ++stats_.patches;
-    absl::StatusOr<NodeView> after = client.PatchStatus(patch);
-    if (after.ok()) {
-      LogInfo("node capacity set", {{"node", options_.node},
-                                    {"resource", options_.resource},
-                                    {"value", StrCat(desired)},
-                                    {"was", node->Capacity(options_.resource).value_or("unset")}});
-      stats_.last_success_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count();
-      std::lock_guard<std::mutex> lock(mu_);
-      resource_version_ = after->resource_version;
-      ever_set_ = true;
-      last_seen_ok_ = true;
-      cv_.notify_all();
-      return absl::OkStatus();
-    }
-    // 409, or a failed resourceVersion test (422): the Node moved on. Read
-    // it again and retry; other errors go back to the caller.
-    if (after.status().code() != absl::StatusCode::kAborted &&
-        after.status().code() != absl::StatusCode::kInvalidArgument) {
-      return after.status();
-    }
-    const std::string old_rv = node->resource_version;
-    node.reset();
-    absl::StatusOr<NodeView> again = client.Get();
-    if (!again.ok()) return again.status();
-    if (after.status().code() == absl::StatusCode::kInvalidArgument &&
-        again->resource_version == old_rv) {
-      return after.status();  // a real 422, not a race
-    }
-    node = *std::move(again);
+  absl::StatusOr<NodeClient::Applied> applied = client.Apply(
+      [&](const NodeView& n) {
+        return PlanSetCapacity(n, options_.resource, desired, options_.allocatable);
+      },
+      std::move(node));
+  stats_.patches += client.patches_sent();
+  if (!applied.ok()) return applied.status();
+  if (applied->patched) {
+    LogInfo("node capacity set",
+            {{"node", options_.node},
+             {"resource", options_.resource},
+             {"value", StrCat(desired)},
+             {"was", applied->before.Capacity(options_.resource).value_or("unset")}});
   }
-  return absl::AbortedError("the Node kept changing while it was being patched");
+  stats_.last_success_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  std::lock_guard<std::mutex> lock(mu_);
+  resource_version_ = applied->after.resource_version;
+  last_seen_ok_ = true;  // the Node at this version has the value
+  ever_set_ = ever_set_ || applied->patched;
+  cv_.notify_all();
+  return absl::OkStatus();
 }
 
 void CapacityReconciler::Loop() {
@@ -323,23 +290,15 @@ absl::Status CapacityReconciler::Stop(bool remove) {
   if (watch_.joinable()) watch_.join();
   if (!remove) return absl::OkStatus();
   NodeClient client(rest_.get(), options_.node);
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    absl::StatusOr<NodeView> node = client.Get();
-    if (!node.ok()) return node.status();
-    JsonPatch patch = PlanRemoveCapacity(*node, options_.resource, options_.allocatable);
-    if (patch.empty()) return absl::OkStatus();
-    absl::StatusOr<NodeView> after = client.PatchStatus(patch);
-    if (after.ok()) {
-      LogInfo("removed the resource from the node on exit",
-              {{"node", options_.node}, {"resource", options_.resource}});
-      return absl::OkStatus();
-    }
-    if (after.status().code() != absl::StatusCode::kAborted &&
-        after.status().code() != absl::StatusCode::kInvalidArgument) {
-      return after.status();
-    }
+  absl::StatusOr<NodeClient::Applied> applied = client.Apply([this](const NodeView& n) {
+    return PlanRemoveCapacity(n, options_.resource, options_.allocatable);
+  });
+  if (!applied.ok()) return applied.status();
+  if (applied->patched) {
+    LogInfo("removed the resource from the node on exit",
+            {{"node", options_.node}, {"resource", options_.resource}});
   }
-  return absl::AbortedError("could not remove the resource: the Node kept changing");
+  return absl::OkStatus();
 }
 
 }  // namespace gpu_agent::apiserver

@@ -4,15 +4,8 @@
 
 #include <map>
 
+#include "base/status_macros.h"
 #include "base/strings.h"
-
-// Assigns a StatusOr<std::string> or returns its error.
-#define GA_ASSIGN(lhs, expr)                \
-  do {                                      \
-    auto ga_v_ = (expr);                    \
-    if (!ga_v_.ok()) return ga_v_.status(); \
-    lhs = *std::move(ga_v_);                \
-  } while (0)
 
 namespace gpu_agent::apiserver {
 namespace {
@@ -170,24 +163,24 @@ absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
     }
     const std::string& cf = cl->second.file;
     const YAML::Node& c = cl->second.node;
-    GA_ASSIGN(sel.server, Str(c, "server", cf));
+    GA_ASSIGN_OR_RETURN(sel.server, Str(c, "server", cf));
     if (sel.server.empty()) {
       return absl::InvalidArgumentError(
           StrCat(Where(cf, c), ": cluster \"", *cluster_name, "\" has no server"));
     }
     std::string ca;
-    GA_ASSIGN(ca, Str(c, "certificate-authority", cf));
+    GA_ASSIGN_OR_RETURN(ca, Str(c, "certificate-authority", cf));
     sel.ca_file = Resolve(cf, ca);
     std::string ca_data;
-    GA_ASSIGN(ca_data, Str(c, "certificate-authority-data", cf));
+    GA_ASSIGN_OR_RETURN(ca_data, Str(c, "certificate-authority-data", cf));
     if (!ca_data.empty() && !Base64Decode(ca_data, &sel.ca_pem)) {
       return absl::InvalidArgumentError(
           StrCat(Where(cf, c["certificate-authority-data"]), ": not valid base64"));
     }
     std::string insecure;
-    GA_ASSIGN(insecure, Str(c, "insecure-skip-tls-verify", cf));
+    GA_ASSIGN_OR_RETURN(insecure, Str(c, "insecure-skip-tls-verify", cf));
     sel.insecure_skip_tls_verify = insecure == "true";
-    GA_ASSIGN(sel.tls_server_name, Str(c, "tls-server-name", cf));
+    GA_ASSIGN_OR_RETURN(sel.tls_server_name, Str(c, "tls-server-name", cf));
 
     if (!user_name->empty()) {
       auto us = users.find(*user_name);
@@ -198,17 +191,17 @@ absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
       }
       const std::string& uf = us->second.file;
       const YAML::Node& u = us->second.node;
-      GA_ASSIGN(sel.token, Str(u, "token", uf));
+      GA_ASSIGN_OR_RETURN(sel.token, Str(u, "token", uf));
       std::string tf;
-      GA_ASSIGN(tf, Str(u, "tokenFile", uf));
+      GA_ASSIGN_OR_RETURN(tf, Str(u, "tokenFile", uf));
       sel.token_file = Resolve(uf, tf);
       std::string cert, key, cert_data, key_data;
-      GA_ASSIGN(cert, Str(u, "client-certificate", uf));
-      GA_ASSIGN(key, Str(u, "client-key", uf));
+      GA_ASSIGN_OR_RETURN(cert, Str(u, "client-certificate", uf));
+      GA_ASSIGN_OR_RETURN(key, Str(u, "client-key", uf));
       sel.client_cert_file = Resolve(uf, cert);
       sel.client_key_file = Resolve(uf, key);
-      GA_ASSIGN(cert_data, Str(u, "client-certificate-data", uf));
-      GA_ASSIGN(key_data, Str(u, "client-key-data", uf));
+      GA_ASSIGN_OR_RETURN(cert_data, Str(u, "client-certificate-data", uf));
+      GA_ASSIGN_OR_RETURN(key_data, Str(u, "client-key-data", uf));
       if (!cert_data.empty() && !Base64Decode(cert_data, &sel.client_cert_pem)) {
         return absl::InvalidArgumentError(
             StrCat(Where(uf, u["client-certificate-data"]), ": not valid base64"));
@@ -221,12 +214,12 @@ absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
         if (!ex.IsMap())
           return absl::InvalidArgumentError(StrCat(Where(uf, ex), ": exec must be a mapping"));
         ExecConfig e;
-        GA_ASSIGN(e.command, Str(ex, "command", uf));
+        GA_ASSIGN_OR_RETURN(e.command, Str(ex, "command", uf));
         if (e.command.empty()) {
           return absl::InvalidArgumentError(StrCat(Where(uf, ex), ": exec needs a command"));
         }
         if (e.command.find('/') != std::string::npos) e.command = Resolve(uf, e.command);
-        GA_ASSIGN(e.api_version, Str(ex, "apiVersion", uf));
+        GA_ASSIGN_OR_RETURN(e.api_version, Str(ex, "apiVersion", uf));
         if (YAML::Node args = ex["args"]; args && args.IsSequence()) {
           for (const YAML::Node& a : args) e.args.push_back(a.as<std::string>());
         }

@@ -71,11 +71,48 @@ absl::StatusOr<NodeView> NodeClient::Get() {
 }
 
 absl::StatusOr<NodeView> NodeClient::PatchStatus(const JsonPatch& patch) {
+  ++patches_sent_;
   const std::string body = patch.ToJson();
   absl::StatusOr<HttpResponse> r = rest_->Patch(StatusPath(), body, kJsonPatchType);
   if (!r.ok()) return r.status();
   if (absl::Status s = ExplainAnswer(*r, node_, "PATCH", body); !s.ok()) return s;
   return ParseNode(r->body);
+}
+
+absl::StatusOr<NodeClient::Applied> NodeClient::Apply(
+    const std::function<JsonPatch(const NodeView&)>& plan, std::optional<NodeView> start) {
+  constexpr int kAttempts = 4;
+  absl::Status last;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (!start) {
+      absl::StatusOr<NodeView> got = Get();
+      if (!got.ok()) return got.status();
+      start = *std::move(got);
+    }
+    Applied out;
+    out.before = *std::move(start);
+    start.reset();
+    const JsonPatch patch = plan(out.before);
+    if (patch.empty()) {
+      out.after = out.before;
+      return out;
+    }
+    absl::StatusOr<NodeView> after = PatchStatus(patch);
+    if (after.ok()) {
+      out.after = *std::move(after);
+      out.patched = true;
+      return out;
+    }
+    last = after.status();
+    if (last.code() == absl::StatusCode::kAborted) continue;  // 409: read again
+    if (last.code() != absl::StatusCode::kInvalidArgument) return last;
+    absl::StatusOr<NodeView> again = Get();
+    if (!again.ok()) return again.status();
+    if (again->resource_version == out.before.resource_version) return last;  // a real 422
+    start = *std::move(again);
+  }
+  return absl::AbortedError(
+      StrCat("node \"", node_, "\" kept changing while it was being patched: ", last.message()));
 }
 
 }  // namespace gpu_agent::apiserver

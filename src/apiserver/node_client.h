@@ -3,6 +3,8 @@
 #ifndef GPU_AGENT_APISERVER_NODE_CLIENT_H_
 #define GPU_AGENT_APISERVER_NODE_CLIENT_H_
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -29,6 +31,21 @@ class NodeClient {
   // PATCH /api/v1/nodes/<node>/status with a JSON patch; the patched Node.
   absl::StatusOr<NodeView> PatchStatus(const JsonPatch& patch);
 
+  struct Applied {
+    NodeView before;  // the Node the final plan was made from
+    NodeView after;   // equals `before` when nothing was sent
+    bool patched = false;
+  };
+  // Reads the Node (or starts from `start`), plans with `plan` and sends the
+  // patch; an empty plan sends nothing. The Node moving on in between (409,
+  // or a 422 after which its resourceVersion changed: the plan's test
+  // failed) means read, plan and send again, a few times at most.
+  absl::StatusOr<Applied> Apply(const std::function<JsonPatch(const NodeView&)>& plan,
+                                std::optional<NodeView> start = std::nullopt);
+
+  // PATCH requests sent by this client, answered or not.
+  uint64_t patches_sent() const { return patches_sent_; }
+
   std::string StatusPath() const;
   std::string NodePath() const;
   const std::string& node() const { return node_; }
@@ -36,6 +53,7 @@ class NodeClient {
  private:
   RestClient* rest_;
   const std::string node_;
+  uint64_t patches_sent_ = 0;
 };
 
 }  // namespace gpu_agent::apiserver

@@ -44,6 +44,17 @@ std::string TransportError(const Connection& c, httplib::Error err, long verify_
   }
 }
 
+// User-Agent, Accept and, with a token source, Authorization.
+absl::StatusOr<httplib::Headers> RequestHeaders(const Connection& c, const RestOptions& o) {
+  httplib::Headers headers = {{"User-Agent", o.user_agent}, {"Accept", "application/json"}};
+  if (c.token) {
+    absl::StatusOr<std::string> token = c.token->Token();
+    if (!token.ok()) return token.status();
+    headers.emplace("Authorization", "Bearer " + *token);
+  }
+  return headers;
+}
+
 }  // namespace
 
 RestClient::RestClient(Connection c, RestOptions o, std::unique_ptr<httplib::Client> client)
@@ -124,18 +135,13 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
                                               const std::string& content_type) {
   const std::string full = connection_.endpoint.path_prefix + path;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    httplib::Headers headers = {{"User-Agent", options_.user_agent},
-                                {"Accept", "application/json"}};
-    if (connection_.token) {
-      absl::StatusOr<std::string> token = connection_.token->Token();
-      if (!token.ok()) return token.status();
-      headers.emplace("Authorization", "Bearer " + *token);
-    }
+    absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
+    if (!headers.ok()) return headers.status();
     std::string received;
     bool too_big = false;
     httplib::Result res = [&] {
       if (method == "GET") {
-        return client_->Get(full, headers, [&](const char* data, size_t n) {
+        return client_->Get(full, *headers, [&](const char* data, size_t n) {
           if (received.size() + n > options_.max_body_bytes) {
             too_big = true;
             return false;
@@ -144,7 +150,7 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
           return true;
         });
       }
-      return client_->Patch(full, headers, body, content_type);
+      return client_->Patch(full, *headers, body, content_type);
     }();
     if (too_big) {
       return absl::ResourceExhaustedError(StrCat("the answer from ", connection_.description,
@@ -185,14 +191,10 @@ absl::StatusOr<HttpResponse> RestClient::Patch(const std::string& path, const st
 
 absl::StatusOr<int> RestClient::Stream(const std::string& path,
                                        const std::function<bool(std::string_view)>& on_chunk) {
-  httplib::Headers headers = {{"User-Agent", options_.user_agent}};
-  if (connection_.token) {
-    absl::StatusOr<std::string> token = connection_.token->Token();
-    if (!token.ok()) return token.status();
-    headers.emplace("Authorization", "Bearer " + *token);
-  }
+  absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
+  if (!headers.ok()) return headers.status();
   bool stopped = false;
-  httplib::Result res = client_->Get(connection_.endpoint.path_prefix + path, headers,
+  httplib::Result res = client_->Get(connection_.endpoint.path_prefix + path, *headers,
                                      [&](const char* data, size_t n) {
                                        if (!on_chunk(std::string_view(data, n))) {
                                          stopped = true;

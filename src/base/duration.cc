@@ -1,6 +1,7 @@
 #include "base/duration.h"
 
 #include <cstdint>
+#include <random>
 
 #include "base/strings.h"
 
@@ -61,6 +62,12 @@ std::string FormatDuration(Duration d) {
   if (seconds) StrAppend(&out, seconds, "s");
   if (ms) StrAppend(&out, ms, "ms");
   return out;
+}
+
+Duration Jitter(Duration d) {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> factor(0.8, 1.2);
+  return Duration(static_cast<int64_t>(static_cast<double>(d.count()) * factor(rng)));
 }
 
 }  // namespace gpu_agent

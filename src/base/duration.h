@@ -20,6 +20,10 @@ absl::StatusOr<Duration> ParseDuration(std::string_view text);
 // The shortest text ParseDuration reads back to `d` ("5m", "1h30m", "250ms").
 std::string FormatDuration(Duration d);
 
+// `d` scaled by a random factor in [0.8, 1.2]: spreads retries of many
+// nodes (or plugins) that failed at the same moment. Thread-safe.
+Duration Jitter(Duration d);
+
 }  // namespace gpu_agent
 
 #endif  // GPU_AGENT_BASE_DURATION_H_

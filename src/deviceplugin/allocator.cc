@@ -5,18 +5,10 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "base/file_util.h"
 #include "base/strings.h"
 
 namespace gpu_agent::deviceplugin {
-namespace {
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-}  // namespace
-
 std::string ListIds(const std::vector<std::string>& ids, size_t max) {
   std::string out;
   for (size_t i = 0; i < ids.size() && i < max; ++i) {
@@ -32,7 +24,7 @@ Allocator::Allocator(AllocateOptions options) : options_(std::move(options)) {
   if (options_.pass_device_specs) {
     for (const char* node :
          {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}) {
-      if (Exists(HostPath(node))) control_nodes_.emplace_back(node);
+      if (PathExists(HostPath(node))) control_nodes_.emplace_back(node);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
 
@@ -32,11 +33,6 @@ bool SomeoneServes(const std::string& path) {
   const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
   return ok;
-}
-
-ino_t InodeOf(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
 }  // namespace

@@ -4,26 +4,13 @@
 
 #include <random>
 
+#include "base/duration.h"
+#include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "deviceplugin/kubelet_client.h"
 
 namespace gpu_agent::deviceplugin {
-namespace {
-
-ino_t InodeOf(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
-}
-
-std::chrono::milliseconds Jitter(std::chrono::milliseconds d) {
-  thread_local std::mt19937 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> f(0.8, 1.2);
-  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d.count()) * f(rng)));
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
     SupervisorOptions options, std::vector<ResourceRuntime> resources) {
   std::unique_ptr<PluginSupervisor> sup(new PluginSupervisor(std::move(options)));

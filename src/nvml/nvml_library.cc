@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 
+#include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
 
@@ -11,12 +12,6 @@ namespace gpu_agent::nvml {
 namespace {
 
 constexpr const char* kLibraryName = "libnvidia-ml.so.1";
-
-std::string JoinRoot(std::string_view root, std::string_view folder) {
-  std::string r(root);
-  while (!r.empty() && r.back() == '/') r.pop_back();
-  return StrCat(r, folder);
-}
 
 absl::StatusCode CodeFor(nvmlReturn_t r) {
   switch (r) {

@@ -85,10 +85,7 @@ TEST(CliTest, ConfigShowsWhereEachValueCameFrom) {
 
 TEST(CliTest, DevicesJsonMatchesTheFixture) {
   TempDir sysfs;
-  ASSERT_EQ(
-      std::system((FakeNvmlTool() + " sysfs " + FixturePath("8-gpu-pcie.yaml") + " " + sysfs.path())
-                      .c_str()),
-      0);
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("8-gpu-pcie.yaml"), sysfs.path()));
   RunResult r = RunAgent({"devices", "-o", "json", "--sysfs-root", sysfs.path()},
                          FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml")));
   ASSERT_EQ(r.code, 0) << r.err;

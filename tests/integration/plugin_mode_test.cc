@@ -47,10 +47,7 @@ class PluginModeTest : public ::testing::Test {
   PluginModeTest() : sim_(dir_.path()) {}
 
   void SetUp() override {
-    ASSERT_EQ(std::system((FakeNvmlTool() + " sysfs " + FixturePath("8-gpu-nvlink.yaml") + " " +
-                           dir_.Join("sys"))
-                              .c_str()),
-              0);
+    ASSERT_TRUE(WriteFixtureSysfs(FixturePath("8-gpu-nvlink.yaml"), dir_.Join("sys")));
   }
 
   // Starts the agent (and, unless told not to, the simulator first).
@@ -462,7 +459,7 @@ TEST_F(PluginModeTest, WaitsForAMissingKubeletWithoutSpinning) {
   const long ticks = CpuTicks(agent_->pid());
   // Over a second and a half of waiting the agent may retry a few times;
   // a spinning loop would burn ~150 ticks.
-  EXPECT_FALSE(WaitFor([] { return false; }, std::chrono::milliseconds(1500)));
+  MeasurementWindow(std::chrono::milliseconds(1500));
   EXPECT_LT(CpuTicks(agent_->pid()) - ticks, 10);
   // The kubelet arrives: inotify sees kubelet.sock, registration follows.
   ASSERT_TRUE(sim_.Start());

@@ -66,10 +66,8 @@ TEST(NvmlLibraryTest, NotAnElfFileIsReportedWithTheLoaderReason) {
 TEST(InventoryTest, ReadsEveryFieldOfTheDgxFixture) {
   DriverRoot root;
   TempDir sysfs;
-  ASSERT_EQ(std::system((gpu_agent::testing::FakeNvmlTool() + " sysfs " +
-                         FixturePath("8-gpu-nvlink.yaml") + " " + sysfs.path())
-                            .c_str()),
-            0);
+  ASSERT_TRUE(
+      gpu_agent::testing::WriteFixtureSysfs(FixturePath("8-gpu-nvlink.yaml"), sysfs.path()));
   auto lib = OpenWithFixture(root, FixturePath("8-gpu-nvlink.yaml"));
   ASSERT_TRUE(lib);
   ASSERT_TRUE(lib->Init().ok());

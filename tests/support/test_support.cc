@@ -58,6 +58,12 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
   return true;
 }
 
+void MeasurementWindow(std::chrono::milliseconds window) { std::this_thread::sleep_for(window); }
+
+bool WriteFixtureSysfs(const std::string& fixture, const std::string& root) {
+  return std::system((FakeNvmlTool() + " sysfs " + fixture + " " + root).c_str()) == 0;
+}
+
 Subprocess::Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env) {
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e; ++e) {

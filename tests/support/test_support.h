@@ -45,6 +45,15 @@ std::string ReadFile(const std::string& path);
 bool WaitFor(const std::function<bool()>& condition,
              std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// Lets `window` pass, for tests that measure what a process does while left
+// alone (CPU burnt, requests sent). Never a way to wait for something:
+// use WaitFor for that.
+void MeasurementWindow(std::chrono::milliseconds window);
+
+// Writes the sysfs files (NUMA nodes) the NVML stand-in's `fixture`
+// implies under `root`. True on success.
+bool WriteFixtureSysfs(const std::string& fixture, const std::string& root);
+
 // A child process with captured stdout and stderr.
 class Subprocess {
  public:
