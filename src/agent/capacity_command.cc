@@ -4,6 +4,7 @@
 
 #include "agent/commands.h"
 #include "agent/mode_common.h"
+#include "agent/plugin_plan.h"
 #include "agent/version.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_client.h"
@@ -19,15 +20,29 @@ int Fail(int code, const std::string& msg) {
   return code;
 }
 
-// Healthy GPUs x time-slicing replicas, as static mode would advertise.
-absl::StatusOr<int64_t> DiscoverCount(const Config& config) {
+// Healthy devices of `resource`, as static mode would advertise them (MIG
+// strategy, device selection and time-slicing applied).
+absl::StatusOr<int64_t> DiscoverCount(const Config& config, const std::string& resource) {
   absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib = StartNvml(config);
   if (!lib.ok()) return lib.status();
   absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(**lib, config.sysfs_root);
   if (!inv.ok()) return inv.status();
-  int64_t gpus = 0;
-  for (const nvml::GpuRecord& g : inv->gpus) gpus += g.error.empty() ? 1 : 0;
-  return gpus * ReplicasPerGpu(config);
+  Config c = config;
+  c.flags.plugin.pass_device_specs = false;
+  absl::StatusOr<PluginPlan> plan = PlanPlugin(c, *inv);
+  if (!plan.ok()) return plan.status();
+  std::vector<std::string> names;
+  for (const deviceplugin::ResourceSpec& r : plan->resources) {
+    names.push_back(r.resource_name);
+    if (r.resource_name != resource) continue;
+    int64_t n = 0;
+    for (const deviceplugin::PluginDevice& d : r.devices) n += d.healthy ? 1 : 0;
+    return n;
+  }
+  if (plan->resources.empty()) return 0;
+  return absl::InvalidArgumentError(StrCat("this node advertises no ", resource,
+                                           " (its resources: ", StrJoin(names, ", "),
+                                           "); pick one with --resource-name"));
 }
 
 std::string Quote(const std::optional<std::string>& v) {
@@ -55,7 +70,7 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
                     StrCat("--count: \"", *req.count, "\" is not a whole number of 0 or more"));
       }
     } else {
-      absl::StatusOr<int64_t> found = DiscoverCount(config);
+      absl::StatusOr<int64_t> found = DiscoverCount(config, resource);
       if (!found.ok()) return Fail(kExitFailure, std::string(found.status().message()));
       count = *found;
     }

@@ -110,11 +110,11 @@ std::string ConfigReport(LoadedConfig& loaded) {
         for (const TimeSlicingResource& r : resources) {
           StrAppend(&out, "    - name: ", r.name, "\n      replicas: ", r.replicas, "\n");
           if (!r.rename.empty()) StrAppend(&out, "      rename: ", r.rename, "\n");
-          StrAppend(&out, "      devices: [");
-          for (size_t i = 0; i < r.devices.size(); ++i) {
-            StrAppend(&out, i ? ", " : "", r.devices[i]);
+          if (r.device_count > 0) {
+            StrAppend(&out, "      devices: ", r.device_count, "\n");
+          } else {
+            StrAppend(&out, "      devices: [", StrJoin(r.devices, ", "), "]\n");
           }
-          StrAppend(&out, "]\n");
         }
       }
     }

@@ -15,8 +15,12 @@ struct TimeSlicingResource {
   std::string name;  // resource the replicas apply to, e.g. nvidia.com/gpu
   int replicas = 0;
   std::string rename;  // optional: advertise under this name instead
-  // Which GPUs are shared: "all" (default), a count, or indexes/UUIDs.
+  // Which units (GPUs, or MIG devices for a MIG resource) are shared:
+  // {"all"} (default), or indexes/UUIDs (GPU index or UUID; MIG UUID or
+  // "<gpu>:<mig>"). `devices: N` in YAML sets device_count instead: the
+  // first N units.
   std::vector<std::string> devices;
+  int device_count = 0;
 };
 
 struct Config {
@@ -25,6 +29,17 @@ struct Config {
   std::string resource_name = "nvidia.com/gpu";
   std::string node_name;
   std::string sysfs_root = "/sys";
+  std::string proc_root =
+      "/proc";  // MIG capability minors: <procRoot>/driver/nvidia-caps/mig-minors
+
+  // Which GPUs are exposed (both modes). Selectors: "uuid:GPU-...",
+  // "index:3", "pci:0x20b2" (PCI device id), "name:*A100*" (product name
+  // glob); bare "GPU-..." and bare numbers mean a UUID and an index.
+  struct DeviceSelection {
+    std::vector<std::string> include;  // empty: every GPU
+    std::vector<std::string> exclude;
+    int max = 0;  // expose at most this many (lowest indexes first); 0: no cap
+  } devices;
 
   struct Flags {
     std::string mig_strategy = "none";  // none | single | mixed
@@ -47,6 +62,9 @@ struct Config {
     struct TimeSlicing {
       bool rename_by_default = false;
       bool fail_requests_greater_than_one = false;
+      // Which replicas GetPreferredAllocation suggests: "distributed" spreads
+      // containers over GPUs, "packed" fills one GPU before the next.
+      std::string allocation_policy = "distributed";
       std::vector<TimeSlicingResource> resources;
     } time_slicing;
   } sharing;

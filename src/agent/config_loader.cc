@@ -154,12 +154,25 @@ class YamlWalker {
           has_replicas = true;
         } else if (key == "devices") {
           if (v.IsScalar()) {
-            r.devices.push_back(v.Scalar());
+            int n = 0;
+            if (v.Scalar() == "all") {
+              r.devices.push_back("all");
+            } else if (ParseInt(v.Scalar(), &n) && n >= 1) {
+              r.device_count = n;
+            } else {
+              return Error(v, StrCat("devices must be \"all\", a count of 1 or more, or a list of "
+                                     "indexes or UUIDs, not \"",
+                                     v.Scalar(), "\""));
+            }
           } else if (v.IsSequence()) {
             for (const YAML::Node& d : v) {
-              if (!d.IsScalar()) return Error(d, "devices entries are GPU indexes or UUIDs");
+              if (!d.IsScalar() || d.Scalar().empty()) {
+                return Error(d, "devices entries are GPU indexes, UUIDs, MIG UUIDs or <gpu>:<mig>");
+              }
               r.devices.push_back(d.Scalar());
             }
+            if (r.devices.empty())
+              return Error(v, "devices is an empty list; omit it to share all");
           } else {
             return Error(v, "devices must be \"all\", a count, or a list of indexes or UUIDs");
           }
@@ -181,7 +194,7 @@ class YamlWalker {
         return Error(item["replicas"], StrCat("replicas: ", r.replicas,
                                               " is too few; time-slicing needs at least 2"));
       }
-      if (r.devices.empty()) r.devices.push_back("all");
+      if (r.devices.empty() && r.device_count == 0) r.devices.push_back("all");
       resources.push_back(std::move(r));
     }
     out_->config.sharing.time_slicing.resources = std::move(resources);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "agent/device_selection.h"
 #include "agent/metrics_server.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
@@ -46,6 +47,34 @@ const std::vector<Setting>& Table() {
        {},
        "where sysfs is mounted (NUMA nodes are read from it)",
        FIELD(sysfs_root)},
+      {"procRoot",
+       "proc-root",
+       "GPU_AGENT_PROC_ROOT",
+       K::kString,
+       {},
+       "where procfs is mounted (MIG capability minors are read from it)",
+       FIELD(proc_root)},
+      {"devices.include",
+       "include-devices",
+       "GPU_AGENT_INCLUDE_DEVICES",
+       K::kStringList,
+       {},
+       "expose only these GPUs: uuid:, index:, pci: (device id) or name: (glob) selectors",
+       FIELD(devices.include)},
+      {"devices.exclude",
+       "exclude-devices",
+       "GPU_AGENT_EXCLUDE_DEVICES",
+       K::kStringList,
+       {},
+       "never expose these GPUs (same selectors as devices.include)",
+       FIELD(devices.exclude)},
+      {"devices.max",
+       "max-devices",
+       "GPU_AGENT_MAX_DEVICES",
+       K::kInt,
+       {},
+       "expose at most this many GPUs, lowest indexes first (0: no cap)",
+       FIELD(devices.max)},
       {"flags.migStrategy",
        "mig-strategy",
        "MIG_STRATEGY",
@@ -144,6 +173,13 @@ const std::vector<Setting>& Table() {
        {},
        "refuse requests for more than one shared replica",
        FIELD(sharing.time_slicing.fail_requests_greater_than_one)},
+      {"sharing.timeSlicing.allocationPolicy",
+       "",
+       "",
+       K::kEnum,
+       {"distributed", "packed"},
+       "which replicas to suggest: spread over GPUs, or fill one GPU first",
+       FIELD(sharing.time_slicing.allocation_policy)},
       {"health.disabled",
        "",
        "",
@@ -394,6 +430,15 @@ absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& item
       *std::get<bool*>(ref) = *b;
       return absl::OkStatus();
     }
+    case K::kInt: {
+      int n = 0;
+      if (!ParseInt(StripWhitespace(items[0]), &n) || n < 0) {
+        return absl::InvalidArgumentError(StrCat("invalid value \"", items[0], "\" for ", s.key,
+                                                 ": expected a whole number of 0 or more"));
+      }
+      *std::get<int*>(ref) = n;
+      return absl::OkStatus();
+    }
     case K::kDuration: {
       absl::StatusOr<Duration> d = ParseDuration(items[0]);
       if (!d.ok()) return absl::InvalidArgumentError(StrCat(s.key, ": ", d.status().message()));
@@ -411,7 +456,10 @@ absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& item
         }
         if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
       }
-      if (values.empty()) return absl::InvalidArgumentError(StrCat(s.key, " is empty"));
+      // A list of fixed choices must pick one; a list of selectors may be empty.
+      if (values.empty() && !s.choices.empty()) {
+        return absl::InvalidArgumentError(StrCat(s.key, " is empty"));
+      }
       *std::get<std::vector<std::string>*>(ref) = std::move(values);
       return absl::OkStatus();
     }
@@ -444,6 +492,8 @@ std::string FormatSetting(const Setting& s, Config& config) {
     }
     case K::kBool:
       return *std::get<bool*>(ref) ? "true" : "false";
+    case K::kInt:
+      return StrCat(*std::get<int*>(ref));
     case K::kDuration:
       return FormatDuration(*std::get<Duration*>(ref));
     case K::kStringList:
@@ -452,6 +502,23 @@ std::string FormatSetting(const Setting& s, Config& config) {
       return StrCat("[", StrJoin(*std::get<std::vector<int>*>(ref), ", "), "]");
   }
   return "";
+}
+
+static absl::Status ValidateSharedDevices(const std::vector<std::string>& devices,
+                                          const std::string& where) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string& d = devices[i];
+    if (d.empty()) return absl::InvalidArgumentError(StrCat(where, ".devices[", i, "] is empty"));
+    if (d == "all" && devices.size() > 1) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ".devices: \"all\" cannot be listed with other devices"));
+    }
+    if (!seen.insert(AsciiToLower(d)).second) {
+      return absl::InvalidArgumentError(StrCat(where, ".devices: \"", d, "\" is listed twice"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateConfig(const Config& c) {
@@ -470,11 +537,21 @@ absl::Status ValidateConfig(const Config& c) {
     if (absl::Status s = ValidateExtendedResourceName(r.name); !s.ok()) {
       return absl::InvalidArgumentError(StrCat(where, ".name: ", s.message()));
     }
-    if (r.name != c.resource_name) {
+    const bool mig_resource = r.name.starts_with(kMigResourcePrefix);
+    if (mig_resource && c.flags.mig_strategy != "mixed") {
+      return absl::InvalidArgumentError(
+          StrCat(where, ".name: \"", r.name, "\" is a MIG profile resource, advertised only under ",
+                 "flags.migStrategy mixed (it is \"", c.flags.mig_strategy, "\")"));
+    }
+    if (!mig_resource && r.name != c.resource_name) {
       return absl::InvalidArgumentError(
           StrCat(where, ".name: \"", r.name,
                  "\" is not a resource this agent advertises (resourceName is \"", c.resource_name,
-                 "\")"));
+                 "\"; under migStrategy mixed also ", kMigResourcePrefix, "<profile>)"));
+    }
+    if (absl::Status s = ValidateSharedDevices(r.devices, where); !s.ok()) return s;
+    if (r.device_count < 0) {
+      return absl::InvalidArgumentError(StrCat(where, ".devices: a count must be 1 or more"));
     }
     if (r.replicas < 2) {
       return absl::InvalidArgumentError(StrCat(
@@ -490,6 +567,7 @@ absl::Status ValidateConfig(const Config& c) {
       return absl::InvalidArgumentError(StrCat(where, ".name: \"", r.name, "\" is listed twice"));
     }
   }
+  if (absl::Status s = ValidateDeviceSelection(c.devices); !s.ok()) return s;
   if (c.kubelet.endpoint.empty() || c.kubelet.endpoint.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(
         StrCat("kubelet.endpoint: \"", c.kubelet.endpoint,

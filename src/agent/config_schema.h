@@ -14,10 +14,10 @@
 
 namespace gpu_agent {
 
-enum class SettingKind { kString, kBool, kEnum, kStringList, kIntList, kDuration };
+enum class SettingKind { kString, kBool, kInt, kEnum, kStringList, kIntList, kDuration };
 
-using FieldRef =
-    std::variant<std::string*, bool*, Duration*, std::vector<std::string>*, std::vector<int>*>;
+using FieldRef = std::variant<std::string*, bool*, int*, Duration*, std::vector<std::string>*,
+                              std::vector<int>*>;
 
 struct Setting {
   std::string_view key;   // dotted YAML path, e.g. "flags.plugin.passDeviceSpecs"

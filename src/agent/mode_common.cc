@@ -7,18 +7,6 @@
 
 namespace gpu_agent {
 
-const TimeSlicingResource* SharingOf(const Config& c) {
-  for (const TimeSlicingResource& r : c.sharing.time_slicing.resources) {
-    if (r.name == c.resource_name) return &r;
-  }
-  return nullptr;
-}
-
-int ReplicasPerGpu(const Config& c) {
-  const TimeSlicingResource* r = SharingOf(c);
-  return r ? r->replicas : 1;
-}
-
 nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
   nvml::HealthPolicy p;
   p.disabled = c.health.disabled;

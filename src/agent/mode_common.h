@@ -16,11 +16,6 @@
 
 namespace gpu_agent {
 
-// The time-slicing entry for the advertised resource, or null.
-const TimeSlicingResource* SharingOf(const Config& config);
-// Replicas each GPU is advertised as: the entry's count, else 1.
-int ReplicasPerGpu(const Config& config);
-
 nvml::HealthPolicy HealthPolicyFrom(const Config& config);
 apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& config);
 

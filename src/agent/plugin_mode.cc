@@ -112,12 +112,12 @@ std::unique_ptr<nvml::HealthWatcher> WatchHealth(
   if (!lib) return nullptr;
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
   for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
-  return nvml::HealthWatcher::Start(lib, plan.gpu_uuids, plan.initially_unhealthy,
-                                    HealthPolicyFrom(config),
-                                    [publishers](const nvml::HealthChange& change) {
-                                      for (const auto& p : publishers)
-                                        p->SetHealth(change.uuid, change.healthy);
-                                    });
+  return nvml::HealthWatcher::Start(
+      lib, plan.gpu_uuids, plan.initially_unhealthy, HealthPolicyFrom(config),
+      [publishers](const nvml::HealthChange& change) {
+        for (const auto& p : publishers)
+          p->SetHealth({change.uuid, change.gpu_instance, change.compute_instance}, change.healthy);
+      });
 }
 
 deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
@@ -135,6 +135,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     LogError("cannot plan the device plugin", {{"error", std::string(plan.status().message())}});
     return kExitUsage;
   }
+  for (const std::string& w : plan->warnings) LogWarning(w);
   Running running;
   running.runtimes = MakeRuntimes(*plan);
   // Health first: by the time the kubelet sees a device, its XIDs count.
@@ -172,6 +173,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
                {{"error", std::string(next_plan.status().message())}});
       continue;
     }
+    for (const std::string& w : next_plan->warnings) LogWarning(w);
     std::lock_guard<std::mutex> lock(running_mu);
     if (running.health) {
       running.health->Stop();

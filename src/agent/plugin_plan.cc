@@ -1,95 +1,421 @@
 #include "agent/plugin_plan.h"
 
-#include <sys/stat.h>
+#include <cmath>
+#include <map>
+#include <optional>
 
-#include "agent/mode_common.h"
+#include "agent/device_selection.h"
 #include "base/file_util.h"
-#include "base/log.h"
+#include "base/resource_name.h"
 #include "base/strings.h"
+#include "nvml/mig_minors.h"
 
 namespace gpu_agent {
+namespace {
+
+using deviceplugin::PluginDevice;
+using deviceplugin::ResourceSpec;
+
+// One thing a container can be given: a whole GPU or one MIG device.
+struct Unit {
+  const nvml::GpuRecord* gpu = nullptr;
+  const nvml::MigRecord* mig = nullptr;  // null: the whole GPU
+  size_t gpu_pos = 0;                    // position in the inventory (links)
+  std::string id;                        // runtime ID per deviceIDStrategy
+  std::vector<std::string> device_nodes;
+
+  std::string Describe() const {
+    if (!mig) return StrCat("GPU ", gpu->index, " (", gpu->uuid, ")");
+    return StrCat("MIG device ", gpu->index, ":", mig->index, " (", mig->uuid, ")");
+  }
+  // Whether a timeSlicing devices entry names this unit.
+  bool NamedBy(const std::string& entry) const {
+    const std::string e = AsciiToLower(entry);
+    if (mig) return e == AsciiToLower(mig->uuid) || e == StrCat(gpu->index, ":", mig->index);
+    return e == AsciiToLower(gpu->uuid) || e == StrCat(gpu->index);
+  }
+};
+
+struct Group {
+  std::string resource;
+  std::vector<Unit> units;
+};
+
+class Planner {
+ public:
+  Planner(const Config& c, const nvml::Inventory& inv) : c_(c), inv_(inv) {}
+
+  absl::StatusOr<PluginPlan> Run() {
+    absl::StatusOr<GpuChoice> choice = ChooseGpus(c_.devices, inv_.gpus);
+    if (!choice.ok()) return choice.status();
+    plan_.warnings = choice->warnings;
+    std::vector<size_t> gpus;
+    for (size_t pos : choice->chosen) {
+      const nvml::GpuRecord& g = inv_.gpus[pos];
+      if (g.uuid.empty()) {
+        Warn(StrCat("GPU ", g.index, " has no UUID and is not advertised",
+                    g.error.empty() ? "" : StrCat(": ", g.error)));
+        continue;
+      }
+      gpus.push_back(pos);
+      plan_.gpu_uuids.push_back(g.uuid);
+      if (!g.error.empty()) plan_.initially_unhealthy.insert(g.uuid);
+    }
+    if (absl::Status s = GroupUnits(gpus); !s.ok()) return s;
+    // No device at all: still serve the main resource, empty, so the
+    // kubelet hears "0" rather than nothing.
+    if (groups_.empty()) GroupFor(c_.resource_name);
+    for (Group& group : groups_) {
+      if (absl::Status s = Share(group); !s.ok()) return s;
+    }
+    for (const TimeSlicingResource& r : c_.sharing.time_slicing.resources) {
+      bool found = false;
+      for (const Group& g : groups_) found |= g.resource == r.name;
+      if (!found) {
+        Warn(StrCat("sharing.timeSlicing: no device on this node is advertised as ", r.name,
+                    "; its sharing entry does nothing here"));
+      }
+    }
+    AssignEndpoints();
+    plan_.allocate.device_list_strategy = c_.flags.plugin.device_list_strategy;
+    plan_.allocate.pass_device_specs = c_.flags.plugin.pass_device_specs;
+    plan_.allocate.dev_root = c_.flags.nvidia_dev_root;
+    plan_.allocate.cdi_annotation_prefix = c_.flags.plugin.cdi_annotation_prefix;
+    plan_.allocate.fail_requests_greater_than_one =
+        c_.sharing.time_slicing.fail_requests_greater_than_one;
+    return std::move(plan_);
+  }
+
+ private:
+  void Warn(std::string w) { plan_.warnings.push_back(std::move(w)); }
+
+  Group& GroupFor(const std::string& resource) {
+    for (Group& g : groups_) {
+      if (g.resource == resource) return g;
+    }
+    groups_.push_back({resource, {}});
+    return groups_.back();
+  }
+
+  Unit WholeGpu(size_t pos) {
+    const nvml::GpuRecord& g = inv_.gpus[pos];
+    Unit u{&g, nullptr, pos, ById() ? g.uuid : StrCat(g.index), ParentNode(g)};
+    return u;
+  }
+
+  bool ById() const { return c_.flags.plugin.device_id_strategy != "index"; }
+
+  std::vector<std::string> ParentNode(const nvml::GpuRecord& g) const {
+    if (g.minor < 0) return {};
+    const std::string node = StrCat("/dev/nvidia", g.minor);
+    if (!PathExists(JoinRoot(c_.flags.nvidia_dev_root, node))) return {};
+    return {node};
+  }
+
+  absl::StatusOr<Unit> MigUnit(size_t pos, const nvml::MigRecord& m) {
+    const nvml::GpuRecord& g = inv_.gpus[pos];
+    Unit u{&g, &m, pos, ById() ? m.uuid : StrCat(g.index, ":", m.index), ParentNode(g)};
+    if (c_.flags.plugin.pass_device_specs) {
+      if (!minors_) {
+        absl::StatusOr<nvml::MigMinors> read = nvml::MigMinors::Read(c_.proc_root);
+        if (!read.ok()) {
+          return absl::Status(read.status().code(),
+                              StrCat("cannot pass device specs for MIG devices (",
+                                     "flags.plugin.passDeviceSpecs): ", read.status().message()));
+        }
+        minors_ = *std::move(read);
+      }
+      absl::StatusOr<std::vector<std::string>> caps = minors_->DeviceNodes(
+          g.minor, static_cast<int>(m.gpu_instance_id), static_cast<int>(m.compute_instance_id));
+      if (!caps.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat("cannot pass device specs for ", u.Describe(), ": ", caps.status().message()));
+      }
+      u.device_nodes.insert(u.device_nodes.end(), caps->begin(), caps->end());
+    }
+    return u;
+  }
+
+  absl::Status GroupUnits(const std::vector<size_t>& gpus) {
+    const std::string& strategy = c_.flags.mig_strategy;
+    if (strategy == "single") {
+      std::vector<std::string> whole;
+      for (size_t pos : gpus) {
+        if (!inv_.gpus[pos].mig_enabled) whole.push_back(StrCat(inv_.gpus[pos].index));
+      }
+      if (!whole.empty()) {
+        return absl::InvalidArgumentError(
+            StrCat("flags.migStrategy single needs every GPU in MIG mode, but GPU(s) ",
+                   StrJoin(whole, ", "),
+                   " are not; enable MIG on them, leave them out with devices.exclude, or use "
+                   "migStrategy mixed"));
+      }
+    }
+    std::map<std::string, std::vector<std::string>> by_profile;  // single: profile -> devices
+    for (size_t pos : gpus) {
+      const nvml::GpuRecord& g = inv_.gpus[pos];
+      if (strategy == "none" || !g.mig_enabled) {
+        if (g.mig_enabled) {
+          Warn(StrCat("GPU ", g.index, " (", g.uuid,
+                      ") is in MIG mode but flags.migStrategy is none: advertised whole"));
+        }
+        GroupFor(c_.resource_name).units.push_back(WholeGpu(pos));
+        continue;
+      }
+      if (g.mig_devices.empty()) {
+        if (strategy == "single") {
+          return absl::InvalidArgumentError(
+              StrCat("flags.migStrategy single: GPU ", g.index, " (", g.uuid,
+                     ") is in MIG mode with no MIG devices; create them or leave the GPU out"));
+        }
+        Warn(StrCat("GPU ", g.index, " (", g.uuid,
+                    ") is in MIG mode with no MIG devices: nothing of it is advertised"));
+        continue;
+      }
+      for (const nvml::MigRecord& m : g.mig_devices) {
+        const std::string profile = MigProfileName(g, m);
+        if (profile.empty() || m.uuid.empty()) {
+          Warn(StrCat("MIG device ", g.index, ":", m.index, " (",
+                      m.uuid.empty() ? "no UUID" : m.uuid, ") has no profile name (NVML gave ",
+                      m.gpu_instance_slices, " GPU slices, ", m.memory_mib,
+                      " MiB): not advertised"));
+          continue;
+        }
+        absl::StatusOr<Unit> unit = MigUnit(pos, m);
+        if (!unit.ok()) return unit.status();
+        if (strategy == "single") {
+          by_profile[profile].push_back(unit->Describe());
+          GroupFor(c_.resource_name).units.push_back(*std::move(unit));
+        } else {
+          GroupFor(StrCat(kMigResourcePrefix, profile)).units.push_back(*std::move(unit));
+        }
+      }
+    }
+    if (by_profile.size() > 1) {
+      std::string found;
+      for (const auto& [profile, devices] : by_profile) {
+        StrAppend(&found, found.empty() ? "" : "; ", profile, ": ", StrJoin(devices, ", "));
+      }
+      return absl::InvalidArgumentError(
+          StrCat("flags.migStrategy single needs one MIG profile on every GPU, found ",
+                 by_profile.size(), " (", found, "); use migStrategy mixed"));
+    }
+    for (Group& g : groups_) {
+      if (g.resource != c_.resource_name) {
+        if (absl::Status s = ValidateExtendedResourceName(g.resource); !s.ok()) {
+          return absl::InvalidArgumentError(
+              StrCat("MIG resource \"", g.resource, "\": ", s.message()));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const TimeSlicingResource* SharingFor(const std::string& resource) const {
+    for (const TimeSlicingResource& r : c_.sharing.time_slicing.resources) {
+      if (r.name == resource) return &r;
+    }
+    return nullptr;
+  }
+
+  // Why a devices entry matches no unit of `group`, in the operator's terms.
+  std::string WhyUnmatched(const Group& group, const std::string& entry, const std::string& where) {
+    for (const Group& other : groups_) {
+      if (&other == &group) continue;
+      for (const Unit& u : other.units) {
+        if (u.NamedBy(entry)) {
+          return StrCat(where, ": \"", entry, "\" is ", u.Describe(), ", advertised as ",
+                        other.resource, ", not ", group.resource, "; share it under ",
+                        other.resource);
+        }
+      }
+    }
+    for (const Unit& u : group.units) {
+      if (u.mig &&
+          (AsciiToLower(entry) == AsciiToLower(u.gpu->uuid) || entry == StrCat(u.gpu->index))) {
+        return StrCat(where, ": \"", entry, "\" is GPU ", u.gpu->index,
+                      ", which is in MIG mode: replicas go on its MIG devices; name them by "
+                      "MIG UUID or <gpu>:<mig>");
+      }
+    }
+    for (const nvml::GpuRecord& g : inv_.gpus) {
+      if (!g.mig_enabled) continue;
+      for (const nvml::MigRecord& m : g.mig_devices) {
+        if (AsciiToLower(entry) == AsciiToLower(m.uuid) || entry == StrCat(g.index, ":", m.index)) {
+          return StrCat(where, ": \"", entry, "\" is a MIG device, and ", group.resource,
+                        " has no MIG devices under flags.migStrategy ", c_.flags.mig_strategy,
+                        "; replicas are not allowed on it here");
+        }
+      }
+    }
+    return StrCat(where, ": \"", entry, "\" matches no ", group.resource,
+                  " device on this node (give GPU indexes or UUIDs; MIG UUIDs or <gpu>:<mig> for "
+                  "MIG resources)");
+  }
+
+  absl::Status Share(Group& group) {
+    const TimeSlicingResource* r = SharingFor(group.resource);
+    if (!r) {
+      specs_.push_back({group.resource, group.units, 1});
+      return absl::OkStatus();
+    }
+    size_t index = 0;
+    for (; index < c_.sharing.time_slicing.resources.size(); ++index) {
+      if (&c_.sharing.time_slicing.resources[index] == r) break;
+    }
+    const std::string where = StrCat("sharing.timeSlicing.resources[", index, "].devices");
+    std::vector<bool> shared(group.units.size(), false);
+    if (r->device_count > 0) {
+      if (static_cast<size_t>(r->device_count) > group.units.size()) {
+        Warn(StrCat(where, ": ", r->device_count, " asked, ", group.resource, " has ",
+                    group.units.size(), " on this node; sharing all of them"));
+      }
+      for (size_t i = 0; i < group.units.size() && i < static_cast<size_t>(r->device_count); ++i) {
+        shared[i] = true;
+      }
+    } else if (r->devices.size() == 1 && r->devices[0] == "all") {
+      shared.assign(group.units.size(), true);
+    } else {
+      for (const std::string& entry : r->devices) {
+        bool matched = false;
+        for (size_t i = 0; i < group.units.size(); ++i) {
+          if (group.units[i].NamedBy(entry)) shared[i] = matched = true;
+        }
+        if (!matched) return absl::InvalidArgumentError(WhyUnmatched(group, entry, where));
+      }
+    }
+    std::string name = group.resource;
+    if (!r->rename.empty()) {
+      name = r->rename;
+    } else if (c_.sharing.time_slicing.rename_by_default) {
+      name = group.resource + ".shared";
+    }
+    std::vector<Unit> whole, sliced;
+    for (size_t i = 0; i < group.units.size(); ++i) {
+      (shared[i] ? sliced : whole).push_back(group.units[i]);
+    }
+    if (!whole.empty() && name == group.resource) {
+      return absl::InvalidArgumentError(
+          StrCat(where, " shares ", sliced.size(), " of ", group.units.size(), " ", group.resource,
+                 " devices: the replicas need a name of their own so the rest stay whole; set "
+                 "rename, or sharing.timeSlicing.renameByDefault: true"));
+    }
+    if (!whole.empty()) specs_.push_back({group.resource, std::move(whole), 1});
+    specs_.push_back({name, std::move(sliced), r->replicas});
+    return absl::OkStatus();
+  }
+
+  struct Spec {
+    std::string resource;
+    std::vector<Unit> units;
+    int replicas = 1;
+  };
+
+  std::string DerivedEndpoint(const std::string& resource) const {
+    const size_t slash = resource.find('/');
+    const std::string domain = resource.substr(0, slash);
+    std::string out = StrCat(domain.substr(0, domain.find('.')), "-", resource.substr(slash + 1));
+    for (char& ch : out) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') {
+        ch = '_';
+      }
+    }
+    return out + ".sock";
+  }
+
+  void AssignEndpoints() {
+    std::set<std::string> used;
+    auto take = [&](std::string e) {
+      std::string candidate = e;
+      for (int n = 2; !used.insert(candidate).second; ++n) {
+        candidate = StrCat(e.substr(0, e.size() - 5), "-", n, ".sock");
+      }
+      return candidate;
+    };
+    // The configured endpoint goes to the resource named resourceName, or
+    // to the only resource; the others get names derived from theirs.
+    std::optional<size_t> main;
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      if (specs_.size() == 1 || specs_[i].resource == c_.resource_name) main = i;
+    }
+    if (main) used.insert(c_.kubelet.endpoint);
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      ResourceSpec spec;
+      spec.resource_name = specs_[i].resource;
+      spec.endpoint = main == i ? c_.kubelet.endpoint : take(DerivedEndpoint(spec.resource_name));
+      Fill(specs_[i], &spec);
+      plan_.resources.push_back(std::move(spec));
+    }
+  }
+
+  int Score(const Unit& a, const Unit& b) const {
+    if (a.gpu_pos == b.gpu_pos) return 10000;  // two MIG devices of one GPU
+    if (a.gpu_pos >= inv_.links.size() || b.gpu_pos >= inv_.links[a.gpu_pos].size()) return 0;
+    return LinkScore(inv_.links[a.gpu_pos][b.gpu_pos]);
+  }
+
+  void Fill(const Spec& s, ResourceSpec* spec) const {
+    spec->replicated = s.replicas > 1;
+    spec->pack_replicas = c_.sharing.time_slicing.allocation_policy == "packed";
+    for (size_t p = 0; p < s.units.size(); ++p) {
+      const Unit& u = s.units[p];
+      for (int n = 0; n < s.replicas; ++n) {
+        PluginDevice d;
+        d.id = s.replicas > 1 ? StrCat(u.id, "::", n) : u.id;
+        d.gpu_id = u.id;
+        d.gpu_uuid = u.gpu->uuid;
+        if (u.mig) {
+          d.gpu_instance = static_cast<int>(u.mig->gpu_instance_id);
+          d.compute_instance = static_cast<int>(u.mig->compute_instance_id);
+        }
+        d.physical = static_cast<int>(p);
+        d.numa_node = u.gpu->numa_node;
+        d.device_nodes = u.device_nodes;
+        d.healthy = u.gpu->error.empty();
+        spec->devices.push_back(std::move(d));
+      }
+    }
+    spec->link_score.assign(s.units.size(), std::vector<int>(s.units.size(), 0));
+    for (size_t i = 0; i < s.units.size(); ++i) {
+      for (size_t j = 0; j < s.units.size(); ++j) {
+        if (i != j) spec->link_score[i][j] = Score(s.units[i], s.units[j]);
+      }
+    }
+  }
+
+  const Config& c_;
+  const nvml::Inventory& inv_;
+  PluginPlan plan_;
+  std::vector<Group> groups_;
+  std::vector<Spec> specs_;
+  std::optional<nvml::MigMinors> minors_;
+};
+
+}  // namespace
+
 int LinkScore(const nvml::GpuLink& link) {
   if (link.nvlinks > 0) return 100 * link.nvlinks + 60;
   if (link.pcie_level <= 0) return 0;
   return std::max(1, 60 - link.pcie_level);  // 10 (same switch) -> 50 ... 50 (SYS) -> 10
 }
 
+std::string MigProfileName(const nvml::GpuRecord& parent, const nvml::MigRecord& mig) {
+  if (mig.gpu_instance_slices == 0 || mig.memory_mib == 0 || parent.memory_mib == 0) return "";
+  const double share = static_cast<double>(mig.memory_mib) / static_cast<double>(parent.memory_mib);
+  const double eighths = std::ceil(share * 8.0) / 8.0;
+  const double total_gib = static_cast<double>((parent.memory_mib + 1023) / 1024);
+  const auto gb = static_cast<uint64_t>(std::llround(eighths * total_gib));
+  if (gb == 0) return "";
+  std::string name;
+  if (mig.compute_instance_slices != 0 && mig.compute_instance_slices < mig.gpu_instance_slices) {
+    name = StrCat(mig.compute_instance_slices, "c.");
+  }
+  StrAppend(&name, mig.gpu_instance_slices, "g.", gb, "gb");
+  return name;
+}
+
 absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventory& inventory) {
-  if (config.flags.mig_strategy != "none") {
-    return absl::InvalidArgumentError(
-        StrCat("flags.migStrategy \"", config.flags.mig_strategy,
-               "\" is not supported by this version of gpu-agent; use \"none\""));
-  }
-  PluginPlan plan;
-  plan.allocate.device_list_strategy = config.flags.plugin.device_list_strategy;
-  plan.allocate.pass_device_specs = config.flags.plugin.pass_device_specs;
-  plan.allocate.dev_root = config.flags.nvidia_dev_root;
-  plan.allocate.cdi_annotation_prefix = config.flags.plugin.cdi_annotation_prefix;
-  plan.allocate.fail_requests_greater_than_one =
-      config.sharing.time_slicing.fail_requests_greater_than_one;
-
-  int replicas = 1;
-  std::string name = config.resource_name;
-  if (const TimeSlicingResource* r = SharingOf(config)) {
-    if (r->devices.size() != 1 || r->devices[0] != "all") {
-      return absl::InvalidArgumentError(
-          "sharing.timeSlicing.resources[].devices: only \"all\" is supported by this version");
-    }
-    replicas = r->replicas;
-    if (!r->rename.empty()) {
-      name = r->rename;
-    } else if (config.sharing.time_slicing.rename_by_default) {
-      name = config.resource_name + ".shared";
-    }
-  }
-
-  deviceplugin::ResourceSpec spec;
-  spec.resource_name = name;
-  spec.endpoint = config.kubelet.endpoint;
-  spec.replicated = replicas > 1;
-  std::vector<int> physical_of_gpu(inventory.gpus.size(), -1);
-  int physical = 0;
-  for (size_t i = 0; i < inventory.gpus.size(); ++i) {
-    const nvml::GpuRecord& g = inventory.gpus[i];
-    if (g.uuid.empty()) {
-      LogWarning("GPU without a UUID is not advertised",
-                 {{"index", StrCat(g.index)}, {"error", g.error}});
-      continue;
-    }
-    physical_of_gpu[i] = physical;
-    plan.gpu_uuids.push_back(g.uuid);
-    if (!g.error.empty()) plan.initially_unhealthy.insert(g.uuid);
-    const std::string gpu_id =
-        config.flags.plugin.device_id_strategy == "index" ? StrCat(g.index) : g.uuid;
-    std::vector<std::string> nodes;
-    if (g.minor >= 0) {
-      const std::string node = StrCat("/dev/nvidia", g.minor);
-      if (PathExists(JoinRoot(config.flags.nvidia_dev_root, node))) nodes.push_back(node);
-    }
-    for (int n = 0; n < replicas; ++n) {
-      deviceplugin::PluginDevice d;
-      d.id = replicas > 1 ? StrCat(gpu_id, "::", n) : gpu_id;
-      d.gpu_id = gpu_id;
-      d.gpu_uuid = g.uuid;
-      d.physical = physical;
-      d.numa_node = g.numa_node;
-      d.device_nodes = nodes;
-      d.healthy = g.error.empty();
-      spec.devices.push_back(std::move(d));
-    }
-    ++physical;
-  }
-  spec.link_score.assign(static_cast<size_t>(physical), std::vector<int>(physical, 0));
-  for (size_t i = 0; i < inventory.gpus.size(); ++i) {
-    for (size_t j = 0; j < inventory.gpus.size(); ++j) {
-      const int pi = physical_of_gpu[i], pj = physical_of_gpu[j];
-      if (pi < 0 || pj < 0 || i == j || i >= inventory.links.size()) continue;
-      spec.link_score[static_cast<size_t>(pi)][static_cast<size_t>(pj)] =
-          LinkScore(inventory.links[i][j]);
-    }
-  }
-  plan.resources.push_back(std::move(spec));
-  return plan;
+  return Planner(config, inventory).Run();
 }
 
 }  // namespace gpu_agent

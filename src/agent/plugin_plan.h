@@ -18,16 +18,30 @@
 namespace gpu_agent {
 
 struct PluginPlan {
-  std::vector<deviceplugin::ResourceSpec> resources;
+  std::vector<deviceplugin::ResourceSpec> resources;  // one socket each
   deviceplugin::AllocateOptions allocate;
-  std::vector<std::string> gpu_uuids;         // GPUs to watch
+  std::vector<std::string> gpu_uuids;         // physical GPUs to watch
   std::set<std::string> initially_unhealthy;  // GPUs whose discovery failed
+  // Things an operator should hear about that do not stop the agent:
+  // selectors matching nothing, MIG devices that cannot be named, sharing
+  // entries for resources this node does not have.
+  std::vector<std::string> warnings;
 };
 
 // Higher is better: NVLinks dominate, then PCIe distance.
 int LinkScore(const nvml::GpuLink& link);
 
-// kInvalidArgument for a config the inventory cannot satisfy.
+// NVIDIA's MIG profile name for `mig` on `parent`, "1g.10gb" or, with
+// fewer compute slices than GPU slices, "1c.2g.20gb": memory is the
+// instance's share of the GPU rounded up to eighths, times the GPU's memory
+// in whole GiB. Empty when NVML did not give what the name needs.
+std::string MigProfileName(const nvml::GpuRecord& parent, const nvml::MigRecord& mig);
+
+// Turns the inventory into resources per flags.migStrategy, devices:
+// selection and time-slicing. kInvalidArgument for a config the inventory
+// cannot satisfy (the message names the setting and the device); a missing
+// or malformed mig-minors file is an error only when device specs for MIG
+// devices are to be passed.
 absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventory& inventory);
 
 }  // namespace gpu_agent

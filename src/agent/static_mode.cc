@@ -6,6 +6,7 @@
 #include "agent/commands.h"
 #include "agent/metrics_server.h"
 #include "agent/mode_common.h"
+#include "agent/plugin_plan.h"
 #include "agent/version.h"
 #include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"
@@ -16,48 +17,61 @@
 namespace gpu_agent {
 namespace {
 
-// Healthy GPUs x replicas, updated from health changes.
-class DesiredCount {
+// What plugin mode would advertise, counted: healthy devices per resource,
+// updated from health changes.
+class DesiredCapacities {
  public:
-  DesiredCount(const Config& c, const nvml::Inventory& inv) {
-    replicas_ = ReplicasPerGpu(c);
-    for (const nvml::GpuRecord& g : inv.gpus) {
-      if (g.uuid.empty()) continue;
-      uuids_.push_back(g.uuid);
-      if (!g.error.empty()) unhealthy_.insert(g.uuid);
+  explicit DesiredCapacities(const PluginPlan& plan)
+      : resources_(plan.resources),
+        uuids_(plan.gpu_uuids),
+        initially_unhealthy_(plan.initially_unhealthy) {
+    for (const deviceplugin::ResourceSpec& r : resources_) {
+      for (const deviceplugin::PluginDevice& d : r.devices) {
+        if (!d.healthy) ledger_.Set({d.gpu_uuid, d.gpu_instance, d.compute_instance}, false);
+      }
     }
   }
-  int64_t Value() const {
+  apiserver::Capacities Value() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<int64_t>(uuids_.size() - unhealthy_.size()) * replicas_;
+    return Count();
   }
-  int64_t Apply(const nvml::HealthChange& c) {
+  apiserver::Capacities Apply(const nvml::HealthChange& c) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (c.healthy) {
-      unhealthy_.erase(c.uuid);
-    } else {
-      unhealthy_.insert(c.uuid);
-    }
-    return static_cast<int64_t>(uuids_.size() - unhealthy_.size()) * replicas_;
+    ledger_.Set({c.uuid, c.gpu_instance, c.compute_instance}, c.healthy);
+    return Count();
   }
   const std::vector<std::string>& uuids() const { return uuids_; }
-  std::set<std::string> unhealthy() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return unhealthy_;
-  }
+  const std::set<std::string>& initially_unhealthy() const { return initially_unhealthy_; }
 
  private:
+  apiserver::Capacities Count() const {
+    apiserver::Capacities out;
+    for (const deviceplugin::ResourceSpec& r : resources_) {
+      int64_t& n = out[r.resource_name];
+      for (const deviceplugin::PluginDevice& d : r.devices) n += ledger_.Healthy(d) ? 1 : 0;
+    }
+    return out;
+  }
+
   mutable std::mutex mu_;
-  std::vector<std::string> uuids_;
-  std::set<std::string> unhealthy_;
-  int64_t replicas_ = 1;
+  const std::vector<deviceplugin::ResourceSpec> resources_;
+  const std::vector<std::string> uuids_;
+  const std::set<std::string> initially_unhealthy_;
+  deviceplugin::HealthLedger ledger_;  // protected by mu_
 };
 
+// The resources and counts plugin mode would advertise. Device nodes do not
+// matter here, so no mig-minors file is needed.
+absl::StatusOr<PluginPlan> PlanStatic(const Config& config, const nvml::Inventory& inv) {
+  Config c = config;
+  c.flags.plugin.pass_device_specs = false;
+  return PlanPlugin(c, inv);
+}
+
 struct Running {
-  std::shared_ptr<DesiredCount> desired;
+  std::shared_ptr<DesiredCapacities> desired;
   std::unique_ptr<apiserver::CapacityReconciler> reconciler;
   std::unique_ptr<nvml::HealthWatcher> health;
-  std::string resource;
   std::chrono::milliseconds resync{0};
 };
 
@@ -68,8 +82,9 @@ std::string RenderStaticMetrics(const Running& r) {
   if (!r.reconciler) return p.str();
   const apiserver::ReconcilerStats& s = r.reconciler->stats();
   p.Family("gpu_agent_static_desired", "gauge", "Value static mode keeps in the Node's capacity.");
-  p.Sample("gpu_agent_static_desired", {{"resource", r.resource}},
-           static_cast<double>(r.desired->Value()));
+  for (const auto& [resource, value] : r.reconciler->desired()) {
+    p.Sample("gpu_agent_static_desired", {{"resource", resource}}, static_cast<double>(value));
+  }
   auto counter = [&](const char* name, const char* help, uint64_t v) {
     p.Family(name, "counter", help);
     p.Sample(name, {}, static_cast<double>(v));
@@ -121,34 +136,41 @@ bool StaticReady(const Running& r, std::string* why) {
   return true;
 }
 
+// `retired`: resources an earlier config kept that this one does not; they
+// are set to 0 rather than left at their old counts.
 absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
-                      const std::shared_ptr<const nvml::NvmlLibrary>& lib, Running* out) {
+                      const std::shared_ptr<const nvml::NvmlLibrary>& lib,
+                      const apiserver::Capacities& retired, Running* out) {
+  absl::StatusOr<PluginPlan> plan = PlanStatic(config, inv);
+  if (!plan.ok()) return plan.status();
+  for (const std::string& w : plan->warnings) LogWarning(w);
   absl::StatusOr<apiserver::Connection> conn =
       apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) return conn.status();
-  out->desired = std::make_shared<DesiredCount>(config, inv);
-  out->resource = config.resource_name;
+  out->desired = std::make_shared<DesiredCapacities>(*plan);
   out->resync = config.static_mode.resync_interval;
+  apiserver::Capacities desired = out->desired->Value();
+  if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
+  for (const auto& [r, v] : retired) desired.emplace(r, 0);
   apiserver::ReconcilerOptions opts;
   opts.node = config.node_name;
-  opts.resource = config.resource_name;
   opts.allocatable = config.static_mode.allocatable;
   opts.resync = config.static_mode.resync_interval;
   opts.rest.user_agent = StrCat("gpu-agent/", kVersion);
   opts.rest.read_timeout = config.api_server.request_timeout;
-  LogInfo("static mode: keeping node capacity", {{"node", opts.node},
-                                                 {"resource", opts.resource},
-                                                 {"value", StrCat(out->desired->Value())},
-                                                 {"api", conn->description}});
+  std::string summary;
+  for (const auto& [r, v] : desired) StrAppend(&summary, summary.empty() ? "" : ", ", r, "=", v);
+  LogInfo("static mode: keeping node capacity",
+          {{"node", opts.node}, {"capacity", summary}, {"api", conn->description}});
   absl::StatusOr<std::unique_ptr<apiserver::CapacityReconciler>> rec =
-      apiserver::CapacityReconciler::Start(*conn, opts, out->desired->Value());
+      apiserver::CapacityReconciler::Start(*conn, opts, desired);
   if (!rec.ok()) return rec.status();
   out->reconciler = *std::move(rec);
   if (lib) {
     apiserver::CapacityReconciler* r = out->reconciler.get();
-    std::shared_ptr<DesiredCount> d = out->desired;
+    std::shared_ptr<DesiredCapacities> d = out->desired;
     out->health = nvml::HealthWatcher::Start(
-        lib, d->uuids(), d->unhealthy(), HealthPolicyFrom(config),
+        lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
         [r, d](const nvml::HealthChange& c) { r->SetDesired(d->Apply(c)); });
   }
   return absl::OkStatus();
@@ -176,7 +198,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     return kExitUsage;
   }
   Running running;
-  if (absl::Status s = StartAll(loaded.config, inventory, lib, &running); !s.ok()) {
+  if (absl::Status s = StartAll(loaded.config, inventory, lib, {}, &running); !s.ok()) {
     LogError("cannot start static mode", {{"error", std::string(s.message())}});
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
@@ -197,9 +219,18 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
   while (WaitForReloadOrStop()) {
     std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
     if (!next) continue;
+    if (absl::StatusOr<PluginPlan> check = PlanStatic(next->loaded.config, next->inventory);
+        !check.ok()) {
+      LogError("reloaded config cannot be served; keeping the running one",
+               {{"error", std::string(check.status().message())}});
+      continue;
+    }
     std::lock_guard<std::mutex> lock(running_mu);
+    const apiserver::Capacities before =
+        running.reconciler ? running.reconciler->desired() : apiserver::Capacities{};
     StopAll(&running, false);
-    if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, &running); !s.ok()) {
+    if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, before, &running);
+        !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
       return kExitFailure;
     }

@@ -5,6 +5,7 @@
 #include <rapidjson/writer.h>
 
 #include <random>
+#include <set>
 
 #include "apiserver/node_client.h"
 #include "base/duration.h"
@@ -30,15 +31,29 @@ std::string UrlEncode(const std::string& s) {
   return out;
 }
 
+std::string Describe(const Capacities& c) {
+  std::string out;
+  for (const auto& [r, v] : c) StrAppend(&out, out.empty() ? "" : ", ", r, "=", v);
+  return out;
+}
+
+std::string DescribeSeen(const NodeView& node, const Capacities& want) {
+  std::string out;
+  for (const auto& [r, v] : want) {
+    StrAppend(&out, out.empty() ? "" : ", ", r, "=", node.Capacity(r).value_or("unset"));
+  }
+  return out;
+}
+
 }  // namespace
 
-CapacityReconciler::CapacityReconciler(Connection c, ReconcilerOptions o, int64_t desired)
-    : connection_(std::move(c)), options_(std::move(o)), desired_(desired) {}
+CapacityReconciler::CapacityReconciler(Connection c, ReconcilerOptions o, Capacities desired)
+    : connection_(std::move(c)), options_(std::move(o)), desired_(std::move(desired)) {}
 
 absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
-    Connection connection, ReconcilerOptions options, int64_t desired) {
+    Connection connection, ReconcilerOptions options, Capacities desired) {
   std::unique_ptr<CapacityReconciler> r(
-      new CapacityReconciler(connection, std::move(options), desired));
+      new CapacityReconciler(connection, std::move(options), std::move(desired)));
   absl::StatusOr<std::unique_ptr<RestClient>> rest =
       RestClient::Create(connection, r->options_.rest);
   if (!rest.ok()) return rest.status();
@@ -58,9 +73,15 @@ absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
 
 CapacityReconciler::~CapacityReconciler() { (void)Stop(false); }
 
-void CapacityReconciler::SetDesired(int64_t value) {
+Capacities CapacityReconciler::desired() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return desired_;
+}
+
+void CapacityReconciler::SetDesired(Capacities value) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [r, v] : desired_) value.emplace(r, 0);
     if (desired_ == value) return;
     desired_ = value;
     dirty_ = true;
@@ -84,7 +105,7 @@ void CapacityReconciler::NoteReset() {
         "another writer keeps resetting this resource: not fighting it; re-checking only on the "
         "resync timer",
         {{"node", options_.node},
-         {"resource", options_.resource},
+         {"resources", Describe(desired_)},
          {"resets", StrCat(resets_.size())},
          {"within", StrCat(options_.fight_window.count() / 1000, "s")},
          {"likely_cause",
@@ -95,24 +116,20 @@ void CapacityReconciler::NoteReset() {
 
 absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
   NodeClient client(rest_.get(), options_.node);
-  int64_t desired;
+  Capacities desired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     desired = desired_;
   }
   absl::StatusOr<NodeClient::Applied> applied = client.Apply(
-      [&](const NodeView& n) {
-        return PlanSetCapacity(n, options_.resource, desired, options_.allocatable);
-      },
+      [&](const NodeView& n) { return PlanSetCapacities(n, desired, options_.allocatable); },
       std::move(node));
   stats_.patches += client.patches_sent();
   if (!applied.ok()) return applied.status();
   if (applied->patched) {
-    LogInfo("node capacity set",
-            {{"node", options_.node},
-             {"resource", options_.resource},
-             {"value", StrCat(desired)},
-             {"was", applied->before.Capacity(options_.resource).value_or("unset")}});
+    LogInfo("node capacity set", {{"node", options_.node},
+                                  {"set", Describe(desired)},
+                                  {"was", DescribeSeen(applied->before, desired)}});
   }
   stats_.last_success_unix = std::chrono::duration_cast<std::chrono::seconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
@@ -225,9 +242,12 @@ void CapacityReconciler::WatchLoop() {
         if (!node.ok()) continue;
         std::lock_guard<std::mutex> lock(mu_);
         resource_version_ = node->resource_version;
-        const std::string want = StrCat(desired_);
-        const bool drift = node->Capacity(options_.resource) != want ||
-                           (options_.allocatable && node->Allocatable(options_.resource) != want);
+        bool drift = false;
+        for (const auto& [r, v] : desired_) {
+          const std::string want = StrCat(v);
+          drift |=
+              node->Capacity(r) != want || (options_.allocatable && node->Allocatable(r) != want);
+        }
         // A reset is a change from the desired value to another one.
         const bool was_ok = last_seen_ok_;
         last_seen_ok_ = !drift;
@@ -235,11 +255,9 @@ void CapacityReconciler::WatchLoop() {
         if (was_ok) NoteReset();
         if (fighting_) continue;
         ++stats_.drift_repairs;
-        LogInfo("node capacity drifted; repairing",
-                {{"node", options_.node},
-                 {"resource", options_.resource},
-                 {"seen", node->Capacity(options_.resource).value_or("unset")},
-                 {"want", want}});
+        LogInfo("node capacity drifted; repairing", {{"node", options_.node},
+                                                     {"seen", DescribeSeen(*node, desired_)},
+                                                     {"want", Describe(desired_)}});
         pending_view_ = *std::move(node);
         cv_.notify_all();
       }
@@ -290,13 +308,14 @@ absl::Status CapacityReconciler::Stop(bool remove) {
   if (watch_.joinable()) watch_.join();
   if (!remove) return absl::OkStatus();
   NodeClient client(rest_.get(), options_.node);
-  absl::StatusOr<NodeClient::Applied> applied = client.Apply([this](const NodeView& n) {
-    return PlanRemoveCapacity(n, options_.resource, options_.allocatable);
-  });
+  std::set<std::string> resources;
+  for (const auto& [r, v] : desired()) resources.insert(r);
+  absl::StatusOr<NodeClient::Applied> applied = client.Apply(
+      [&](const NodeView& n) { return PlanRemoveCapacities(n, resources, options_.allocatable); });
   if (!applied.ok()) return applied.status();
   if (applied->patched) {
     LogInfo("removed the resource from the node on exit",
-            {{"node", options_.node}, {"resource", options_.resource}});
+            {{"node", options_.node}, {"resources", StrJoin(resources, ", ")}});
   }
   return absl::OkStatus();
 }

@@ -1,4 +1,4 @@
-// Keeps one extended resource of one Node at a desired value: patches it on
+// Keeps extended resources of one Node at desired values: patches them on
 // start, watches the Node and repairs drift as soon as an event shows it
 // (the kubelet zeroes extended resources when the node re-registers),
 // re-checks on a long timer, and sends no request while nothing changes.
@@ -26,7 +26,6 @@ namespace gpu_agent::apiserver {
 
 struct ReconcilerOptions {
   std::string node;
-  std::string resource = "nvidia.com/gpu";
   bool allocatable = true;
   std::chrono::milliseconds resync{std::chrono::minutes(5)};
   std::chrono::milliseconds backoff_initial{500};
@@ -49,12 +48,15 @@ class CapacityReconciler {
  public:
   static absl::StatusOr<std::unique_ptr<CapacityReconciler>> Start(Connection connection,
                                                                    ReconcilerOptions options,
-                                                                   int64_t desired);
+                                                                   Capacities desired);
   ~CapacityReconciler();  // Stop(false)
 
-  // A new desired value (GPU health changed): reconciled at once.
-  void SetDesired(int64_t value);
-  // Stops the threads; with `remove`, removes the resource from the Node.
+  // New desired values (GPU health changed): reconciled at once. A resource
+  // that was desired before and is missing now is set to 0, never left at
+  // an old count.
+  void SetDesired(Capacities value);
+  Capacities desired() const;
+  // Stops the threads; with `remove`, removes the resources from the Node.
   absl::Status Stop(bool remove);
 
   const ReconcilerStats& stats() const { return stats_; }
@@ -62,7 +64,7 @@ class CapacityReconciler {
   std::map<int, uint64_t> ApiErrors() const { return rest_->ErrorCounts(); }
 
  private:
-  CapacityReconciler(Connection c, ReconcilerOptions o, int64_t desired);
+  CapacityReconciler(Connection c, ReconcilerOptions o, Capacities desired);
   void Loop();
   void WatchLoop();
   // One reconcile from `node` (or a fresh GET); returns when done or failed.
@@ -75,10 +77,10 @@ class CapacityReconciler {
   std::unique_ptr<RestClient> watch_rest_;
   ReconcilerStats stats_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;                     // protected by mu_
-  int64_t desired_;                       // protected by mu_
+  Capacities desired_;                    // protected by mu_
   bool dirty_ = true;                     // protected by mu_: reconcile asap
   std::optional<NodeView> pending_view_;  // protected by mu_: from a watch event
   std::string resource_version_;          // protected by mu_

@@ -94,42 +94,62 @@ absl::StatusOr<NodeView> ParseNode(std::string_view json) {
   return node;
 }
 
-JsonPatch PlanSetCapacity(const NodeView& node, const std::string& resource, int64_t value,
-                          bool allocatable) {
-  const std::string want = StrCat(value);
-  const bool cap_ok = node.Capacity(resource) == want;
-  const bool alloc_ok = !allocatable || node.Allocatable(resource) == want;
+JsonPatch PlanSetCapacities(const NodeView& node, const Capacities& want, bool allocatable) {
+  std::map<std::string, std::string> cap_fix, alloc_fix;
+  for (const auto& [resource, value] : want) {
+    const std::string v = StrCat(value);
+    if (node.Capacity(resource) != v) cap_fix[resource] = v;
+    if (allocatable && node.Allocatable(resource) != v) alloc_fix[resource] = v;
+  }
   JsonPatch patch;
-  if (cap_ok && alloc_ok) return patch;
+  if (cap_fix.empty() && alloc_fix.empty()) return patch;
   // Apply only to the version this plan was made from.
   if (!node.resource_version.empty()) {
     patch.Test(JsonPointer({"metadata", "resourceVersion"}), node.resource_version);
   }
   // The API server rejects a child of a missing parent: create parents.
   if (!node.has_status) patch.AddObject(JsonPointer({"status"}), {});
-  auto set = [&](const char* field, bool has_parent) {
-    if (has_parent) {
-      patch.Add(JsonPointer({"status", field, resource}), want);
-    } else {
-      patch.AddObject(JsonPointer({"status", field}), {{resource, want}});
+  auto set = [&](const char* field, bool has_parent,
+                 const std::map<std::string, std::string>& fix) {
+    if (fix.empty()) return;
+    if (!has_parent) {
+      patch.AddObject(JsonPointer({"status", field}), fix);
+      return;
     }
+    for (const auto& [resource, v] : fix) patch.Add(JsonPointer({"status", field, resource}), v);
   };
-  if (!cap_ok) set("capacity", node.has_capacity);
-  if (!alloc_ok) set("allocatable", node.has_allocatable);
+  set("capacity", node.has_capacity, cap_fix);
+  set("allocatable", node.has_allocatable, alloc_fix);
+  return patch;
+}
+
+JsonPatch PlanSetCapacity(const NodeView& node, const std::string& resource, int64_t value,
+                          bool allocatable) {
+  return PlanSetCapacities(node, {{resource, value}}, allocatable);
+}
+
+JsonPatch PlanRemoveCapacities(const NodeView& node, const std::set<std::string>& resources,
+                               bool allocatable) {
+  JsonPatch patch;
+  bool any = false;
+  for (const std::string& r : resources) {
+    any |= node.Capacity(r).has_value() || (allocatable && node.Allocatable(r).has_value());
+  }
+  if (!any) return patch;
+  if (!node.resource_version.empty()) {
+    patch.Test(JsonPointer({"metadata", "resourceVersion"}), node.resource_version);
+  }
+  for (const std::string& r : resources) {
+    if (node.Capacity(r).has_value()) patch.Remove(JsonPointer({"status", "capacity", r}));
+    if (allocatable && node.Allocatable(r).has_value()) {
+      patch.Remove(JsonPointer({"status", "allocatable", r}));
+    }
+  }
   return patch;
 }
 
 JsonPatch PlanRemoveCapacity(const NodeView& node, const std::string& resource, bool allocatable) {
-  const bool in_cap = node.Capacity(resource).has_value();
-  const bool in_alloc = allocatable && node.Allocatable(resource).has_value();
-  JsonPatch patch;
-  if (!in_cap && !in_alloc) return patch;
-  if (!node.resource_version.empty()) {
-    patch.Test(JsonPointer({"metadata", "resourceVersion"}), node.resource_version);
-  }
-  if (in_cap) patch.Remove(JsonPointer({"status", "capacity", resource}));
-  if (in_alloc) patch.Remove(JsonPointer({"status", "allocatable", resource}));
-  return patch;
+  return PlanRemoveCapacities(node, {resource}, allocatable);
 }
 
 }  // namespace gpu_agent::apiserver

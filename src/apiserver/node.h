@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,17 @@ absl::StatusOr<NodeView> ParseNode(std::string_view json);
 
 // "line L, column C" of a byte offset, for parse errors.
 std::string DescribeOffset(std::string_view text, size_t offset);
+
+// Extended resource -> count.
+using Capacities = std::map<std::string, int64_t>;
+
+// The patch that makes every resource of `want` equal its value in
+// status.capacity (and status.allocatable when `allocatable`), in one
+// request; see PlanSetCapacity.
+JsonPatch PlanSetCapacities(const NodeView& node, const Capacities& want, bool allocatable);
+// The patch that removes `resources` from capacity (and allocatable).
+JsonPatch PlanRemoveCapacities(const NodeView& node, const std::set<std::string>& resources,
+                               bool allocatable);
 
 // The patch that makes `resource` equal `value` in status.capacity (and
 // status.allocatable when `allocatable`), creating a missing parent object.

@@ -9,6 +9,10 @@
 
 namespace gpu_agent {
 
+// Under migStrategy mixed, each MIG profile is its own resource:
+// nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.10gb.
+inline constexpr std::string_view kMigResourcePrefix = "nvidia.com/mig-";
+
 // OK when `name` is a valid extended resource name: a DNS-subdomain prefix
 // outside kubernetes.io, a '/', and a name part of at most 63 characters of
 // [A-Za-z0-9._-] that starts and ends alphanumeric; not under `requests.`.

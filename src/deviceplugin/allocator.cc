@@ -115,7 +115,9 @@ absl::Status Allocator::AllocateContainer(const DeviceSnapshot& snap,
     }
   }
   if (options_.pass_device_specs) {
+    std::unordered_set<std::string_view> added;  // MIG devices share their parent's node
     auto add_spec = [&](const std::string& path) {
+      if (!added.insert(path).second) return;
       v1beta1::DeviceSpec* spec = out->add_devices();
       spec->set_container_path(path);
       spec->set_host_path(HostPath(path));

@@ -15,7 +15,11 @@ DevicePublisher::DevicePublisher(ResourceSpec spec)
   snap->version = 1;
   snap->resource_name = spec.resource_name;
   snap->replicated = spec.replicated;
+  snap->pack_replicas = spec.pack_replicas;
   snap->devices = std::move(spec.devices);
+  for (const PluginDevice& d : snap->devices) {
+    if (!d.healthy) ledger_.Set({d.gpu_uuid, d.gpu_instance, d.compute_instance}, false);
+  }
   int max_physical = -1;
   for (size_t i = 0; i < snap->devices.size(); ++i) {
     snap->by_id.emplace(snap->devices[i].id, i);
@@ -35,19 +39,18 @@ std::shared_ptr<const DeviceSnapshot> DevicePublisher::Current() const {
   return snapshot_;
 }
 
-bool DevicePublisher::SetHealth(const std::string& gpu_uuid, bool healthy) {
+bool DevicePublisher::SetHealth(const HealthTarget& target, bool healthy) {
   {
     std::lock_guard<std::mutex> lock(snapshot_mu_);
+    if (!ledger_.Set(target, healthy)) return false;
     bool changed = false;
     for (const PluginDevice& d : snapshot_->devices) {
-      if (d.gpu_uuid == gpu_uuid && d.healthy != healthy) changed = true;
+      if (d.healthy != ledger_.Healthy(d)) changed = true;
     }
     if (!changed) return false;
     auto next = std::make_shared<DeviceSnapshot>(*snapshot_);
     ++next->version;
-    for (PluginDevice& d : next->devices) {
-      if (d.gpu_uuid == gpu_uuid) d.healthy = healthy;
-    }
+    for (PluginDevice& d : next->devices) d.healthy = ledger_.Healthy(d);
     snapshot_ = std::move(next);
   }
   Notify(false);

@@ -20,9 +20,10 @@ struct DeviceSnapshot {
   uint64_t version = 0;
   std::string resource_name;
   bool replicated = false;
+  bool pack_replicas = false;
   std::vector<PluginDevice> devices;
   std::unordered_map<std::string, size_t> by_id;  // id -> index in devices
-  // Replicas per physical GPU (1 without time-slicing).
+  // Replicas per shareable unit (1 without time-slicing).
   std::vector<int> replicas_per_physical;
   std::shared_ptr<const std::vector<std::vector<int>>> link_score;
 
@@ -51,9 +52,10 @@ class DevicePublisher {
 
   std::shared_ptr<const DeviceSnapshot> Current() const;
 
-  // Marks every device of physical GPU `gpu_uuid` (all its replicas).
-  // Publishes and returns true when anything changed.
-  bool SetHealth(const std::string& gpu_uuid, bool healthy);
+  // Marks `target` (a GPU with all its MIG devices and replicas, or one
+  // MIG instance) out or back. Publishes and returns true when any
+  // device's health changed.
+  bool SetHealth(const HealthTarget& target, bool healthy);
 
   // Subscribers are held weakly: one that is gone is dropped.
   void Subscribe(std::weak_ptr<Subscriber> subscriber);
@@ -69,6 +71,7 @@ class DevicePublisher {
 
   mutable std::mutex snapshot_mu_;
   std::shared_ptr<const DeviceSnapshot> snapshot_;  // protected by snapshot_mu_
+  HealthLedger ledger_;                             // protected by snapshot_mu_
 
   mutable std::mutex subscribers_mu_;
   std::vector<std::weak_ptr<Subscriber>> subscribers_;  // protected by subscribers_mu_

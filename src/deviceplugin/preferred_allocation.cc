@@ -221,7 +221,9 @@ absl::StatusOr<std::vector<std::string>> PreferredAllocation(
     int best = -1;
     for (auto& [gpu, list] : free_by_gpu) {
       if (list.empty()) continue;
-      if (best < 0 || in_use[static_cast<size_t>(gpu)] < in_use[static_cast<size_t>(best)]) {
+      const int here = in_use[static_cast<size_t>(gpu)];
+      if (best < 0 || (snap.pack_replicas ? here > in_use[static_cast<size_t>(best)]
+                                          : here < in_use[static_cast<size_t>(best)])) {
         best = gpu;
       }
     }

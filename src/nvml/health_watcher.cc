@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -30,11 +31,21 @@ struct HealthWatcher::State {
   // Thread-only state.
   nvmlEventSet_t set = nullptr;
   std::map<nvmlDevice_t, std::string> uuid_by_handle;
+  // What is out: a whole GPU (instance ids -1) or one MIG instance.
+  using Target = std::tuple<std::string, int, int>;
   struct Bad {
     Clock::time_point since;
     Clock::time_point next_probe;
   };
-  std::map<std::string, Bad> unhealthy;
+  std::map<Target, Bad> unhealthy;
+
+  static Target Whole(const std::string& uuid) { return {uuid, -1, -1}; }
+  static std::string Describe(const Target& t) {
+    const auto& [uuid, gi, ci] = t;
+    if (gi < 0) return uuid;
+    return ci < 0 ? StrCat(uuid, " GPU instance ", gi)
+                  : StrCat(uuid, " GPU instance ", gi, " compute instance ", ci);
+  }
 
   void Report(const HealthChange& change) {
     std::lock_guard<std::mutex> lock(mu);
@@ -56,7 +67,7 @@ struct HealthWatcher::State {
     nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
     if (r != NVML_SUCCESS) {
       LogWarning("cannot watch GPU health", {{"uuid", uuid}, {"error", lib->ErrorText(r)}});
-      MarkBad(uuid, StrCat("NVML cannot find it: ", lib->ErrorText(r)), -1);
+      MarkBad(Whole(uuid), StrCat("NVML cannot find it: ", lib->ErrorText(r)), -1);
       return;
     }
     unsigned long long supported = 0;
@@ -74,13 +85,15 @@ struct HealthWatcher::State {
     uuid_by_handle[dev] = uuid;
   }
 
-  void MarkBad(const std::string& uuid, const std::string& reason, int xid) {
+  void MarkBad(const Target& target, const std::string& reason, int xid) {
     const auto now = Clock::now();
-    const bool was_healthy = unhealthy.find(uuid) == unhealthy.end();
-    unhealthy[uuid] = Bad{now, now + policy.recovery_period};
+    const bool was_healthy = unhealthy.find(target) == unhealthy.end();
+    unhealthy[target] = Bad{now, now + policy.recovery_period};
     if (was_healthy) {
-      LogWarning("GPU marked unhealthy", {{"uuid", uuid}, {"reason", reason}});
-      Report({uuid, false, reason, xid});
+      const auto& [uuid, gi, ci] = target;
+      LogWarning(gi < 0 ? "GPU marked unhealthy" : "MIG instance marked unhealthy",
+                 {{"uuid", uuid}, {"target", Describe(target)}, {"reason", reason}});
+      Report({uuid, gi, ci, false, reason, xid});
     }
   }
 
@@ -101,14 +114,16 @@ struct HealthWatcher::State {
         ++it;
         continue;
       }
-      if (Answers(it->first)) {
-        const std::string uuid = it->first;
+      const auto [uuid, gi, ci] = it->first;
+      if (Answers(uuid)) {
+        const std::string what = Describe(it->first);
         it = unhealthy.erase(it);
         bool watched = false;
         for (const auto& [h, u] : uuid_by_handle) watched |= u == uuid;
         if (!watched) Register(uuid);
-        LogInfo("GPU healthy again", {{"uuid", uuid}});
-        Report({uuid, true, "recovered", -1});
+        LogInfo(gi < 0 ? "GPU healthy again" : "MIG instance healthy again",
+                {{"uuid", uuid}, {"target", what}});
+        Report({uuid, gi, ci, true, "recovered", -1});
       } else {
         // Still lost: look again after another quiet period.
         it->second.next_probe = now + std::min(policy.recovery_period, policy.wait_timeout);
@@ -144,23 +159,33 @@ struct HealthWatcher::State {
     if (uuid.empty()) {
       // An event NVML could not tie to one GPU: every GPU is suspect.
       LogWarning("XID without a known GPU; marking all GPUs unhealthy", {{"xid", StrCat(xid)}});
-      for (const std::string& u : uuids) MarkBad(u, StrCat("XID ", xid), xid);
+      for (const std::string& u : uuids) MarkBad(Whole(u), StrCat("XID ", xid), xid);
       return;
     }
-    if (unhealthy.count(uuid)) {
+    // NVML scopes an XID to a MIG instance by setting its ids.
+    Target target = Whole(uuid);
+    if (ev.gpuInstanceId != NVML_MIG_INSTANCE_ID_NONE) {
+      std::get<1>(target) = static_cast<int>(ev.gpuInstanceId);
+      if (ev.computeInstanceId != NVML_MIG_INSTANCE_ID_NONE) {
+        std::get<2>(target) = static_cast<int>(ev.computeInstanceId);
+      }
+    }
+    if (auto bad = unhealthy.find(target); bad != unhealthy.end()) {
       // Already out: restart its quiet period.
-      unhealthy[uuid].since = Clock::now();
-      unhealthy[uuid].next_probe = Clock::now() + policy.recovery_period;
+      bad->second.since = Clock::now();
+      bad->second.next_probe = Clock::now() + policy.recovery_period;
       return;
     }
-    MarkBad(uuid, StrCat("XID ", xid), xid);
+    MarkBad(target, StrCat("XID ", xid), xid);
   }
 
   // Creates the event set and registers every GPU. Runs on the caller's
   // thread, so events are watched once Start() returns. False: no events.
   bool Setup(const std::set<std::string>& initially_unhealthy) {
     const NvmlFunctions& f = lib->fn();
-    for (const std::string& uuid : initially_unhealthy) MarkBad(uuid, "discovery failed", -1);
+    for (const std::string& uuid : initially_unhealthy) {
+      MarkBad(Whole(uuid), "discovery failed", -1);
+    }
     if (!f.EventSetCreate || !f.EventSetWait || !f.DeviceRegisterEvents ||
         !f.DeviceGetSupportedEventTypes) {
       LogWarning("this NVML has no event API; XID health checks are off");

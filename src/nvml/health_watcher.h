@@ -1,6 +1,8 @@
 // Watches GPU health through NVML XID events on one thread, applies the XID
 // policy, and brings a GPU back after a quiet period once NVML answers for it
-// again. Reports plain (uuid, healthy) changes; knows nothing of the kubelet.
+// again. Reports plain (uuid[, MIG instance], healthy) changes; knows nothing
+// of the kubelet. An XID NVML scopes to a MIG instance marks only that
+// instance; any other marks the whole GPU.
 #ifndef GPU_AGENT_NVML_HEALTH_WATCHER_H_
 #define GPU_AGENT_NVML_HEALTH_WATCHER_H_
 
@@ -33,7 +35,11 @@ struct HealthPolicy {
 };
 
 struct HealthChange {
-  std::string uuid;
+  std::string uuid;  // the physical GPU
+  // Set when the change is about one MIG instance only (an instance-scoped
+  // XID); -1: the whole GPU, MIG devices included.
+  int gpu_instance = -1;
+  int compute_instance = -1;
   bool healthy = false;
   std::string reason;  // "XID 79", "recovered", ...
   int xid = -1;        // the XID that caused it, or -1

@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -294,6 +295,68 @@ TEST(ConfigTest, ShippedExampleConfigsLoad) {
     auto loaded = LoadConfig(req);
     EXPECT_TRUE(loaded.ok()) << name << ": " << loaded.status();
   }
+}
+
+TEST(ConfigTest, DeviceSelectionAndSharingSubsetsLoad) {
+  auto loaded = LoadText(R"(version: v1
+devices:
+  include: ["name:*H100*", "index:0"]
+  exclude: [GPU-abc]
+  max: 4
+sharing:
+  timeSlicing:
+    allocationPolicy: packed
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+      devices: 3
+      rename: nvidia.com/gpu.shared
+)");
+  ASSERT_TRUE(loaded.ok()) << ErrorOf(loaded);
+  const Config& c = loaded->config;
+  EXPECT_EQ(c.devices.include, (std::vector<std::string>{"name:*H100*", "index:0"}));
+  EXPECT_EQ(c.devices.exclude, (std::vector<std::string>{"GPU-abc"}));
+  EXPECT_EQ(c.devices.max, 4);
+  EXPECT_EQ(c.sharing.time_slicing.allocation_policy, "packed");
+  EXPECT_EQ(c.sharing.time_slicing.resources.at(0).device_count, 3);
+  EXPECT_TRUE(c.sharing.time_slicing.resources.at(0).devices.empty());
+  // From env and flags too.
+  auto env = LoadText("version: v1\n", {{"GPU_AGENT_EXCLUDE_DEVICES", "index:1,index:2"}},
+                      {{"devices.max", "2"}});
+  ASSERT_TRUE(env.ok()) << ErrorOf(env);
+  EXPECT_EQ(env->config.devices.exclude, (std::vector<std::string>{"index:1", "index:2"}));
+  EXPECT_EQ(env->config.devices.max, 2);
+}
+
+TEST(ConfigTest, BadSelectionAndSharingValuesAreNamed) {
+  EXPECT_THAT(ErrorOf(LoadText("version: v1\ndevices:\n  include: [\"gpu:1\"]\n")),
+              ::testing::HasSubstr("devices.include[0] \"gpu:1\": unknown selector kind"));
+  EXPECT_THAT(ErrorOf(LoadText("version: v1\ndevices:\n  max: lots\n")),
+              ::testing::HasSubstr("invalid value \"lots\" for devices.max"));
+  EXPECT_THAT(ErrorOf(LoadText("version: v1\ndevices:\n  max: -1\n")),
+              ::testing::HasSubstr("devices.max"));
+  EXPECT_THAT(ErrorOf(LoadText("version: v1\ndevices:\n  incude: [index:0]\n")),
+              ::testing::HasSubstr("did you mean \"include\""));
+  const std::string sharing = R"(version: v1
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+      devices: )";
+  EXPECT_THAT(ErrorOf(LoadText(sharing + "some\n")),
+              ::testing::HasSubstr("devices must be \"all\", a count of 1 or more"));
+  EXPECT_THAT(ErrorOf(LoadText(sharing + "0\n")),
+              ::testing::HasSubstr("devices must be \"all\", a count of 1 or more"));
+  EXPECT_THAT(ErrorOf(LoadText(sharing + "[]\n")),
+              ::testing::HasSubstr("devices is an empty list"));
+  EXPECT_THAT(ErrorOf(LoadText(sharing + "[0, \"0\"]\n")),
+              ::testing::HasSubstr("devices: \"0\" is listed twice"));
+  EXPECT_THAT(ErrorOf(LoadText(sharing + "[all, 1]\n")),
+              ::testing::HasSubstr("\"all\" cannot be listed with other devices"));
+  EXPECT_THAT(
+      ErrorOf(LoadText("version: v1\nsharing:\n  timeSlicing:\n    allocationPolicy: tight\n")),
+      ::testing::HasSubstr("tight"));
 }
 
 }  // namespace

@@ -116,7 +116,7 @@ TEST(AllocatorTest, ReplicasOfOneGpuAreOneDeviceToTheRuntime) {
 TEST(AllocatorTest, BadRequestsNameTheIds) {
   Allocator alloc(AllocateOptions{});
   DevicePublisher pub(TwoGpus());
-  ASSERT_TRUE(pub.SetHealth("GPU-1", false));
+  ASSERT_TRUE(pub.SetHealth({"GPU-1"}, false));
   struct Case {
     std::vector<std::string> ids;
     std::string expect;
@@ -162,9 +162,9 @@ TEST(AllocatorTest, FailRequestsGreaterThanOne) {
 TEST(DevicePublisherTest, HealthChangesAllReplicasAndBumpsVersion) {
   DevicePublisher pub(TwoGpus(true));
   const uint64_t v = pub.Current()->version;
-  EXPECT_FALSE(pub.SetHealth("GPU-0", true));  // no change, no new version
+  EXPECT_FALSE(pub.SetHealth({"GPU-0"}, true));  // no change, no new version
   EXPECT_EQ(pub.Current()->version, v);
-  EXPECT_TRUE(pub.SetHealth("GPU-0", false));
+  EXPECT_TRUE(pub.SetHealth({"GPU-0"}, false));
   auto snap = pub.Current();
   EXPECT_EQ(snap->version, v + 1);
   EXPECT_EQ(snap->HealthyCount(), 3u);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 
+#include "base/strings.h"
 #include "fixture.h"
 #include "kubelet_simulator.h"
 #include "support/test_support.h"
@@ -547,11 +548,130 @@ TEST(PluginModeBadInputTest, SocketPathTooLong) {
   EXPECT_NE(r.err.find("unix sockets allow at most 107"), std::string::npos) << r.err;
 }
 
-TEST(PluginModeBadInputTest, MigStrategyNotYetSupportedIsAClearError) {
-  RunResult r = RunAgent({"run", "--mig-strategy", "mixed", "--kubelet-socket", "/tmp/x/k.sock"},
-                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+constexpr const char* kMig1g = "nvidia.com/mig-1g.10gb";
+constexpr const char* kMig2g = "nvidia.com/mig-2g.20gb";
+// In the 2-gpu-mig fixture: GPU 0's instances 1 (2g.20gb), 2 and 3 (1g.10gb).
+constexpr const char* kMigGi1 = "MIG-830ac273-9aa0-574f-9f5c-22f3462d8634";
+constexpr const char* kMigGi2 = "MIG-88046736-7ede-57ab-bf0a-d906907fb941";
+constexpr const char* kMigGi3 = "MIG-0262095c-56cd-5b2e-903c-5f38b7f3d9b2";
+
+std::string HealthOf(const Devices& devices, const std::string& id) {
+  for (const auto& d : devices) {
+    if (d.id() == id) return d.health();
+  }
+  return "absent";
+}
+
+TEST_F(PluginModeTest, MixedMigServesEachProfileOnItsOwnSocket) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  dir_.Write("devroot/dev/nvidia0", "");
+  dir_.Write("devroot/dev/nvidia1", "");
+  dir_.Write("proc/driver/nvidia-caps/mig-minors",
+             "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+             "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\n"
+             "gpu0/gi3/ci0/access 31\n");
+  StartAgent({"--mig-strategy", "mixed", "--pass-device-specs", "--dev-root", dir_.Join("devroot"),
+              "--proc-root", dir_.Join("proc")},
+             FixturePath("2-gpu-mig.yaml"));
+  ASSERT_TRUE(Registered(3)) << Dump();
+  std::map<std::string, std::string> endpoint_of;
+  for (const auto& r : sim_.registration_requests()) endpoint_of[r.resource_name()] = r.endpoint();
+  EXPECT_EQ(endpoint_of, (std::map<std::string, std::string>{{kGpu, "nvidia-gpu.sock"},
+                                                             {kMig1g, "nvidia-mig-1g.10gb.sock"},
+                                                             {kMig2g, "nvidia-mig-2g.20gb.sock"}}));
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 2; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return d.size() == 1; }));
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 1; }));
+  EXPECT_EQ(sim_.Devices(kMig2g).at(0).id(), kMigGi1);
+
+  // Allocate: the MIG UUID for the runtime, the parent's node and the two
+  // capability nodes of that instance.
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(kMigGi2);
+  v1beta1::AllocateResponse resp;
+  grpc::Status s = sim_.Allocate(kMig1g, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::string root = dir_.Join("devroot");
+  EXPECT_EQ(resp.container_responses(0).ShortDebugString(),
+            StrCat(R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: ")", kMigGi2, R"(" } )",
+                   R"(devices { container_path: "/dev/nvidia0" host_path: ")", root,
+                   R"(/dev/nvidia0" permissions: "rw" } )",
+                   R"(devices { container_path: "/dev/nvidia-caps/nvidia-cap21" host_path: ")",
+                   root, R"(/dev/nvidia-caps/nvidia-cap21" permissions: "rw" } )",
+                   R"(devices { container_path: "/dev/nvidia-caps/nvidia-cap22" host_path: ")",
+                   root, R"(/dev/nvidia-caps/nvidia-cap22" permissions: "rw" })"));
+  // A whole-GPU ID is unknown to a MIG resource.
+  v1beta1::AllocateRequest wrong;
+  wrong.add_container_requests()->add_devices_ids(FixtureUuids(FixturePath("2-gpu-mig.yaml"))[1]);
+  EXPECT_EQ(sim_.Allocate(kMig1g, wrong, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // An XID NVML scopes to GPU instance 2 takes out that MIG device only.
+  Nvml("xid 0 94 2 0");
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) {
+    return HealthOf(d, kMigGi2) == "Unhealthy" && HealthOf(d, kMigGi3) == "Healthy";
+  })) << Dump();
+  EXPECT_EQ(HealthOf(sim_.Devices(kMig2g), kMigGi1), "Healthy");
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return CountHealthy(d) == 2; }))
+      << Dump();
+  // An XID on the whole GPU takes out every MIG device on it, and nothing else.
+  Nvml("xid 0 79");
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return CountHealthy(d) == 0; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return CountHealthy(d) == 0; }));
+  EXPECT_EQ(CountHealthy(sim_.Devices(kGpu)), 1);
+}
+
+TEST_F(PluginModeTest, SingleMigStrategyOnMixedGpusIsAClearError) {
+  RunResult r = RunAgent({"run", "--mig-strategy", "single", "--kubelet-socket", sim_.socket()},
+                         FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("flags.migStrategy"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("flags.migStrategy single needs every GPU in MIG mode, but GPU(s) 1 are "
+                       "not"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(PluginModeTest, MissingMigMinorsWithDeviceSpecsIsAClearError) {
+  RunResult r = RunAgent({"run", "--mig-strategy", "mixed", "--pass-device-specs", "--proc-root",
+                          dir_.Join("proc"), "--kubelet-socket", sim_.socket()},
+                         FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(
+      r.err.find(dir_.Join("proc/driver/nvidia-caps/mig-minors") + ": cannot read it (missing)"),
+      std::string::npos)
+      << r.err;
+}
+
+TEST_F(PluginModeTest, SelectedGpusOnlyAndPackedReplicas) {
+  const std::string config = dir_.Write("sel.yaml", R"(version: v1
+devices:
+  exclude: ["index:0", "index:7"]
+sharing:
+  timeSlicing:
+    allocationPolicy: packed
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+)");
+  StartAgent({"--config", config});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 24; })) << Dump();
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  for (const auto& d : sim_.Devices(kGpu)) {
+    EXPECT_NE(d.id().rfind(uuids[0], 0), 0u) << d.id();
+    EXPECT_NE(d.id().rfind(uuids[7], 0), 0u) << d.id();
+  }
+  // Packed: three replicas come from one GPU, not three.
+  v1beta1::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (const auto& d : sim_.Devices(kGpu)) c->add_available_deviceids(d.id());
+  c->set_allocation_size(3);
+  v1beta1::PreferredAllocationResponse resp;
+  ASSERT_TRUE(sim_.GetPreferredAllocation(kGpu, req, &resp).ok());
+  std::set<std::string> gpus;
+  for (const auto& id : resp.container_responses(0).deviceids())
+    gpus.insert(id.substr(0, id.find("::")));
+  EXPECT_EQ(gpus.size(), 1u);
 }
 
 }  // namespace

@@ -207,5 +207,43 @@ TEST_F(StaticModeTest, InClusterConnectionUsesTheServiceAccount) {
   EXPECT_NE(Log().find("in-cluster API server https://localhost:"), std::string::npos);
 }
 
+TEST_F(StaticModeTest, MixedMigKeepsTheSameResourcesPluginModeWouldAdvertise) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api, {"--mig-strategy", "mixed"}, {{"FAKE_NVML_FIXTURE", FixturePath("2-gpu-mig.yaml")}});
+  auto is = [&](const char* resource, const char* v) {
+    return WaitFor([&] { return api.Capacity("gpu-node-1", resource) == v; });
+  };
+  ASSERT_TRUE(is("nvidia.com/mig-1g.10gb", "2")) << Log();
+  ASSERT_TRUE(is("nvidia.com/mig-2g.20gb", "1")) << Log();
+  ASSERT_TRUE(is(kGpu, "1")) << Log();
+  EXPECT_EQ(api.Allocatable("gpu-node-1", "nvidia.com/mig-1g.10gb"), "2");
+  // An instance-scoped XID takes one MIG device out, then it comes back.
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 0 94 2 0"));
+  ASSERT_TRUE(is("nvidia.com/mig-1g.10gb", "1")) << Log();
+  EXPECT_EQ(api.Capacity("gpu-node-1", "nvidia.com/mig-2g.20gb"), "1");
+  ASSERT_TRUE(is("nvidia.com/mig-1g.10gb", "2")) << Log();
+}
+
+TEST_F(StaticModeTest, SelectionAndSharedSubsetMatchPluginMode) {
+  const std::string config = dir_.Write("c.yaml", R"(version: v1
+devices:
+  exclude: [index:0]
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+      devices: [1, 2]
+      rename: nvidia.com/gpu.shared
+)");
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api, {"--config", config});
+  ASSERT_TRUE(CapacityIs(api, "5")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.Capacity("gpu-node-1", "nvidia.com/gpu.shared") == "8"; }))
+      << Log();
+}
+
 }  // namespace
 }  // namespace gpu_agent::testing

@@ -1,0 +1,493 @@
+// The plan from inventory and config to resources: MIG strategies, device
+// selection, time-slicing subsets, MIG capability minors. Pure functions on
+// hand-made inventories, so each case states exactly what the node has.
+#include "agent/plugin_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent/config_schema.h"
+#include "agent/device_selection.h"
+#include "base/strings.h"
+#include "deviceplugin/device_publisher.h"
+#include "nvml/mig_minors.h"
+#include "support/test_support.h"
+
+namespace gpu_agent {
+namespace {
+
+using deviceplugin::PluginDevice;
+using deviceplugin::ResourceSpec;
+using gpu_agent::testing::TempDir;
+using ::testing::HasSubstr;
+
+nvml::GpuRecord Gpu(unsigned index, std::string name = "NVIDIA A100-SXM4-80GB",
+                    uint32_t pci = 0x20b210de) {
+  nvml::GpuRecord g;
+  g.index = index;
+  g.uuid = StrCat("GPU-", index, "aaa");
+  g.name = std::move(name);
+  g.memory_mib = 81920;
+  g.minor = static_cast<int>(index);
+  g.pci_device_id = pci;
+  return g;
+}
+
+nvml::MigRecord Mig(unsigned index, unsigned gi, unsigned slices, uint64_t mib,
+                    const std::string& uuid) {
+  nvml::MigRecord m;
+  m.index = index;
+  m.uuid = uuid;
+  m.gpu_instance_id = gi;
+  m.compute_instance_id = 0;
+  m.gpu_instance_slices = slices;
+  m.compute_instance_slices = slices;
+  m.memory_mib = mib;
+  return m;
+}
+
+// GPU 0 in MIG mode (2g.20gb, 1g.10gb, 1g.10gb), GPU 1 whole.
+nvml::Inventory MixedNode() {
+  nvml::Inventory inv;
+  nvml::GpuRecord g0 = Gpu(0);
+  g0.mig_enabled = true;
+  g0.mig_devices = {Mig(0, 1, 2, 19968, "MIG-a"), Mig(1, 2, 1, 9856, "MIG-b"),
+                    Mig(2, 3, 1, 9856, "MIG-c")};
+  inv.gpus = {g0, Gpu(1)};
+  inv.links.assign(2, std::vector<nvml::GpuLink>(2));
+  return inv;
+}
+
+// Two GPUs, both MIG with two 1g.10gb each.
+nvml::Inventory AllMigNode() {
+  nvml::Inventory inv;
+  for (unsigned i = 0; i < 2; ++i) {
+    nvml::GpuRecord g = Gpu(i);
+    g.mig_enabled = true;
+    g.mig_devices = {Mig(0, 1, 1, 9856, StrCat("MIG-", i, "x")),
+                     Mig(1, 2, 1, 9856, StrCat("MIG-", i, "y"))};
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+nvml::Inventory PlainNode(unsigned n) {
+  nvml::Inventory inv;
+  for (unsigned i = 0; i < n; ++i) inv.gpus.push_back(Gpu(i));
+  return inv;
+}
+
+const ResourceSpec* Find(const PluginPlan& p, const std::string& name) {
+  for (const ResourceSpec& r : p.resources) {
+    if (r.resource_name == name) return &r;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Ids(const ResourceSpec& r) {
+  std::vector<std::string> out;
+  for (const PluginDevice& d : r.devices) out.push_back(d.id);
+  return out;
+}
+
+std::string Error(const absl::StatusOr<PluginPlan>& p) {
+  return p.ok() ? "<ok>" : std::string(p.status().message());
+}
+
+std::string AllWarnings(const PluginPlan& p) { return StrJoin(p.warnings, "\n"); }
+
+TEST(MigProfileNameTest, MatchesNvidiaNames) {
+  nvml::GpuRecord a100_80 = Gpu(0);
+  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 1, 9856, "M")), "1g.10gb");
+  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 2, 19968, "M")), "2g.20gb");
+  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 3, 40192, "M")), "3g.40gb");
+  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 7, 80896, "M")), "7g.80gb");
+  nvml::GpuRecord a100_40 = Gpu(0);
+  a100_40.memory_mib = 40536;
+  EXPECT_EQ(MigProfileName(a100_40, Mig(0, 1, 1, 4864, "M")), "1g.5gb");
+  EXPECT_EQ(MigProfileName(a100_40, Mig(0, 1, 3, 20096, "M")), "3g.20gb");
+  nvml::GpuRecord h100 = Gpu(0);
+  h100.memory_mib = 81559;
+  EXPECT_EQ(MigProfileName(h100, Mig(0, 1, 1, 9984, "M")), "1g.10gb");
+  nvml::MigRecord shared_ci = Mig(0, 1, 2, 19968, "M");
+  shared_ci.compute_instance_slices = 1;
+  EXPECT_EQ(MigProfileName(a100_80, shared_ci), "1c.2g.20gb");
+  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 0, 9856, "M")), "");
+  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 1, 0, "M")), "");
+}
+
+TEST(PlanMigTest, NoneAdvertisesMigGpusWholeAndSaysSo) {
+  Config c;
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  ASSERT_TRUE(p.ok()) << Error(p);
+  ASSERT_EQ(p->resources.size(), 1u);
+  EXPECT_EQ(Ids(p->resources[0]), (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
+  EXPECT_THAT(AllWarnings(*p), HasSubstr("GPU 0 (GPU-0aaa) is in MIG mode but flags.migStrategy "
+                                         "is none: advertised whole"));
+}
+
+TEST(PlanMigTest, MixedHasOneResourceAndSocketPerProfile) {
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  ASSERT_TRUE(p.ok()) << Error(p);
+  ASSERT_EQ(p->resources.size(), 3u);
+  const ResourceSpec* small = Find(*p, "nvidia.com/mig-1g.10gb");
+  const ResourceSpec* big = Find(*p, "nvidia.com/mig-2g.20gb");
+  const ResourceSpec* whole = Find(*p, "nvidia.com/gpu");
+  ASSERT_TRUE(small && big && whole);
+  EXPECT_EQ(Ids(*small), (std::vector<std::string>{"MIG-b", "MIG-c"}));
+  EXPECT_EQ(Ids(*big), (std::vector<std::string>{"MIG-a"}));
+  EXPECT_EQ(Ids(*whole), (std::vector<std::string>{"GPU-1aaa"}));
+  EXPECT_EQ(whole->endpoint, "nvidia-gpu.sock");
+  EXPECT_EQ(small->endpoint, "nvidia-mig-1g.10gb.sock");
+  EXPECT_EQ(big->endpoint, "nvidia-mig-2g.20gb.sock");
+  EXPECT_EQ(small->devices[0].gpu_uuid, "GPU-0aaa");
+  EXPECT_EQ(small->devices[0].gpu_instance, 2);
+  EXPECT_EQ(small->devices[0].compute_instance, 0);
+  EXPECT_EQ(p->gpu_uuids, (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
+}
+
+TEST(PlanMigTest, IndexStrategyNamesMigDevicesGpuColonMig) {
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  c.flags.plugin.device_id_strategy = "index";
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  ASSERT_TRUE(p.ok()) << Error(p);
+  EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb")), (std::vector<std::string>{"0:1", "0:2"}));
+  EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu")), (std::vector<std::string>{"1"}));
+}
+
+TEST(PlanMigTest, SingleExposesMigDevicesAsTheGpuResource) {
+  Config c;
+  c.flags.mig_strategy = "single";
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, AllMigNode());
+  ASSERT_TRUE(p.ok()) << Error(p);
+  ASSERT_EQ(p->resources.size(), 1u);
+  EXPECT_EQ(p->resources[0].resource_name, "nvidia.com/gpu");
+  EXPECT_EQ(Ids(p->resources[0]),
+            (std::vector<std::string>{"MIG-0x", "MIG-0y", "MIG-1x", "MIG-1y"}));
+}
+
+TEST(PlanMigTest, SingleOnMixedMigAndWholeGpusIsAnError) {
+  Config c;
+  c.flags.mig_strategy = "single";
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  EXPECT_THAT(Error(p), HasSubstr("flags.migStrategy single needs every GPU in MIG mode, but "
+                                  "GPU(s) 1 are not"));
+  // Leaving the whole GPU out makes it valid... but GPU 0 has two profiles.
+  c.devices.exclude = {"index:1"};
+  p = PlanPlugin(c, MixedNode());
+  EXPECT_THAT(Error(p), HasSubstr("needs one MIG profile on every GPU, found 2"));
+  EXPECT_THAT(Error(p), HasSubstr("1g.10gb: MIG device 0:1 (MIG-b), MIG device 0:2 (MIG-c)"));
+  EXPECT_THAT(Error(p), HasSubstr("2g.20gb: MIG device 0:0 (MIG-a)"));
+}
+
+TEST(PlanMigTest, SingleWithAMigGpuWithoutDevicesIsAnError) {
+  Config c;
+  c.flags.mig_strategy = "single";
+  nvml::Inventory inv = AllMigNode();
+  inv.gpus[1].mig_devices.clear();
+  EXPECT_THAT(Error(PlanPlugin(c, inv)), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG "
+                                                   "devices"));
+  c.flags.mig_strategy = "mixed";
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+  ASSERT_TRUE(p.ok()) << Error(p);
+  EXPECT_THAT(AllWarnings(*p), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG devices"));
+}
+
+TEST(PlanMigTest, ProfileWithNoNameIsLeftOutAndNamed) {
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  nvml::Inventory inv = MixedNode();
+  inv.gpus[0].mig_devices[1].gpu_instance_slices = 0;  // NVML gave no attributes
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+  ASSERT_TRUE(p.ok()) << Error(p);
+  EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb")), (std::vector<std::string>{"MIG-c"}));
+  EXPECT_THAT(AllWarnings(*p), HasSubstr("MIG device 0:1 (MIG-b) has no profile name"));
+}
+
+TEST(PlanMigTest, MigDeviceSpecsCarryParentAndCapabilityNodes) {
+  TempDir dir;
+  dir.Write("dev/dev/nvidia0", "");
+  dir.Write("proc/driver/nvidia-caps/mig-minors",
+            "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+            "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\n"
+            "gpu0/gi3/ci0/access 31\n");
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  c.flags.plugin.pass_device_specs = true;
+  c.flags.nvidia_dev_root = dir.Join("dev");
+  c.proc_root = dir.Join("proc");
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  ASSERT_TRUE(p.ok()) << Error(p);
+  const ResourceSpec* small = Find(*p, "nvidia.com/mig-1g.10gb");
+  EXPECT_EQ(small->devices[0].device_nodes,
+            (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap21",
+                                      "/dev/nvidia-caps/nvidia-cap22"}));
+  EXPECT_EQ(Find(*p, "nvidia.com/mig-2g.20gb")->devices[0].device_nodes,
+            (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12",
+                                      "/dev/nvidia-caps/nvidia-cap13"}));
+}
+
+TEST(PlanMigTest, MissingOrMalformedMigMinorsIsAClearError) {
+  TempDir dir;
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  c.flags.plugin.pass_device_specs = true;
+  c.proc_root = dir.Join("proc");
+  const std::string file = dir.Join("proc/driver/nvidia-caps/mig-minors");
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+              HasSubstr(StrCat(file, ": cannot read it (missing)")));
+  dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access twelve\n");
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+              HasSubstr(StrCat(file, ":2: minor \"twelve\" is not a whole number")));
+  dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access\n");
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+              HasSubstr(StrCat(file, ":2: expected \"<capability> <minor>\"")));
+  dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access 12\n");
+  EXPECT_THAT(
+      Error(PlanPlugin(c, MixedNode())),
+      HasSubstr(StrCat("MIG device 0:0 (MIG-a): ", file, " has no entry \"gpu0/gi1/ci0/access\"")));
+  dir.Write("proc/driver/nvidia-caps/mig-minors", "");
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())), HasSubstr(StrCat(file, ": empty")));
+  // Without device specs the file is not needed at all.
+  c.flags.plugin.pass_device_specs = false;
+  EXPECT_TRUE(PlanPlugin(c, MixedNode()).ok());
+}
+
+TEST(SelectorTest, ParsesEveryFormAndRefusesUnknownOnes) {
+  auto kind = [](const std::string& s) {
+    absl::StatusOr<GpuSelector> sel = ParseGpuSelector(s, "devices.include[0]");
+    return sel.ok() ? static_cast<int>(sel->kind) : -1;
+  };
+  EXPECT_EQ(kind("uuid:GPU-1"), static_cast<int>(GpuSelector::Kind::kUuid));
+  EXPECT_EQ(kind("GPU-1"), static_cast<int>(GpuSelector::Kind::kUuid));
+  EXPECT_EQ(kind("index:3"), static_cast<int>(GpuSelector::Kind::kIndex));
+  EXPECT_EQ(kind("3"), static_cast<int>(GpuSelector::Kind::kIndex));
+  EXPECT_EQ(kind("pci:0x20b2"), static_cast<int>(GpuSelector::Kind::kPciDeviceId));
+  EXPECT_EQ(kind("0x20b210de"), static_cast<int>(GpuSelector::Kind::kPciDeviceId));
+  EXPECT_EQ(kind("name:*A100*"), static_cast<int>(GpuSelector::Kind::kName));
+  auto error = [](const std::string& s) {
+    absl::StatusOr<GpuSelector> sel = ParseGpuSelector(s, "devices.exclude[1]");
+    return sel.ok() ? std::string("<ok>") : std::string(sel.status().message());
+  };
+  EXPECT_THAT(error("uid:GPU-1"),
+              HasSubstr("devices.exclude[1] \"uid:GPU-1\": unknown selector kind \"uid\" (did "
+                        "you mean \"uuid:\"?)"));
+  EXPECT_THAT(error("A100"), HasSubstr("\"A100\": not a selector; write uuid:GPU-..."));
+  EXPECT_THAT(error("index:two"), HasSubstr("an index is a whole number"));
+  EXPECT_THAT(error("pci:20b2"), HasSubstr("a PCI device id is hex"));
+  EXPECT_THAT(error("name:"), HasSubstr("nothing after \"name:\""));
+  EXPECT_THAT(error("uuid:MIG-123"), HasSubstr("selects GPUs, not MIG devices"));
+}
+
+TEST(SelectionTest, IncludeExcludeAndCap) {
+  nvml::Inventory inv;
+  inv.gpus = {Gpu(0, "NVIDIA A100-SXM4-80GB"), Gpu(1, "NVIDIA H100 80GB HBM3", 0x233010de),
+              Gpu(2, "NVIDIA H100 80GB HBM3", 0x233010de), Gpu(3, "NVIDIA L40S", 0x26b910de)};
+  Config c;
+  auto chosen = [&] {
+    absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+    EXPECT_TRUE(p.ok()) << Error(p);
+    return p.ok() ? Ids(p->resources[0]) : std::vector<std::string>{};
+  };
+  c.devices.include = {"name:*h100*"};
+  EXPECT_EQ(chosen(), (std::vector<std::string>{"GPU-1aaa", "GPU-2aaa"}));
+  c.devices.include = {"pci:0x26b9", "index:0"};
+  EXPECT_EQ(chosen(), (std::vector<std::string>{"GPU-0aaa", "GPU-3aaa"}));
+  c.devices.include = {"pci:0x233010de"};
+  c.devices.exclude = {"GPU-2aaa"};  // a pattern include narrowed by an exclude
+  EXPECT_EQ(chosen(), (std::vector<std::string>{"GPU-1aaa"}));
+  c.devices.include = {};
+  c.devices.exclude = {"index:0"};
+  c.devices.max = 2;
+  EXPECT_EQ(chosen(), (std::vector<std::string>{"GPU-1aaa", "GPU-2aaa"}));
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+  EXPECT_THAT(AllWarnings(*p), HasSubstr("devices.max 2 leaves out GPU(s) 3"));
+}
+
+TEST(SelectionTest, OverlappingSelectorsAreAnError) {
+  Config c;
+  c.devices.include = {"index:1"};
+  c.devices.exclude = {"uuid:GPU-1aaa"};
+  EXPECT_THAT(Error(PlanPlugin(c, PlainNode(2))),
+              HasSubstr("GPU 1 (GPU-1aaa) is named by devices.include[0] \"index:1\" and excluded "
+                        "by devices.exclude[0] \"uuid:GPU-1aaa\"; the two overlap"));
+  c.devices.exclude = {"index:1"};
+  EXPECT_THAT(std::string(ValidateConfig(c).message()),
+              HasSubstr("\"index:1\" is both in devices.include[0] and in devices.exclude[0]"));
+  c.devices.exclude = {"bogus:1"};
+  EXPECT_THAT(std::string(ValidateConfig(c).message()),
+              HasSubstr("devices.exclude[0] \"bogus:1\": unknown selector kind"));
+}
+
+TEST(SelectionTest, SelectorMatchingNothingIsNamedAndTheRestServed) {
+  Config c;
+  c.devices.include = {"index:0", "uuid:GPU-nothere"};
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(2));
+  ASSERT_TRUE(p.ok()) << Error(p);
+  EXPECT_EQ(Ids(p->resources[0]), (std::vector<std::string>{"GPU-0aaa"}));
+  EXPECT_THAT(AllWarnings(*p), HasSubstr("devices.include[1] \"uuid:GPU-nothere\" matches no GPU"));
+  EXPECT_EQ(p->gpu_uuids, (std::vector<std::string>{"GPU-0aaa"}));  // only chosen GPUs watched
+}
+
+TimeSlicingResource Share(std::string name, int replicas,
+                          std::vector<std::string> devices = {"all"}, std::string rename = "") {
+  TimeSlicingResource r;
+  r.name = std::move(name);
+  r.replicas = replicas;
+  r.devices = std::move(devices);
+  r.rename = std::move(rename);
+  return r;
+}
+
+TEST(SharingTest, SubsetByListSharesOnlyThoseAndTheRestStayWhole) {
+  Config c;
+  c.sharing.time_slicing.resources = {
+      Share("nvidia.com/gpu", 2, {"1", "GPU-3aaa"}, "nvidia.com/gpu.shared")};
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(4));
+  ASSERT_TRUE(p.ok()) << Error(p);
+  ASSERT_EQ(p->resources.size(), 2u);
+  const ResourceSpec* whole = Find(*p, "nvidia.com/gpu");
+  const ResourceSpec* shared = Find(*p, "nvidia.com/gpu.shared");
+  EXPECT_EQ(Ids(*whole), (std::vector<std::string>{"GPU-0aaa", "GPU-2aaa"}));
+  EXPECT_FALSE(whole->replicated);
+  EXPECT_EQ(Ids(*shared),
+            (std::vector<std::string>{"GPU-1aaa::0", "GPU-1aaa::1", "GPU-3aaa::0", "GPU-3aaa::1"}));
+  EXPECT_TRUE(shared->replicated);
+  EXPECT_EQ(whole->endpoint, "nvidia-gpu.sock");
+  EXPECT_EQ(shared->endpoint, "nvidia-gpu.shared.sock");
+}
+
+TEST(SharingTest, SubsetByCountWithRenameByDefault) {
+  Config c;
+  c.sharing.time_slicing.rename_by_default = true;
+  TimeSlicingResource r = Share("nvidia.com/gpu", 3, {});
+  r.device_count = 1;
+  c.sharing.time_slicing.resources = {r};
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(3));
+  ASSERT_TRUE(p.ok()) << Error(p);
+  EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu.shared")),
+            (std::vector<std::string>{"GPU-0aaa::0", "GPU-0aaa::1", "GPU-0aaa::2"}));
+  EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu")), (std::vector<std::string>{"GPU-1aaa", "GPU-2aaa"}));
+}
+
+TEST(SharingTest, SubsetWithoutANewNameIsAnError) {
+  Config c;
+  c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"0"})};
+  EXPECT_THAT(Error(PlanPlugin(c, PlainNode(2))),
+              HasSubstr("sharing.timeSlicing.resources[0].devices shares 1 of 2 nvidia.com/gpu "
+                        "devices: the replicas need a name of their own"));
+}
+
+TEST(SharingTest, AllSharedKeepsTheSingleSocket) {
+  Config c;
+  c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2)};
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(2));
+  ASSERT_TRUE(p.ok()) << Error(p);
+  ASSERT_EQ(p->resources.size(), 1u);
+  EXPECT_EQ(p->resources[0].endpoint, "nvidia-gpu.sock");
+  EXPECT_EQ(p->resources[0].devices.size(), 4u);
+}
+
+TEST(SharingTest, MigResourceIsSharedByMigUuidOrIndex) {
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  c.sharing.time_slicing.resources = {
+      Share("nvidia.com/mig-1g.10gb", 2, {"0:1"}, "nvidia.com/mig-1g.10gb.shared")};
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  ASSERT_TRUE(p.ok()) << Error(p);
+  EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb.shared")),
+            (std::vector<std::string>{"MIG-b::0", "MIG-b::1"}));
+  EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb")), (std::vector<std::string>{"MIG-c"}));
+}
+
+TEST(SharingTest, ReplicasOnAMigDeviceWhereNotAllowed) {
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  // A MIG device named under the whole-GPU resource.
+  c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"MIG-b"}, "nvidia.com/x")};
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+              HasSubstr("\"MIG-b\" is MIG device 0:1 (MIG-b), advertised as "
+                        "nvidia.com/mig-1g.10gb, not nvidia.com/gpu"));
+  // A MIG-mode GPU named where its MIG devices are the units.
+  c.sharing.time_slicing.resources = {
+      Share("nvidia.com/mig-1g.10gb", 2, {"0"}, "nvidia.com/mig-1g.10gb.shared")};
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+              HasSubstr("\"0\" is GPU 0, which is in MIG mode: replicas go on its MIG devices"));
+  // Under migStrategy none there are no MIG devices to share.
+  c.flags.mig_strategy = "none";
+  c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"0:2"}, "nvidia.com/x")};
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+              HasSubstr("\"0:2\" is a MIG device, and nvidia.com/gpu has no MIG devices under "
+                        "flags.migStrategy none; replicas are not allowed on it here"));
+  c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"7"}, "nvidia.com/x")};
+  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+              HasSubstr("\"7\" matches no nvidia.com/gpu device"));
+}
+
+TEST(SharingTest, EntryForAResourceThisNodeLacksIsOnlyAWarning) {
+  Config c;
+  c.flags.mig_strategy = "mixed";
+  c.sharing.time_slicing.resources = {Share("nvidia.com/mig-3g.40gb", 2)};
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  ASSERT_TRUE(p.ok()) << Error(p);
+  EXPECT_THAT(AllWarnings(*p), HasSubstr("no device on this node is advertised as "
+                                         "nvidia.com/mig-3g.40gb"));
+}
+
+TEST(SharingTest, MigResourceNamesNeedMixed) {
+  Config c;
+  c.sharing.time_slicing.resources = {Share("nvidia.com/mig-1g.10gb", 2)};
+  EXPECT_THAT(
+      std::string(ValidateConfig(c).message()),
+      HasSubstr("is a MIG profile resource, advertised only under flags.migStrategy mixed"));
+  c.flags.mig_strategy = "mixed";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(HealthLedgerTest, InstanceAndGpuOutagesAreKeptApart) {
+  ResourceSpec spec;
+  spec.resource_name = "nvidia.com/mig-1g.10gb";
+  spec.endpoint = "x.sock";
+  for (int gi : {1, 2}) {
+    PluginDevice d;
+    d.id = StrCat("MIG-", gi);
+    d.gpu_id = d.id;
+    d.gpu_uuid = "GPU-0";
+    d.gpu_instance = gi;
+    d.compute_instance = 0;
+    d.physical = gi - 1;
+    spec.devices.push_back(d);
+  }
+  spec.link_score.assign(2, std::vector<int>(2, 0));
+  deviceplugin::DevicePublisher pub(spec);
+  auto healthy = [&] {
+    std::string out;
+    for (const PluginDevice& d : pub.Current()->devices) out += d.healthy ? "H" : "U";
+    return out;
+  };
+  EXPECT_TRUE(pub.SetHealth({"GPU-0", 2, 0}, false));  // instance-scoped XID
+  EXPECT_EQ(healthy(), "HU");
+  EXPECT_TRUE(pub.SetHealth({"GPU-0"}, false));  // GPU-wide XID
+  EXPECT_EQ(healthy(), "UU");
+  EXPECT_TRUE(pub.SetHealth({"GPU-0"}, true));  // the GPU recovers; the instance is still out
+  EXPECT_EQ(healthy(), "HU");
+  EXPECT_FALSE(pub.SetHealth({"GPU-1"}, false));  // another GPU: nothing here changes
+  EXPECT_TRUE(pub.SetHealth({"GPU-0", 2, 0}, true));
+  EXPECT_EQ(healthy(), "HH");
+  EXPECT_TRUE(pub.SetHealth({"GPU-0", 1}, false));  // a GPU instance covers its compute instances
+  EXPECT_EQ(healthy(), "UH");
+}
+
+TEST(MigMinorsTest, DuplicateEntryIsNamed) {
+  absl::StatusOr<nvml::MigMinors> m =
+      nvml::MigMinors::Parse("config 1\nconfig 2\n", "/proc/driver/nvidia-caps/mig-minors");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()),
+              HasSubstr("mig-minors:2: \"config\" is listed twice"));
+}
+
+}  // namespace
+}  // namespace gpu_agent
