@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "agent/plugin_plan.h"
 #include "base/strings.h"
 
 namespace gpu_agent {
@@ -67,9 +68,10 @@ std::string DevicesAsTable(const nvml::Inventory& inv) {
   }
   for (const nvml::GpuRecord& g : inv.gpus) {
     for (const nvml::MigRecord& m : g.mig_devices) {
+      const std::string profile = MigProfileName(g, m);
       StrAppend(&out, "  GPU ", g.index, " MIG ", m.index, ": ", m.uuid, " (",
-                m.gpu_instance_slices, "g, ", m.memory_mib, " MiB, GI ", m.gpu_instance_id, " CI ",
-                m.compute_instance_id, ")\n");
+                profile.empty() ? "no profile name" : profile, ", ", m.memory_mib, " MiB, GI ",
+                m.gpu_instance_id, " CI ", m.compute_instance_id, ")\n");
     }
     if (!g.error.empty()) StrAppend(&out, "  GPU ", g.index, " error: ", g.error, "\n");
   }
@@ -139,6 +141,8 @@ std::string DevicesAsJson(const nvml::Inventory& inv) {
       w.Uint64(m.memory_mib);
       w.Key("gpuInstanceSlices");
       w.Uint(m.gpu_instance_slices);
+      w.Key("profile");
+      w.String(MigProfileName(g, m).c_str());
       w.EndObject();
     }
     w.EndArray();
@@ -178,7 +182,8 @@ std::string DevicesAsYaml(const nvml::Inventory& inv) {
       for (const nvml::MigRecord& m : g.mig_devices) {
         e << YAML::BeginMap << YAML::Key << "uuid" << YAML::Value << m.uuid << YAML::Key
           << "memoryMiB" << YAML::Value << m.memory_mib << YAML::Key << "gpuInstanceId"
-          << YAML::Value << m.gpu_instance_id << YAML::EndMap;
+          << YAML::Value << m.gpu_instance_id << YAML::Key << "profile" << YAML::Value
+          << MigProfileName(g, m) << YAML::EndMap;
       }
       e << YAML::EndSeq;
     }

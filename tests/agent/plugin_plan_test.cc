@@ -489,5 +489,25 @@ TEST(MigMinorsTest, DuplicateEntryIsNamed) {
               HasSubstr("mig-minors:2: \"config\" is listed twice"));
 }
 
+// The table an H100 host's driver (580.159.04) wrote, copied verbatim:
+// 32 GPUs x 15 GPU instances x 8 compute instances, 4322 lines.
+TEST(MigMinorsTest, ReadsARealDriverTable) {
+  TempDir dir;
+  dir.Write("proc/driver/nvidia-caps/mig-minors",
+            testing::ReadFile(testing::SourceDir() + "/tests/fixtures/proc/mig-minors"));
+  absl::StatusOr<nvml::MigMinors> m = nvml::MigMinors::Read(dir.Join("proc"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::vector<std::string>> nodes = m->DeviceNodes(0, 2, 0);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ(*nodes, (std::vector<std::string>{"/dev/nvidia-caps/nvidia-cap21",
+                                              "/dev/nvidia-caps/nvidia-cap22"}));
+  nodes = m->DeviceNodes(1, 2, 0);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ(*nodes, (std::vector<std::string>{"/dev/nvidia-caps/nvidia-cap156",
+                                              "/dev/nvidia-caps/nvidia-cap157"}));
+  EXPECT_THAT(std::string(m->DeviceNodes(32, 1, 0).status().message()),
+              HasSubstr("has no entry \"gpu32/gi1/access\""));
+}
+
 }  // namespace
 }  // namespace gpu_agent

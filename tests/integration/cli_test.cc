@@ -107,6 +107,23 @@ TEST(CliTest, DevicesJsonMatchesTheFixture) {
             std::string::npos);
 }
 
+TEST(CliTest, DevicesShowMigDevicesWithTheirProfiles) {
+  RunResult table = RunAgent({"devices"}, FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("GPU 0 MIG 1: MIG-88046736-7ede-57ab-bf0a-d906907fb941 (1g.10gb, 9856 "
+                           "MiB, GI 2 CI 0)"),
+            std::string::npos)
+      << table.out;
+  RunResult json = RunAgent({"devices", "-o", "json"}, FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
+  ASSERT_EQ(json.code, 0) << json.err;
+  rapidjson::Document doc;
+  doc.Parse(json.out.c_str());
+  ASSERT_FALSE(doc.HasParseError()) << json.out;
+  ASSERT_EQ(doc[0]["migDevices"].Size(), 3u);
+  EXPECT_STREQ(doc[0]["migDevices"][0]["profile"].GetString(), "2g.20gb");
+  EXPECT_STREQ(doc[0]["migDevices"][2]["profile"].GetString(), "1g.10gb");
+}
+
 TEST(CliTest, DevicesTableAndYaml) {
   RunResult table = RunAgent({"devices"}, FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml")));
   ASSERT_EQ(table.code, 0) << table.err;
