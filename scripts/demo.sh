@@ -2,15 +2,48 @@
 # Installs what is missing, builds, and runs gpu-agent on this machine with
 # the test doubles standing in for the GPUs (the libnvidia-ml stand-in) and
 # the kubelet (the kubelet simulator). Leaves nothing behind, also on Ctrl-C.
+#
+# Several runs at once do not meet: each has its own folder, sockets and
+# ports. A run killed with SIGKILL cannot clean up; the next run does: it
+# stops the processes that run started and removes its folder.
+#   DEMO_SKIP_SETUP=1   use the binaries already built (for the tests)
+#   DEMO_BUILD_DIR=DIR  where they are (default build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target gpu-agent fake_nvml fake-nvml-tool kubelet-sim apiserver-stub
+if [ "${DEMO_SKIP_SETUP:-0}" != 1 ]; then
+  ./scripts/install-deps.sh
+  cmake -S . -B "${DEMO_BUILD_DIR:-build}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "${DEMO_BUILD_DIR:-build}" -j "$(nproc)" --target gpu-agent fake_nvml fake-nvml-tool kubelet-sim apiserver-stub
+fi
 
-work=$(mktemp -d /tmp/gpu-agent-demo.XXXXXX)
+build=$(cd "${DEMO_BUILD_DIR:-build}" && pwd)
+tmp_root=${TMPDIR:-/tmp}
+# Leftovers of killed runs: a folder whose demo.pid names no live demo.
+for old in "$tmp_root"/gpu-agent-demo.*; do
+  [ -d "$old" ] || continue
+  owner=$(cat "$old/demo.pid" 2>/dev/null || true)
+  if [ -n "$owner" ] && tr '\0' ' ' <"/proc/$owner/cmdline" 2>/dev/null | grep -q "demo.sh"; then
+    continue  # a run in progress
+  fi
+  while read -r child; do
+    # Only a process that run started: it carries the run's marker.
+    if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "GPU_AGENT_DEMO_RUN=$old"; then
+      kill -TERM "$child" 2>/dev/null || true
+    fi
+  done < <(cat "$old/children" 2>/dev/null || true)
+  rm -rf "$old"
+  echo "demo: cleaned up after an earlier run that was killed ($old)"
+done
+
+work=$(mktemp -d "$tmp_root/gpu-agent-demo.XXXXXX")
+echo $$ >"$work/demo.pid"
+export GPU_AGENT_DEMO_RUN="$work"
 pids=()
+started() {  # started PID: stopped on exit, or by the next run if this one is killed
+  pids+=("$1")
+  echo "$1" >>"$work/children"
+}
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -20,8 +53,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 fixture=tests/fixtures/nvml/8-gpu-nvlink.yaml
-./build/fake-nvml-tool sysfs "$fixture" "$work/sys"
-export LD_LIBRARY_PATH="$PWD/build/fake-nvml" FAKE_NVML_FIXTURE="$PWD/$fixture"
+"$build"/fake-nvml-tool sysfs "$fixture" "$work/sys"
+export LD_LIBRARY_PATH="$build/fake-nvml" FAKE_NVML_FIXTURE="$PWD/$fixture"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 wait_for() {  # wait_for FILE PATTERN: until the pattern shows in the file (20 s at most)
@@ -31,24 +64,24 @@ wait_for() {  # wait_for FILE PATTERN: until the pattern shows in the file (20 s
 }
 
 step "1. The GPUs NVML reports (the stand-in, loaded through dlopen; fixture $fixture)"
-./build/gpu-agent devices --sysfs-root "$work/sys"
+"$build"/gpu-agent devices --sysfs-root "$work/sys"
 
 step "2. The effective config of config/time-slicing.yaml, and where each value came from"
-MIG_STRATEGY=none ./build/gpu-agent config --config config/time-slicing.yaml --device-id-strategy index | head -n 24
+MIG_STRATEGY=none "$build"/gpu-agent config --config config/time-slicing.yaml --device-id-strategy index | head -n 24
 
 step "3. A config mistake is reported with file:line:column"
 printf 'version: v1\nflags:\n  migStrategy: singel\n' >"$work/bad.yaml"
-./build/gpu-agent config --config "$work/bad.yaml" || echo "(exit code $?)"
+"$build"/gpu-agent config --config "$work/bad.yaml" || echo "(exit code $?)"
 
 step "4. Plugin mode: a kubelet simulator, then the agent; it registers and streams 8 GPUs"
 mkdir -p "$work/kubelet"
-./build/kubelet-sim "$work/kubelet" --allocate 2 >"$work/sim.log" 2>&1 &
-pids+=($!)
+"$build"/kubelet-sim "$work/kubelet" --allocate 2 >"$work/sim.log" 2>&1 &
+started $!
 wait_for "$work/sim.log" "serving"
-FAKE_NVML_CONTROL="$work/nvml.ctl" ./build/gpu-agent run --kubelet-socket "$work/kubelet/kubelet.sock" \
+FAKE_NVML_CONTROL="$work/nvml.ctl" "$build"/gpu-agent run --kubelet-socket "$work/kubelet/kubelet.sock" \
   --sysfs-root "$work/sys" --health-recovery-period 2s >"$work/agent.log" 2>&1 &
 agent=$!
-pids+=($agent)
+started $agent
 wait_for "$work/sim.log" "Allocate 2"
 sed -e 's/GPU-\([0-9a-f]\{8\}\)[0-9a-f-]*/GPU-\1…/g' "$work/sim.log"
 
@@ -70,31 +103,31 @@ echo "--- agent log"
 cat "$work/agent.log"
 
 step "8. Static mode: the agent keeps nvidia.com/gpu in a Node's capacity (API server stand-in via a proxy URL)"
-./build/apiserver-stub demo-node >"$work/api.log" 2>&1 &
+"$build"/apiserver-stub demo-node >"$work/api.log" 2>&1 &
 api=$!
-pids+=($api)
+started $api
 wait_for "$work/api.log" "serving"
 url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$work/api.log")
-./build/gpu-agent run --mode static --node-name demo-node --proxy="$url" --sysfs-root "$work/sys" \
+"$build"/gpu-agent run --mode static --node-name demo-node --proxy="$url" --sysfs-root "$work/sys" \
   >"$work/static.log" 2>&1 &
 static=$!
-pids+=($static)
+started $static
 wait_for "$work/static.log" "node capacity set"
-./build/gpu-agent capacity get --proxy="$url" --node demo-node
+"$build"/gpu-agent capacity get --proxy="$url" --node demo-node
 
 step "9. The kubelet re-registers the node and zeroes the value; the agent repairs it from the watch"
 kill -USR1 "$api"
 wait_for "$work/static.log" "repairing"
-wait_for "$work/static.log" "was=0"
-grep -E "drifted|was=0" "$work/static.log" | cut -c1-160
-./build/gpu-agent capacity get --proxy="$url" --node demo-node
+wait_for "$work/static.log" "was=.\?nvidia.com/gpu=0"
+grep -E "drifted|was=.?nvidia.com/gpu=0" "$work/static.log" | cut -c1-160
+"$build"/gpu-agent capacity get --proxy="$url" --node demo-node
 kill -TERM "$static"
 wait "$static" || true
 
 step "10. By hand: gpu-agent capacity set through the proxy (first --dry-run, then for real)"
-./build/gpu-agent capacity set --proxy="$url" --node demo-node --count 4 --dry-run
-./build/gpu-agent capacity set --proxy="$url" --node demo-node --count 4
-./build/gpu-agent capacity get --proxy="$url" --node demo-node -o json
+"$build"/gpu-agent capacity set --proxy="$url" --node demo-node --count 4 --dry-run
+"$build"/gpu-agent capacity set --proxy="$url" --node demo-node --count 4
+"$build"/gpu-agent capacity get --proxy="$url" --node demo-node -o json
 
 step "Summary"
 echo "Plugin mode: gpu-agent found 8 GPUs and their NVLink topology through the NVML stand-in,"
