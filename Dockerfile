@@ -13,8 +13,7 @@ FROM debian:12-slim AS runtime
 # runtime-packages-begin
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libabsl20220623 libbrotli1 libc-ares2 libcpp-httplib0.11 libgrpc++1.51 libgrpc29 \
-      libprotobuf32 libre2-9 libssl3 libyaml-cpp0.7 ca-certificates \
+      libbrotli1 libcpp-httplib0.11 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 # runtime-packages-end
 COPY --from=build /build/gpu-agent /usr/bin/gpu-agent
