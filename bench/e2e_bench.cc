@@ -1,6 +1,6 @@
-// End-to-end figures of plugin mode, each against a baseline or budget:
-// the real gpu-agent binary, the kubelet simulator in this process, the NVML
-// stand-in driven through its FIFO.
+// End-to-end figures of plugin and static mode, each against a baseline or
+// budget: the real gpu-agent binary, the kubelet simulator and the API server
+// stand-in in this process, the NVML stand-in driven through its FIFO.
 //   e2e_bench [--smoke] [--idle-seconds N] [--markdown FILE]
 // --smoke runs tiny counts so CI keeps the bench compiling and running; it
 // prints the table but judges nothing.
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "api_server_stub.h"
 #include "kubelet_simulator.h"
 #include "support/test_support.h"
 
@@ -257,6 +258,58 @@ int Main(int argc, char** argv) {
   idle_agent->Signal(SIGTERM);
   idle_agent->Wait();
 
+  // 5. Static mode against the API server stand-in: requests sent while
+  // nothing changes, and how fast a zeroed capacity is repaired. Two
+  // zeroings per agent process: a third within two minutes would be (rightly)
+  // taken for a fight with another writer and no longer repaired at once.
+  const int steady_seconds = smoke ? 1 : idle_seconds;
+  const int drift_agents = smoke ? 2 : 25;
+  std::vector<double> drift_ms;
+  double steady_patches_per_hour = -1, steady_requests_per_hour = -1;
+  for (int run = 0; run < drift_agents; ++run) {
+    ApiServerStub api;
+    api.AddNode("bench-node");
+    auto e = FakeNvmlEnv(env.fixture);
+    e["KUBERNETES_SERVICE_HOST"] = "<unset>";
+    Subprocess sagent({BinaryPath(), "run", "--mode", "static", "--node-name", "bench-node",
+                       "--proxy=" + api.url(), "--sysfs-root", env.sys, "--log-level", "warning"},
+                      e);
+    if (!WaitFor(
+            [&] { return api.Capacity("bench-node", kGpu) == "8" && api.watch_count() >= 1; })) {
+      std::fprintf(stderr, "static mode never settled:\n%s\n", sagent.Stderr().c_str());
+      return 1;
+    }
+    if (run == 0) {
+      const int p0 = api.patch_count(), g0 = api.get_count(), w0 = api.watch_count();
+      MeasurementWindow(std::chrono::seconds(steady_seconds));
+      const double per_hour = 3600.0 / steady_seconds;
+      steady_patches_per_hour = (api.patch_count() - p0) * per_hour;
+      steady_requests_per_hour =
+          (api.patch_count() - p0 + api.get_count() - g0 + api.watch_count() - w0) * per_hour;
+    }
+    for (int z = 0; z < 2; ++z) {
+      const auto t0 = Clock::now();
+      api.KubeletSetsCapacity("bench-node", kGpu, "0");
+      if (!WaitFor([&] { return api.Capacity("bench-node", kGpu) == "8"; },
+                   std::chrono::seconds(5))) {
+        std::fprintf(stderr, "drift not repaired:\n%s\n", sagent.Stderr().c_str());
+        return 1;
+      }
+      drift_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    sagent.Signal(SIGTERM);
+    sagent.Wait();
+  }
+  rows.push_back({"static: PATCH requests per steady hour", Fmt(steady_patches_per_hour, "/h", 0),
+                  "0", judge(steady_patches_per_hour == 0)});
+  rows.push_back({"static: all requests per steady hour (GET, PATCH, watch)",
+                  Fmt(steady_requests_per_hour, "/h", 0), "-", "info"});
+  const double d50 = Percentile(drift_ms, 50), d99 = Percentile(drift_ms, 99);
+  rows.push_back({"static: drift repair (zeroed -> restored), p50", Fmt(d50, "ms", 1), "< 1000 ms",
+                  judge(d50 < 1000)});
+  rows.push_back({"static: drift repair (zeroed -> restored), p99", Fmt(d99, "ms", 1), "< 1000 ms",
+                  judge(d99 < 1000)});
+
   std::ostringstream table;
   table << "| figure | value | budget | result |\n|---|---|---|---|\n";
   for (const Row& r : rows) {
@@ -264,7 +317,9 @@ int Main(int argc, char** argv) {
           << " |\n";
   }
   table << "\nRuns: " << starts << " starts, " << rpcs << " interleaved rounds of each RPC, "
-        << xid_ms.size() << " XIDs, " << idle_seconds << " s idle.\n";
+        << xid_ms.size() << " XIDs, " << idle_seconds << " s idle; static mode: " << steady_seconds
+        << " s steady (counted per hour), " << drift_ms.size() << " zeroings over " << drift_agents
+        << " agents.\n";
   std::printf("%s", table.str().c_str());
   if (!markdown.empty()) std::ofstream(markdown) << table.str();
   return 0;

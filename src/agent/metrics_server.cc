@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   });
   m->server_->set_keep_alive_max_count(10);
   m->server_->set_read_timeout(5, 0);
+  m->server_->set_tcp_nodelay(true);
   m->port_ = hp->port == 0 ? m->server_->bind_to_any_port(hp->host)
                            : (m->server_->bind_to_port(hp->host, hp->port) ? hp->port : -1);
   if (m->port_ <= 0) {

@@ -223,6 +223,7 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
   server_->Get(".*", handler);
   server_->Patch(".*", handler);
   server_->set_read_timeout(5, 0);
+  server_->set_tcp_nodelay(true);  // as the API server does
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) throw std::runtime_error("stub cannot bind");
   thread_ = std::thread([this] { server_->listen_after_bind(); });
