@@ -288,7 +288,7 @@ TEST(ConfigTest, BadEnvAndFlagValuesNameTheirSource) {
 }
 
 TEST(ConfigTest, ShippedExampleConfigsLoad) {
-  for (const char* name : {"plugin.yaml", "static.yaml", "time-slicing.yaml"}) {
+  for (const char* name : {"plugin.yaml", "static.yaml", "time-slicing.yaml", "mig-mixed.yaml"}) {
     ConfigRequest req;
     req.file = SourceDir() + "/config/" + name;
     req.env = Env({});

@@ -84,7 +84,7 @@ TEST(ManifestsTest, ConfigMapHoldsTheExampleConfigsAndTheyLoad) {
     EXPECT_EQ(r.code, 0) << name << ": " << r.err;
     ++checked;
   }
-  EXPECT_EQ(checked, 3);
+  EXPECT_EQ(checked, 4);
 }
 
 TEST(ManifestsTest, KustomizeRenders) {

@@ -622,6 +622,30 @@ TEST_F(PluginModeTest, MixedMigServesEachProfileOnItsOwnSocket) {
   EXPECT_EQ(CountHealthy(sim_.Devices(kGpu)), 1);
 }
 
+TEST_F(PluginModeTest, ShippedMigExampleConfigWithARealDriverTable) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  dir_.Write("proc/driver/nvidia-caps/mig-minors",
+             ReadFile(SourceDir() + "/tests/fixtures/proc/mig-minors"));
+  StartAgent({"--config", SourceDir() + "/config/mig-mixed.yaml", "--proc-root", dir_.Join("proc")},
+             FixturePath("2-gpu-mig.yaml"));
+  ASSERT_TRUE(Registered(3)) << Dump();
+  // The two 1g.10gb devices shared two ways; the 2g.20gb and the whole GPU as they are.
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 4; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return d.size() == 1; }));
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 1; }));
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(StrCat(kMigGi3, "::1"));
+  v1beta1::AllocateResponse resp;
+  grpc::Status s = sim_.Allocate(kMig1g, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::string text = resp.container_responses(0).ShortDebugString();
+  // gpu0/gi3/access and gpu0/gi3/ci0/access in the H100 driver's table.
+  EXPECT_NE(text.find("/dev/nvidia-caps/nvidia-cap30"), std::string::npos) << text;
+  EXPECT_NE(text.find("/dev/nvidia-caps/nvidia-cap31"), std::string::npos) << text;
+  EXPECT_NE(text.find(StrCat(R"(value: ")", kMigGi3, R"(")")), std::string::npos) << text;
+}
+
 TEST_F(PluginModeTest, SingleMigStrategyOnMixedGpusIsAClearError) {
   RunResult r = RunAgent({"run", "--mig-strategy", "single", "--kubelet-socket", sim_.socket()},
                          FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
