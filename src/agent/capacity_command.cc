@@ -42,7 +42,7 @@ absl::StatusOr<int64_t> DiscoverCount(const Config& config, const std::string& r
   if (plan->resources.empty()) return 0;
   return absl::InvalidArgumentError(StrCat("this node advertises no ", resource,
                                            " (its resources: ", StrJoin(names, ", "),
-                                           "); pick one with --resource-name"));
+                                           "); pick one with --resource"));
 }
 
 std::string Quote(const std::optional<std::string>& v) {
@@ -58,7 +58,10 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
   if (absl::Status s = ValidateNodeName(node); !s.ok()) {
     return Fail(kExitUsage, StrCat("--node: ", s.message()));
   }
-  const std::string& resource = config.resource_name;
+  const std::string resource = req.resource.empty() ? config.resource_name : req.resource;
+  if (absl::Status s = ValidateExtendedResourceName(resource); !s.ok()) {
+    return Fail(kExitUsage, StrCat("--resource: ", s.message()));
+  }
   int64_t count = 0;
   if (req.verb == "set") {
     if (req.count.has_value() == req.discover) {

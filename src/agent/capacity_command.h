@@ -11,8 +11,11 @@
 namespace gpu_agent {
 
 struct CapacityRequest {
-  std::string verb;                  // set | get | remove
-  std::string node;                  // empty: nodeName from config / NODE_NAME
+  std::string verb;  // set | get | remove
+  std::string node;  // empty: nodeName from config / NODE_NAME
+  // The resource to read or patch; empty: resourceName. Separate from it, so
+  // `--discover` can count a MIG profile while whole GPUs keep their name.
+  std::string resource;
   std::optional<std::string> count;  // set: the raw --count text
   bool discover = false;             // set: count the GPUs NVML sees
   bool dry_run = false;

@@ -143,9 +143,8 @@ int RunCli(int argc, char** argv) {
                                            : "remove the resource from the Node");
     AddConfigFlags(c->cmd, &c->flags);
     c->cmd->add_option("--node", c->req.node, "the Node (default: NODE_NAME)");
-    c->cmd->add_option("--resource", c->flags.raw["resourceName"],
-                       "the extended resource (default nvidia.com/gpu)");
-    c->flags.options["resourceName#alias"] = c->cmd->get_options().back();
+    c->cmd->add_option("--resource", c->req.resource,
+                       "the extended resource (default: resourceName, nvidia.com/gpu)");
     c->cmd->add_flag("--dry-run", c->req.dry_run,
                      "print the request (Authorization redacted) instead of sending it");
     if (c->req.verb == "set") {

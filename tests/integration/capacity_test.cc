@@ -373,6 +373,26 @@ users:
   EXPECT_EQ(none.code, 1);
 }
 
+TEST_F(CapacityTest, DiscoverCountsWhatPluginModeWouldAdvertise) {
+  ApiServerStub api;
+  api.AddNode("n8");
+  auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
+  RunResult r = Capacity({"set", "--proxy=" + api.url(), "--node", "n8", "--discover",
+                          "--mig-strategy", "mixed", "--resource", "nvidia.com/mig-1g.10gb"},
+                         env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(api.Capacity("n8", "nvidia.com/mig-1g.10gb"), "2");
+  // A resource this node does not advertise is named, with the ones it does.
+  r = Capacity({"set", "--proxy=" + api.url(), "--node", "n8", "--discover", "--mig-strategy",
+                "mixed", "--resource", "nvidia.com/mig-3g.40gb"},
+               env);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("this node advertises no nvidia.com/mig-3g.40gb (its resources: "
+                       "nvidia.com/mig-2g.20gb, nvidia.com/mig-1g.10gb, nvidia.com/gpu)"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(CapacityTest, DiscoverCountsHealthyGpusTimesReplicas) {
   ApiServerStub api;
   api.AddNode("n7");
