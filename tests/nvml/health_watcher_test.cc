@@ -82,6 +82,38 @@ TEST_F(HealthWatcherTest, CriticalXidMarksThenQuietPeriodRecovers) {
   EXPECT_EQ(Changes()[1].uuid, uuids_[3]);
 }
 
+TEST_F(HealthWatcherTest, InstanceScopedXidNamesTheInstanceAndRecoversAlone) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(300);
+  StartWatcher(policy);
+  Send("xid 2 94 1 0");  // GPU instance 1, compute instance 0 on GPU 2
+  Send("xid 2 94 4");    // GPU instance 4, any compute instance
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  auto c = Changes();
+  EXPECT_EQ(c[0].uuid, uuids_[2]);
+  EXPECT_EQ(c[0].gpu_instance, 1);
+  EXPECT_EQ(c[0].compute_instance, 0);
+  EXPECT_FALSE(c[0].healthy);
+  EXPECT_EQ(c[1].gpu_instance, 4);
+  EXPECT_EQ(c[1].compute_instance, -1);
+  // A second XID on the same instance is not news; a GPU-wide one is.
+  Send("xid 2 94 1 0");
+  Send("xid 2 79");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() >= 3; }));
+  c = Changes();
+  EXPECT_EQ(c[2].gpu_instance, -1);
+  EXPECT_FALSE(c[2].healthy);
+  // All three come back after the quiet period, each on its own.
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 6; })) << Changes().size();
+  c = Changes();
+  std::set<std::pair<int, int>> back;
+  for (size_t i = 3; i < c.size(); ++i) {
+    EXPECT_TRUE(c[i].healthy);
+    back.insert({c[i].gpu_instance, c[i].compute_instance});
+  }
+  EXPECT_EQ(back, (std::set<std::pair<int, int>>{{-1, -1}, {1, 0}, {4, -1}}));
+}
+
 TEST_F(HealthWatcherTest, CriticalListOverridesIgnoreList) {
   HealthPolicy policy;
   policy.critical_xids = {13};
