@@ -1,8 +1,10 @@
 #include "agent/plugin_plan.h"
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "agent/device_selection.h"
 #include "base/file_util.h"
@@ -39,6 +41,13 @@ struct Unit {
 struct Group {
   std::string resource;
   std::vector<Unit> units;
+};
+
+// What one socket serves: units of one resource, each as `replicas` devices.
+struct Spec {
+  std::string resource;
+  std::vector<Unit> units;
+  int replicas = 1;
 };
 
 class Planner {
@@ -99,8 +108,7 @@ class Planner {
 
   Unit WholeGpu(size_t pos) {
     const nvml::GpuRecord& g = inv_.gpus[pos];
-    Unit u{&g, nullptr, pos, ById() ? g.uuid : StrCat(g.index), ParentNode(g)};
-    return u;
+    return Unit{&g, nullptr, pos, ById() ? g.uuid : StrCat(g.index), ParentNode(g)};
   }
 
   bool ById() const { return c_.flags.plugin.device_id_strategy != "index"; }
@@ -304,12 +312,6 @@ class Planner {
     specs_.push_back({name, std::move(sliced), r->replicas});
     return absl::OkStatus();
   }
-
-  struct Spec {
-    std::string resource;
-    std::vector<Unit> units;
-    int replicas = 1;
-  };
 
   std::string DerivedEndpoint(const std::string& resource) const {
     const size_t slash = resource.find('/');
