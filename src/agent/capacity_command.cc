@@ -27,9 +27,7 @@ absl::StatusOr<int64_t> DiscoverCount(const Config& config, const std::string& r
   if (!lib.ok()) return lib.status();
   absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(**lib, config.sysfs_root);
   if (!inv.ok()) return inv.status();
-  Config c = config;
-  c.flags.plugin.pass_device_specs = false;
-  absl::StatusOr<PluginPlan> plan = PlanPlugin(c, *inv);
+  absl::StatusOr<PluginPlan> plan = PlanAdvertised(config, *inv);
   if (!plan.ok()) return plan.status();
   std::vector<std::string> names;
   for (const deviceplugin::ResourceSpec& r : plan->resources) {

@@ -117,9 +117,12 @@ absl::StatusOr<std::vector<GpuSelector>> ParseAll(const std::vector<std::string>
   return out;
 }
 
-}  // namespace
+struct ParsedSelection {
+  std::vector<GpuSelector> include, exclude;
+};
 
-absl::Status ValidateDeviceSelection(const Config::DeviceSelection& selection) {
+// Parses and checks every selector of `selection` and the cap, once.
+absl::StatusOr<ParsedSelection> Parse(const Config::DeviceSelection& selection) {
   absl::StatusOr<std::vector<GpuSelector>> inc = ParseAll(selection.include, "devices.include");
   if (!inc.ok()) return inc.status();
   absl::StatusOr<std::vector<GpuSelector>> exc = ParseAll(selection.exclude, "devices.exclude");
@@ -137,14 +140,21 @@ absl::Status ValidateDeviceSelection(const Config::DeviceSelection& selection) {
     return absl::InvalidArgumentError(
         StrCat("devices.max: ", selection.max, " is negative (0 means no cap)"));
   }
-  return absl::OkStatus();
+  return ParsedSelection{*std::move(inc), *std::move(exc)};
+}
+
+}  // namespace
+
+absl::Status ValidateDeviceSelection(const Config::DeviceSelection& selection) {
+  return Parse(selection).status();
 }
 
 absl::StatusOr<GpuChoice> ChooseGpus(const Config::DeviceSelection& selection,
                                      const std::vector<nvml::GpuRecord>& gpus) {
-  if (absl::Status s = ValidateDeviceSelection(selection); !s.ok()) return s;
-  const std::vector<GpuSelector> inc = *ParseAll(selection.include, "devices.include");
-  const std::vector<GpuSelector> exc = *ParseAll(selection.exclude, "devices.exclude");
+  absl::StatusOr<ParsedSelection> parsed = Parse(selection);
+  if (!parsed.ok()) return parsed.status();
+  const std::vector<GpuSelector>& inc = parsed->include;
+  const std::vector<GpuSelector>& exc = parsed->exclude;
   GpuChoice out;
   auto note_unmatched = [&](const std::vector<GpuSelector>& list) {
     for (const GpuSelector& s : list) {

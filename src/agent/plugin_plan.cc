@@ -420,4 +420,10 @@ absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventor
   return Planner(config, inventory).Run();
 }
 
+absl::StatusOr<PluginPlan> PlanAdvertised(const Config& config, const nvml::Inventory& inventory) {
+  Config c = config;
+  c.flags.plugin.pass_device_specs = false;
+  return Planner(c, inventory).Run();
+}
+
 }  // namespace gpu_agent

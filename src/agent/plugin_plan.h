@@ -44,6 +44,11 @@ std::string MigProfileName(const nvml::GpuRecord& parent, const nvml::MigRecord&
 // devices are to be passed.
 absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventory& inventory);
 
+// The resources and counts plugin mode would advertise, for static mode and
+// `capacity set --discover`: device nodes do not matter there, so no
+// mig-minors file is read.
+absl::StatusOr<PluginPlan> PlanAdvertised(const Config& config, const nvml::Inventory& inventory);
+
 }  // namespace gpu_agent
 
 #endif  // GPU_AGENT_AGENT_PLUGIN_PLAN_H_

@@ -60,14 +60,6 @@ class DesiredCapacities {
   deviceplugin::HealthLedger ledger_;  // protected by mu_
 };
 
-// The resources and counts plugin mode would advertise. Device nodes do not
-// matter here, so no mig-minors file is needed.
-absl::StatusOr<PluginPlan> PlanStatic(const Config& config, const nvml::Inventory& inv) {
-  Config c = config;
-  c.flags.plugin.pass_device_specs = false;
-  return PlanPlugin(c, inv);
-}
-
 struct Running {
   std::shared_ptr<DesiredCapacities> desired;
   std::unique_ptr<apiserver::CapacityReconciler> reconciler;
@@ -141,7 +133,7 @@ bool StaticReady(const Running& r, std::string* why) {
 absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
                       const std::shared_ptr<const nvml::NvmlLibrary>& lib,
                       const apiserver::Capacities& retired, Running* out) {
-  absl::StatusOr<PluginPlan> plan = PlanStatic(config, inv);
+  absl::StatusOr<PluginPlan> plan = PlanAdvertised(config, inv);
   if (!plan.ok()) return plan.status();
   for (const std::string& w : plan->warnings) LogWarning(w);
   absl::StatusOr<apiserver::Connection> conn =
@@ -219,7 +211,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
   while (WaitForReloadOrStop()) {
     std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
     if (!next) continue;
-    if (absl::StatusOr<PluginPlan> check = PlanStatic(next->loaded.config, next->inventory);
+    if (absl::StatusOr<PluginPlan> check = PlanAdvertised(next->loaded.config, next->inventory);
         !check.ok()) {
       LogError("reloaded config cannot be served; keeping the running one",
                {{"error", std::string(check.status().message())}});
