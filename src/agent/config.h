@@ -86,7 +86,9 @@ struct Config {
   } kubelet;
 
   struct Static {
-    Duration resync_interval = std::chrono::minutes(5);
+    // The watch reports every change; the re-read is rare insurance.
+    Duration resync_interval = std::chrono::minutes(30);
+    Duration watch_timeout = std::chrono::minutes(10);
     bool allocatable = true;
     bool remove_on_exit = false;
   } static_mode;

@@ -227,8 +227,15 @@ const std::vector<Setting>& Table() {
        "",
        K::kDuration,
        {},
-       "static mode: full re-check interval",
+       "static mode: re-read the Node about this often (randomized: half to 1.5 times)",
        FIELD(static_mode.resync_interval)},
+      {"static.watchTimeout",
+       "watch-timeout",
+       "",
+       K::kDuration,
+       {},
+       "static mode: each watch of the Node lasts between this and twice this (randomized)",
+       FIELD(static_mode.watch_timeout)},
       {"static.allocatable",
        "allocatable",
        "",
@@ -582,6 +589,9 @@ absl::Status ValidateConfig(const Config& c) {
   }
   if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");
+  }
+  if (c.static_mode.watch_timeout < std::chrono::seconds(1)) {
+    return absl::InvalidArgumentError("static.watchTimeout must be at least 1s");
   }
   if (!c.api_server.proxy.empty() && !c.api_server.server.empty()) {
     return absl::InvalidArgumentError(

@@ -64,7 +64,6 @@ struct Running {
   std::shared_ptr<DesiredCapacities> desired;
   std::unique_ptr<apiserver::CapacityReconciler> reconciler;
   std::unique_ptr<nvml::HealthWatcher> health;
-  std::chrono::milliseconds resync{0};
 };
 
 std::string RenderStaticMetrics(const Running& r) {
@@ -87,6 +86,19 @@ std::string RenderStaticMetrics(const Running& r) {
   counter("gpu_agent_static_fights_total", "Fights with another writer detected.", s.fights.load());
   counter("gpu_agent_static_reconcile_errors_total", "Reconciles that failed and were retried.",
           s.errors.load());
+  counter("gpu_agent_static_lists_total", "LISTs of the Node, each followed by a watch.",
+          s.lists.load());
+  counter("gpu_agent_static_watches_total", "Watches of the Node opened.", s.watches.load());
+  counter("gpu_agent_static_watch_expired_total",
+          "Watches answered 410 Gone (version no longer held by the API server); each lists again.",
+          s.watch_expired.load());
+  counter("gpu_agent_static_watch_failures_total",
+          "Watches that failed, ended with an error event, or ended at once; each backs off.",
+          s.watch_failures.load());
+  counter("gpu_agent_api_requests_resent_total",
+          "Requests the API server cut off unanswered (a closed kept-alive connection), sent again "
+          "at once on a new connection.",
+          r.reconciler->Resent());
   p.Family("gpu_agent_static_last_success_timestamp_seconds", "gauge",
            "When the Node last had the desired value (Unix time).");
   p.Sample("gpu_agent_static_last_success_timestamp_seconds", {},
@@ -114,9 +126,11 @@ bool StaticReady(const Running& r, std::string* why) {
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  // A resync is due every interval; allow a tenth more before saying no.
+  // News of the Node (a re-read, a watch event or bookmark, a watch ending
+  // normally) comes at least this often; allow a tenth more before saying no.
   const int64_t allowed =
-      std::chrono::duration_cast<std::chrono::seconds>(r.resync).count() * 11 / 10;
+      std::chrono::duration_cast<std::chrono::seconds>(r.reconciler->QuietBound()).count() * 11 /
+      10;
   if (last == 0) {
     *why = "the Node has not been reconciled yet";
     return false;
@@ -140,7 +154,6 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
       apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) return conn.status();
   out->desired = std::make_shared<DesiredCapacities>(*plan);
-  out->resync = config.static_mode.resync_interval;
   apiserver::Capacities desired = out->desired->Value();
   if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
   for (const auto& [r, v] : retired) desired.emplace(r, 0);
@@ -148,6 +161,7 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
   opts.node = config.node_name;
   opts.allocatable = config.static_mode.allocatable;
   opts.resync = config.static_mode.resync_interval;
+  opts.watch_timeout = config.static_mode.watch_timeout;
   opts.rest.user_agent = StrCat("gpu-agent/", kVersion);
   opts.rest.read_timeout = config.api_server.request_timeout;
   std::string summary;

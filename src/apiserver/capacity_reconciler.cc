@@ -1,10 +1,6 @@
 #include "apiserver/capacity_reconciler.h"
 
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
-#include <random>
+#include <algorithm>
 #include <set>
 
 #include "apiserver/node_client.h"
@@ -17,18 +13,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string UrlEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
+// A watch that ends sooner than this without delivering anything did not
+// really run: it counts as a failure and the next one waits.
+constexpr std::chrono::seconds kShortestWatch{1};
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string Describe(const Capacities& c) {
@@ -59,8 +51,8 @@ absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
   if (!rest.ok()) return rest.status();
   r->rest_ = *std::move(rest);
   RestOptions watch_opts = r->options_.rest;
-  // A watch is quiet for long stretches: only the connect is timed.
-  watch_opts.read_timeout = std::chrono::minutes(6);
+  // A watch of a quiet Node may send nothing until the server ends it.
+  watch_opts.read_timeout = 2 * r->options_.watch_timeout + std::chrono::minutes(1);
   absl::StatusOr<std::unique_ptr<RestClient>> watch_rest =
       RestClient::Create(connection, watch_opts);
   if (!watch_rest.ok()) return watch_rest.status();
@@ -131,20 +123,59 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
                                   {"set", Describe(desired)},
                                   {"was", DescribeSeen(applied->before, desired)}});
   }
-  stats_.last_success_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
+  stats_.last_success_unix = UnixNow();
+  // The watch keeps its own version: the Node's, even a fresh one, is never
+  // one to watch from.
   std::lock_guard<std::mutex> lock(mu_);
-  resource_version_ = applied->after.resource_version;
-  last_seen_ok_ = true;  // the Node at this version has the value
-  ever_set_ = ever_set_ || applied->patched;
-  cv_.notify_all();
+  last_seen_ok_ = true;
   return absl::OkStatus();
+}
+
+void CapacityReconciler::MarkInSync() { stats_.last_success_unix = UnixNow(); }
+
+std::chrono::milliseconds CapacityReconciler::QuietBound() const {
+  return std::max(options_.resync * 3 / 2, options_.watch_timeout * 2);
+}
+
+std::chrono::milliseconds CapacityReconciler::Backoff(int failures) const {
+  auto d = options_.backoff_initial;
+  for (int i = 1; i < failures && d < options_.backoff_max; ++i) d *= 2;
+  return Jitter(std::min(d, options_.backoff_max));
+}
+
+void CapacityReconciler::Observe(NodeView node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool drift = false;
+  for (const auto& [r, v] : desired_) {
+    const std::string want = StrCat(v);
+    drift |= node.Capacity(r) != want || (options_.allocatable && node.Allocatable(r) != want);
+  }
+  const bool first = !observed_;
+  observed_ = true;
+  // A reset is a change from the desired value to another one.
+  const bool was_ok = last_seen_ok_;
+  last_seen_ok_ = !drift;
+  if (!drift) {
+    MarkInSync();
+    return;
+  }
+  if (!first) {
+    if (was_ok) NoteReset();
+    if (fighting_) return;
+    ++stats_.drift_repairs;
+    LogInfo("node capacity drifted; repairing", {{"node", options_.node},
+                                                 {"seen", DescribeSeen(node, desired_)},
+                                                 {"want", Describe(desired_)}});
+  }
+  pending_view_ = std::move(node);
+  cv_.notify_all();
 }
 
 void CapacityReconciler::Loop() {
   auto backoff = options_.backoff_initial;
-  auto next_resync = Clock::now() + options_.resync;
+  // The first reconcile starts from the watch's LIST; this timer only
+  // re-reads the Node, rarely.
+  auto next_resync = Clock::now() + Spread(options_.resync, 0.5, 1.5);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     cv_.wait_until(lock, next_resync, [this] { return stop_ || dirty_ || pending_view_; });
@@ -158,7 +189,7 @@ void CapacityReconciler::Loop() {
     lock.lock();
     if (s.ok()) {
       backoff = options_.backoff_initial;
-      next_resync = Clock::now() + options_.resync;
+      next_resync = Clock::now() + Spread(options_.resync, 0.5, 1.5);
       continue;
     }
     ++stats_.errors;
@@ -181,112 +212,173 @@ void CapacityReconciler::WatchLoop() {
       self->cv_.notify_all();
     }
   } done{this};
-  auto backoff = options_.backoff_initial;
+  NodeClient lister(rest_.get(), options_.node);
+  std::string version;  // where the next watch starts; empty: list first
+  bool may_list = true;
+  int failures = 0;        // attempts in a row that failed or ended at once
+  int expired_in_row = 0;  // 410s with no good watch between them
+  std::chrono::milliseconds wait{0};
+  auto failed = [&](const char* what, const std::string& error,
+                    std::chrono::milliseconds at_least = std::chrono::milliseconds(0)) {
+    ++failures;
+    wait = std::max(Backoff(failures), at_least);
+    LogWarning(
+        what,
+        {{"node", options_.node}, {"error", error}, {"retry_in", StrCat(wait.count(), "ms")}});
+  };
+  auto watch_failed = [&](const char* what, const std::string& error,
+                          std::chrono::milliseconds at_least = std::chrono::milliseconds(0)) {
+    ++stats_.watch_failures;
+    failed(what, error, at_least);
+  };
   while (true) {
-    std::string rv;
     {
-      // List, then watch: start only from a version a read established, so
-      // no stale state arrives as an event.
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !resource_version_.empty(); });
+      if (wait.count() > 0) cv_.wait_for(lock, wait, [this] { return stop_; });
       if (stop_) return;
-      rv = resource_version_;
     }
-    std::string path = StrCat("/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=300",
-                              "&fieldSelector=", UrlEncode("metadata.name=" + options_.node));
-    if (!rv.empty()) StrAppend(&path, "&resourceVersion=", rv);
+    wait = std::chrono::milliseconds(0);
+    if (version.empty() && may_list) {
+      ++stats_.lists;
+      absl::StatusOr<NodeList> list = lister.List();
+      if (!list.ok() && list.status().code() == absl::StatusCode::kPermissionDenied) {
+        // An older ClusterRole without `list`: a watch with no version
+        // starts with the current Node, at a higher cost to the server.
+        may_list = false;
+        LogWarning(
+            "may not list nodes: watching without a version instead, which the API server serves "
+            "from etcd rather than its cache; grant nodes list (see manifests/static-rbac.yaml)",
+            {{"node", options_.node}, {"error", std::string(list.status().message())}});
+        continue;
+      }
+      if (!list.ok()) {
+        failed("cannot read the node; will retry", std::string(list.status().message()));
+        continue;
+      }
+      if (list->items.empty()) {
+        failed("cannot read the node; will retry",
+               StrCat("node \"", options_.node,
+                      "\" not found (the API server lists no node of that name); check --node / "
+                      "NODE_NAME"));
+        continue;
+      }
+      version = list->resource_version;
+      Observe(std::move(list->items.front()));
+    }
+    const auto timeout = std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::seconds>(Spread(options_.watch_timeout, 1, 2))
+               .count());
+    ++stats_.watches;
+    const std::string from = version;
+    bool delivered = false, expired = false;
+    std::string expired_message, error_event;
     std::string buffer;
-    bool gone = false;
-    absl::StatusOr<int> status = watch_rest_->Stream(path, [&](std::string_view chunk) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (stop_) return false;
-      }
-      buffer.append(chunk);
-      if (buffer.size() > kMaxObjectBytes) {
-        LogWarning("watch event over the size limit; restarting the watch");
-        return false;
-      }
-      size_t nl;
-      while ((nl = buffer.find('\n')) != std::string::npos) {
-        const std::string line = buffer.substr(0, nl);
-        buffer.erase(0, nl + 1);
-        rapidjson::Document ev;
-        ev.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
-        if (ev.HasParseError() || !ev.IsObject() || !ev.HasMember("type") ||
-            !ev["type"].IsString() || !ev.HasMember("object") || !ev["object"].IsObject()) {
-          LogWarning("unreadable watch event ignored");
-          continue;
-        }
-        const std::string type = ev["type"].GetString();
-        const rapidjson::Value& obj = ev["object"];
-        if (type == "ERROR") {
-          if (obj.HasMember("code") && obj["code"].IsInt() && obj["code"].GetInt() == 410) {
-            gone = true;  // too old: list again
+    const auto started = Clock::now();
+    absl::StatusOr<int> status = watch_rest_->Stream(
+        lister.WatchPath(version, std::chrono::seconds(timeout)), [&](std::string_view chunk) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (stop_) return false;
+          }
+          buffer.append(chunk);
+          if (buffer.size() > kMaxObjectBytes) {
+            error_event = "a watch event over the size limit";
             return false;
           }
-          continue;
-        }
-        if (type == "BOOKMARK") {
-          if (obj.HasMember("metadata") && obj["metadata"].HasMember("resourceVersion") &&
-              obj["metadata"]["resourceVersion"].IsString()) {
-            std::lock_guard<std::mutex> lock(mu_);
-            resource_version_ = obj["metadata"]["resourceVersion"].GetString();
+          size_t nl;
+          while ((nl = buffer.find('\n')) != std::string::npos) {
+            const std::string line = buffer.substr(0, nl);
+            buffer.erase(0, nl + 1);
+            if (line.empty()) continue;
+            absl::StatusOr<WatchEvent> ev = ParseWatchEvent(line);
+            if (!ev.ok()) {
+              LogWarning("unreadable watch event ignored",
+                         {{"node", options_.node}, {"error", std::string(ev.status().message())}});
+              continue;
+            }
+            switch (ev->type) {
+              case WatchEvent::Type::kError:
+                if (ev->code == 410) {
+                  expired = true;
+                  expired_message = ev->message;
+                } else {
+                  error_event = StrCat("error event ", ev->code, ": ", ev->message);
+                }
+                return false;
+              case WatchEvent::Type::kBookmark: {
+                version = ev->resource_version;
+                delivered = true;
+                std::lock_guard<std::mutex> lock(mu_);
+                if (last_seen_ok_) MarkInSync();
+                break;
+              }
+              case WatchEvent::Type::kDeleted: {
+                version = ev->resource_version;
+                delivered = true;
+                LogWarning("the node was deleted; waiting for it to come back",
+                           {{"node", options_.node}});
+                std::lock_guard<std::mutex> lock(mu_);
+                last_seen_ok_ = false;
+                break;
+              }
+              case WatchEvent::Type::kAdded:
+              case WatchEvent::Type::kModified:
+                version = ev->resource_version;
+                delivered = true;
+                Observe(std::move(ev->node));
+                break;
+            }
           }
-          continue;
-        }
-        rapidjson::StringBuffer sb;
-        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-        obj.Accept(w);
-        absl::StatusOr<NodeView> node = ParseNode(std::string_view(sb.GetString(), sb.GetSize()));
-        if (!node.ok()) continue;
-        std::lock_guard<std::mutex> lock(mu_);
-        resource_version_ = node->resource_version;
-        bool drift = false;
-        for (const auto& [r, v] : desired_) {
-          const std::string want = StrCat(v);
-          drift |=
-              node->Capacity(r) != want || (options_.allocatable && node->Allocatable(r) != want);
-        }
-        // A reset is a change from the desired value to another one.
-        const bool was_ok = last_seen_ok_;
-        last_seen_ok_ = !drift;
-        if (!drift) continue;
-        if (was_ok) NoteReset();
-        if (fighting_) continue;
-        ++stats_.drift_repairs;
-        LogInfo("node capacity drifted; repairing", {{"node", options_.node},
-                                                     {"seen", DescribeSeen(*node, desired_)},
-                                                     {"want", Describe(desired_)}});
-        pending_view_ = *std::move(node);
-        cv_.notify_all();
-      }
-      return true;
-    });
+          return true;
+        });
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
-      if (gone) {
-        // The version is too old: read the Node again (the reconcile loop
-        // does, and records the new version), then watch from there.
-        resource_version_.clear();
-        dirty_ = true;
-        cv_.notify_all();
-        continue;
+    }
+    if (!expired && status.ok() && *status == 410) expired = true;  // answered outside the stream
+    if (expired) {
+      // The server no longer holds `from`: list again, at once the first
+      // time, after a backoff if it happens again before a good watch.
+      ++stats_.watch_expired;
+      if (expired_in_row++ == 0) {
+        LogWarning(
+            "node watch: the API server no longer has this version (410 Gone); listing "
+            "the node again",
+            {{"node", options_.node},
+             {"version", from.empty() ? "none" : from},
+             {"server", expired_message}});
+      } else {
+        ++failures;
+        wait = Backoff(failures);
       }
+      version.clear();
+      continue;
     }
-    if (status.ok() && *status == 200) {
-      backoff = options_.backoff_initial;
-      continue;  // the server ended the watch (timeoutSeconds): watch again
+    if (!error_event.empty()) {
+      version.clear();  // after an error event, start over from a LIST
+      watch_failed("node watch ended with an error; retrying", error_event);
+      continue;
     }
-    LogWarning(
-        "node watch failed; retrying",
-        {{"node", options_.node},
-         {"error", status.ok() ? StrCat("HTTP ", *status) : std::string(status.status().message())},
-         {"retry_in", StrCat(backoff.count(), "ms")}});
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, Jitter(backoff), [this] { return stop_; });
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    if (!status.ok()) {
+      // The connection was lost: the first retry is spread out.
+      watch_failed(
+          "node watch broke off; watching again", std::string(status.status().message()),
+          failures == 0 ? Spread(options_.reconnect_spread, 0, 1) : std::chrono::milliseconds(0));
+      continue;
+    }
+    if (*status != 200) {
+      watch_failed("node watch failed; retrying", StrCat("HTTP ", *status));
+      continue;
+    }
+    if (!delivered && Clock::now() - started < kShortestWatch) {
+      watch_failed("node watch ended at once; retrying", "the server closed it with no event");
+      continue;
+    }
+    // A watch that ran its course: renew it from the last version seen.
+    failures = 0;
+    expired_in_row = 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last_seen_ok_) MarkInSync();
   }
 }
 

@@ -1,9 +1,22 @@
 // Keeps extended resources of one Node at desired values: patches them on
 // start, watches the Node and repairs drift as soon as an event shows it
 // (the kubelet zeroes extended resources when the node re-registers),
-// re-checks on a long timer, and sends no request while nothing changes.
+// re-reads it on a rare randomized timer, and sends no request while
+// nothing changes but the watch's renewals and that re-read.
+//
+// Watching follows client-go's reflector: LIST the Node by name (the list's
+// resourceVersion is the server's current revision), WATCH from there, and
+// take every later version from the watch's own events and bookmarks. Never
+// from the Node's own resourceVersion: that is the revision of its last
+// change, which a quiet Node keeps until it falls out of the API server's
+// watch window, after which every watch from it answers 410 Gone. A 410
+// means list again; a second one in a row, or a watch that fails or ends at
+// once, backs off with jitter. Watch timeouts and re-reads are drawn at
+// random, so a fleet started together does not stay in step.
+//
 // A value reset again and again is a fight with another writer: reported
-// once and then only re-checked on the timer. Errors back off with jitter.
+// once and then only re-checked on the re-read timer. Errors back off with
+// jitter.
 #ifndef GPU_AGENT_APISERVER_CAPACITY_RECONCILER_H_
 #define GPU_AGENT_APISERVER_CAPACITY_RECONCILER_H_
 
@@ -16,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "apiserver/connection.h"
@@ -27,7 +41,19 @@ namespace gpu_agent::apiserver {
 struct ReconcilerOptions {
   std::string node;
   bool allocatable = true;
-  std::chrono::milliseconds resync{std::chrono::minutes(5)};
+  // A full re-read of the Node (one GET) every interval drawn from
+  // [resync/2, 3*resync/2). The watch already reports every change; this
+  // is insurance, so it is rare.
+  std::chrono::milliseconds resync{std::chrono::minutes(30)};
+  // Each watch asks the server to end it after a time drawn from
+  // [watch_timeout, 2*watch_timeout), whole seconds, at least 1 s.
+  std::chrono::milliseconds watch_timeout{std::chrono::minutes(10)};
+  // A watch that breaks off (the connection lost: typically an API server
+  // restart, or a load balancer dropping it) is opened again after a delay
+  // drawn from [0, reconnect_spread), so a whole fleet does not reconnect
+  // in the same second. Nothing is missed meanwhile: the new watch starts
+  // from the last version seen.
+  std::chrono::milliseconds reconnect_spread{std::chrono::seconds(10)};
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{30000};
   // This many resets within fight_window make a fight.
@@ -41,6 +67,15 @@ struct ReconcilerStats {
   std::atomic<uint64_t> drift_repairs{0};
   std::atomic<uint64_t> fights{0};
   std::atomic<uint64_t> errors{0};
+  std::atomic<uint64_t> lists{0};
+  std::atomic<uint64_t> watches{0};
+  // Watches answered 410 Gone: the version was older than the server keeps.
+  std::atomic<uint64_t> watch_expired{0};
+  // Watches that failed, answered an error, or ended at once.
+  std::atomic<uint64_t> watch_failures{0};
+  // When the agent last knew the Node had the desired value (Unix time): a
+  // reconcile, a LIST or a watch event showing it, or a watch that ended
+  // normally with nothing changed.
   std::atomic<int64_t> last_success_unix{0};
 };
 
@@ -62,6 +97,11 @@ class CapacityReconciler {
   const ReconcilerStats& stats() const { return stats_; }
   // API answers >= 400 by HTTP code (0: no answer), reads and patches.
   std::map<int, uint64_t> ApiErrors() const { return rest_->ErrorCounts(); }
+  // Requests sent again at once after the server cut them off unanswered.
+  uint64_t Resent() const { return rest_->resent(); }
+  // The longest the agent may go without news of the Node while all is
+  // well: the longest re-read interval or watch, whichever is longer.
+  std::chrono::milliseconds QuietBound() const;
 
  private:
   CapacityReconciler(Connection c, ReconcilerOptions o, Capacities desired);
@@ -69,25 +109,30 @@ class CapacityReconciler {
   void WatchLoop();
   // One reconcile from `node` (or a fresh GET); returns when done or failed.
   absl::Status ReconcileOnce(std::optional<NodeView> node);
+  // A state of the Node seen in a LIST or a watch event: repaired by the
+  // reconcile loop if it differs from the desired values.
+  void Observe(NodeView node);
   void NoteReset();
+  void MarkInSync();
+  // The wait before the next attempt after `failures` failed ones in a row.
+  std::chrono::milliseconds Backoff(int failures) const;
 
   const Connection connection_;
   const ReconcilerOptions options_;
-  std::unique_ptr<RestClient> rest_;
-  std::unique_ptr<RestClient> watch_rest_;
+  std::unique_ptr<RestClient> rest_;        // GET, LIST and PATCH
+  std::unique_ptr<RestClient> watch_rest_;  // the watch stream
   ReconcilerStats stats_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;                     // protected by mu_
   Capacities desired_;                    // protected by mu_
-  bool dirty_ = true;                     // protected by mu_: reconcile asap
-  std::optional<NodeView> pending_view_;  // protected by mu_: from a watch event
-  std::string resource_version_;          // protected by mu_
+  bool dirty_ = false;                    // protected by mu_: reconcile with a GET asap
+  std::optional<NodeView> pending_view_;  // protected by mu_: from a LIST or watch event
+  bool observed_ = false;                 // protected by mu_: a LIST or event was seen
   bool fighting_ = false;                 // protected by mu_
   std::vector<std::chrono::steady_clock::time_point> resets_;  // protected by mu_
-  bool ever_set_ = false;                                      // protected by mu_
-  bool last_seen_ok_ = false;  // protected by mu_: last watch event had the value
+  bool last_seen_ok_ = false;  // protected by mu_: the last state seen had the value
   bool watch_done_ = false;    // protected by mu_
 
   std::thread loop_;

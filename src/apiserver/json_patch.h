@@ -26,6 +26,10 @@ class JsonPatch {
   void Remove(std::string path);
 
   bool empty() const { return ops_.empty(); }
+  // True when the patch starts with a test: applied twice, the second
+  // attempt fails that test instead of changing anything, so a request whose
+  // answer was lost may be sent again.
+  bool guarded() const { return !ops_.empty() && ops_.front().op == "test"; }
   size_t size() const { return ops_.size(); }
   // The patch document: a JSON array of operations.
   std::string ToJson() const;

@@ -44,20 +44,44 @@ std::string DescribeOffset(std::string_view text, size_t offset) {
   return StrCat("line ", line, ", column ", col);
 }
 
-absl::StatusOr<NodeView> ParseNode(std::string_view json) {
+namespace {
+
+// Parses JSON from the API server: iterative (no recursion on deep input),
+// with a size cap and the place of an error.
+absl::Status ParseDocument(std::string_view json, const char* what, rapidjson::Document* doc) {
   if (json.size() > kMaxObjectBytes) {
-    return absl::InvalidArgumentError(StrCat("Node object of ", json.size(), " bytes is over the ",
-                                             kMaxObjectBytes, "-byte limit"));
+    return absl::InvalidArgumentError(
+        StrCat(what, " of ", json.size(), " bytes is over the ", kMaxObjectBytes, "-byte limit"));
   }
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
-  if (doc.HasParseError()) {
+  doc->Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
+  if (doc->HasParseError()) {
     return absl::InvalidArgumentError(StrCat(
-        "the API server sent invalid JSON (", rapidjson::GetParseError_En(doc.GetParseError()),
-        " at ", DescribeOffset(json, doc.GetErrorOffset()), ")"));
+        "the API server sent invalid JSON (", rapidjson::GetParseError_En(doc->GetParseError()),
+        " at ", DescribeOffset(json, doc->GetErrorOffset()), ")"));
   }
-  if (!doc.IsObject())
-    return absl::InvalidArgumentError("the API server sent JSON that is not an object");
+  if (!doc->IsObject()) {
+    return absl::InvalidArgumentError(
+        StrCat("the API server sent a ", what, " that is not an object"));
+  }
+  return absl::OkStatus();
+}
+
+std::string StringMember(const rapidjson::Value& obj, const char* name) {
+  if (!obj.IsObject()) return "";
+  auto it = obj.FindMember(name);
+  return it != obj.MemberEnd() && it->value.IsString()
+             ? std::string(it->value.GetString(), it->value.GetStringLength())
+             : "";
+}
+
+std::string ResourceVersionOf(const rapidjson::Value& obj) {
+  if (!obj.IsObject()) return "";
+  auto meta = obj.FindMember("metadata");
+  return meta == obj.MemberEnd() ? "" : StringMember(meta->value, "resourceVersion");
+}
+
+absl::StatusOr<NodeView> ParseNodeObject(const rapidjson::Value& doc) {
+  if (!doc.IsObject()) return absl::InvalidArgumentError("the Node is not a JSON object");
   auto kind = doc.FindMember("kind");
   if (kind != doc.MemberEnd() && kind->value.IsString() &&
       std::string_view(kind->value.GetString()) != "Node") {
@@ -69,14 +93,8 @@ absl::StatusOr<NodeView> ParseNode(std::string_view json) {
   if (meta == doc.MemberEnd() || !meta->value.IsObject()) {
     return absl::InvalidArgumentError("the Node has no metadata");
   }
-  if (auto n = meta->value.FindMember("name");
-      n != meta->value.MemberEnd() && n->value.IsString()) {
-    node.name = n->value.GetString();
-  }
-  if (auto rv = meta->value.FindMember("resourceVersion");
-      rv != meta->value.MemberEnd() && rv->value.IsString()) {
-    node.resource_version = rv->value.GetString();
-  }
+  node.name = StringMember(meta->value, "name");
+  node.resource_version = StringMember(meta->value, "resourceVersion");
   auto status = doc.FindMember("status");
   if (status != doc.MemberEnd() && status->value.IsObject()) {
     node.has_status = true;
@@ -92,6 +110,77 @@ absl::StatusOr<NodeView> ParseNode(std::string_view json) {
     }
   }
   return node;
+}
+
+}  // namespace
+
+absl::StatusOr<NodeView> ParseNode(std::string_view json) {
+  rapidjson::Document doc;
+  if (absl::Status s = ParseDocument(json, "Node", &doc); !s.ok()) return s;
+  return ParseNodeObject(doc);
+}
+
+absl::StatusOr<NodeList> ParseNodeList(std::string_view json) {
+  rapidjson::Document doc;
+  if (absl::Status s = ParseDocument(json, "NodeList", &doc); !s.ok()) return s;
+  if (const std::string kind = StringMember(doc, "kind"); !kind.empty() && kind != "NodeList") {
+    return absl::InvalidArgumentError(StrCat("expected a NodeList, the API server sent a ", kind));
+  }
+  NodeList list;
+  list.resource_version = ResourceVersionOf(doc);
+  if (list.resource_version.empty()) {
+    return absl::InvalidArgumentError("the NodeList has no metadata.resourceVersion to watch from");
+  }
+  auto items = doc.FindMember("items");
+  if (items == doc.MemberEnd() || items->value.IsNull()) return list;  // an empty list
+  if (!items->value.IsArray())
+    return absl::InvalidArgumentError("the NodeList's items is not a list");
+  for (const rapidjson::Value& item : items->value.GetArray()) {
+    absl::StatusOr<NodeView> node = ParseNodeObject(item);
+    if (!node.ok()) return node.status();
+    list.items.push_back(*std::move(node));
+  }
+  return list;
+}
+
+absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
+  rapidjson::Document doc;
+  if (absl::Status s = ParseDocument(line, "watch event", &doc); !s.ok()) return s;
+  const std::string type = StringMember(doc, "type");
+  auto obj = doc.FindMember("object");
+  if (obj == doc.MemberEnd() || !obj->value.IsObject()) {
+    return absl::InvalidArgumentError(StrCat("the watch event \"", type, "\" has no object"));
+  }
+  WatchEvent ev;
+  if (type == "ERROR") {
+    ev.type = WatchEvent::Type::kError;
+    auto code = obj->value.FindMember("code");
+    ev.code = code != obj->value.MemberEnd() && code->value.IsInt() ? code->value.GetInt() : 0;
+    ev.message = StringMember(obj->value, "message");
+    return ev;
+  }
+  ev.resource_version = ResourceVersionOf(obj->value);
+  if (ev.resource_version.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("the watch event \"", type, "\" has no metadata.resourceVersion"));
+  }
+  if (type == "BOOKMARK") {
+    ev.type = WatchEvent::Type::kBookmark;
+    return ev;
+  }
+  if (type == "ADDED") {
+    ev.type = WatchEvent::Type::kAdded;
+  } else if (type == "MODIFIED") {
+    ev.type = WatchEvent::Type::kModified;
+  } else if (type == "DELETED") {
+    ev.type = WatchEvent::Type::kDeleted;
+  } else {
+    return absl::InvalidArgumentError(StrCat("unknown watch event type \"", type, "\""));
+  }
+  absl::StatusOr<NodeView> node = ParseNodeObject(obj->value);
+  if (!node.ok()) return node.status();
+  ev.node = *std::move(node);
+  return ev;
 }
 
 JsonPatch PlanSetCapacities(const NodeView& node, const Capacities& want, bool allocatable) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "apiserver/json_patch.h"
@@ -34,6 +35,27 @@ struct NodeView {
 // Parses a Node. Errors say what is wrong and where (line:column of the
 // body), and refuse bodies over kMaxObjectBytes.
 absl::StatusOr<NodeView> ParseNode(std::string_view json);
+
+// A LIST of Nodes: the collection's resourceVersion is the revision the
+// server was at when it answered (a watch may start there); an item's own
+// version is only the revision of its last change, which a quiet object
+// keeps until it falls out of the server's watch window.
+struct NodeList {
+  std::string resource_version;
+  std::vector<NodeView> items;
+};
+absl::StatusOr<NodeList> ParseNodeList(std::string_view json);
+
+// One line of a watch stream.
+struct WatchEvent {
+  enum class Type { kAdded, kModified, kDeleted, kBookmark, kError };
+  Type type = Type::kError;
+  NodeView node;                 // kAdded, kModified, kDeleted
+  std::string resource_version;  // all but kError: where the next watch may start
+  int code = 0;                  // kError: the Status code (410: the version is too old)
+  std::string message;           // kError: the server's message
+};
+absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line);
 
 // "line L, column C" of a byte offset, for parse errors.
 std::string DescribeOffset(std::string_view text, size_t offset);

@@ -2,6 +2,9 @@
 
 #include <rapidjson/document.h>
 
+#include <cctype>
+#include <cstdio>
+
 #include "base/strings.h"
 #include "base/text.h"
 
@@ -19,6 +22,20 @@ std::string ServerMessage(const std::string& body) {
   return Printable(body, 200);
 }
 
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const std::string& verb,
@@ -34,7 +51,7 @@ absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const
       return absl::PermissionDeniedError(StrCat(
           "forbidden (403): ", msg,
           ". The agent's identity needs RBAC: apiGroups [\"\"], resources [\"nodes/status\"], "
-          "verbs [\"patch\"] (and [\"nodes\"] get and watch)"));
+          "verbs [\"patch\"] (and [\"nodes\"] get, list and watch)"));
     case 404:
       return absl::NotFoundError(
           StrCat("node \"", node, "\" not found (404: ", msg, "); check --node / NODE_NAME"));
@@ -62,6 +79,27 @@ absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const
 
 std::string NodeClient::NodePath() const { return StrCat("/api/v1/nodes/", node_); }
 std::string NodeClient::StatusPath() const { return StrCat("/api/v1/nodes/", node_, "/status"); }
+std::string NodeClient::ListPath() const {
+  // resourceVersion=0: answered from the API server's watch cache, not by a
+  // read of every Node from etcd; its version is one the cache can watch from.
+  return StrCat("/api/v1/nodes?fieldSelector=", UrlEncode("metadata.name=" + node_),
+                "&resourceVersion=0");
+}
+std::string NodeClient::WatchPath(const std::string& version, std::chrono::seconds timeout) const {
+  std::string path =
+      StrCat("/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=", timeout.count(),
+             "&fieldSelector=", UrlEncode("metadata.name=" + node_));
+  if (!version.empty()) StrAppend(&path, "&resourceVersion=", UrlEncode(version));
+  return path;
+}
+
+absl::StatusOr<NodeList> NodeClient::List() {
+  const std::string path = ListPath();
+  absl::StatusOr<HttpResponse> r = rest_->Get(path);
+  if (!r.ok()) return r.status();
+  if (absl::Status s = ExplainAnswer(*r, node_, "LIST", "GET " + path); !s.ok()) return s;
+  return ParseNodeList(r->body);
+}
 
 absl::StatusOr<NodeView> NodeClient::Get() {
   absl::StatusOr<HttpResponse> r = rest_->Get(NodePath());
@@ -73,7 +111,8 @@ absl::StatusOr<NodeView> NodeClient::Get() {
 absl::StatusOr<NodeView> NodeClient::PatchStatus(const JsonPatch& patch) {
   ++patches_sent_;
   const std::string body = patch.ToJson();
-  absl::StatusOr<HttpResponse> r = rest_->Patch(StatusPath(), body, kJsonPatchType);
+  absl::StatusOr<HttpResponse> r =
+      rest_->Patch(StatusPath(), body, kJsonPatchType, patch.guarded());
   if (!r.ok()) return r.status();
   if (absl::Status s = ExplainAnswer(*r, node_, "PATCH", body); !s.ok()) return s;
   return ParseNode(r->body);

@@ -3,6 +3,7 @@
 #ifndef GPU_AGENT_APISERVER_NODE_CLIENT_H_
 #define GPU_AGENT_APISERVER_NODE_CLIENT_H_
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ class NodeClient {
   NodeClient(RestClient* rest, std::string node) : rest_(rest), node_(std::move(node)) {}
 
   absl::StatusOr<NodeView> Get();
+  // GET /api/v1/nodes?fieldSelector=metadata.name=<node>&resourceVersion=0:
+  // the Node (none when it does not exist) and the version to watch from.
+  absl::StatusOr<NodeList> List();
   // PATCH /api/v1/nodes/<node>/status with a JSON patch; the patched Node.
   absl::StatusOr<NodeView> PatchStatus(const JsonPatch& patch);
 
@@ -48,6 +52,10 @@ class NodeClient {
 
   std::string StatusPath() const;
   std::string NodePath() const;
+  std::string ListPath() const;
+  // A watch of this Node from `version` (none: from now, the current object
+  // first), ended by the server after `timeout`, with bookmarks.
+  std::string WatchPath(const std::string& version, std::chrono::seconds timeout) const;
   const std::string& node() const { return node_; }
 
  private:

@@ -135,13 +135,15 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(Connection c, Res
 
 absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const std::string& path,
                                               const std::string& body,
-                                              const std::string& content_type) {
+                                              const std::string& content_type, bool repeatable) {
   const std::string full = connection_.endpoint.path_prefix + path;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  bool token_reread = false, resent = false;
+  for (;;) {
     absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
     if (!headers.ok()) return headers.status();
     std::string received;
     bool too_big = false;
+    const auto started = std::chrono::steady_clock::now();
     httplib::Result res = [&] {
       if (method == "GET") {
         return client_->Get(full, *headers, [&](const char* data, size_t n) {
@@ -161,6 +163,16 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
                                                  options_.max_body_bytes, " bytes; refused"));
     }
     if (!res) {
+      // Cut off well before the read timeout: the connection was closed, not
+      // slow. httplib has closed it; the next request opens a new one.
+      const bool cut_off =
+          (res.error() == httplib::Error::Read || res.error() == httplib::Error::Write) &&
+          std::chrono::steady_clock::now() - started < options_.read_timeout / 2;
+      if (cut_off && repeatable && !resent) {
+        resent = true;
+        ++resent_;
+        continue;
+      }
       CountError(0);
       return absl::UnavailableError(
           TransportError(connection_, res.error(), client_->get_openssl_verify_result()));
@@ -174,22 +186,23 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
           StrCat("the answer from ", connection_.description, " is over the size limit"));
     }
     // A projected token may have rotated: read it again, once.
-    if (out.status == 401 && attempt == 0 && connection_.token && connection_.token->rereadable()) {
+    if (out.status == 401 && !token_reread && connection_.token &&
+        connection_.token->rereadable()) {
+      token_reread = true;
       connection_.token->Invalidate();
       continue;
     }
     return out;
   }
-  return absl::InternalError("unreachable");
 }
 
 absl::StatusOr<HttpResponse> RestClient::Get(const std::string& path) {
-  return Send("GET", path, "", "");
+  return Send("GET", path, "", "", /*repeatable=*/true);
 }
 
 absl::StatusOr<HttpResponse> RestClient::Patch(const std::string& path, const std::string& body,
-                                               const std::string& content_type) {
-  return Send("PATCH", path, body, content_type);
+                                               const std::string& content_type, bool repeatable) {
+  return Send("PATCH", path, body, content_type, repeatable);
 }
 
 absl::StatusOr<int> RestClient::Stream(const std::string& path,

@@ -4,6 +4,7 @@
 #ifndef GPU_AGENT_APISERVER_REST_CLIENT_H_
 #define GPU_AGENT_APISERVER_REST_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -41,9 +42,14 @@ class RestClient {
 
   // A transport failure (cannot connect, TLS, timeout, body too large) is an
   // error status naming the server; any HTTP answer is an HttpResponse.
+  //
+  // A request the server cut off unanswered (a kept-alive connection that a
+  // restarted server no longer has) is sent once more, at once, on a new
+  // connection: always for a GET, for a PATCH only when `repeatable` (see
+  // JsonPatch::guarded). A timeout is not retried.
   absl::StatusOr<HttpResponse> Get(const std::string& path);
   absl::StatusOr<HttpResponse> Patch(const std::string& path, const std::string& body,
-                                     const std::string& content_type);
+                                     const std::string& content_type, bool repeatable = false);
   // Streams the body of a long GET, calling `on_chunk` with raw bytes as they
   // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen.
   absl::StatusOr<int> Stream(const std::string& path,
@@ -55,6 +61,8 @@ class RestClient {
 
   // Answers with status >= 400 by code, and transport failures under 0.
   std::map<int, uint64_t> ErrorCounts() const;
+  // Requests sent again on a new connection after one was cut off.
+  uint64_t resent() const { return resent_.load(); }
 
   // Aborts a Stream in progress from another thread.
   void Cancel();
@@ -64,7 +72,8 @@ class RestClient {
  private:
   RestClient(Connection c, RestOptions o, std::unique_ptr<httplib::Client> client);
   absl::StatusOr<HttpResponse> Send(const std::string& method, const std::string& path,
-                                    const std::string& body, const std::string& content_type);
+                                    const std::string& body, const std::string& content_type,
+                                    bool repeatable);
 
   const Connection connection_;
   const RestOptions options_;
@@ -72,6 +81,7 @@ class RestClient {
   void CountError(int code);
   mutable std::mutex errors_mu_;
   std::map<int, uint64_t> errors_;  // protected by errors_mu_
+  std::atomic<uint64_t> resent_{0};
 };
 
 }  // namespace gpu_agent::apiserver

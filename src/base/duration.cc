@@ -64,9 +64,11 @@ std::string FormatDuration(Duration d) {
   return out;
 }
 
-Duration Jitter(Duration d) {
+Duration Jitter(Duration d) { return Spread(d, 0.8, 1.2); }
+
+Duration Spread(Duration d, double low, double high) {
   thread_local std::mt19937 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> factor(0.8, 1.2);
+  std::uniform_real_distribution<double> factor(low, high);
   return Duration(static_cast<int64_t>(static_cast<double>(d.count()) * factor(rng)));
 }
 

@@ -23,6 +23,9 @@ std::string FormatDuration(Duration d);
 // `d` scaled by a random factor in [0.8, 1.2]: spreads retries of many
 // nodes (or plugins) that failed at the same moment. Thread-safe.
 Duration Jitter(Duration d);
+// `d` scaled by a random factor in [low, high): timers that many nodes
+// started together must not keep firing together. Thread-safe.
+Duration Spread(Duration d, double low, double high);
 
 }  // namespace gpu_agent
 

@@ -235,7 +235,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"BadDuration", "version: v1\nhealth:\n  recoveryPeriod: soon\n",
                 "health.recoveryPeriod: invalid duration \"soon\""},
         BadCase{"BadEndpoint", "version: v1\nkubelet:\n  endpoint: a/b.sock\n",
-                "must be a bare socket file name"}),
+                "must be a bare socket file name"},
+        BadCase{"WatchTimeoutTooShort", "version: v1\nstatic:\n  watchTimeout: 500ms\n",
+                "static.watchTimeout must be at least 1s"},
+        BadCase{"WatchTimeoutNotADuration", "version: v1\nstatic:\n  watchTimeout: forever\n",
+                "static.watchTimeout: invalid duration \"forever\""}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
 
 TEST(ConfigTest, MissingFile) {

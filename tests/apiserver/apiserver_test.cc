@@ -8,6 +8,7 @@
 #include "apiserver/json_patch.h"
 #include "apiserver/kubeconfig.h"
 #include "apiserver/node.h"
+#include "apiserver/node_client.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::apiserver {
@@ -76,6 +77,111 @@ TEST(NodeTest, BadBodies) {
   EXPECT_NE(std::string(ParseNode(std::string(kMaxObjectBytes + 1, ' ')).status().message())
                 .find("limit"),
             std::string::npos);
+}
+
+TEST(NodeListTest, TheListsVersionNotTheItems) {
+  absl::StatusOr<NodeList> l = ParseNodeList(
+      R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"53034"},)"
+      R"("items":[{"metadata":{"name":"n","resourceVersion":"52787"},)"
+      R"("status":{"capacity":{"nvidia.com/gpu":"8"}}}]})");
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->resource_version, "53034");
+  ASSERT_EQ(l->items.size(), 1u);
+  EXPECT_EQ(l->items[0].resource_version, "52787");
+  EXPECT_EQ(l->items[0].Capacity("nvidia.com/gpu"), "8");
+  absl::StatusOr<NodeList> empty =
+      ParseNodeList(R"({"kind":"NodeList","metadata":{"resourceVersion":"7"},"items":[]})");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->items.empty());
+}
+
+TEST(NodeListTest, BadLists) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"kind":"NodeList","items":[]})", "no metadata.resourceVersion"},
+      {R"({"kind":"PodList","metadata":{"resourceVersion":"1"}})", "PodList"},
+      {R"({"metadata":{"resourceVersion":"1"},"items":{}})", "items is not a list"},
+      {R"({"metadata":{"resourceVersion":"1"},"items":[{"kind":"Pod"}]})", "Pod"},
+      {R"({"metadata":{"resourceVersion":"1"},"items":[1]})", "not a JSON object"},
+      {"[]", "not an object"},
+      {"{\"metadata\":\n{,}}", "line 2, column 2"},
+  };
+  for (const auto& [body, want] : cases) {
+    absl::StatusOr<NodeList> l = ParseNodeList(body);
+    ASSERT_FALSE(l.ok()) << body;
+    EXPECT_NE(std::string(l.status().message()).find(want), std::string::npos)
+        << body << " -> " << l.status();
+  }
+}
+
+TEST(WatchEventTest, EveryType) {
+  absl::StatusOr<WatchEvent> e = ParseWatchEvent(
+      R"({"type":"MODIFIED","object":{"kind":"Node","metadata":{"name":"n","resourceVersion":"9"},)"
+      R"("status":{"capacity":{"nvidia.com/gpu":"0"}}}})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->type, WatchEvent::Type::kModified);
+  EXPECT_EQ(e->resource_version, "9");
+  EXPECT_EQ(e->node.Capacity("nvidia.com/gpu"), "0");
+  e = ParseWatchEvent(
+      R"({"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"12"}}})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->type, WatchEvent::Type::kBookmark);
+  EXPECT_EQ(e->resource_version, "12");
+  e = ParseWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired",)"
+                      R"j("message":"too old resource version: 52787 (53034)"}})j");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->type, WatchEvent::Type::kError);
+  EXPECT_EQ(e->code, 410);
+  EXPECT_EQ(e->message, "too old resource version: 52787 (53034)");
+  e = ParseWatchEvent(R"({"type":"DELETED","object":{"metadata":{"resourceVersion":"13"}}})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->type, WatchEvent::Type::kDeleted);
+  e = ParseWatchEvent(R"({"type":"ADDED","object":{"metadata":{"resourceVersion":"14"}}})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->type, WatchEvent::Type::kAdded);
+}
+
+TEST(WatchEventTest, BadEvents) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type":"MODIFIED"})", "has no object"},
+      {R"({"type":"MODIFIED","object":[]})", "has no object"},
+      {R"({"type":"MODIFIED","object":{"metadata":{}}})", "no metadata.resourceVersion"},
+      {R"({"type":"BOOKMARK","object":{}})", "no metadata.resourceVersion"},
+      {R"({"type":"SOMETHING","object":{"metadata":{"resourceVersion":"1"}}})",
+       "unknown watch event type \"SOMETHING\""},
+      {R"({"type":"ADDED","object":{"kind":"Pod","metadata":{"resourceVersion":"1"}}})", "Pod"},
+      {"{\"type\":", "invalid JSON"},
+      {std::string(kMaxObjectBytes + 1, ' '), "limit"},
+  };
+  for (const auto& [line, want] : cases) {
+    absl::StatusOr<WatchEvent> e = ParseWatchEvent(line);
+    ASSERT_FALSE(e.ok()) << line.substr(0, 80);
+    EXPECT_NE(std::string(e.status().message()).find(want), std::string::npos)
+        << line.substr(0, 80) << " -> " << e.status();
+  }
+}
+
+TEST(NodeClientTest, WatchAndListPaths) {
+  NodeClient c(nullptr, "gpu-node-1");
+  EXPECT_EQ(c.ListPath(),
+            "/api/v1/nodes?fieldSelector=metadata.name%3Dgpu-node-1&resourceVersion=0");
+  EXPECT_EQ(c.WatchPath("", std::chrono::seconds(600)),
+            "/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=600"
+            "&fieldSelector=metadata.name%3Dgpu-node-1");
+  EXPECT_EQ(c.WatchPath("53034", std::chrono::seconds(7)),
+            "/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=7"
+            "&fieldSelector=metadata.name%3Dgpu-node-1&resourceVersion=53034");
+}
+
+TEST(JsonPatchTest, GuardedOnlyWhenATestComesFirst) {
+  NodeView n;
+  n.resource_version = "5";
+  n.has_status = n.has_capacity = n.has_allocatable = true;
+  EXPECT_TRUE(PlanSetCapacities(n, {{"nvidia.com/gpu", 8}}, true).guarded());
+  JsonPatch unguarded;
+  unguarded.Add("/status/capacity/x", "1");
+  unguarded.Test("/metadata/resourceVersion", "5");
+  EXPECT_FALSE(unguarded.guarded());
+  EXPECT_FALSE(JsonPatch().guarded());
 }
 
 TEST(UrlTest, ParsesAndRejects) {

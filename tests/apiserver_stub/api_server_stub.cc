@@ -9,6 +9,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -118,9 +119,22 @@ bool ApplyOp(rapidjson::Document& doc, const rapidjson::Value& op) {
   return false;
 }
 
+// The Node a request is about: from the field selector of a list or watch,
+// else from the path (/api/v1/nodes/<name>[/status]).
+std::string NodeOf(const httplib::Request& req) {
+  const std::string sel = req.get_param_value("fieldSelector");
+  const std::string prefix = "metadata.name=";
+  if (sel.rfind(prefix, 0) == 0) return sel.substr(prefix.size());
+  const std::string path_prefix = "/api/v1/nodes/";
+  if (req.path.rfind(path_prefix, 0) != 0) return "";
+  std::string rest = req.path.substr(path_prefix.size());
+  return rest.substr(0, rest.find('/'));
+}
+
 }  // namespace
 
-ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string client_ca) {
+ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string client_ca,
+                             size_t threads) {
   if (!cert.empty()) {
     server_ = std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str(),
                                                    client_ca.empty() ? nullptr : client_ca.c_str());
@@ -128,61 +142,203 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
   } else {
     server_ = std::make_unique<httplib::Server>();
   }
+  if (threads > 0) server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
     if (req.method == "GET" && req.has_param("watch")) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++watches_;
-        calls_.insert("watch nodes");
+      Watch(req, res);
+      return;
+    }
+    const bool list = req.method == "GET" && req.path == "/api/v1/nodes";
+    const bool status_sub = req.path.size() > 7 && req.path.rfind("/status") == req.path.size() - 7;
+    const std::string call = list ? "list nodes"
+                             : req.method == "GET"
+                                 ? "get nodes"
+                                 : (status_sub ? "patch nodes/status" : "patch nodes");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bool cut = Arrive(call, NodeOf(req), req.remote_port);
+      if (!cut && req.method == "GET" && drop_gets_ > 0) {
+        --drop_gets_;
+        ++gets_;
+        cut = true;
       }
-      const std::string name = [&] {
-        std::string sel = req.get_param_value("fieldSelector");
+      if (cut) {
+        // Promise a body, then fail: the client sees the connection drop.
+        res.set_content_provider(4096, "application/json",
+                                 [](size_t, size_t, httplib::DataSink&) { return false; });
+        return;
+      }
+    }
+    int status = 200;
+    std::string auth = req.get_header_value("Authorization");
+    std::string body;
+    if (list) {
+      body = Authorize(auth, call, &status);
+      if (body.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++lists_;
+        const std::string sel = req.get_param_value("fieldSelector");
         const std::string prefix = "metadata.name=";
-        return sel.rfind(prefix, 0) == 0 ? sel.substr(prefix.size()) : std::string();
-      }();
-      uint64_t from = 0;
-      if (req.has_param("resourceVersion")) {
-        from = std::strtoull(req.get_param_value("resourceVersion").c_str(), nullptr, 10);
+        body = List(sel.rfind(prefix, 0) == 0 ? sel.substr(prefix.size()) : "",
+                    req.get_param_value("resourceVersion") == "0");
       }
-      uint64_t epoch;
-      std::string first;  // sent before any event
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        epoch = watch_epoch_;
-        if (gone_next_watch_ && req.has_param("resourceVersion")) {
-          // History compacted: a real server answers 410 Gone in an ERROR event.
-          gone_next_watch_ = false;
-          res.set_content(
-              "{\"type\":\"ERROR\",\"object\":" +
-                  StatusBody(410, "Expired", "too old resource version: " + std::to_string(from)) +
-                  "}\n",
-              "application/json");
-          return;
-        }
-        if (!req.has_param("resourceVersion")) {
-          // No version: start now, with an ADDED event for the current object.
-          from = rv_;
-          auto it = nodes_.find(name);
-          if (it != nodes_.end()) first = "{\"type\":\"ADDED\",\"object\":" + it->second + "}\n";
-        }
-      }
-      res.set_chunked_content_provider("application/json", [this, name, from, epoch, first](
-                                                               size_t,
-                                                               httplib::DataSink& sink) mutable {
+    } else {
+      body = Handle(req.method, req.path, auth, req.get_header_value("Content-Type"), req.body,
+                    &status);
+    }
+    res.status = status;
+    res.set_content(body, "application/json");
+  };
+  server_->Get(".*", handler);
+  server_->Patch(".*", handler);
+  server_->set_read_timeout(5, 0);
+  server_->set_tcp_nodelay(true);  // as the API server does
+  port_ = server_->bind_to_any_port("127.0.0.1");
+  if (port_ <= 0) throw std::runtime_error("stub cannot bind");
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  while (!server_->is_running()) std::this_thread::yield();
+}
+
+bool ApiServerStub::Arrive(const std::string& call, const std::string& node, int remote_port) {
+  requests_.push_back({std::chrono::steady_clock::now(), call, node});
+  ports_seen_.insert(remote_port);
+  // The first request on a connection from before the restart is the one
+  // that finds the old process gone; the client then opens a new one.
+  const bool cut = doomed_ports_.erase(remote_port) > 0;
+  cut_ += cut ? 1 : 0;
+  return cut;
+}
+
+std::string ApiServerStub::Authorize(const std::string& auth, const std::string& call,
+                                     int* status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  calls_.insert(call);
+  std::string user = "system:anonymous";
+  if (!tokens_.empty()) {
+    const std::string prefix = "Bearer ";
+    auto it = auth.rfind(prefix, 0) == 0 ? tokens_.find(auth.substr(prefix.size())) : tokens_.end();
+    if (it == tokens_.end()) {
+      auto hook = on_unauthorized_;
+      lock.unlock();
+      if (hook) hook();
+      *status = 401;
+      return StatusBody(401, "Unauthorized", "Unauthorized");
+    }
+    user = it->second.second;
+  }
+  if (forbidden_.count(call) > 0) {
+    const size_t space = call.find(' ');
+    *status = 403;
+    return StatusBody(403, "Forbidden",
+                      "nodes is forbidden: User \"" + user + "\" cannot " + call.substr(0, space) +
+                          " resource \"" + call.substr(space + 1) +
+                          "\" in API group \"\" at the cluster scope");
+  }
+  return "";
+}
+
+std::string ApiServerStub::List(const std::string& name, bool from_cache) const {
+  std::string items;
+  for (const auto& [n, json] : nodes_) {
+    if (!name.empty() && n != name) continue;
+    items += (items.empty() ? "" : ",") + json;
+  }
+  // A list's version is the revision it was read at, not any item's.
+  return "{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"" +
+         std::to_string(from_cache ? cache_rv_ : rv_) + "\"},\"items\":[" + items + "]}";
+}
+
+uint64_t ApiServerStub::OldestWatchable() const {
+  // As kube-apiserver's watch cache: with nothing evicted since it started,
+  // the version it started at; else the oldest event it still holds.
+  return evicted_ && !events_.empty() ? events_.front().rv - 1 : cache_start_;
+}
+
+void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = [&] {
+    std::string sel = req.get_param_value("fieldSelector");
+    const std::string prefix = "metadata.name=";
+    return sel.rfind(prefix, 0) == 0 ? sel.substr(prefix.size()) : std::string();
+  }();
+  int status = 200;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++watches_;
+    if (Arrive("watch nodes", name, req.remote_port)) {
+      res.set_content_provider(4096, "application/json",
+                               [](size_t, size_t, httplib::DataSink&) { return false; });
+      return;
+    }
+  }
+  if (std::string denied = Authorize(req.get_header_value("Authorization"), "watch nodes", &status);
+      !denied.empty()) {
+    res.status = status;
+    res.set_content(denied, "application/json");
+    return;
+  }
+  const std::string version = req.get_param_value("resourceVersion");
+  const bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+  const long timeout_s = std::strtol(req.get_param_value("timeoutSeconds").c_str(), nullptr, 10);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    watch_timeouts_.push_back(timeout_s);
+  }
+  const Clock::time_point deadline =
+      timeout_s > 0 ? now + std::chrono::seconds(timeout_s) : Clock::time_point::max();
+  // kube-apiserver sends the bookmark 2 s before the watch's deadline.
+  Clock::time_point bookmark_at = Clock::time_point::max();
+  if (bookmarks && timeout_s > 0) {
+    bookmark_at = timeout_s > 2 ? deadline - std::chrono::seconds(2) : now;
+  }
+  uint64_t from = 0;
+  uint64_t epoch, restart_epoch;
+  std::string first;  // sent before any event
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = watch_epoch_;
+    restart_epoch = restart_epoch_;
+    const bool named = !version.empty() && version != "0";
+    from = named ? std::strtoull(version.c_str(), nullptr, 10) : rv_;
+    const uint64_t oldest = OldestWatchable();
+    if (named && (gone_next_watch_ || expire_every_watch_ || from < oldest)) {
+      gone_next_watch_ = false;
+      ++expired_;
+      res.set_content("{\"type\":\"ERROR\",\"object\":" +
+                          StatusBody(410, "Expired",
+                                     "too old resource version: " + std::to_string(from) + " (" +
+                                         std::to_string(oldest) + ")") +
+                          "}\n",
+                      "application/json");
+      return;
+    }
+    if (!named) {
+      // No version (or "0"): the current object first, as ADDED.
+      auto it = nodes_.find(name);
+      if (it != nodes_.end()) first = "{\"type\":\"ADDED\",\"object\":" + it->second + "}\n";
+    }
+  }
+  res.set_chunked_content_provider(
+      "application/json", [this, name, from, epoch, restart_epoch, first, deadline, bookmark_at](
+                              size_t, httplib::DataSink& sink) mutable {
         if (!first.empty()) {
           const std::string line = std::move(first);
           first.clear();
           return sink.write(line.data(), line.size());
         }
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(200), [&] {
-          if (stopping_ || watch_epoch_ != epoch) return true;
+        const Clock::time_point wake =
+            std::min({Clock::now() + std::chrono::milliseconds(200), deadline, bookmark_at});
+        cv_.wait_until(lock, wake, [&] {
+          if (stopping_ || watch_epoch_ != epoch || restart_epoch_ != restart_epoch) return true;
           for (const Event& e : events_) {
             if (e.rv > from) return true;
           }
           return false;
         });
-        if (stopping_ || watch_epoch_ != epoch) {
+        if (restart_epoch_ != restart_epoch) return false;  // the old process is gone
+        if (stopping_ || watch_epoch_ != epoch || Clock::now() >= deadline) {
           sink.done();
           return true;
         }
@@ -198,36 +354,19 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
           if (!sink.write(line.data(), line.size())) return false;
           lock.lock();
         }
+        if (Clock::now() >= bookmark_at) {
+          bookmark_at = Clock::time_point::max();
+          // Every event up to the cache's version has been sent.
+          from = std::max(from, cache_rv_);
+          const std::string line =
+              "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\","
+              "\"metadata\":{\"resourceVersion\":\"" +
+              std::to_string(from) + "\"}}}\n";
+          lock.unlock();
+          return sink.write(line.data(), line.size());
+        }
         return true;
       });
-      return;
-    }
-    if (req.method == "GET") {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (drop_gets_ > 0) {
-        --drop_gets_;
-        ++gets_;
-        // Promise a body, then fail: the client sees the connection drop.
-        res.set_content_provider(4096, "application/json",
-                                 [](size_t, size_t, httplib::DataSink&) { return false; });
-        return;
-      }
-    }
-    int status = 200;
-    std::string auth = req.get_header_value("Authorization");
-    std::string body =
-        Handle(req.method, req.path, auth, req.get_header_value("Content-Type"), req.body, &status);
-    res.status = status;
-    res.set_content(body, "application/json");
-  };
-  server_->Get(".*", handler);
-  server_->Patch(".*", handler);
-  server_->set_read_timeout(5, 0);
-  server_->set_tcp_nodelay(true);  // as the API server does
-  port_ = server_->bind_to_any_port("127.0.0.1");
-  if (port_ <= 0) throw std::runtime_error("stub cannot bind");
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  while (!server_->is_running()) std::this_thread::yield();
 }
 
 ApiServerStub::~ApiServerStub() {
@@ -268,11 +407,16 @@ void ApiServerStub::AddNode(const std::string& name, std::map<std::string, std::
   }
   d.AddMember("status", status, a);
   nodes_[name] = Serialize(d);
+  Publish(name, "ADDED");
 }
 
-void ApiServerStub::Publish(const std::string& node) {
-  events_.push_back({rv_, "MODIFIED", nodes_[node]});
-  if (events_.size() > 100) events_.pop_front();
+void ApiServerStub::Publish(const std::string& node, const char* type) {
+  events_.push_back({rv_, type, nodes_[node]});
+  cache_rv_ = rv_;
+  while (events_.size() > cache_size_) {
+    events_.pop_front();
+    evicted_ = true;
+  }
   cv_.notify_all();
 }
 
@@ -349,6 +493,43 @@ void ApiServerStub::EndWatches(bool gone) {
   cv_.notify_all();
 }
 
+void ApiServerStub::ExpireEveryWatch(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  expire_every_watch_ = on;
+}
+
+void ApiServerStub::Restart() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++restart_epoch_;
+    doomed_ports_ = std::move(ports_seen_);
+    ports_seen_.clear();
+    events_.clear();
+    evicted_ = false;
+    cache_start_ = cache_rv_ = rv_;
+  }
+  cv_.notify_all();
+}
+
+void ApiServerStub::TouchOtherObjects(int writes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rv_ += static_cast<uint64_t>(writes);
+}
+
+void ApiServerStub::SetWatchCacheSize(size_t events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_size_ = events;
+  while (events_.size() > cache_size_) {
+    events_.pop_front();
+    evicted_ = true;
+  }
+}
+
+void ApiServerStub::Forbid(const std::string& call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  forbidden_.insert(call);
+}
+
 void ApiServerStub::SetGetMode(GetMode mode) {
   std::lock_guard<std::mutex> lock(mu_);
   get_mode_ = mode;
@@ -370,6 +551,35 @@ int ApiServerStub::get_count() const {
 int ApiServerStub::watch_count() const {
   std::lock_guard<std::mutex> l(mu_);
   return watches_;
+}
+int ApiServerStub::list_count() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return lists_;
+}
+int ApiServerStub::expired_count() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return expired_;
+}
+int ApiServerStub::cut_count() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return cut_;
+}
+std::vector<long> ApiServerStub::watch_timeouts() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return watch_timeouts_;
+}
+uint64_t ApiServerStub::revision() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return rv_;
+}
+std::vector<ApiServerStub::Request> ApiServerStub::requests() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return requests_;
+}
+int ApiServerStub::RequestsSince(std::chrono::steady_clock::time_point t) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(),
+                                        [&](const Request& r) { return r.at >= t; }));
 }
 std::vector<std::string> ApiServerStub::patch_bodies() const {
   std::lock_guard<std::mutex> l(mu_);

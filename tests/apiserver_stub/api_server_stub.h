@@ -1,8 +1,17 @@
 // A stand-in for kube-apiserver's Node endpoints, answering as a real one
-// does (DESIGN.md): GET and PATCH (RFC 6902 JSON patch, the generic 422 on any
-// patch failure), a watch stream, bearer tokens (401), RBAC (403), unknown
-// nodes (404), injected 409/429/500, garbage, oversized and hung answers.
-// Plain HTTP (kubectl proxy) or HTTPS with a certificate made at test time.
+// does (DESIGN.md): GET, LIST and PATCH (RFC 6902 JSON patch, the generic 422
+// on any patch failure), a watch stream, bearer tokens (401), RBAC (403),
+// unknown nodes (404), injected 409/429/500, garbage, oversized and hung
+// answers. Plain HTTP (kubectl proxy) or HTTPS with a certificate made at
+// test time.
+//
+// Versions as a real server has them: one revision counter for every write
+// (other kinds' writes advance it too); an object's resourceVersion is the
+// revision of its last change; a LIST answers the current revision. The
+// Node watch cache holds the last `cache_size` Node events: a watch from a
+// version older than that window gets an ERROR event with code 410 inside a
+// 200 answer ("too old resource version: X (Y)"). A restart starts the
+// window at the current revision, so every older version is too old then.
 #ifndef GPU_AGENT_TESTS_APISERVER_STUB_API_SERVER_STUB_H_
 #define GPU_AGENT_TESTS_APISERVER_STUB_API_SERVER_STUB_H_
 
@@ -21,7 +30,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace gpu_agent::testing {
 
@@ -29,7 +40,10 @@ class ApiServerStub {
  public:
   // Plain HTTP when cert/key are empty.
   // With `client_ca`, TLS clients must present a certificate signed by it.
-  ApiServerStub(std::string cert_file = "", std::string key_file = "", std::string client_ca = "");
+  // `threads`: requests served at once (a watch holds one the whole time);
+  // 0 for httplib's default.
+  ApiServerStub(std::string cert_file = "", std::string key_file = "", std::string client_ca = "",
+                size_t threads = 0);
   ~ApiServerStub();
 
   int port() const { return port_; }
@@ -59,9 +73,23 @@ class ApiServerStub {
   void SetGetMode(GetMode mode);
   // The next `times` GETs of a Node break off mid-answer (connection dropped).
   void DropNextGets(int times);
-  // Ends every open watch; with `gone`, the next watch that names a
-  // resourceVersion gets 410 Gone (history compacted), as a real server may.
+  // Ends every open watch, as a watch's timeout does; with `gone`, the next
+  // watch that names a resourceVersion gets 410 Gone whatever it names.
   void EndWatches(bool gone);
+  // While on, every watch that names a version is answered 410 (a server
+  // or proxy gone wrong).
+  void ExpireEveryWatch(bool on);
+  // What a kube-apiserver restart looks like to a client: every open
+  // watch breaks off, the first request on each connection opened before
+  // the restart is cut off unanswered (the old process is gone), and the
+  // watch cache starts again at the current revision.
+  void Restart();
+  // Writes to objects of other kinds: the revision moves on, no Node event.
+  void TouchOtherObjects(int writes);
+  // Node events the watch cache keeps (default 100, as kube-apiserver's).
+  void SetWatchCacheSize(size_t events);
+  // Answers `call` ("list nodes", "watch nodes", ...) with 403 from now on.
+  void Forbid(const std::string& call);
 
   // RBAC-style "verb resource" of every request seen: "get nodes",
   // "watch nodes", "patch nodes/status", ...
@@ -69,6 +97,23 @@ class ApiServerStub {
   int patch_count() const;
   int get_count() const;
   int watch_count() const;
+  int list_count() const;
+  // Watches answered with 410 (too old).
+  int expired_count() const;
+  // Requests cut off unanswered because their connection predates Restart().
+  int cut_count() const;
+  // The timeoutSeconds of every watch, in order (0: none given).
+  std::vector<long> watch_timeouts() const;
+  uint64_t revision() const;
+  // Every request, in arrival order, as (when, "verb resource").
+  struct Request {
+    std::chrono::steady_clock::time_point at;
+    std::string call;
+    std::string node;  // the Node named in the path or field selector
+  };
+  std::vector<Request> requests() const;
+  // Requests that arrived at or after `t`.
+  int RequestsSince(std::chrono::steady_clock::time_point t) const;
   std::vector<std::string> patch_bodies() const;
   std::vector<std::string> patch_content_types() const;
 
@@ -81,7 +126,18 @@ class ApiServerStub {
   std::string Handle(const std::string& method, const std::string& path, const std::string& auth,
                      const std::string& content_type, const std::string& body, int* status);
   std::string ApplyPatch(const std::string& node, const std::string& body, int* status);
-  void Publish(const std::string& node);
+  // REQUIRES: mu_ held. `from_cache`: resourceVersion=0, answered from
+  // the watch cache at its version; else a consistent read at the revision.
+  std::string List(const std::string& name, bool from_cache) const;
+  // The Status body and code when `auth` may not make `call`, else empty.
+  std::string Authorize(const std::string& auth, const std::string& call, int* status);
+  void Publish(const std::string& node, const char* type = "MODIFIED");
+  // Notes a request; true when it arrived on a connection opened before the
+  // last Restart(), which must then be cut off.
+  bool Arrive(const std::string& call, const std::string& node, int remote_port);
+  void Watch(const httplib::Request& req, httplib::Response& res);
+  // The oldest version a watch may start from.  REQUIRES: mu_ held.
+  uint64_t OldestWatchable() const;
 
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
@@ -99,9 +155,19 @@ class ApiServerStub {
   std::deque<int> patch_failures_;
   GetMode get_mode_ = GetMode::kNormal;
   int drop_gets_ = 0;
-  uint64_t watch_epoch_ = 0;
+  uint64_t watch_epoch_ = 0;    // EndWatches: watches end cleanly
+  uint64_t restart_epoch_ = 0;  // Restart: watches break off
   bool gone_next_watch_ = false;
-  int patches_ = 0, gets_ = 0, watches_ = 0;
+  bool expire_every_watch_ = false;
+  size_t cache_size_ = 100;
+  uint64_t cache_start_ = 100;  // revision the watch cache was started at
+  uint64_t cache_rv_ = 100;     // the watch cache's version: its last event or start
+  bool evicted_ = false;        // events fell out of the window since then
+  std::set<int> ports_seen_, doomed_ports_;
+  std::set<std::string> forbidden_;
+  std::vector<Request> requests_;
+  int patches_ = 0, gets_ = 0, watches_ = 0, lists_ = 0, expired_ = 0, cut_ = 0;
+  std::vector<long> watch_timeouts_;
   std::vector<std::string> patch_bodies_, patch_types_;
   std::set<std::string> calls_;
 };

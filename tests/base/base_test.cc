@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "base/duration.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
@@ -20,6 +22,21 @@ TEST(DurationTest, ParsesGoStyleDurations) {
     EXPECT_EQ(d->count(), c.ms) << c.text;
     EXPECT_EQ(ParseDuration(FormatDuration(*d))->count(), c.ms) << "round trip of " << c.text;
   }
+}
+
+TEST(DurationTest, SpreadStaysInItsRangeAndSpreads) {
+  const Duration d = std::chrono::seconds(600);
+  std::set<int64_t> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const Duration s = Spread(d, 1, 2);
+    ASSERT_GE(s, d);
+    ASSERT_LT(s, 2 * d);
+    seen.insert(s.count() / 60000);  // minute buckets
+  }
+  EXPECT_EQ(seen.size(), 10u);  // 1,000 draws leave no minute of the ten empty
+  const Duration j = Jitter(std::chrono::milliseconds(1000));
+  EXPECT_GE(j.count(), 800);
+  EXPECT_LE(j.count(), 1200);
 }
 
 TEST(DurationTest, RejectsBadDurations) {

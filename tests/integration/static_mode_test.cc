@@ -142,6 +142,145 @@ TEST_F(StaticModeTest, DroppedConnectionsAndAnExpiredWatchConverge) {
   ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
 }
 
+// After an API server restart the watch cache starts at the current
+// revision, so every older version is gone (410). The agent must list once
+// and watch from the list's version, not loop on the Node's own old version.
+TEST_F(StaticModeTest, ApiServerRestartCostsAFewRequestsNotALoop) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  api.TouchOtherObjects(50);
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  api.TouchOtherObjects(50);  // the Node's version now trails the revision
+  const int lists = api.list_count();
+  const auto t0 = std::chrono::steady_clock::now();
+  api.Restart();
+  // The broken watch is opened again within the reconnect spread (10 s).
+  ASSERT_TRUE(WaitFor([&] { return api.list_count() > lists; }, std::chrono::seconds(20))) << Log();
+  EXPECT_FALSE(WaitFor([&] { return api.RequestsSince(t0) > 4; }, std::chrono::seconds(30)))
+      << "requests in the 30 s after a restart: " << api.RequestsSince(t0) << "\n"
+      << Log();
+  EXPECT_EQ(api.Capacity("gpu-node-1", kGpu), "8");
+  EXPECT_EQ(Log().find("cannot read the node"), std::string::npos) << Log();
+  EXPECT_EQ(Log().find("could not reconcile"), std::string::npos) << Log();
+  // And the watch it settled on still works.
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+}
+
+// The first request after a restart goes over the kept-alive connection
+// the old server process had: it is cut off unanswered. The agent sends it
+// again at once on a new connection: no warning, no backoff.
+TEST_F(StaticModeTest, RequestCutOffByARestartIsSentAgainAtOnce) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");  // a PATCH: the connection is fresh
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  api.Restart();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 2 79"));  // a GPU lost: re-read and patch
+  ASSERT_TRUE(CapacityIs(api, "7", std::chrono::seconds(5))) << Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(400)) << Log();
+  EXPECT_EQ(api.cut_count(), 1) << Log();
+  EXPECT_EQ(Log().find("could not reconcile"), std::string::npos) << Log();
+}
+
+// Other Nodes' changes push this quiet Node's version out of the watch
+// cache. When its watch ends, the next one from the old version is answered
+// 410: list again and carry on, once.
+TEST_F(StaticModeTest, QuietNodeWhileOthersChurnPastTheWatchWindow) {
+  ApiServerStub& api = MakeApi();
+  api.SetWatchCacheSize(10);
+  api.AddNode("gpu-node-1");
+  api.AddNode("busy-node");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  for (int i = 0; i < 50; ++i) api.KubeletSetsCapacity("busy-node", "cpu", std::to_string(i));
+  const auto t0 = std::chrono::steady_clock::now();
+  api.EndWatches(/*gone=*/false);  // as the watch's timeout does
+  ASSERT_TRUE(WaitFor([&] { return api.expired_count() >= 1; })) << Log();
+  EXPECT_FALSE(WaitFor([&] { return api.RequestsSince(t0) > 4; }, std::chrono::seconds(30)))
+      << "requests in the 30 s after the watch ended: " << api.RequestsSince(t0) << "\n"
+      << Log();
+  EXPECT_EQ(api.expired_count(), 1);
+  EXPECT_NE(Log().find("410 Gone"), std::string::npos) << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+}
+
+// A server that answers 410 to every watch (a broken proxy, say) gets a
+// backed-off list and watch, not a loop, and one log line; when it mends,
+// the agent is back on a watch.
+TEST_F(StaticModeTest, RepeatedExpiryBacksOff) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  api.ExpireEveryWatch(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  api.EndWatches(/*gone=*/false);
+  // Lists again at once after the first 410, then waits 0.5, 1, 2, 4, 8 s
+  // (each with jitter 0.8-1.2) between list-and-watch pairs.
+  EXPECT_FALSE(WaitFor([&] { return api.RequestsSince(t0) > 14; }, std::chrono::seconds(12)))
+      << "requests in 12 s of 410s: " << api.RequestsSince(t0) << "\n"
+      << Log();
+  EXPECT_GE(api.expired_count(), 4) << Log();
+  const std::string log = Log();
+  EXPECT_EQ(log.find("410 Gone"), log.rfind("410 Gone")) << "logged once per run\n" << log;
+  EXPECT_EQ(api.Capacity("gpu-node-1", kGpu), "8");
+  api.ExpireEveryWatch(false);
+  const int watches = api.watch_count();
+  const int expired = api.expired_count();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() > watches; }, std::chrono::seconds(15)))
+      << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+  EXPECT_EQ(api.expired_count(), expired);
+}
+
+// Bookmarks keep a quiet Node's watch version current: renewing the watch
+// after others churned past the window costs no 410 and no LIST.
+TEST_F(StaticModeTest, BookmarksKeepTheWatchCurrent) {
+  ApiServerStub& api = MakeApi();
+  api.SetWatchCacheSize(10);
+  api.AddNode("gpu-node-1");
+  api.AddNode("busy-node");
+  Start(api, {"--watch-timeout", "3s"});
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  for (int i = 0; i < 50; ++i) api.KubeletSetsCapacity("busy-node", "cpu", std::to_string(i));
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 3; }, std::chrono::seconds(20))) << Log();
+  EXPECT_EQ(api.expired_count(), 0) << Log();
+  EXPECT_EQ(api.list_count(), 1) << Log();
+  // Each watch asked for a timeout between the setting and twice it.
+  for (long t : api.watch_timeouts()) {
+    EXPECT_GE(t, 3);
+    EXPECT_LT(t, 6);
+  }
+}
+
+// An older ClusterRole without `list`: a watch with no version, which starts
+// with the current Node, stands in; the agent says what to grant.
+TEST_F(StaticModeTest, WithoutListPermissionItWatchesFromNow) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  api.Forbid("list nodes");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  EXPECT_NE(Log().find("grant nodes list"), std::string::npos) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+}
+
 TEST_F(StaticModeTest, ForbiddenAndUnknownNodeAreNamedAndRetried) {
   ApiServerStub& api = MakeApi();
   api.AddNode("other-node");
