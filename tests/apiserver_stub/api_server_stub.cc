@@ -209,22 +209,33 @@ bool ApiServerStub::Arrive(const std::string& call, const std::string& node, int
   return cut;
 }
 
+std::string ApiServerStub::Authenticate(std::unique_lock<std::mutex>& lock, const std::string& auth,
+                                        std::string* user, bool* may_patch, int* status) {
+  *user = "system:anonymous";
+  *may_patch = true;
+  if (tokens_.empty()) return "";
+  const std::string prefix = "Bearer ";
+  auto it = auth.rfind(prefix, 0) == 0 ? tokens_.find(auth.substr(prefix.size())) : tokens_.end();
+  if (it == tokens_.end()) {
+    auto hook = on_unauthorized_;
+    lock.unlock();
+    if (hook) hook();
+    *status = 401;
+    return StatusBody(401, "Unauthorized", "Unauthorized");
+  }
+  *may_patch = it->second.first;
+  *user = it->second.second;
+  return "";
+}
+
 std::string ApiServerStub::Authorize(const std::string& auth, const std::string& call,
                                      int* status) {
   std::unique_lock<std::mutex> lock(mu_);
   calls_.insert(call);
-  std::string user = "system:anonymous";
-  if (!tokens_.empty()) {
-    const std::string prefix = "Bearer ";
-    auto it = auth.rfind(prefix, 0) == 0 ? tokens_.find(auth.substr(prefix.size())) : tokens_.end();
-    if (it == tokens_.end()) {
-      auto hook = on_unauthorized_;
-      lock.unlock();
-      if (hook) hook();
-      *status = 401;
-      return StatusBody(401, "Unauthorized", "Unauthorized");
-    }
-    user = it->second.second;
+  std::string user;
+  bool may_patch;
+  if (std::string denied = Authenticate(lock, auth, &user, &may_patch, status); !denied.empty()) {
+    return denied;
   }
   if (forbidden_.count(call) > 0) {
     const size_t space = call.find(' ');
@@ -594,20 +605,10 @@ std::string ApiServerStub::Handle(const std::string& method, const std::string& 
                                   const std::string& auth, const std::string& content_type,
                                   const std::string& body, int* status) {
   std::unique_lock<std::mutex> lock(mu_);
-  std::string user = "system:anonymous";
-  bool may_patch = true;
-  if (!tokens_.empty()) {
-    const std::string prefix = "Bearer ";
-    auto it = auth.rfind(prefix, 0) == 0 ? tokens_.find(auth.substr(prefix.size())) : tokens_.end();
-    if (it == tokens_.end()) {
-      auto hook = on_unauthorized_;
-      lock.unlock();
-      if (hook) hook();
-      *status = 401;
-      return StatusBody(401, "Unauthorized", "Unauthorized");
-    }
-    may_patch = it->second.first;
-    user = it->second.second;
+  std::string user;
+  bool may_patch;
+  if (std::string denied = Authenticate(lock, auth, &user, &may_patch, status); !denied.empty()) {
+    return denied;
   }
   const std::string prefix = "/api/v1/nodes/";
   if (path.rfind(prefix, 0) != 0) {

@@ -129,6 +129,11 @@ class ApiServerStub {
   // REQUIRES: mu_ held. `from_cache`: resourceVersion=0, answered from
   // the watch cache at its version; else a consistent read at the revision.
   std::string List(const std::string& name, bool from_cache) const;
+  // REQUIRES: `lock` holds mu_. The 401 body when `auth` brings no known
+  // token (the hook runs with `lock` released), else empty with the
+  // token's user and whether it may patch.
+  std::string Authenticate(std::unique_lock<std::mutex>& lock, const std::string& auth,
+                           std::string* user, bool* may_patch, int* status);
   // The Status body and code when `auth` may not make `call`, else empty.
   std::string Authorize(const std::string& auth, const std::string& call, int* status);
   void Publish(const std::string& node, const char* type = "MODIFIED");
