@@ -26,6 +26,7 @@ struct HealthWatcher::State {
   bool stop = false;             // protected by mu
   bool exited = false;           // protected by mu
   bool reporting = true;         // protected by mu; false once Stop() returns
+  int reports_in_flight = 0;     // protected by mu: callbacks running now
   std::map<int, uint64_t> xids;  // protected by mu
 
   // Thread-only state.
@@ -47,9 +48,19 @@ struct HealthWatcher::State {
                   : StrCat(uuid, " GPU instance ", gi, " compute instance ", ci);
   }
 
+  // Calls out without holding `mu`: the callback takes its own locks (the
+  // device publisher's, the reconciler's) and may read XidCounts(); Stop()
+  // waits for a call in flight instead.
   void Report(const HealthChange& change) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!reporting) return;
+      ++reports_in_flight;
+    }
+    callback(change);
     std::lock_guard<std::mutex> lock(mu);
-    if (reporting) callback(change);
+    --reports_in_flight;
+    cv.notify_all();
   }
   bool Stopping() {
     std::lock_guard<std::mutex> lock(mu);
@@ -279,6 +290,8 @@ void HealthWatcher::Stop() {
   state_->stop = true;
   state_->reporting = false;
   state_->cv.notify_all();
+  // A report already under way finishes before Stop() returns.
+  state_->cv.wait(lock, [this] { return state_->reports_in_flight == 0; });
   // Usually the thread is in nvmlEventSetWait, which cannot be interrupted;
   // it notices `stop` when the wait returns. Reporting is already off.
   state_->cv.wait_for(lock, std::chrono::milliseconds(50), [this] { return state_->exited; });

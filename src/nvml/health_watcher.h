@@ -51,7 +51,9 @@ class HealthWatcher {
 
   // Starts the thread. `initially_unhealthy` GPUs start out and are probed
   // for recovery like any other. `callback` runs on the watcher's thread and
-  // is never called after Stop() returns.
+  // is never called after Stop() returns. It is called without the
+  // watcher's lock held, so it may take locks of its own and call
+  // XidCounts(); it must not call Stop().
   static std::unique_ptr<HealthWatcher> Start(std::shared_ptr<const NvmlLibrary> lib,
                                               std::vector<std::string> uuids,
                                               std::set<std::string> initially_unhealthy,

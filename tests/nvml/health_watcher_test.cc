@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <filesystem>
 #include <mutex>
 
@@ -63,6 +64,28 @@ class HealthWatcherTest : public ::testing::Test {
   std::vector<HealthChange> changes_;
   std::unique_ptr<HealthWatcher> watcher_;  // last: stopped before the above go
 };
+
+// The callback runs without the watcher's lock: it may read the watcher's
+// own counters (a metrics scrape does, under the caller's lock) without a
+// deadlock, and Stop() waits for a call in flight.
+TEST_F(HealthWatcherTest, CallbackRunsWithoutTheWatchersLock) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(0);
+  policy.wait_timeout = std::chrono::milliseconds(200);
+  std::atomic<uint64_t> seen_in_callback{0};
+  std::atomic<HealthWatcher*> self{nullptr};
+  watcher_ = HealthWatcher::Start(lib_, uuids_, {}, policy, [&](const HealthChange&) {
+    if (HealthWatcher* w = self.load()) {
+      const auto counts = w->XidCounts();
+      seen_in_callback = counts.count(79) ? counts.at(79) : 0;
+    }
+  });
+  self = watcher_.get();
+  Send("xid 3 79");
+  ASSERT_TRUE(WaitFor([&] { return seen_in_callback.load() == 1; }));
+  watcher_->Stop();
+  self = nullptr;
+}
 
 TEST_F(HealthWatcherTest, CriticalXidMarksThenQuietPeriodRecovers) {
   HealthPolicy policy;
