@@ -17,6 +17,19 @@ using Clock = std::chrono::steady_clock;
 // really run: it counts as a failure and the next one waits.
 constexpr std::chrono::seconds kShortestWatch{1};
 
+// A resourceVersion as a number, 0 when it is not one. Versions are opaque
+// to clients; this is used only to skip states older than the agent's own
+// write, and any server that numbers them otherwise just skips nothing.
+uint64_t VersionNumber(const std::string& v) {
+  if (v.empty() || v.size() > 19) return 0;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -79,6 +92,7 @@ void CapacityReconciler::SetDesired(Capacities value) {
     dirty_ = true;
     fighting_ = false;  // a real change deserves a fresh try
     resets_.clear();
+    last_seen_ok_ = false;  // what was seen had the old value
   }
   cv_.notify_all();
 }
@@ -128,6 +142,7 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
   // one to watch from.
   std::lock_guard<std::mutex> lock(mu_);
   last_seen_ok_ = true;
+  if (applied->patched) written_ = VersionNumber(applied->after.resource_version);
   return absl::OkStatus();
 }
 
@@ -145,6 +160,10 @@ std::chrono::milliseconds CapacityReconciler::Backoff(int failures) const {
 
 void CapacityReconciler::Observe(NodeView node) {
   std::lock_guard<std::mutex> lock(mu_);
+  // A state from before the agent's own last write (a watch lagging behind
+  // it) is no drift: the write superseded it.
+  const uint64_t seen = VersionNumber(node.resource_version);
+  if (seen != 0 && seen <= written_) return;
   bool drift = false;
   for (const auto& [r, v] : desired_) {
     const std::string want = StrCat(v);
@@ -264,6 +283,8 @@ void CapacityReconciler::WatchLoop() {
       }
       version = list->resource_version;
       Observe(std::move(list->items.front()));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
     }
     const auto timeout = std::max<int64_t>(
         1, std::chrono::duration_cast<std::chrono::seconds>(Spread(options_.watch_timeout, 1, 2))
@@ -335,6 +356,13 @@ void CapacityReconciler::WatchLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
     }
+    // A watch that delivered, or ran longer than the longest backoff, was a
+    // good one whatever ended it (a load balancer cuts idle ones): the
+    // failure counts start over.
+    if (delivered || Clock::now() - started >= options_.backoff_max) {
+      failures = 0;
+      expired_in_row = 0;
+    }
     if (!expired && status.ok() && *status == 410) expired = true;  // answered outside the stream
     if (expired) {
       // The server no longer holds `from`: list again, at once the first
@@ -389,10 +417,12 @@ absl::Status CapacityReconciler::Stop(bool remove) {
     stop_ = true;
   }
   cv_.notify_all();
-  // A cancel can land just before the watch opens its next stream; repeat
-  // it until the watch thread says it is out.
-  for (;;) {
+  // A cancel can land just before the watch opens its next stream or LIST;
+  // repeat it until the watch thread says it is out. (No thread ran if
+  // Start() failed.)
+  while (watch_.joinable()) {
     watch_rest_->Cancel();
+    rest_->Cancel();  // a LIST in flight; the loop's request too
     std::unique_lock<std::mutex> lock(mu_);
     if (cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return watch_done_; })) break;
   }

@@ -133,6 +133,7 @@ class CapacityReconciler {
   bool fighting_ = false;                 // protected by mu_
   std::vector<std::chrono::steady_clock::time_point> resets_;  // protected by mu_
   bool last_seen_ok_ = false;  // protected by mu_: the last state seen had the value
+  uint64_t written_ = 0;       // protected by mu_: version of the agent's last PATCH
   bool watch_done_ = false;    // protected by mu_
 
   std::thread loop_;

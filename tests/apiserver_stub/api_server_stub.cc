@@ -192,6 +192,8 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
   server_->Get(".*", handler);
   server_->Patch(".*", handler);
   server_->set_read_timeout(5, 0);
+  // kube-apiserver does not close a connection after a few requests.
+  server_->set_keep_alive_max_count(1000);
   server_->set_tcp_nodelay(true);  // as the API server does
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) throw std::runtime_error("stub cannot bind");

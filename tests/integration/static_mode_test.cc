@@ -186,9 +186,11 @@ TEST_F(StaticModeTest, RequestCutOffByARestartIsSentAgainAtOnce) {
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 2 79"));  // a GPU lost: re-read and patch
   ASSERT_TRUE(CapacityIs(api, "7", std::chrono::seconds(5))) << Log();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(400)) << Log();
+  // No backoff: the old way waited 0.5 s (+-20 %) after a warning. The log
+  // is the sure sign; the bound is loose for a loaded machine.
   EXPECT_EQ(api.cut_count(), 1) << Log();
   EXPECT_EQ(Log().find("could not reconcile"), std::string::npos) << Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << Log();
 }
 
 // Other Nodes' changes push this quiet Node's version out of the watch
@@ -234,6 +236,7 @@ TEST_F(StaticModeTest, RepeatedExpiryBacksOff) {
       << Log();
   EXPECT_GE(api.expired_count(), 4) << Log();
   const std::string log = Log();
+  EXPECT_NE(log.find("410 Gone"), std::string::npos) << log;
   EXPECT_EQ(log.find("410 Gone"), log.rfind("410 Gone")) << "logged once per run\n" << log;
   EXPECT_EQ(api.Capacity("gpu-node-1", kGpu), "8");
   api.ExpireEveryWatch(false);
@@ -255,9 +258,10 @@ TEST_F(StaticModeTest, BookmarksKeepTheWatchCurrent) {
   api.AddNode("busy-node");
   Start(api, {"--watch-timeout", "3s"});
   ASSERT_TRUE(CapacityIs(api, "8")) << Log();
-  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  // Churn right after a renewal: that watch's bookmark is still to come.
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 2; }, std::chrono::seconds(20))) << Log();
   for (int i = 0; i < 50; ++i) api.KubeletSetsCapacity("busy-node", "cpu", std::to_string(i));
-  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 3; }, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 4; }, std::chrono::seconds(20))) << Log();
   EXPECT_EQ(api.expired_count(), 0) << Log();
   EXPECT_EQ(api.list_count(), 1) << Log();
   // Each watch asked for a timeout between the setting and twice it.
