@@ -265,8 +265,8 @@ void CapacityReconciler::WatchLoop() {
         // starts with the current Node, at a higher cost to the server.
         may_list = false;
         LogWarning(
-            "may not list nodes: watching without a version instead, which the API server serves "
-            "from etcd rather than its cache; grant nodes list (see manifests/static-rbac.yaml)",
+            "may not list nodes: watching without a version instead (it starts with the whole "
+            "Node); grant nodes list (see manifests/static-rbac.yaml)",
             {{"node", options_.node}, {"error", std::string(list.status().message())}});
         continue;
       }

@@ -175,8 +175,9 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
     if (list) {
       body = Authorize(auth, call, &status);
       if (body.empty()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         ++lists_;
+        cv_.wait(lock, [&] { return stopping_ || !hang_lists_; });
         const std::string sel = req.get_param_value("fieldSelector");
         const std::string prefix = "metadata.name=";
         body = List(sel.rfind(prefix, 0) == 0 ? sel.substr(prefix.size()) : "",
@@ -315,6 +316,20 @@ void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
     const bool named = !version.empty() && version != "0";
     from = named ? std::strtoull(version.c_str(), nullptr, 10) : rv_;
     const uint64_t oldest = OldestWatchable();
+    if (end_every_watch_) {
+      res.set_content("", "application/json");
+      return;
+    }
+    if (fail_next_watch_ != 0) {
+      const int code = fail_next_watch_;
+      fail_next_watch_ = 0;
+      res.set_content("{\"type\":\"ERROR\",\"object\":" +
+                          StatusBody(code, "InternalError",
+                                     "Internal error occurred: etcdserver: request timed out") +
+                          "}\n",
+                      "application/json");
+      return;
+    }
     if (named && (gone_next_watch_ || expire_every_watch_ || from < oldest)) {
       gone_next_watch_ = false;
       ++expired_;
@@ -502,6 +517,24 @@ void ApiServerStub::EndWatches(bool gone) {
     std::lock_guard<std::mutex> lock(mu_);
     ++watch_epoch_;
     gone_next_watch_ = gone;
+  }
+  cv_.notify_all();
+}
+
+void ApiServerStub::EndEveryWatchAtOnce(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  end_every_watch_ = on;
+}
+
+void ApiServerStub::FailNextWatch(int code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_next_watch_ = code;
+}
+
+void ApiServerStub::HangLists(bool on) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_lists_ = on;
   }
   cv_.notify_all();
 }

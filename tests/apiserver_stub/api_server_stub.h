@@ -79,6 +79,12 @@ class ApiServerStub {
   // While on, every watch that names a version is answered 410 (a server
   // or proxy gone wrong).
   void ExpireEveryWatch(bool on);
+  // While on, every watch is answered 200 with no event and ended at once.
+  void EndEveryWatchAtOnce(bool on);
+  // The next watch gets an ERROR event with this code (not 410) and ends.
+  void FailNextWatch(int code);
+  // While on, LISTs get no answer (until turned off or the stub stops).
+  void HangLists(bool on);
   // What a kube-apiserver restart looks like to a client: every open
   // watch breaks off, the first request on each connection opened before
   // the restart is cut off unanswered (the old process is gone), and the
@@ -164,6 +170,9 @@ class ApiServerStub {
   uint64_t restart_epoch_ = 0;  // Restart: watches break off
   bool gone_next_watch_ = false;
   bool expire_every_watch_ = false;
+  bool end_every_watch_ = false;
+  int fail_next_watch_ = 0;
+  bool hang_lists_ = false;
   size_t cache_size_ = 100;
   uint64_t cache_start_ = 100;  // revision the watch cache was started at
   uint64_t cache_rv_ = 100;     // the watch cache's version: its last event or start

@@ -249,6 +249,64 @@ TEST_F(StaticModeTest, RepeatedExpiryBacksOff) {
   EXPECT_EQ(api.expired_count(), expired);
 }
 
+// A server that ends every watch at once, with nothing in it, gets watches
+// that back off, not a loop.
+TEST_F(StaticModeTest, WatchesEndingAtOnceBackOff) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  api.EndEveryWatchAtOnce(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  api.EndWatches(/*gone=*/false);
+  // Waits of 0.5, 1, 2, 4 s (+-20 %) between watches: at most 5 in 6 s.
+  EXPECT_FALSE(WaitFor([&] { return api.RequestsSince(t0) > 5; }, std::chrono::seconds(6)))
+      << "requests in 6 s: " << api.RequestsSince(t0) << "\n"
+      << Log();
+  EXPECT_GE(api.RequestsSince(t0), 3) << Log();
+  EXPECT_NE(Log().find("node watch ended at once"), std::string::npos) << Log();
+  api.EndEveryWatchAtOnce(false);
+  const int watches = api.watch_count();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() > watches; }, std::chrono::seconds(15)))
+      << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+}
+
+// An ERROR event other than 410 (the server failed) ends the watch; the
+// agent says so, lists again after a backoff and carries on.
+TEST_F(StaticModeTest, WatchErrorEventIsNamedAndRecovered) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.watch_count() >= 1; })) << Log();
+  const int lists = api.list_count();
+  api.FailNextWatch(500);
+  api.EndWatches(/*gone=*/false);
+  ASSERT_TRUE(agent_->WaitForStderr("node watch ended with an error")) << Log();
+  EXPECT_NE(Log().find("error event 500"), std::string::npos) << Log();
+  ASSERT_TRUE(WaitFor([&] { return api.list_count() > lists; })) << Log();
+  api.KubeletSetsCapacity("gpu-node-1", kGpu, "0");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
+}
+
+// SIGTERM while the API server sits on a LIST: the agent does not wait for
+// the request's timeout to exit.
+TEST_F(StaticModeTest, SigtermDuringAHungListExitsPromptly) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  api.HangLists(true);
+  Start(api);
+  ASSERT_TRUE(WaitFor([&] { return api.list_count() >= 1; })) << Log();
+  const auto t0 = std::chrono::steady_clock::now();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(std::chrono::seconds(10)), 0) << Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << Log();
+  api.HangLists(false);
+}
+
 // Bookmarks keep a quiet Node's watch version current: renewing the watch
 // after others churned past the window costs no 410 and no LIST.
 TEST_F(StaticModeTest, BookmarksKeepTheWatchCurrent) {
