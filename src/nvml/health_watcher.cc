@@ -108,6 +108,25 @@ struct HealthWatcher::State {
     }
   }
 
+  void ProbeForLostGpus() {
+    const NvmlFunctions& f = lib->fn();
+    int lost = 0;
+    for (const std::string& uuid : uuids) {
+      if (unhealthy.count(Whole(uuid))) continue;
+      nvmlDevice_t dev = nullptr;
+      nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
+      nvmlMemory_t mem{};
+      if (r == NVML_SUCCESS) r = f.DeviceGetMemoryInfo(dev, &mem);
+      // Only GPU_IS_LOST means lost; another error says nothing of health.
+      if (r != NVML_ERROR_GPU_IS_LOST) continue;
+      ++lost;
+      MarkBad(Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1);
+    }
+    if (lost == 0) {
+      LogWarning("NVML's event wait answered GPU_IS_LOST, but every GPU still answers");
+    }
+  }
+
   // NVML answers for the GPU again: a handle and a basic query both work.
   bool Answers(const std::string& uuid) {
     const NvmlFunctions& f = lib->fn();
@@ -222,12 +241,21 @@ struct HealthWatcher::State {
     auto backoff = std::chrono::milliseconds(100);
     while (!Stopping()) {
       nvmlEventData_t ev{};
+      // "Not MIG-scoped" unless the driver says otherwise: a driver that
+      // leaves them must not file a GPU-wide XID under instance 0/0.
+      ev.gpuInstanceId = ev.computeInstanceId = NVML_MIG_INSTANCE_ID_NONE;
       r = f.EventSetWait(set, &ev, static_cast<unsigned>(NextTimeout().count()));
       if (Stopping()) break;
       if (r == NVML_SUCCESS) {
         errors = 0;
         backoff = std::chrono::milliseconds(100);
         HandleEvent(ev);
+      } else if (r == NVML_ERROR_GPU_IS_LOST) {
+        // A registered GPU fell off the bus, and the wait does not say
+        // which: ask each one. A lost GPU stays out until it answers again.
+        ProbeForLostGpus();
+        Backoff(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
       } else if (r != NVML_ERROR_TIMEOUT) {
         // Never spin on a failing wait: back off, and say so now and then.
         ++errors;

@@ -1,6 +1,8 @@
 #include "nvml/inventory.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <map>
 
@@ -10,6 +12,18 @@
 
 namespace gpu_agent::nvml {
 namespace {
+
+// Links probed per GPU. nvml.h's NVML_NVLINK_MAX_LINKS was 6, 12, then 18;
+// NVML answers INVALID_ARGUMENT past a GPU's last link.
+constexpr unsigned kNvLinkProbeLimit = 36;
+
+std::string BusIdOf(const nvmlPciInfo_t& pci) {
+  // From the numeric fields, at the same offsets in every version of the
+  // struct (the string moved); a GPU is always function 0.
+  char out[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+  std::snprintf(out, sizeof out, "%08X:%02X:%02X.0", pci.domain, pci.bus & 0xFF, pci.device & 0x1F);
+  return out;
+}
 
 const char* ArchitectureName(nvmlDeviceArchitecture_t a) {
   switch (a) {
@@ -144,8 +158,7 @@ GpuRecord ReadGpu(const NvmlLibrary& lib, unsigned index, nvmlDevice_t dev,
   }
   nvmlPciInfo_t pci{};
   if (sink.Ok(lib.Check(f.DeviceGetPciInfo(dev, &pci), "nvmlDeviceGetPciInfo"))) {
-    pci.busId[sizeof pci.busId - 1] = '\0';
-    gpu.pci_bus_id = pci.busId;
+    gpu.pci_bus_id = BusIdOf(pci);
     gpu.pci_device_id = pci.pciDeviceId;
     gpu.numa_node = ReadNumaNode(sysfs_root, gpu.pci_bus_id);
   }
@@ -179,16 +192,16 @@ void ReadNvLinks(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handle
   std::vector<int> switch_links(handles.size(), 0);
   for (size_t i = 0; i < handles.size(); ++i) {
     if (handles[i] == nullptr) continue;
-    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+    // NVML_NVLINK_MAX_LINKS grows with each GPU generation (6, 12, 18):
+    // probe past the header's value until NVML says there is no such link.
+    for (unsigned link = 0; link < kNvLinkProbeLimit; ++link) {
       nvmlEnableState_t state = NVML_FEATURE_DISABLED;
-      if (f.DeviceGetNvLinkState(handles[i], link, &state) != NVML_SUCCESS ||
-          state != NVML_FEATURE_ENABLED) {
-        continue;
-      }
+      const nvmlReturn_t r = f.DeviceGetNvLinkState(handles[i], link, &state);
+      if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_SUPPORTED) break;
+      if (r != NVML_SUCCESS || state != NVML_FEATURE_ENABLED) continue;
       nvmlPciInfo_t remote{};
       if (f.DeviceGetNvLinkRemotePciInfo(handles[i], link, &remote) != NVML_SUCCESS) continue;
-      remote.busId[sizeof remote.busId - 1] = '\0';
-      auto it = by_bus_id.find(AsciiToLower(remote.busId));
+      auto it = by_bus_id.find(AsciiToLower(BusIdOf(remote)));
       if (it == by_bus_id.end()) {
         ++switch_links[i];
       } else if (it->second != i) {
@@ -214,10 +227,15 @@ void ReadNvLinks(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handle
 }  // namespace
 
 std::string SysfsPciAddress(const std::string& nvml_bus_id) {
-  // NVML uses an 8-digit domain, sysfs a 4-digit one.
+  // NVML writes an 8-digit domain, sysfs at least 4 digits: 0000:3b:00.0,
+  // and 10000:3b:00.0 for a domain above 0xFFFF (VMD, some hypervisors).
   std::string id = AsciiToLower(nvml_bus_id);
-  if (id.size() == 16 && id.compare(0, 4, "0000") == 0) id = id.substr(4);
-  return id;
+  const size_t colon = id.find(':');
+  if (colon == std::string::npos || colon == 0) return id;
+  size_t digits = 0;
+  while (digits < colon && id[digits] == '0') ++digits;
+  const size_t kept = std::max<size_t>(4, colon - digits);
+  return id.substr(colon - std::min(kept, colon));
 }
 
 int ReadNumaNode(const std::string& sysfs_root, const std::string& nvml_bus_id) {
@@ -236,11 +254,13 @@ absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::s
   char text[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
   if (f.SystemGetDriverVersion(text, sizeof text) == NVML_SUCCESS) inv.driver_version = text;
   char nvml_text[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE] = {};
-  if (f.SystemGetNVMLVersion(nvml_text, sizeof nvml_text) == NVML_SUCCESS) {
+  if (f.SystemGetNVMLVersion &&
+      f.SystemGetNVMLVersion(nvml_text, sizeof nvml_text) == NVML_SUCCESS) {
     inv.nvml_version = nvml_text;
   }
   int cuda = 0;
-  if (f.SystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS && cuda > 0) {
+  if (f.SystemGetCudaDriverVersion && f.SystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS &&
+      cuda > 0) {
     inv.cuda_driver_version = StrCat(cuda / 1000, ".", (cuda % 1000) / 10);
   }
   unsigned count = 0;

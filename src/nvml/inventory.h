@@ -66,7 +66,8 @@ struct Inventory {
 // `<sysfs_root>/bus/pci/devices/<bdf>/numa_node`.
 absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::string& sysfs_root);
 
-// "00000000:07:00.0" -> "0000:07:00.0", the name sysfs uses.
+// "00000000:07:00.0" -> "0000:07:00.0", the name sysfs uses (a domain above
+// 0xFFFF keeps its digits: "00010000:07:00.0" -> "10000:07:00.0").
 std::string SysfsPciAddress(const std::string& nvml_bus_id);
 
 // Reads the NUMA node of a PCI device from sysfs; -1 when absent or negative.

@@ -111,31 +111,35 @@ absl::Status NvmlLibrary::Resolve() {
     }
     if (required) missing.push_back(*names.begin());
   };
-  resolve(fn_.Init, {"nvmlInit_v2", "nvmlInit"}, true);
+  // Versioned names only where NVIDIA versioned the function: the
+  // unversioned ones of PciInfo, NvLinkRemotePciInfo and EventSetWait fill
+  // older struct layouts. Every name required here exists in R450, the
+  // oldest driver branch supported (the first with nvmlEventSetWait_v2,
+  // which MIG-scoped health events need); kOldestDriver names it.
+  resolve(fn_.Init, {"nvmlInit_v2"}, true);
   resolve(fn_.Shutdown, {"nvmlShutdown"}, true);
   resolve(fn_.ErrorString, {"nvmlErrorString"}, true);
   resolve(fn_.SystemGetDriverVersion, {"nvmlSystemGetDriverVersion"}, true);
-  resolve(fn_.SystemGetNVMLVersion, {"nvmlSystemGetNVMLVersion"}, true);
+  resolve(fn_.SystemGetNVMLVersion, {"nvmlSystemGetNVMLVersion"}, false);
+  // The unversioned one first: _v2 loads libcuda, which a container given
+  // only the "utility" capability does not have.
   resolve(fn_.SystemGetCudaDriverVersion,
-          {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"}, true);
-  resolve(fn_.DeviceGetCount, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, true);
-  resolve(fn_.DeviceGetHandleByIndex,
-          {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}, true);
+          {"nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2"}, false);
+  resolve(fn_.DeviceGetCount, {"nvmlDeviceGetCount_v2"}, true);
+  resolve(fn_.DeviceGetHandleByIndex, {"nvmlDeviceGetHandleByIndex_v2"}, true);
   resolve(fn_.DeviceGetHandleByUUID, {"nvmlDeviceGetHandleByUUID"}, true);
-  resolve(fn_.DeviceGetIndex, {"nvmlDeviceGetIndex"}, true);
+  resolve(fn_.DeviceGetIndex, {"nvmlDeviceGetIndex"}, false);
   resolve(fn_.DeviceGetName, {"nvmlDeviceGetName"}, true);
   resolve(fn_.DeviceGetUUID, {"nvmlDeviceGetUUID"}, true);
   resolve(fn_.DeviceGetMinorNumber, {"nvmlDeviceGetMinorNumber"}, true);
-  resolve(fn_.DeviceGetPciInfo,
-          {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"}, true);
+  resolve(fn_.DeviceGetPciInfo, {"nvmlDeviceGetPciInfo_v3"}, true);
   resolve(fn_.DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"}, true);
   resolve(fn_.DeviceGetCudaComputeCapability, {"nvmlDeviceGetCudaComputeCapability"}, true);
   resolve(fn_.DeviceGetTopologyCommonAncestor, {"nvmlDeviceGetTopologyCommonAncestor"}, false);
   resolve(fn_.DeviceGetBrand, {"nvmlDeviceGetBrand"}, false);
   resolve(fn_.DeviceGetArchitecture, {"nvmlDeviceGetArchitecture"}, false);
   resolve(fn_.DeviceGetNvLinkState, {"nvmlDeviceGetNvLinkState"}, false);
-  resolve(fn_.DeviceGetNvLinkRemotePciInfo,
-          {"nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"}, false);
+  resolve(fn_.DeviceGetNvLinkRemotePciInfo, {"nvmlDeviceGetNvLinkRemotePciInfo_v2"}, false);
   resolve(fn_.DeviceGetMigMode, {"nvmlDeviceGetMigMode"}, false);
   resolve(fn_.DeviceGetMaxMigDeviceCount, {"nvmlDeviceGetMaxMigDeviceCount"}, false);
   resolve(fn_.DeviceGetMigDeviceHandleByIndex, {"nvmlDeviceGetMigDeviceHandleByIndex"}, false);
@@ -146,12 +150,13 @@ absl::Status NvmlLibrary::Resolve() {
   resolve(fn_.DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"}, false);
   resolve(fn_.DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"}, false);
   resolve(fn_.EventSetCreate, {"nvmlEventSetCreate"}, false);
-  resolve(fn_.EventSetWait, {"nvmlEventSetWait_v2", "nvmlEventSetWait"}, false);
+  resolve(fn_.EventSetWait, {"nvmlEventSetWait_v2"}, false);
   resolve(fn_.EventSetFree, {"nvmlEventSetFree"}, false);
   if (!missing.empty()) {
     return absl::FailedPreconditionError(
         StrCat(path_, " lacks the NVML functions ", StrJoin(missing, ", "),
-               "; the driver is too old or the file is not NVIDIA's NVML"));
+               "; gpu-agent needs an NVIDIA driver of branch ", kOldestDriverBranch,
+               " or newer, or the file is not NVIDIA's NVML"));
   }
   return absl::OkStatus();
 }

@@ -15,6 +15,10 @@
 
 namespace gpu_agent::nvml {
 
+// The oldest NVIDIA driver branch gpu-agent runs on: the first whose NVML
+// has every versioned function it calls (nvmlEventSetWait_v2 came last).
+inline constexpr const char* kOldestDriverBranch = "R450";
+
 // Resolved entry points. Required ones are never null after Open(); the
 // optional ones (noted) are null when the driver is too old to export them.
 struct NvmlFunctions {

@@ -134,6 +134,12 @@ void ApplyCommand(State& s, const std::string& line) {
     dev->gpu.lost = true;
     PushEvent(s, dev, nvmlEventTypeXidCriticalError, 79, NVML_MIG_INSTANCE_ID_NONE,
               NVML_MIG_INSTANCE_ID_NONE);
+  } else if (verb == "vanish") {
+    // Off the bus with no XID delivered: the next event wait on a set that
+    // has this GPU answers GPU_IS_LOST, as NVML does.
+    dev->gpu.lost = true;
+    s.wait_error = NVML_ERROR_GPU_IS_LOST;
+    s.wait_error_count = 1;
   } else if (verb == "restore") {
     dev->gpu.lost = false;
   } else if (verb == "fail") {
@@ -187,7 +193,7 @@ void BuildDevices(State& s) {
     auto dev = std::make_unique<nvmlDevice_st>();
     dev->index = static_cast<unsigned>(i);
     dev->gpu = s.fixture.gpus[i];
-    dev->link_peer.assign(NVML_NVLINK_MAX_LINKS, -1);
+    dev->link_peer.assign(s.fixture.nvlink_slots, -1);
     for (size_t m = 0; m < dev->gpu.mig_devices.size(); ++m) {
       auto mig = std::make_unique<nvmlDevice_st>();
       mig->is_mig = true;
@@ -563,7 +569,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                                   nvmlEnableState_t* active) {
   DEVICE_PROLOGUE(device);
-  if (active == nullptr || device->is_mig || link >= NVML_NVLINK_MAX_LINKS) {
+  if (active == nullptr || device->is_mig || link >= device->link_peer.size()) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
   if (std::all_of(device->link_peer.begin(), device->link_peer.end(),
@@ -577,7 +583,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
                                                              nvmlPciInfo_t* pci) {
   DEVICE_PROLOGUE(device);
-  if (pci == nullptr || device->is_mig || link >= NVML_NVLINK_MAX_LINKS) {
+  if (pci == nullptr || device->is_mig || link >= device->link_peer.size()) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
   const int peer = device->link_peer[link];

@@ -132,12 +132,17 @@ bool LoadFixture(const std::string& path, Fixture* out, std::string* error) {
     YAML::Node root = YAML::LoadFile(path);
     if (!root.IsMap()) Fail(root, "the fixture must be a mapping with a gpus list");
     CheckKeys(root,
-              {"driverVersion", "nvmlVersion", "cudaDriverVersion", "initError", "gpus", "nvlinks"},
+              {"driverVersion", "nvmlVersion", "cudaDriverVersion", "initError", "gpus", "nvlinks",
+               "nvlinkSlots"},
               "the fixture");
     fx.driver_version = Get<std::string>(root, "driverVersion", fx.driver_version);
     fx.nvml_version = Get<std::string>(root, "nvmlVersion", fx.nvml_version);
     fx.cuda_driver_version = Get<int>(root, "cudaDriverVersion", fx.cuda_driver_version);
     fx.init_error = Get<int>(root, "initError", 0);
+    fx.nvlink_slots = Get<unsigned>(root, "nvlinkSlots", fx.nvlink_slots);
+    if (fx.nvlink_slots == 0 || fx.nvlink_slots > 64) {
+      Fail(root["nvlinkSlots"], "nvlinkSlots must be between 1 and 64");
+    }
     YAML::Node gpus = root["gpus"];
     if (gpus && !gpus.IsSequence()) Fail(gpus, "gpus must be a list");
     std::set<std::string> uuids, buses;

@@ -54,6 +54,9 @@ struct Fixture {
   int init_error = 0;
   std::vector<GpuFixture> gpus;
   std::vector<NvLinkFixture> nvlinks;
+  // Links per GPU: 18 on Hopper, the value of NVML_NVLINK_MAX_LINKS in the
+  // nvml.h the agent was written from; later GPUs have more.
+  unsigned nvlink_slots = 18;
 };
 
 // Parses and checks a fixture file. On failure returns false and sets

@@ -87,6 +87,25 @@ TEST_F(HealthWatcherTest, CallbackRunsWithoutTheWatchersLock) {
   self = nullptr;
 }
 
+// A GPU falls off the bus and NVML's event wait answers GPU_IS_LOST
+// without saying which: every GPU is asked, the lost one marked, the rest
+// left alone; it comes back once it answers again.
+TEST_F(HealthWatcherTest, GpuIsLostFromTheWaitFindsTheLostGpu) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(300);
+  StartWatcher(policy);
+  Send("vanish 4");
+  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); })) << "no GPU marked";
+  auto c = Changes();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].uuid, uuids_[4]);
+  EXPECT_FALSE(c[0].healthy);
+  EXPECT_NE(c[0].reason.find("GPU_IS_LOST"), std::string::npos) << c[0].reason;
+  Send("restore 4");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_TRUE(Changes()[1].healthy);
+}
+
 TEST_F(HealthWatcherTest, CriticalXidMarksThenQuietPeriodRecovers) {
   HealthPolicy policy;
   policy.recovery_period = std::chrono::milliseconds(300);

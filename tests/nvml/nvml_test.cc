@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "nvml/inventory.h"
+#include "nvml/nvml_api.h"
 #include "nvml/nvml_library.h"
 #include "support/test_support.h"
 
@@ -61,6 +63,81 @@ TEST(NvmlLibraryTest, NotAnElfFileIsReportedWithTheLoaderReason) {
   EXPECT_NE(std::string(lib.status().message()).find("usr/lib64/libnvidia-ml.so.1 ("),
             std::string::npos)
       << lib.status();
+}
+
+// Offsets and sizes from NVIDIA's nvml.h, written here as numbers: the
+// stand-in is built from the agent's own header, so only literals catch a
+// layout both got wrong.
+TEST(NvmlAbiTest, StructLayoutsAreNvidias) {
+  EXPECT_EQ(sizeof(nvmlPciInfo_t), 68u);
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, busIdLegacy), 0u);
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, domain), 16u);
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, bus), 20u);
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, device), 24u);
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, pciDeviceId), 28u);
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, pciSubSystemId), 32u);
+  EXPECT_EQ(offsetof(nvmlPciInfo_t, busId), 36u);
+  EXPECT_EQ(sizeof(nvmlMemory_t), 24u);
+  EXPECT_EQ(offsetof(nvmlMemory_t, used), 16u);
+  EXPECT_EQ(sizeof(nvmlDeviceAttributes_t), 40u);
+  EXPECT_EQ(offsetof(nvmlDeviceAttributes_t, gpuInstanceSliceCount), 24u);
+  EXPECT_EQ(offsetof(nvmlDeviceAttributes_t, memorySizeMB), 32u);
+  EXPECT_EQ(sizeof(nvmlEventData_t), 32u);
+  EXPECT_EQ(offsetof(nvmlEventData_t, eventType), 8u);
+  EXPECT_EQ(offsetof(nvmlEventData_t, eventData), 16u);
+  EXPECT_EQ(offsetof(nvmlEventData_t, gpuInstanceId), 24u);
+  EXPECT_EQ(offsetof(nvmlEventData_t, computeInstanceId), 28u);
+  // Return codes NVIDIA numbers so (22 was once misnamed here).
+  EXPECT_EQ(NVML_ERROR_GPU_IS_LOST, 15);
+  EXPECT_EQ(NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, 22);
+  EXPECT_EQ(NVML_ERROR_INVALID_STATE, 29);
+  EXPECT_EQ(NVML_ERROR_RESET_TYPE_NOT_SUPPORTED, 30);
+  EXPECT_EQ(NVML_ERROR_UNKNOWN, 999);
+}
+
+// A driver older than R450 has only the unversioned functions, which fill
+// older layouts: refused, naming what is missing and the oldest branch.
+TEST(NvmlLibraryTest, DriverOlderThanR450IsRefusedByName) {
+  TempDir root;
+  std::filesystem::create_directories(root.Join("usr/lib64"));
+  std::filesystem::create_symlink(GPU_AGENT_LEGACY_NVML, root.Join("usr/lib64/libnvidia-ml.so.1"));
+  auto lib = NvmlLibrary::Open(root.path());
+  ASSERT_FALSE(lib.ok());
+  const std::string msg(lib.status().message());
+  EXPECT_NE(msg.find("nvmlDeviceGetPciInfo_v3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("R450 or newer"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("nvmlSystemGetNVMLVersion"), std::string::npos) << "optional: " << msg;
+  EXPECT_EQ(msg.find("nvmlDeviceGetIndex"), std::string::npos) << "optional: " << msg;
+}
+
+// NVML_NVLINK_MAX_LINKS grew with each generation: links past the value in
+// the agent's header are still found, and probing stops where NVML says
+// there is no such link.
+TEST(InventoryTest, NvLinksPastTheHeadersLimitAreCounted) {
+  TempDir dir;
+  const std::string fixture = dir.Write("wide.yaml", R"(nvlinkSlots: 24
+gpus:
+  - uuid: GPU-00000000-0000-0000-0000-000000000001
+    name: Future GPU
+    memoryMiB: 196608
+    minor: 0
+    pciBusId: "00000000:18:00.0"
+  - uuid: GPU-00000000-0000-0000-0000-000000000002
+    name: Future GPU
+    memoryMiB: 196608
+    minor: 1
+    pciBusId: "00000000:2A:00.0"
+nvlinks:
+  - gpus: [0, 1]
+    links: 22
+)");
+  DriverRoot root;
+  auto lib = OpenWithFixture(root, fixture);
+  ASSERT_TRUE(lib && lib->Init().ok());
+  auto inv = DiscoverInventory(*lib, "/nonexistent");
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->links[0][1].nvlinks, 22);
+  EXPECT_EQ(inv->gpus[1].pci_bus_id, "00000000:2A:00.0");
 }
 
 TEST(InventoryTest, ReadsEveryFieldOfTheDgxFixture) {
@@ -268,6 +345,9 @@ TEST(FakeNvmlTest, AnotherClientCanEnumerate) {
 TEST(InventoryTest, SysfsAddressForm) {
   EXPECT_EQ(SysfsPciAddress("00000000:3B:00.0"), "0000:3b:00.0");
   EXPECT_EQ(SysfsPciAddress("0000:3b:00.0"), "0000:3b:00.0");
+  // Domains above 0xFFFF (VMD, some hypervisors) keep every digit.
+  EXPECT_EQ(SysfsPciAddress("00010000:3B:00.0"), "10000:3b:00.0");
+  EXPECT_EQ(SysfsPciAddress("1234ABCD:01:00.0"), "1234abcd:01:00.0");
 }
 
 }  // namespace
