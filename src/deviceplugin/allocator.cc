@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string_view>
 #include <unordered_set>
 
 #include "base/file_util.h"
@@ -27,6 +30,28 @@ Allocator::Allocator(AllocateOptions options) : options_(std::move(options)) {
       if (PathExists(HostPath(node))) control_nodes_.emplace_back(node);
     }
   }
+}
+
+std::string Allocator::CdiAnnotationKey(const std::string& resource,
+                                        const v1beta1::ContainerAllocateRequest& request) const {
+  // The kubelet merges the annotations of every resource a container asks
+  // for and keeps the first of two with the same key, so each response needs
+  // its own: a hash of the resource and the IDs asked, as NVIDIA's plugin
+  // adds a response id. Deterministic, so a retried Allocate answers alike.
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  auto mix = [&h](std::string_view s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xFF) * 1099511628211ull;  // separator
+  };
+  mix(resource);
+  for (const std::string& id : request.devices_ids()) mix(id);
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(h));
+  // The key's name part is at most 63 characters: cut the class to fit.
+  std::string cls = options_.cdi_kind.substr(options_.cdi_kind.find('/') + 1);
+  constexpr size_t kFixed = sizeof("gpu-agent_") - 1 + 1 + 16;
+  if (cls.size() > 63 - kFixed) cls.resize(63 - kFixed);
+  return StrCat(options_.cdi_annotation_prefix, "gpu-agent_", cls, "_", id);
 }
 
 bool Allocator::Has(const std::string& strategy) const {
@@ -106,9 +131,8 @@ absl::Status Allocator::AllocateContainer(const DeviceSnapshot& snap,
     names.reserve(gpu_ids.size());
     for (const std::string& id : gpu_ids) names.push_back(StrCat(options_.cdi_kind, "=", id));
     if (Has("cdi-annotations")) {
-      (*out->mutable_annotations())[StrCat(
-          options_.cdi_annotation_prefix, "gpu-agent_",
-          options_.cdi_kind.substr(options_.cdi_kind.find('/') + 1))] = StrJoin(names, ",");
+      (*out->mutable_annotations())[CdiAnnotationKey(snap.resource_name, request)] =
+          StrJoin(names, ",");
     }
     if (Has("cdi-cri")) {
       for (const std::string& name : names) out->add_cdi_devices()->set_name(name);

@@ -43,6 +43,10 @@ class Allocator {
 
  private:
   bool Has(const std::string& strategy) const;
+  // "<prefix>gpu-agent_<class>_<16 hex digits>", unique per resource and
+  // request.
+  std::string CdiAnnotationKey(const std::string& resource,
+                               const v1beta1::ContainerAllocateRequest& request) const;
   std::string HostPath(const std::string& dev_path) const;
 
   const AllocateOptions options_;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <regex>
+
 #include "support/test_support.h"
 
 namespace gpu_agent::deviceplugin {
@@ -36,6 +39,13 @@ v1beta1::ContainerAllocateRequest Req(std::vector<std::string> ids) {
   return r;
 }
 
+// CDI annotation keys end in a per-response id ("_" and 16 hex digits),
+// checked on its own below: "_ID" here.
+std::string WithoutResponseIds(const std::string& text) {
+  static const std::regex id("(gpu-agent_[A-Za-z0-9.-]+)_[0-9a-f]{16}\"");
+  return std::regex_replace(text, id, "$1_ID\"");
+}
+
 struct StrategyCase {
   const char* name;
   std::vector<std::string> strategies;
@@ -55,7 +65,7 @@ TEST_P(AllocatorStrategyTest, ExactResponse) {
   DevicePublisher pub(TwoGpus());
   v1beta1::ContainerAllocateResponse out;
   ASSERT_TRUE(alloc.AllocateContainer(*pub.Current(), Req({"GPU-1", "GPU-0"}), &out).ok());
-  EXPECT_EQ(out.ShortDebugString(), c.expected);
+  EXPECT_EQ(WithoutResponseIds(out.ShortDebugString()), c.expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -72,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
         StrategyCase{
             "CdiAnnotations",
             {"cdi-annotations"},
-            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu" value: "nvidia.com/gpu=GPU-1,nvidia.com/gpu=GPU-0" })"},
+            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "nvidia.com/gpu=GPU-1,nvidia.com/gpu=GPU-0" })"},
         StrategyCase{
             "CdiCri",
             {"cdi-cri"},
@@ -172,4 +182,44 @@ TEST(DevicePublisherTest, HealthChangesAllReplicasAndBumpsVersion) {
 }
 
 }  // namespace
+// A container asking for two resources gets one response per resource; the
+// kubelet merges their annotations and keeps the first of two equal keys. So
+// every response's CDI annotation key is its own, and the merge loses
+// nothing.
+TEST(AllocatorTest, CdiAnnotationKeyIsUniquePerResponse) {
+  AllocateOptions opts;
+  opts.device_list_strategy = {"cdi-annotations"};
+  Allocator alloc(opts);
+  ResourceSpec whole = TwoGpus();
+  ResourceSpec shared = TwoGpus(/*replicated=*/true);
+  shared.resource_name = "nvidia.com/gpu.shared";
+  DevicePublisher a(whole), b(shared);
+  v1beta1::ContainerAllocateResponse ra, rb, ra_again;
+  ASSERT_TRUE(alloc.AllocateContainer(*a.Current(), Req({"GPU-0"}), &ra).ok());
+  ASSERT_TRUE(alloc.AllocateContainer(*b.Current(), Req({"GPU-1::0"}), &rb).ok());
+  ASSERT_TRUE(alloc.AllocateContainer(*a.Current(), Req({"GPU-0"}), &ra_again).ok());
+  ASSERT_EQ(ra.annotations_size(), 1);
+  ASSERT_EQ(rb.annotations_size(), 1);
+  const std::string ka = ra.annotations().begin()->first;
+  const std::string kb = rb.annotations().begin()->first;
+  EXPECT_TRUE(std::regex_match(ka, std::regex("cdi\\.k8s\\.io/gpu-agent_gpu_[0-9a-f]{16}"))) << ka;
+  EXPECT_NE(ka, kb);
+  EXPECT_EQ(ka, ra_again.annotations().begin()->first) << "the same request, the same key";
+  // The kubelet's merge, first key wins.
+  std::map<std::string, std::string> merged;
+  for (const auto* r : {&ra, &rb}) {
+    for (const auto& [k, v] : r->annotations()) merged.emplace(k, v);
+  }
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_EQ(merged[ka], "nvidia.com/gpu=GPU-0");
+  EXPECT_EQ(merged[kb], "nvidia.com/gpu=GPU-1");
+  // A long CDI kind is cut so the key's name stays within 63 characters.
+  opts.cdi_kind = "example.com/" + std::string(80, 'x');
+  Allocator long_kind(opts);
+  v1beta1::ContainerAllocateResponse rl;
+  ASSERT_TRUE(long_kind.AllocateContainer(*a.Current(), Req({"GPU-0"}), &rl).ok());
+  const std::string kl = rl.annotations().begin()->first;
+  EXPECT_EQ(kl.size() - std::string("cdi.k8s.io/").size(), 63u) << kl;
+}
+
 }  // namespace gpu_agent::deviceplugin

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <set>
 
 #include "base/strings.h"
@@ -239,7 +240,11 @@ TEST_P(AllocateStrategyTest, ExactResponse) {
   while ((pos = expected.find("ROOT")) != std::string::npos) {
     expected.replace(pos, 4, dir_.Join("devroot"));
   }
-  EXPECT_EQ(resp.container_responses(0).ShortDebugString(), expected);
+  // CDI annotation keys end in a per-response id: "_ID" in the expectation.
+  const std::string got =
+      std::regex_replace(resp.container_responses(0).ShortDebugString(),
+                         std::regex("(gpu-agent_gpu)_[0-9a-f]{16}\""), "$1_ID\"");
+  EXPECT_EQ(got, expected);
   EXPECT_EQ(resp.container_responses(1).envs().size(), resp.container_responses(0).envs().size());
 }
 
@@ -256,7 +261,7 @@ INSTANTIATE_TEST_SUITE_P(
         AllocCase{
             "CdiAnnotations",
             {"--device-list-strategy", "cdi-annotations"},
-            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu" value: "nvidia.com/gpu=5,nvidia.com/gpu=2" })"},
+            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "nvidia.com/gpu=5,nvidia.com/gpu=2" })"},
         AllocCase{
             "CdiCri",
             {"--device-list-strategy", "cdi-cri"},
@@ -620,6 +625,33 @@ TEST_F(PluginModeTest, MixedMigServesEachProfileOnItsOwnSocket) {
       << Dump();
   ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return CountHealthy(d) == 0; }));
   EXPECT_EQ(CountHealthy(sim_.Devices(kGpu)), 1);
+}
+
+// One container asking for two MIG profiles: the kubelet calls Allocate on
+// each resource's plugin and merges the answers' annotations, the first of
+// two equal keys winning. Each answer's CDI annotation key is its own, so
+// the container gets both devices.
+TEST_F(PluginModeTest, TwoResourcesInOneContainerKeepBothCdiAnnotations) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  StartAgent({"--mig-strategy", "mixed", "--device-list-strategy", "cdi-annotations"},
+             FixturePath("2-gpu-mig.yaml"));
+  ASSERT_TRUE(Registered(3)) << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 2; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return d.size() == 1; }));
+  std::map<std::string, std::string> merged;  // as the kubelet merges them
+  for (const auto& [resource, id] : {std::pair{kMig1g, kMigGi2}, std::pair{kMig2g, kMigGi1}}) {
+    v1beta1::AllocateRequest req;
+    req.add_container_requests()->add_devices_ids(id);
+    v1beta1::AllocateResponse resp;
+    grpc::Status s = sim_.Allocate(resource, req, &resp);
+    ASSERT_TRUE(s.ok()) << resource << ": " << s.error_message();
+    for (const auto& [k, v] : resp.container_responses(0).annotations()) merged.emplace(k, v);
+  }
+  std::set<std::string> names;
+  for (const auto& [k, v] : merged) names.insert(v);
+  EXPECT_EQ(names, (std::set<std::string>{StrCat("nvidia.com/gpu=", kMigGi2),
+                                          StrCat("nvidia.com/gpu=", kMigGi1)}));
 }
 
 TEST_F(PluginModeTest, ShippedMigExampleConfigWithARealDriverTable) {
