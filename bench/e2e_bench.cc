@@ -223,6 +223,8 @@ int Main(int argc, char** argv) {
         break;
       }
     }
+    // Off the bus needs a reset before the GPU comes back.
+    if (!WriteFifo(env.ctl, "reset " + std::to_string(gpu))) break;
     sim.WaitForDevices(kGpu, [&](const auto& d) {
       return std::all_of(d.begin(), d.end(), [](const auto& x) { return x.health() == "Healthy"; });
     });

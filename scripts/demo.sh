@@ -90,7 +90,8 @@ echo "xid 3 79" >"$work/nvml.ctl"
 wait_for "$work/sim.log" "update 2"
 grep "update 2" "$work/sim.log" | sed -e 's/GPU-\([0-9a-f]\{8\}\)[0-9a-f-]*/GPU-\1…/g'
 
-step "6. After the 2 s quiet period, with NVML answering for it, GPU 3 is Healthy again"
+step "6. Off the bus needs a reset: once GPU 3 is reset, and after the 2 s quiet period, it is Healthy again"
+echo "reset 3" >"$work/nvml.ctl"
 wait_for "$work/sim.log" "update 3"
 grep "update 3" "$work/sim.log" | sed -e 's/GPU-\([0-9a-f]\{8\}\)[0-9a-f-]*/GPU-\1…/g'
 

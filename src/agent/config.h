@@ -75,6 +75,9 @@ struct Config {
     std::vector<int> ignored_xids = {13, 31, 43, 45, 68, 109};
     // XIDs that always do, even when listed above (DP_ENABLE_HEALTHCHECKS).
     std::vector<int> critical_xids;
+    // Back only with NVML's evidence of a reset, or SIGUSR1 (see
+    // nvml::HealthPolicy::reset_xids for where the list comes from).
+    std::vector<int> reset_xids = {48, 63, 64, 74, 79, 92, 95, 119, 120, 154};
     // A GPU marked unhealthy comes back after this long with no critical XID
     // and NVML answering for it. 0 keeps it out until restart.
     Duration recovery_period = std::chrono::seconds(60);

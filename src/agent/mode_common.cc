@@ -12,6 +12,7 @@ nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
   p.disabled = c.health.disabled;
   p.ignored_xids = {c.health.ignored_xids.begin(), c.health.ignored_xids.end()};
   p.critical_xids = {c.health.critical_xids.begin(), c.health.critical_xids.end()};
+  p.reset_xids = {c.health.reset_xids.begin(), c.health.reset_xids.end()};
   p.recovery_period = c.health.recovery_period;
   return p;
 }
@@ -32,11 +33,17 @@ apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& c) {
   return o;
 }
 
-bool WaitForReloadOrStop() {
-  const int sig = WaitForSignal();
-  if (sig == SIGHUP) return true;
-  LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  return false;
+bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1) {
+  for (;;) {
+    const int sig = WaitForSignal();
+    if (sig == SIGUSR1) {
+      on_sigusr1();
+      continue;
+    }
+    if (sig == SIGHUP) return true;
+    LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    return false;
+  }
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(

@@ -4,6 +4,7 @@
 #ifndef GPU_AGENT_AGENT_MODE_COMMON_H_
 #define GPU_AGENT_AGENT_MODE_COMMON_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -20,8 +21,9 @@ nvml::HealthPolicy HealthPolicyFrom(const Config& config);
 apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& config);
 
 // Waits for a signal: true for SIGHUP (reload), false for SIGTERM or SIGINT
-// (after logging which).
-bool WaitForReloadOrStop();
+// (after logging which). SIGUSR1 (an operator vouching that GPUs held for a
+// reset were reset) calls `on_sigusr1` and waits on.
+bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1);
 
 // Starts /metrics, /healthz and /readyz when metrics.address is set (null
 // when it is not). An error is logged here; the caller cleans up and exits.

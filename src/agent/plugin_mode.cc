@@ -106,9 +106,11 @@ std::vector<ResourceRuntime> MakeRuntimes(const PluginPlan& plan) {
   return out;
 }
 
+// `carried`: what the previous watcher had out (a reload keeps it out).
 std::unique_ptr<nvml::HealthWatcher> WatchHealth(
     const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
-    const PluginPlan& plan, const std::vector<ResourceRuntime>& runtimes) {
+    const PluginPlan& plan, const std::vector<ResourceRuntime>& runtimes,
+    std::vector<nvml::HealthWatcher::Outage> carried = {}) {
   if (!lib) return nullptr;
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
   for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
@@ -117,7 +119,8 @@ std::unique_ptr<nvml::HealthWatcher> WatchHealth(
       [publishers](const nvml::HealthChange& change) {
         for (const auto& p : publishers)
           p->SetHealth({change.uuid, change.gpu_instance, change.compute_instance}, change.healthy);
-      });
+      },
+      std::move(carried));
 }
 
 deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
@@ -164,7 +167,11 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     return kExitFailure;
   }
 
-  while (WaitForReloadOrStop()) {
+  auto vouch = [&running, &running_mu] {
+    std::lock_guard<std::mutex> lock(running_mu);
+    if (running.health) running.health->OperatorVouches();
+  };
+  while (WaitForReloadOrStop(vouch)) {
     std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
     if (!next) continue;
     absl::StatusOr<PluginPlan> next_plan = PlanPlugin(next->loaded.config, next->inventory);
@@ -175,12 +182,15 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     }
     for (const std::string& w : next_plan->warnings) LogWarning(w);
     std::lock_guard<std::mutex> lock(running_mu);
+    std::vector<nvml::HealthWatcher::Outage> carried;
     if (running.health) {
       running.health->Stop();
+      carried = running.health->Outages();
       AddXids(&running.xids_before, running.health->XidCounts());
     }
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(*next_plan);
-    running.health = WatchHealth(lib, next->loaded.config, *next_plan, runtimes);
+    running.health =
+        WatchHealth(lib, next->loaded.config, *next_plan, runtimes, std::move(carried));
     if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed", {{"error", std::string(s.message())}});
     }

@@ -5,7 +5,7 @@
 
 namespace gpu_agent {
 
-// Blocks SIGTERM, SIGINT and SIGHUP and ignores SIGPIPE. Call before any
+// Blocks SIGTERM, SIGINT, SIGHUP and SIGUSR1 and ignores SIGPIPE. Call before any
 // thread starts: threads inherit the mask.
 void BlockShutdownSignals();
 

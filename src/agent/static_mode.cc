@@ -143,10 +143,12 @@ bool StaticReady(const Running& r, std::string* why) {
 }
 
 // `retired`: resources an earlier config kept that this one does not; they
-// are set to 0 rather than left at their old counts.
+// are set to 0 rather than left at their old counts. `carried`: what the
+// earlier health watcher had out, which stays out.
 absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
                       const std::shared_ptr<const nvml::NvmlLibrary>& lib,
-                      const apiserver::Capacities& retired, Running* out) {
+                      const apiserver::Capacities& retired,
+                      std::vector<nvml::HealthWatcher::Outage> carried, Running* out) {
   absl::StatusOr<PluginPlan> plan = PlanAdvertised(config, inv);
   if (!plan.ok()) return plan.status();
   for (const std::string& w : plan->warnings) LogWarning(w);
@@ -154,6 +156,10 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
       apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) return conn.status();
   out->desired = std::make_shared<DesiredCapacities>(*plan);
+  // Counted out from the first PATCH on, not only once the watcher says so.
+  for (const nvml::HealthWatcher::Outage& o : carried) {
+    (void)out->desired->Apply({o.uuid, o.gpu_instance, o.compute_instance, false, o.reason, o.xid});
+  }
   apiserver::Capacities desired = out->desired->Value();
   if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
   for (const auto& [r, v] : retired) desired.emplace(r, 0);
@@ -177,7 +183,7 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
     std::shared_ptr<DesiredCapacities> d = out->desired;
     out->health = nvml::HealthWatcher::Start(
         lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
-        [r, d](const nvml::HealthChange& c) { r->SetDesired(d->Apply(c)); });
+        [r, d](const nvml::HealthChange& c) { r->SetDesired(d->Apply(c)); }, std::move(carried));
   }
   return absl::OkStatus();
 }
@@ -204,7 +210,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     return kExitUsage;
   }
   Running running;
-  if (absl::Status s = StartAll(loaded.config, inventory, lib, {}, &running); !s.ok()) {
+  if (absl::Status s = StartAll(loaded.config, inventory, lib, {}, {}, &running); !s.ok()) {
     LogError("cannot start static mode", {{"error", std::string(s.message())}});
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
@@ -222,7 +228,11 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     StopAll(&running, false);
     return kExitFailure;
   }
-  while (WaitForReloadOrStop()) {
+  auto vouch = [&running, &running_mu] {
+    std::lock_guard<std::mutex> lock(running_mu);
+    if (running.health) running.health->OperatorVouches();
+  };
+  while (WaitForReloadOrStop(vouch)) {
     std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
     if (!next) continue;
     if (absl::StatusOr<PluginPlan> check = PlanAdvertised(next->loaded.config, next->inventory);
@@ -234,8 +244,11 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     std::lock_guard<std::mutex> lock(running_mu);
     const apiserver::Capacities before =
         running.reconciler ? running.reconciler->desired() : apiserver::Capacities{};
+    std::vector<nvml::HealthWatcher::Outage> carried =
+        running.health ? running.health->Outages() : std::vector<nvml::HealthWatcher::Outage>{};
     StopAll(&running, false);
-    if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, before, &running);
+    if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, before,
+                                  std::move(carried), &running);
         !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
       return kExitFailure;

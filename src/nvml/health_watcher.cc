@@ -28,6 +28,8 @@ struct HealthWatcher::State {
   bool reporting = true;         // protected by mu; false once Stop() returns
   int reports_in_flight = 0;     // protected by mu: callbacks running now
   std::map<int, uint64_t> xids;  // protected by mu
+  bool vouched = false;          // protected by mu: OperatorVouches() not yet acted on
+  std::vector<HealthWatcher::Outage> outages;  // protected by mu: a copy of `unhealthy`
 
   // Thread-only state.
   nvmlEventSet_t set = nullptr;
@@ -37,6 +39,11 @@ struct HealthWatcher::State {
   struct Bad {
     Clock::time_point since;
     Clock::time_point next_probe;
+    std::string reason;
+    int xid = -1;
+    bool needs_reset = false;  // comes back only with evidence of a reset
+    bool was_lost = false;     // NVML answered GPU_IS_LOST for it meanwhile
+    bool waiting_said = false;
   };
   std::map<Target, Bad> unhealthy;
 
@@ -96,16 +103,107 @@ struct HealthWatcher::State {
     uuid_by_handle[dev] = uuid;
   }
 
-  void MarkBad(const Target& target, const std::string& reason, int xid) {
+  void MarkBad(const Target& target, const std::string& reason, int xid, bool needs_reset = false,
+               bool was_lost = false) {
     const auto now = Clock::now();
-    const bool was_healthy = unhealthy.find(target) == unhealthy.end();
-    unhealthy[target] = Bad{now, now + policy.recovery_period};
+    auto found = unhealthy.find(target);
+    const bool was_healthy = found == unhealthy.end();
+    Bad& bad = unhealthy[target];
+    bad.since = now;
+    bad.next_probe = now + policy.recovery_period;
+    bad.needs_reset = bad.needs_reset || needs_reset;
+    bad.was_lost = bad.was_lost || was_lost;
+    if (was_healthy || needs_reset) {
+      bad.reason = reason;
+      bad.xid = xid;
+    }
+    MirrorOutages();
     if (was_healthy) {
       const auto& [uuid, gi, ci] = target;
       LogWarning(gi < 0 ? "GPU marked unhealthy" : "MIG instance marked unhealthy",
-                 {{"uuid", uuid}, {"target", Describe(target)}, {"reason", reason}});
+                 {{"uuid", uuid},
+                  {"target", Describe(target)},
+                  {"reason", reason},
+                  {"returns", bad.needs_reset ? "once NVML shows a reset, or on SIGUSR1"
+                                              : "after the quiet period, once NVML answers"}});
       Report({uuid, gi, ci, false, reason, xid});
     }
+  }
+
+  void MirrorOutages() {
+    std::vector<HealthWatcher::Outage> copy;
+    for (const auto& [t, b] : unhealthy) {
+      copy.push_back({std::get<0>(t), std::get<1>(t), std::get<2>(t), b.reason, b.xid,
+                      b.needs_reset, b.was_lost});
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    outages = std::move(copy);
+  }
+
+  // The GPU's handle and a basic query: NVML_SUCCESS when it answers.
+  nvmlReturn_t Query(const std::string& uuid) {
+    const NvmlFunctions& f = lib->fn();
+    nvmlDevice_t dev = nullptr;
+    nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
+    nvmlMemory_t mem{};
+    if (r == NVML_SUCCESS) r = f.DeviceGetMemoryInfo(dev, &mem);
+    return r;
+  }
+
+  // Whether NVML shows that the GPU, which answers, was reset or repaired
+  // since `bad`: nothing the driver still asks for (its recovery action,
+  // R550+), no row remap or page retirement pending or failed, and at least
+  // one such sign read (or the GPU fell off the bus and is back). Otherwise
+  // false, with what is missing.
+  bool ShowsReset(const std::string& uuid, const Bad& bad, std::string* missing) {
+    const NvmlFunctions& f = lib->fn();
+    nvmlDevice_t dev = nullptr;
+    if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) {
+      *missing = "NVML has no handle for it";
+      return false;
+    }
+    int signs = bad.was_lost ? 1 : 0;
+    if (f.DeviceGetFieldValues) {
+      nvmlFieldValue_t v{};
+      v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+      if (f.DeviceGetFieldValues(dev, 1, &v) == NVML_SUCCESS && v.nvmlReturn == NVML_SUCCESS) {
+        if (v.value.uiVal != NVML_GPU_RECOVERY_ACTION_NONE) {
+          *missing = StrCat("the driver still asks for recovery action ", v.value.uiVal,
+                            " (1: GPU reset, 2: node reboot, 3: drain P2P, 4: drain and reset)");
+          return false;
+        }
+        ++signs;
+      }
+    }
+    if (f.DeviceGetRemappedRows) {
+      unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+      if (f.DeviceGetRemappedRows(dev, &corr, &unc, &pending, &failed) == NVML_SUCCESS) {
+        if (failed != 0) {
+          *missing = "row remapping failed: the GPU needs service";
+          return false;
+        }
+        if (pending != 0) {
+          *missing = "a row remap is pending until the GPU is reset";
+          return false;
+        }
+        ++signs;
+      }
+    }
+    if (f.DeviceGetRetiredPagesPendingStatus) {
+      nvmlEnableState_t pending = NVML_FEATURE_DISABLED;
+      if (f.DeviceGetRetiredPagesPendingStatus(dev, &pending) == NVML_SUCCESS) {
+        if (pending == NVML_FEATURE_ENABLED) {
+          *missing = "page retirement is pending until the GPU is reset";
+          return false;
+        }
+        ++signs;
+      }
+    }
+    if (signs == 0) {
+      *missing = "this NVML shows no sign of a reset";
+      return false;
+    }
+    return true;
   }
 
   void ProbeForLostGpus() {
@@ -120,39 +218,66 @@ struct HealthWatcher::State {
       // Only GPU_IS_LOST means lost; another error says nothing of health.
       if (r != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
-      MarkBad(Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1);
+      MarkBad(Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
+              /*needs_reset=*/true, /*was_lost=*/true);
     }
     if (lost == 0) {
       LogWarning("NVML's event wait answered GPU_IS_LOST, but every GPU still answers");
     }
   }
 
-  // NVML answers for the GPU again: a handle and a basic query both work.
-  bool Answers(const std::string& uuid) {
-    const NvmlFunctions& f = lib->fn();
-    nvmlDevice_t dev = nullptr;
-    if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) return false;
-    nvmlMemory_t mem{};
-    return f.DeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS;
-  }
-
   void ProbeRecoveries() {
-    if (policy.recovery_period.count() == 0) return;
+    bool vouched_now;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      vouched_now = vouched;
+      vouched = false;
+    }
+    if (policy.recovery_period.count() == 0 && !vouched_now) return;
     const auto now = Clock::now();
+    bool changed = false;
     for (auto it = unhealthy.begin(); it != unhealthy.end();) {
-      if (it->second.next_probe > now) {
+      Bad& bad = it->second;
+      const bool vouched_for = vouched_now && bad.needs_reset;
+      if (bad.next_probe > now && !vouched_for) {
         ++it;
         continue;
       }
       const auto [uuid, gi, ci] = it->first;
-      if (Answers(uuid)) {
+      const nvmlReturn_t r = Query(uuid);
+      if (r == NVML_ERROR_GPU_IS_LOST && !bad.was_lost) {
+        bad.was_lost = true;
+        changed = true;
+      }
+      std::string missing;
+      if (r == NVML_SUCCESS && bad.needs_reset && !vouched_for &&
+          !ShowsReset(uuid, bad, &missing)) {
+        if (!bad.waiting_said) {
+          bad.waiting_said = true;
+          LogWarning(
+              "GPU answers but still needs a reset: keeping it out",
+              {{"uuid", uuid},
+               {"target", Describe(it->first)},
+               {"reason", bad.reason},
+               {"missing", missing},
+               {"once_repaired", "reset the GPU (nvidia-smi -r), or send SIGUSR1 to gpu-agent"}});
+        }
+        bad.next_probe = now + std::min(policy.recovery_period, policy.wait_timeout);
+        ++it;
+        continue;
+      }
+      if (r == NVML_SUCCESS) {
+        changed = true;
         const std::string what = Describe(it->first);
         it = unhealthy.erase(it);
         bool watched = false;
         for (const auto& [h, u] : uuid_by_handle) watched |= u == uuid;
         if (!watched) Register(uuid);
-        LogInfo(gi < 0 ? "GPU healthy again" : "MIG instance healthy again",
-                {{"uuid", uuid}, {"target", what}});
+        LogInfo(
+            gi < 0 ? "GPU healthy again" : "MIG instance healthy again",
+            {{"uuid", uuid},
+             {"target", what},
+             {"because", vouched_for ? "an operator vouched for it (SIGUSR1)" : "NVML answers"}});
         Report({uuid, gi, ci, true, "recovered", -1});
       } else {
         // Still lost: look again after another quiet period.
@@ -160,6 +285,7 @@ struct HealthWatcher::State {
         ++it;
       }
     }
+    if (changed) MirrorOutages();
   }
 
   std::chrono::milliseconds NextTimeout() const {
@@ -189,7 +315,9 @@ struct HealthWatcher::State {
     if (uuid.empty()) {
       // An event NVML could not tie to one GPU: every GPU is suspect.
       LogWarning("XID without a known GPU; marking all GPUs unhealthy", {{"xid", StrCat(xid)}});
-      for (const std::string& u : uuids) MarkBad(Whole(u), StrCat("XID ", xid), xid);
+      for (const std::string& u : uuids) {
+        MarkBad(Whole(u), StrCat("XID ", xid), xid, policy.NeedsReset(xid));
+      }
       return;
     }
     // NVML scopes an XID to a MIG instance by setting its ids.
@@ -206,15 +334,21 @@ struct HealthWatcher::State {
       bad->second.next_probe = Clock::now() + policy.recovery_period;
       return;
     }
-    MarkBad(target, StrCat("XID ", xid), xid);
+    MarkBad(target, StrCat("XID ", xid), xid, policy.NeedsReset(xid));
   }
 
   // Creates the event set and registers every GPU. Runs on the caller's
   // thread, so events are watched once Start() returns. False: no events.
-  bool Setup(const std::set<std::string>& initially_unhealthy) {
+  bool Setup(const std::set<std::string>& initially_unhealthy,
+             const std::vector<HealthWatcher::Outage>& carried) {
     const NvmlFunctions& f = lib->fn();
     for (const std::string& uuid : initially_unhealthy) {
       MarkBad(Whole(uuid), "discovery failed", -1);
+    }
+    for (const HealthWatcher::Outage& o : carried) {
+      if (std::find(uuids.begin(), uuids.end(), o.uuid) == uuids.end()) continue;  // deselected
+      MarkBad({o.uuid, o.gpu_instance, o.compute_instance}, o.reason, o.xid, o.needs_reset,
+              o.was_lost);
     }
     if (!f.EventSetCreate || !f.EventSetWait || !f.DeviceRegisterEvents ||
         !f.DeviceGetSupportedEventTypes) {
@@ -229,7 +363,7 @@ struct HealthWatcher::State {
       return false;
     }
     for (const std::string& uuid : uuids) {
-      if (!initially_unhealthy.count(uuid)) Register(uuid);
+      if (!initially_unhealthy.count(uuid) && !unhealthy.count(Whole(uuid))) Register(uuid);
     }
     return true;
   }
@@ -285,7 +419,8 @@ struct HealthWatcher::State {
 std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLibrary> lib,
                                                     std::vector<std::string> uuids,
                                                     std::set<std::string> initially_unhealthy,
-                                                    HealthPolicy policy, Callback callback) {
+                                                    HealthPolicy policy, Callback callback,
+                                                    std::vector<Outage> carried) {
   auto state = std::make_shared<State>();
   state->lib = std::move(lib);
   state->uuids = std::move(uuids);
@@ -296,7 +431,7 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
     state->exited = true;
     return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
   }
-  if (!state->Setup(initially_unhealthy)) {
+  if (!state->Setup(initially_unhealthy, carried)) {
     // Nothing to wait on; still report the GPUs that start out unhealthy.
     state->Finish();
     return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
@@ -307,6 +442,17 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
 }
 
 HealthWatcher::~HealthWatcher() { Stop(); }
+
+std::vector<HealthWatcher::Outage> HealthWatcher::Outages() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->outages;
+}
+
+void HealthWatcher::OperatorVouches() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->vouched = true;
+  LogInfo("SIGUSR1: GPUs held for a reset come back once they answer");
+}
 
 std::map<int, uint64_t> HealthWatcher::XidCounts() const {
   std::lock_guard<std::mutex> lock(state_->mu);

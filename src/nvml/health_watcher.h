@@ -1,7 +1,8 @@
 // Watches GPU health through NVML XID events on one thread, applies the XID
 // policy, and brings a GPU back after a quiet period once NVML answers for it
-// again. Reports plain (uuid[, MIG instance], healthy) changes; knows nothing
-// of the kubelet. An XID NVML scopes to a MIG instance marks only that
+// again; after an XID that needs a GPU reset, only once NVML also shows the
+// reset happened (or an operator vouches for it). Reports plain (uuid[, MIG instance], healthy)
+// changes; knows nothing of the kubelet. An XID NVML scopes to a MIG instance marks only that
 // instance; any other marks the whole GPU.
 #ifndef GPU_AGENT_NVML_HEALTH_WATCHER_H_
 #define GPU_AGENT_NVML_HEALTH_WATCHER_H_
@@ -22,6 +23,15 @@ struct HealthPolicy {
   bool disabled = false;
   std::set<int> ignored_xids = {13, 31, 43, 45, 68, 109};
   std::set<int> critical_xids;  // always critical, even if ignored
+  // XIDs after which NVIDIA's XID catalogue (docs.nvidia.com/deploy/
+  // xid-errors, "Resolution Bucket": RESET_GPU, RESTART_BM) and its memory
+  // error guide ask for a GPU reset or a reboot: uncorrectable or
+  // uncontained ECC (48, 95), row remapping recorded or failed (63, 64),
+  // high single-bit ECC rate (92), NVLink (74), off the bus (79), GSP
+  // (119, 120), recovery action changed (154). NVML still answers after most
+  // of them, so answering is no sign of health: such a GPU comes back only
+  // when NVML shows it was reset (see HealthWatcher), or on an operator's word.
+  std::set<int> reset_xids = {48, 63, 64, 74, 79, 92, 95, 119, 120, 154};
   // 0: an unhealthy GPU stays out until restart.
   std::chrono::milliseconds recovery_period{60000};
   // Longest single wait for an event; bounds how long Stop() may take to
@@ -32,6 +42,7 @@ struct HealthPolicy {
   bool IsCritical(int xid) const {
     return critical_xids.count(xid) > 0 || ignored_xids.count(xid) == 0;
   }
+  bool NeedsReset(int xid) const { return reset_xids.count(xid) > 0; }
 };
 
 struct HealthChange {
@@ -49,15 +60,27 @@ class HealthWatcher {
  public:
   using Callback = std::function<void(const HealthChange&)>;
 
+  // What is out, carried from one watcher to the next (a SIGHUP reload), so
+  // a reload never brings back a GPU that is still broken.
+  struct Outage {
+    std::string uuid;
+    int gpu_instance = -1;
+    int compute_instance = -1;
+    std::string reason;
+    int xid = -1;
+    bool needs_reset = false;
+    bool was_lost = false;
+  };
+
   // Starts the thread. `initially_unhealthy` GPUs start out and are probed
-  // for recovery like any other. `callback` runs on the watcher's thread and
-  // is never called after Stop() returns. It is called without the
-  // watcher's lock held, so it may take locks of its own and call
-  // XidCounts(); it must not call Stop().
+  // for recovery like any other; `carried` outages start out as they were. `callback` runs on the
+  // watcher's thread and is never called after Stop() returns. It is called without the watcher's
+  // lock held, so it may take locks of its own and call XidCounts(); it must not call Stop().
   static std::unique_ptr<HealthWatcher> Start(std::shared_ptr<const NvmlLibrary> lib,
                                               std::vector<std::string> uuids,
                                               std::set<std::string> initially_unhealthy,
-                                              HealthPolicy policy, Callback callback);
+                                              HealthPolicy policy, Callback callback,
+                                              std::vector<Outage> carried = {});
   ~HealthWatcher();  // Stop()
 
   // Stops reporting at once. The thread ends when its current NVML wait
@@ -67,6 +90,13 @@ class HealthWatcher {
 
   // Every XID seen, by code (ignored ones too).
   std::map<int, uint64_t> XidCounts() const;
+
+  // What is out now. Thread-safe.
+  std::vector<Outage> Outages() const;
+
+  // An operator says the GPUs held for a reset were reset or repaired: each
+  // that answers comes back at the next probe (within wait_timeout).
+  void OperatorVouches();
 
   struct State;
 

@@ -159,6 +159,36 @@ enum { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
 // Returned in nvmlEventData_t ids when an event is not scoped to a MIG instance.
 enum : unsigned int { NVML_MIG_INSTANCE_ID_NONE = 0xFFFFFFFFu };
 
+// nvmlDeviceGetFieldValues: one field, the driver's recovery action (R550+).
+enum : unsigned int { NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230 };
+typedef enum nvmlDeviceGpuRecoveryAction_s {
+  NVML_GPU_RECOVERY_ACTION_NONE = 0,
+  NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1,
+  NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4
+} nvmlDeviceGpuRecoveryAction_t;
+
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;  // nvmlValueType_t
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
 // Function types, one per symbol used (name = symbol name + "_fn").
 typedef nvmlReturn_t (*nvmlInit_v2_fn)(void);
 typedef nvmlReturn_t (*nvmlInitWithFlags_fn)(unsigned int);
@@ -177,6 +207,11 @@ typedef nvmlReturn_t (*nvmlDeviceGetUUID_fn)(nvmlDevice_t, char*, unsigned int);
 typedef nvmlReturn_t (*nvmlDeviceGetMinorNumber_fn)(nvmlDevice_t, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetPciInfo_v3_fn)(nvmlDevice_t, nvmlPciInfo_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_fn)(nvmlDevice_t, nvmlMemory_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetFieldValues_fn)(nvmlDevice_t, int, nvmlFieldValue_t*);
+// corrRows, uncRows, isPending, failureOccurred
+typedef nvmlReturn_t (*nvmlDeviceGetRemappedRows_fn)(nvmlDevice_t, unsigned int*, unsigned int*,
+                                                     unsigned int*, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetRetiredPagesPendingStatus_fn)(nvmlDevice_t, nvmlEnableState_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetBrand_fn)(nvmlDevice_t, nvmlBrandType_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetArchitecture_fn)(nvmlDevice_t, nvmlDeviceArchitecture_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetCudaComputeCapability_fn)(nvmlDevice_t, int*, int*);
@@ -211,5 +246,7 @@ static_assert(sizeof(nvmlMemory_t) == 24);
 static_assert(sizeof(nvmlDeviceAttributes_t) == 40);
 static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24);
+static_assert(sizeof(nvmlFieldValue_t) == 40);
+static_assert(offsetof(nvmlFieldValue_t, value) == 32);
 
 #endif  // GPU_AGENT_NVML_NVML_API_H_

@@ -152,6 +152,10 @@ absl::Status NvmlLibrary::Resolve() {
   resolve(fn_.EventSetCreate, {"nvmlEventSetCreate"}, false);
   resolve(fn_.EventSetWait, {"nvmlEventSetWait_v2"}, false);
   resolve(fn_.EventSetFree, {"nvmlEventSetFree"}, false);
+  resolve(fn_.DeviceGetFieldValues, {"nvmlDeviceGetFieldValues"}, false);
+  resolve(fn_.DeviceGetRemappedRows, {"nvmlDeviceGetRemappedRows"}, false);
+  resolve(fn_.DeviceGetRetiredPagesPendingStatus, {"nvmlDeviceGetRetiredPagesPendingStatus"},
+          false);
   if (!missing.empty()) {
     return absl::FailedPreconditionError(
         StrCat(path_, " lacks the NVML functions ", StrJoin(missing, ", "),

@@ -37,6 +37,10 @@ struct NvmlFunctions {
   nvmlDeviceGetMinorNumber_fn DeviceGetMinorNumber = nullptr;
   nvmlDeviceGetPciInfo_v3_fn DeviceGetPciInfo = nullptr;
   nvmlDeviceGetMemoryInfo_fn DeviceGetMemoryInfo = nullptr;
+  // Optional: what shows a GPU was reset or repaired.
+  nvmlDeviceGetFieldValues_fn DeviceGetFieldValues = nullptr;
+  nvmlDeviceGetRemappedRows_fn DeviceGetRemappedRows = nullptr;
+  nvmlDeviceGetRetiredPagesPendingStatus_fn DeviceGetRetiredPagesPendingStatus = nullptr;
   nvmlDeviceGetCudaComputeCapability_fn DeviceGetCudaComputeCapability = nullptr;
   nvmlDeviceGetTopologyCommonAncestor_fn DeviceGetTopologyCommonAncestor = nullptr;  // optional
   nvmlDeviceGetBrand_fn DeviceGetBrand = nullptr;                                    // optional

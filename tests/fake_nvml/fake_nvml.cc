@@ -129,6 +129,37 @@ void ApplyCommand(State& s, const std::string& line) {
     unsigned gi = NVML_MIG_INSTANCE_ID_NONE, ci = NVML_MIG_INSTANCE_ID_NONE;
     in >> xid;
     in >> gi >> ci;
+    // What the hardware is left in, as NVIDIA's XID catalogue and memory
+    // error guide describe: off the bus (79) answers nothing; memory errors
+    // leave a row remap pending and the driver asking for a reset; NVLink
+    // and GSP errors leave the driver asking for a reset. NVML keeps
+    // answering in every case but 79.
+    fake_nvml::GpuFixture& g = dev->gpu;
+    switch (xid) {
+      case 79:
+        g.lost = true;
+        break;
+      case 48:
+      case 63:
+      case 92:
+      case 95:
+        g.remap_pending = true;
+        g.pages_pending = true;
+        g.recovery_action = NVML_GPU_RECOVERY_ACTION_GPU_RESET;
+        break;
+      case 64:
+        g.remap_failed = true;
+        g.recovery_action = NVML_GPU_RECOVERY_ACTION_GPU_RESET;
+        break;
+      case 74:
+      case 119:
+      case 120:
+      case 154:
+        g.recovery_action = NVML_GPU_RECOVERY_ACTION_GPU_RESET;
+        break;
+      default:
+        break;
+    }
     PushEvent(s, dev, nvmlEventTypeXidCriticalError, xid, gi, ci);
   } else if (verb == "lose") {
     dev->gpu.lost = true;
@@ -140,6 +171,11 @@ void ApplyCommand(State& s, const std::string& line) {
     dev->gpu.lost = true;
     s.wait_error = NVML_ERROR_GPU_IS_LOST;
     s.wait_error_count = 1;
+  } else if (verb == "reset") {
+    // nvidia-smi -r: back on the bus, nothing pending, nothing asked for.
+    fake_nvml::GpuFixture& g = dev->gpu;
+    g.lost = g.remap_pending = g.remap_failed = g.pages_pending = false;
+    g.recovery_action = NVML_GPU_RECOVERY_ACTION_NONE;
   } else if (verb == "restore") {
     dev->gpu.lost = false;
   } else if (verb == "fail") {
@@ -563,6 +599,48 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvm
       *level = NVML_TOPOLOGY_SYSTEM;
     }
   }
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
+                                                  nvmlFieldValue_t* values) {
+  DEVICE_PROLOGUE(device);
+  if (values == nullptr || count <= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const fake_nvml::GpuFixture& g = device->is_mig ? device->parent->gpu : device->gpu;
+  for (int i = 0; i < count; ++i) {
+    nvmlFieldValue_t& v = values[i];
+    if (v.fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) {
+      v.valueType = 1;  // NVML_VALUE_TYPE_UNSIGNED_INT
+      v.nvmlReturn = NVML_SUCCESS;
+      v.value.uiVal = g.recovery_action;
+    } else {
+      v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corr,
+                                                   unsigned int* unc, unsigned int* pending,
+                                                   unsigned int* failed) {
+  DEVICE_PROLOGUE(device);
+  if (corr == nullptr || unc == nullptr || pending == nullptr || failed == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (device->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *corr = 0;
+  *unc = device->gpu.remap_pending ? 1 : 0;
+  *pending = device->gpu.remap_pending ? 1 : 0;
+  *failed = device->gpu.remap_failed ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                                nvmlEnableState_t* pending) {
+  DEVICE_PROLOGUE(device);
+  if (pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (device->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *pending = device->gpu.pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
   return NVML_SUCCESS;
 }
 

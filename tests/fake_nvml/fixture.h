@@ -38,6 +38,12 @@ struct GpuFixture {
   unsigned max_mig_devices = 7;
   std::vector<MigFixture> mig_devices;
   bool lost = false;
+  // What a reset clears: the driver's recovery action, a pending row remap
+  // (or remap failure), pending page retirements.
+  unsigned recovery_action = 0;
+  bool remap_pending = false;
+  bool remap_failed = false;
+  bool pages_pending = false;
   // Function name -> NVML return code that function answers for this GPU.
   std::map<std::string, int> failures;
 };

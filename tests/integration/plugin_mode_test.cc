@@ -116,7 +116,7 @@ TEST_F(PluginModeTest, RegistersAndStreamsTheFixture) {
   EXPECT_TRUE(sim_.PreStartContainer(kGpu, pre).ok());
 }
 
-TEST_F(PluginModeTest, XidTakesGpuAndItsReplicasOutThenQuietPeriodBringsThemBack) {
+TEST_F(PluginModeTest, XidTakesGpuAndItsReplicasOutUntilTheGpuIsReset) {
   const std::string config = dir_.Write("ts.yaml", R"(version: v1
 sharing:
   timeSlicing:
@@ -135,6 +135,10 @@ sharing:
     const bool gpu3 = d.id().rfind(uuids[3] + "::", 0) == 0;
     EXPECT_EQ(d.health(), gpu3 ? "Unhealthy" : "Healthy") << d.id();
   }
+  // Off the bus needs a reset: quiet periods (300 ms) pass, GPU 3 stays out.
+  EXPECT_FALSE(sim_.WaitForDevices(
+      kGpu, [](const Devices& d) { return CountHealthy(d) == 16; }, std::chrono::seconds(1)));
+  Nvml("reset 3");
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 16; }))
       << Dump();
   // XID 13 on GPU 1 never showed in any update.
@@ -457,6 +461,40 @@ sharing:
   ASSERT_TRUE(agent_->WaitForStderr("config reload failed; keeping the running config"));
   EXPECT_TRUE(agent_->Running());
   EXPECT_EQ(sim_.Devices(kGpu).size(), 24u);
+}
+
+// A GPU that needs a reset stays out across a SIGHUP reload (the new
+// generation starts with it out), and SIGUSR1, an operator's word, brings
+// back what NVML cannot show was reset.
+TEST_F(PluginModeTest, GpuNeedingAResetStaysOutAcrossAReloadUntilAnOperatorVouches) {
+  const std::string config = dir_.Write("c.yaml", "version: v1\n");
+  StartAgent({"--config", config});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 8; }))
+      << Dump();
+  Nvml("xid 2 48");  // double-bit ECC: NVML answers, a row remap is pending
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 7; }))
+      << Dump();
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(Registered(2)) << Dump();
+  ASSERT_TRUE(agent_->WaitForStderr("reload done")) << Dump();
+  EXPECT_FALSE(sim_.WaitForDevices(
+      kGpu, [](const Devices& d) { return CountHealthy(d) == 8; }, std::chrono::seconds(1)))
+      << "the reload brought back a GPU that needs a reset\n"
+      << Dump();
+  EXPECT_EQ(CountHealthy(sim_.Devices(kGpu)), 7);
+  // GPU 5's NVML shows no sign of a reset either way.
+  for (const char* fn : {"nvmlDeviceGetFieldValues", "nvmlDeviceGetRemappedRows",
+                         "nvmlDeviceGetRetiredPagesPendingStatus"}) {
+    Nvml(std::string("fail 5 ") + fn + " 3");
+  }
+  Nvml("xid 5 74");  // NVLink error
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 6; }))
+      << Dump();
+  agent_->Signal(SIGUSR1);
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 8; }))
+      << Dump();
+  EXPECT_NE(Dump().find("an operator vouched for it (SIGUSR1)"), std::string::npos) << Dump();
+  EXPECT_TRUE(agent_->Running());
 }
 
 TEST_F(PluginModeTest, WaitsForAMissingKubeletWithoutSpinning) {

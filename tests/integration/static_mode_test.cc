@@ -86,9 +86,15 @@ TEST_F(StaticModeTest, GpuHealthChangesTheValue) {
   api.AddNode("gpu-node-1");
   Start(api);
   ASSERT_TRUE(CapacityIs(api, "8")) << Log();
-  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 2 79"));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 2 94"));  // contained ECC: app restarts
   ASSERT_TRUE(CapacityIs(api, "7")) << Log();
   ASSERT_TRUE(CapacityIs(api, "8")) << Log();  // after the quiet period
+  // Off the bus needs a reset: back only once the GPU is.
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 2 79"));
+  ASSERT_TRUE(CapacityIs(api, "7")) << Log();
+  EXPECT_FALSE(CapacityIs(api, "8", std::chrono::seconds(1))) << Log();
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "reset 2"));
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
 }
 
 TEST_F(StaticModeTest, FightIsReportedOnceNotFoughtForever) {

@@ -106,19 +106,95 @@ TEST_F(HealthWatcherTest, GpuIsLostFromTheWaitFindsTheLostGpu) {
   EXPECT_TRUE(Changes()[1].healthy);
 }
 
+// XIDs after which NVIDIA asks for a GPU reset: NVML keeps answering (48)
+// or stops (79), and either way the GPU stays out through any number of
+// quiet periods until NVML shows the reset.
+TEST_F(HealthWatcherTest, XidNeedingAResetStaysOutUntilTheGpuIsReset) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  policy.wait_timeout = std::chrono::milliseconds(100);
+  StartWatcher(policy);
+  Send("xid 3 48");  // double-bit ECC: row remap pending, the driver asks for a reset
+  Send("xid 5 79");  // off the bus
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_FALSE(WaitFor([&] { return Changes().size() > 2; }, std::chrono::seconds(1)))
+      << "came back after " << Changes().back().reason;
+  Send("reset 3");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }));
+  EXPECT_EQ(Changes()[2].uuid, uuids_[3]);
+  EXPECT_TRUE(Changes()[2].healthy);
+  Send("reset 5");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 4; }));
+  EXPECT_EQ(Changes()[3].uuid, uuids_[5]);
+  EXPECT_TRUE(Changes()[3].healthy);
+}
+
+// Where NVML shows no sign of a reset (no recovery action, no row remap or
+// page retirement status), only an operator's word brings the GPU back.
+TEST_F(HealthWatcherTest, WithoutEvidenceAnOperatorVouches) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  policy.wait_timeout = std::chrono::milliseconds(100);
+  StartWatcher(policy);
+  for (const char* fn : {"nvmlDeviceGetFieldValues", "nvmlDeviceGetRemappedRows",
+                         "nvmlDeviceGetRetiredPagesPendingStatus"}) {
+    Send(std::string("fail 2 ") + fn + " 3");  // NOT_SUPPORTED
+  }
+  Send("xid 2 74");  // NVLink error
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 1; }));
+  Send("reset 2");  // reset, but NVML cannot show it
+  EXPECT_FALSE(WaitFor([&] { return Changes().size() > 1; }, std::chrono::seconds(1)));
+  watcher_->OperatorVouches();
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_TRUE(Changes()[1].healthy);
+}
+
+// A reload starts a new watcher: what the old one had out stays out, with
+// its class, and is not reported healthy on the way.
+TEST_F(HealthWatcherTest, OutagesCarryAcrossAReload) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  policy.wait_timeout = std::chrono::milliseconds(100);
+  StartWatcher(policy);
+  Send("xid 4 48");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 1; }));
+  watcher_->Stop();
+  std::vector<HealthWatcher::Outage> carried = watcher_->Outages();
+  ASSERT_EQ(carried.size(), 1u);
+  EXPECT_EQ(carried[0].uuid, uuids_[4]);
+  EXPECT_TRUE(carried[0].needs_reset);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    changes_.clear();
+  }
+  watcher_ = HealthWatcher::Start(
+      lib_, uuids_, {}, policy,
+      [this](const HealthChange& c) {
+        std::lock_guard<std::mutex> lock(mu_);
+        changes_.push_back(c);
+      },
+      carried);
+  ASSERT_EQ(Changes().size(), 1u);  // reported out at once, during Start
+  EXPECT_FALSE(Changes()[0].healthy);
+  EXPECT_FALSE(WaitFor([&] { return Changes().size() > 1; }, std::chrono::seconds(1)));
+  Send("reset 4");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_TRUE(Changes()[1].healthy);
+}
+
 TEST_F(HealthWatcherTest, CriticalXidMarksThenQuietPeriodRecovers) {
   HealthPolicy policy;
   policy.recovery_period = std::chrono::milliseconds(300);
   StartWatcher(policy);
   Send("xid 13 3");  // wrong order on purpose: "13" is no GPU
   Send("xid 3 13");  // ignored by the default policy
-  Send("xid 3 79");
+  Send("xid 3 94");  // contained ECC error: the application restarts
   ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }));
   auto c = Changes();
   ASSERT_EQ(c.size(), 1u);  // XID 13 changed nothing
   EXPECT_EQ(c[0].uuid, uuids_[3]);
   EXPECT_FALSE(c[0].healthy);
-  EXPECT_EQ(c[0].xid, 79);
+  EXPECT_EQ(c[0].xid, 94);
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
   EXPECT_TRUE(Changes()[1].healthy);
   EXPECT_EQ(Changes()[1].uuid, uuids_[3]);
@@ -140,7 +216,7 @@ TEST_F(HealthWatcherTest, InstanceScopedXidNamesTheInstanceAndRecoversAlone) {
   EXPECT_EQ(c[1].compute_instance, -1);
   // A second XID on the same instance is not news; a GPU-wide one is.
   Send("xid 2 94 1 0");
-  Send("xid 2 79");
+  Send("xid 2 94");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() >= 3; }));
   c = Changes();
   EXPECT_EQ(c[2].gpu_instance, -1);
