@@ -40,7 +40,7 @@ void EmitLine(std::string* out, int depth, const std::string& text, const std::s
 
 absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvml(const Config& config) {
   absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib =
-      nvml::NvmlLibrary::Open(config.flags.nvidia_driver_root);
+      nvml::NvmlLibrary::Open(config.flags.DriverRootHere());
   if (!lib.ok()) return lib.status();
   if (absl::Status s = (*lib)->Init(); !s.ok()) return s;
   LogDebug("NVML loaded", {{"path", (*lib)->path()}});

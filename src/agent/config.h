@@ -44,6 +44,9 @@ struct Config {
   struct Flags {
     std::string mig_strategy = "none";  // none | single | mixed
     bool fail_on_init_error = true;
+    // As NVIDIA's plugin means them: the driver root and the root of the
+    // /dev/nvidia* nodes as the HOST sees them ("/", or the GPU operator's
+    // "/run/nvidia/driver"). Device specs and CDI name host paths from them.
     std::string nvidia_driver_root = "/";
     std::string nvidia_dev_root = "/";
     bool gds_enabled = false;
@@ -54,8 +57,23 @@ struct Config {
       std::string device_id_strategy = "uuid";  // uuid | index
       std::string cdi_annotation_prefix = "cdi.k8s.io/";
       std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";
-      std::string container_driver_root = "/driver-root";
+      // Where the host's driver root is mounted in the agent's container
+      // (e.g. /driver-root). Empty: at the same path (a host process, or a
+      // runtime that injects the driver).
+      std::string container_driver_root;
     } plugin;
+
+    // Where this process finds the driver root: NVML is loaded from here.
+    const std::string& DriverRootHere() const {
+      return plugin.container_driver_root.empty() ? nvidia_driver_root
+                                                  : plugin.container_driver_root;
+    }
+    // Where this process finds the device nodes: inside the mounted driver
+    // root when the dev root is the driver root, else at the dev root's own
+    // path (host /dev mounted at /dev, say).
+    const std::string& DevRootHere() const {
+      return nvidia_dev_root == nvidia_driver_root ? DriverRootHere() : nvidia_dev_root;
+    }
   } flags;
 
   struct Sharing {

@@ -89,6 +89,7 @@ class Planner {
     plan_.allocate.device_list_strategy = c_.flags.plugin.device_list_strategy;
     plan_.allocate.pass_device_specs = c_.flags.plugin.pass_device_specs;
     plan_.allocate.dev_root = c_.flags.nvidia_dev_root;
+    plan_.allocate.dev_root_here = c_.flags.DevRootHere();
     plan_.allocate.cdi_annotation_prefix = c_.flags.plugin.cdi_annotation_prefix;
     plan_.allocate.fail_requests_greater_than_one =
         c_.sharing.time_slicing.fail_requests_greater_than_one;
@@ -116,7 +117,7 @@ class Planner {
   std::vector<std::string> ParentNode(const nvml::GpuRecord& g) const {
     if (g.minor < 0) return {};
     const std::string node = StrCat("/dev/nvidia", g.minor);
-    if (!PathExists(JoinRoot(c_.flags.nvidia_dev_root, node))) return {};
+    if (!PathExists(JoinRoot(c_.flags.DevRootHere(), node))) return {};
     return {node};
   }
 

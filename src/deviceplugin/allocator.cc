@@ -22,12 +22,17 @@ std::string ListIds(const std::vector<std::string>& ids, size_t max) {
 }
 
 Allocator::Allocator(AllocateOptions options) : options_(std::move(options)) {
-  dev_root_ = options_.dev_root;
-  while (!dev_root_.empty() && dev_root_.back() == '/') dev_root_.pop_back();
+  auto trimmed = [](std::string root) {
+    while (!root.empty() && root.back() == '/') root.pop_back();
+    return root;
+  };
+  dev_root_ = trimmed(options_.dev_root);
+  dev_root_here_ =
+      trimmed(options_.dev_root_here.empty() ? options_.dev_root : options_.dev_root_here);
   if (options_.pass_device_specs) {
     for (const char* node :
          {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}) {
-      if (PathExists(HostPath(node))) control_nodes_.emplace_back(node);
+      if (PathExists(dev_root_here_ + node)) control_nodes_.emplace_back(node);
     }
   }
 }

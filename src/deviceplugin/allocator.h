@@ -18,7 +18,13 @@ struct AllocateOptions {
   // Any of "envvar", "volume-mounts", "cdi-annotations", "cdi-cri".
   std::vector<std::string> device_list_strategy = {"envvar"};
   bool pass_device_specs = false;
-  std::string dev_root = "/";  // where /dev/nvidia* are looked for
+  // The root of /dev/nvidia* as the host sees it: a DeviceSpec's host_path is
+  // the runtime's to open, on the host.
+  std::string dev_root = "/";
+  // The same root as this process sees it, where nodes are checked for
+  // (differs in a container that mounts the host's root elsewhere). Empty:
+  // dev_root.
+  std::string dev_root_here;
   std::string cdi_annotation_prefix = "cdi.k8s.io/";
   std::string cdi_kind = "nvidia.com/gpu";  // CDI vendor/class
   bool fail_requests_greater_than_one = false;
@@ -52,6 +58,7 @@ class Allocator {
   const AllocateOptions options_;
   std::vector<std::string> control_nodes_;  // present driver-wide nodes
   std::string dev_root_;                    // without trailing '/'
+  std::string dev_root_here_;               // without trailing '/'
 };
 
 // "a, b, c and 7 more" for error messages.

@@ -97,7 +97,9 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(std::string_view 
       "NVML library ", kLibraryName, " not found; looked in: ", StrJoin(tried, ", "),
       ". Is the NVIDIA driver installed? If it lives under another root (for example the GPU "
       "operator's /run/nvidia/driver), set flags.nvidiaDriverRoot, --nvidia-driver-root or "
-      "NVIDIA_DRIVER_ROOT; or add its folder to LD_LIBRARY_PATH"));
+      "NVIDIA_DRIVER_ROOT; in a container that mounts the host's driver root elsewhere (say "
+      "/driver-root), also set CONTAINER_DRIVER_ROOT to that path; or add the library's folder "
+      "to LD_LIBRARY_PATH"));
 }
 
 absl::Status NvmlLibrary::Resolve() {

@@ -113,6 +113,25 @@ TEST(AllocatorTest, PassDeviceSpecsOnlyForNodesPresent) {
   EXPECT_EQ(out.devices(2).container_path(), "/dev/nvidia1");
 }
 
+// In a container that mounts the host's root at /driver-root: nodes are
+// looked for there, and the runtime is given the host's paths.
+TEST(AllocatorTest, HostPathsAreTheHostsWhereverTheNodesAreSeen) {
+  TempDir here;  // the host's root as the agent's container sees it
+  here.Write("dev/nvidiactl", "");
+  AllocateOptions opts;
+  opts.pass_device_specs = true;
+  opts.dev_root = "/";
+  opts.dev_root_here = here.path();
+  Allocator alloc(opts);
+  DevicePublisher pub(TwoGpus());
+  v1beta1::ContainerAllocateResponse out;
+  ASSERT_TRUE(alloc.AllocateContainer(*pub.Current(), Req({"GPU-0"}), &out).ok());
+  ASSERT_EQ(out.devices_size(), 2);  // nvidia-uvm is not there: not passed
+  EXPECT_EQ(out.devices(0).host_path(), "/dev/nvidiactl");
+  EXPECT_EQ(out.devices(0).container_path(), "/dev/nvidiactl");
+  EXPECT_EQ(out.devices(1).host_path(), "/dev/nvidia0");
+}
+
 TEST(AllocatorTest, ReplicasOfOneGpuAreOneDeviceToTheRuntime) {
   Allocator alloc(AllocateOptions{});
   DevicePublisher pub(TwoGpus(true));

@@ -497,6 +497,34 @@ TEST_F(PluginModeTest, GpuNeedingAResetStaysOutAcrossAReloadUntilAnOperatorVouch
   EXPECT_TRUE(agent_->Running());
 }
 
+// As the no-runtime-hook DaemonSet runs it: the host's root mounted at
+// CONTAINER_DRIVER_ROOT, NVIDIA_DRIVER_ROOT the host's view. NVML is found
+// under the mount; Allocate names the host's paths.
+TEST_F(PluginModeTest, ContainerDriverRootFindsNvmlAndAllocateNamesHostPaths) {
+  TempDir host;  // the host's "/" as the container sees it
+  std::filesystem::create_directories(host.Join("usr/lib64"));
+  std::filesystem::create_symlink(FakeNvmlDir() + "/libnvidia-ml.so.1",
+                                  host.Join("usr/lib64/libnvidia-ml.so.1"));
+  host.Write("dev/nvidiactl", "");
+  host.Write("dev/nvidia-uvm", "");
+  host.Write("dev/nvidia3", "");
+  StartAgent({"--pass-device-specs"}, FixturePath("8-gpu-nvlink.yaml"),
+             {{"LD_LIBRARY_PATH", "<unset>"},
+              {"NVIDIA_DRIVER_ROOT", "/"},
+              {"CONTAINER_DRIVER_ROOT", host.path()}});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; })) << Dump();
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(uuids[3]);
+  v1beta1::AllocateResponse resp;
+  grpc::Status s = sim_.Allocate(kGpu, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::vector<std::string> host_paths;
+  for (const auto& d : resp.container_responses(0).devices()) host_paths.push_back(d.host_path());
+  EXPECT_EQ(host_paths,
+            (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia3"}));
+}
+
 TEST_F(PluginModeTest, WaitsForAMissingKubeletWithoutSpinning) {
   StartAgent({}, FixturePath("8-gpu-nvlink.yaml"), {}, /*start_sim=*/false);
   ASSERT_TRUE(agent_->WaitForStderr("waiting for the kubelet")) << Dump();
