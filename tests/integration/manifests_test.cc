@@ -1,18 +1,33 @@
 // Invariants of manifests/: every file parses; the static-mode ClusterRole
 // allows exactly the calls the agent makes; every config in the ConfigMap
-// equals its file in config/ and passes `gpu-agent config`; kustomize renders.
+// equals its file in config/ and passes `gpu-agent config`; and the
+// deployment contract of every kustomize render, the committed overlays
+// (manifests/plugin, manifests/static and the variants beside them) and
+// every combination of the components: one DaemonSet of the overlay's mode,
+// the driver reached one way and consistently (the NVIDIA runtime, or a
+// read-only host driver root at the path the agent loads NVML from, as the
+// agent itself resolves its config), GPU-node affinity, resources, seccomp,
+// no API access in plugin mode, the RBAC unchanged in static mode, and
+// SYS_ADMIN only with MIG.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "api_server_stub.h"
 #include "support/test_support.h"
 
+extern char** environ;
+
 namespace gpu_agent::testing {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string Manifests() { return SourceDir() + "/manifests"; }
 
@@ -20,9 +35,29 @@ std::vector<YAML::Node> Docs(const std::string& file) {
   return YAML::LoadAll(ReadFile(Manifests() + "/" + file));
 }
 
+// kubectl renders the overlays. Outside CI a machine without it skips those
+// tests; in CI (CI set, as every CI service does) a missing kubectl fails:
+// the contract must not pass by not being checked.
+bool HaveKubectl() { return std::system("command -v kubectl >/dev/null 2>&1") == 0; }
+bool InCi() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && *ci != '\0';
+}
+#define REQUIRE_KUBECTL()                                                                     \
+  do {                                                                                        \
+    if (!HaveKubectl()) {                                                                     \
+      if (InCi()) {                                                                           \
+        FAIL() << "kubectl not found on PATH, and CI is set: the manifests' contract tests "  \
+                  "need `kubectl kustomize`; install kubectl on the CI runner";               \
+      }                                                                                       \
+      GTEST_SKIP() << "no kubectl on this machine (CI unset); the manifests' contract tests " \
+                      "are not run";                                                          \
+    }                                                                                         \
+  } while (0)
+
 TEST(ManifestsTest, EveryManifestParses) {
   int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(Manifests())) {
+  for (const auto& entry : fs::recursive_directory_iterator(Manifests())) {
     if (entry.path().extension() != ".yaml") continue;
     ++files;
     std::vector<YAML::Node> docs;
@@ -31,12 +66,12 @@ TEST(ManifestsTest, EveryManifestParses) {
       EXPECT_TRUE(d["apiVersion"] && d["kind"]) << entry.path();
     }
   }
-  EXPECT_GE(files, 5);
+  EXPECT_GE(files, 20);
 }
 
 TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
   std::set<std::string> granted;
-  for (const YAML::Node& d : Docs("static-rbac.yaml")) {
+  for (const YAML::Node& d : Docs("static/agent/rbac.yaml")) {
     if (d["kind"].as<std::string>() != "ClusterRole") continue;
     for (const YAML::Node& rule : d["rules"]) {
       for (const YAML::Node& group : rule["apiGroups"]) EXPECT_EQ(group.as<std::string>(), "");
@@ -70,7 +105,7 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
 }
 
 TEST(ManifestsTest, ConfigMapHoldsTheExampleConfigsAndTheyLoad) {
-  const std::vector<YAML::Node> docs = Docs("configmap.yaml");
+  const std::vector<YAML::Node> docs = Docs("base/configmap.yaml");
   ASSERT_EQ(docs.size(), 1u);
   int checked = 0;
   for (const auto& kv : docs[0]["data"]) {
@@ -87,20 +122,506 @@ TEST(ManifestsTest, ConfigMapHoldsTheExampleConfigsAndTheyLoad) {
   EXPECT_EQ(checked, 4);
 }
 
-TEST(ManifestsTest, KustomizeRenders) {
-  if (std::system("command -v kubectl >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "no kubectl on this machine";
+// ---- the deployment contract of a render ----
+
+// The components one render is made of, and so what it must hold.
+const std::vector<std::string> kDriverComponents = {"nvidia-runtime", "host-driver",
+                                                    "gpu-operator-driver"};
+const std::map<std::string, std::string> kDriverHostRoot = {
+    {"host-driver", "/"}, {"gpu-operator-driver", "/run/nvidia/driver"}};
+const std::map<std::string, std::string> kKubeletDevicePlugins = {
+    {"", "/var/lib/kubelet/device-plugins"},
+    {"kubelet-microk8s", "/var/snap/microk8s/common/var/lib/kubelet/device-plugins"},
+    {"kubelet-k0s", "/var/lib/k0s/kubelet/device-plugins"}};
+
+struct Variant {
+  std::string name;                     // for messages: the overlay folder, or the components
+  std::string mode;                     // plugin | static
+  std::vector<std::string> components;  // folder names under components/
+  bool Has(const std::string& c) const {
+    return std::find(components.begin(), components.end(), c) != components.end();
+  }
+  std::string Driver() const {
+    std::string found;
+    for (const std::string& d : kDriverComponents) {
+      if (Has(d)) found = found.empty() ? d : found + "+" + d;
+    }
+    return found;
+  }
+  std::string Kubelet() const {
+    for (const auto& [c, path] : kKubeletDevicePlugins) {
+      if (!c.empty() && Has(c)) return c;
+    }
+    return "";
+  }
+};
+
+// A default YAML::Node is a defined null; "not found" must be undefined.
+YAML::Node Undefined() { return YAML::Node(YAML::NodeType::Undefined); }
+
+// n[k1][k2]...; undefined (never a throw) when a key is missing on the way.
+// (reset(), not =: assigning a yaml-cpp Node writes through to the node it
+// refers to, here the document.)
+YAML::Node At(const YAML::Node& n, std::initializer_list<std::string> keys) {
+  YAML::Node cur(n);
+  for (const std::string& k : keys) {
+    if (!cur.IsDefined() || !cur.IsMap()) return Undefined();
+    const YAML::Node& view = cur;
+    const YAML::Node next = view[k];
+    if (!next.IsDefined()) return Undefined();
+    cur.reset(next);
+  }
+  return cur;
+}
+
+std::string Str(const YAML::Node& n) { return n && n.IsScalar() ? n.as<std::string>() : ""; }
+
+YAML::Node Named(const YAML::Node& list, const std::string& name) {
+  if (list && list.IsSequence()) {
+    for (const YAML::Node& item : list) {
+      if (Str(item["name"]) == name) return item;
+    }
+  }
+  return Undefined();
+}
+
+std::string Env(const YAML::Node& container, const std::string& name) {
+  return Str(Named(container["env"], name)["value"]);
+}
+
+bool HasEnv(const YAML::Node& container, const std::string& name) {
+  return Named(container["env"], name).IsDefined();
+}
+
+std::string JoinRoot(std::string root, const std::string& path) {
+  while (!root.empty() && root.back() == '/') root.pop_back();
+  return root + path;
+}
+
+std::string Clean(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+// The volume mount at exactly `path`, with its volume; undefined if none.
+struct Mount {
+  YAML::Node mount = Undefined(), volume = Undefined();
+};
+Mount MountAt(const YAML::Node& pod, const YAML::Node& container, const std::string& path) {
+  for (const YAML::Node& m : container["volumeMounts"]) {
+    if (Clean(Str(m["mountPath"])) == Clean(path)) {
+      return {m, Named(pod["volumes"], Str(m["name"]))};
+    }
+  }
+  return {};
+}
+
+// Kubernetes quantities: "10m", "1", "32Mi", "1G".
+double Quantity(const std::string& q) {
+  static const std::vector<std::pair<std::string, double>> kSuffixes = {
+      {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"m", 1e-3}, {"k", 1e3},
+      {"M", 1e6},     {"G", 1e9}};
+  for (const auto& [suffix, factor] : kSuffixes) {
+    if (q.size() > suffix.size() &&
+        q.compare(q.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return std::stod(q.substr(0, q.size() - suffix.size())) * factor;
+    }
+  }
+  return q.empty() ? -1 : std::stod(q);
+}
+
+bool IsRbac(const std::string& kind) {
+  return kind == "ServiceAccount" || kind == "Role" || kind == "RoleBinding" ||
+         kind == "ClusterRole" || kind == "ClusterRoleBinding";
+}
+
+// One rule as a canonical line, so rules compare whatever YAML style wrote them.
+std::string RuleLine(const YAML::Node& rule) {
+  std::string line;
+  std::map<std::string, YAML::Node> fields;
+  for (const auto& kv : rule) fields.emplace(kv.first.as<std::string>(), kv.second);
+  for (const auto& [key, value] : fields) {
+    std::vector<std::string> items;
+    for (const YAML::Node& v : value) items.push_back(v.as<std::string>());
+    std::sort(items.begin(), items.end());
+    line += key + "=";
+    for (const std::string& i : items) line += i + ",";
+    line += ";";
+  }
+  return line;
+}
+
+std::multiset<std::string> Rules(const std::vector<YAML::Node>& docs) {
+  std::multiset<std::string> rules;
+  for (const YAML::Node& d : docs) {
+    if (Str(d["kind"]) != "ClusterRole") continue;
+    for (const YAML::Node& rule : d["rules"]) rules.insert(RuleLine(rule));
+  }
+  return rules;
+}
+
+// What the agent itself makes of the DaemonSet: `gpu-agent config` run with
+// the container's args (config instead of run), its env and nothing else of
+// this process's environment, and the config file it names taken from the
+// render's ConfigMap. Returns the effective config (YAML), or undefined with
+// a failure recorded.
+YAML::Node EffectiveConfig(const YAML::Node& pod, const YAML::Node& container,
+                           const YAML::Node& configmap) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    if (key != "PATH") env[key] = "<unset>";
+  }
+  for (const YAML::Node& e : container["env"]) {
+    env[Str(e["name"])] = e["valueFrom"] ? "node-1" : Str(e["value"]);
+  }
+  // The ConfigMap's mount folder, and the file CONFIG_FILE names in it.
+  std::string folder;
+  for (const YAML::Node& m : container["volumeMounts"]) {
+    if (Str(At(Named(pod["volumes"], Str(m["name"])), {"configMap", "name"})) ==
+        Str(At(configmap, {"metadata", "name"}))) {
+      folder = Clean(Str(m["mountPath"]));
+    }
+  }
+  const std::string config_file = env["CONFIG_FILE"];
+  if (folder.empty() || config_file.rfind(folder + "/", 0) != 0) {
+    ADD_FAILURE() << "CONFIG_FILE \"" << config_file
+                  << "\" is not in the folder the ConfigMap is mounted at (\"" << folder << "\")";
+    return Undefined();
+  }
+  const std::string key = config_file.substr(folder.size() + 1);
+  if (!At(configmap, {"data", key})) {
+    ADD_FAILURE() << "CONFIG_FILE names " << key << ", which the ConfigMap does not hold";
+    return Undefined();
   }
   TempDir dir;
-  const int rc = std::system(
-      ("kubectl kustomize " + Manifests() + " > " + dir.Join("out.yaml") + " 2>&1").c_str());
-  ASSERT_EQ(rc, 0) << ReadFile(dir.Join("out.yaml"));
-  std::set<std::string> kinds;
-  for (const YAML::Node& d : YAML::LoadAll(ReadFile(dir.Join("out.yaml")))) {
-    kinds.insert(d["kind"].as<std::string>());
+  env["CONFIG_FILE"] = dir.Write(key, At(configmap, {"data", key}).as<std::string>());
+  std::vector<std::string> args;
+  for (const YAML::Node& a : container["args"]) args.push_back(a.as<std::string>());
+  if (args.empty() || args[0] != "run") {
+    ADD_FAILURE() << "the container's args do not start with `run`";
+    return Undefined();
   }
-  EXPECT_EQ(kinds, (std::set<std::string>{"ConfigMap", "DaemonSet", "ServiceAccount", "ClusterRole",
-                                          "ClusterRoleBinding"}));
+  args[0] = "config";
+  const RunResult r = RunAgent(args, env);
+  if (r.code != 0) {
+    ADD_FAILURE() << "gpu-agent config with the DaemonSet's args and env failed: " << r.err;
+    return Undefined();
+  }
+  return YAML::Load(r.out);
+}
+
+void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
+  SCOPED_TRACE("render of " + v.name);
+  const bool plugin = v.mode == "plugin";
+  const bool mig = v.Has("mig");
+  const std::string driver = v.Driver();
+  ASSERT_TRUE(driver == "nvidia-runtime" || kDriverHostRoot.count(driver))
+      << "a variant reaches the driver exactly one way, not \"" << driver << "\"";
+
+  // Exactly one DaemonSet, of the overlay's mode; the ConfigMap beside it.
+  std::vector<YAML::Node> daemonsets;
+  YAML::Node configmap = Undefined();
+  std::vector<std::string> rbac_kinds;
+  for (const YAML::Node& d : docs) {
+    const std::string kind = Str(d["kind"]);
+    if (kind == "DaemonSet") daemonsets.push_back(d);
+    if (kind == "ConfigMap") configmap.reset(d);
+    if (IsRbac(kind)) rbac_kinds.push_back(kind);
+    EXPECT_EQ(Str(At(d, {"metadata", "labels", "app.kubernetes.io/part-of"})), "gpu-agent")
+        << kind << " " << Str(At(d, {"metadata", "name"})) << " lacks the common label";
+    if (kind != "ClusterRole" && kind != "ClusterRoleBinding") {
+      EXPECT_EQ(Str(At(d, {"metadata", "namespace"})), "kube-system")
+          << kind << " " << Str(At(d, {"metadata", "name"}));
+    }
+  }
+  ASSERT_EQ(daemonsets.size(), 1u) << "a render holds exactly one DaemonSet (one mode per node)";
+  ASSERT_TRUE(configmap.IsDefined()) << "the render lacks the ConfigMap";
+  for (const auto& kv : configmap["data"]) {
+    const std::string name = kv.first.as<std::string>();
+    EXPECT_EQ(kv.second.as<std::string>(), ReadFile(SourceDir() + "/config/" + name))
+        << name << " in the rendered ConfigMap differs from config/" << name;
+  }
+  const YAML::Node ds = daemonsets[0];
+  EXPECT_EQ(Str(At(ds, {"metadata", "name"})), plugin ? "gpu-agent" : "gpu-agent-static");
+  const YAML::Node pod = At(ds, {"spec", "template", "spec"});
+  ASSERT_TRUE(pod.IsMap()) << "the DaemonSet has no pod template";
+  ASSERT_TRUE(pod["containers"].IsSequence());
+  ASSERT_EQ(pod["containers"].size(), 1u);
+  const YAML::Node c = pod["containers"][0];
+  const YAML::Node config = EffectiveConfig(pod, c, configmap);
+  ASSERT_TRUE(config.IsDefined());
+  EXPECT_EQ(Str(config["mode"]), v.mode) << "the DaemonSet runs the agent in another mode";
+
+  // The driver: the NVIDIA runtime, or the host's driver root, one way only.
+  const std::string driver_root = Clean(Str(At(config, {"flags", "nvidiaDriverRoot"})));
+  const std::string dev_root = Clean(Str(At(config, {"flags", "nvidiaDevRoot"})));
+  const bool privileged = At(c, {"securityContext", "privileged"}).IsDefined() &&
+                          At(c, {"securityContext", "privileged"}).as<bool>();
+  const Mount driver_mount = MountAt(pod, c, driver_root);
+  if (driver == "nvidia-runtime") {
+    EXPECT_EQ(Str(pod["runtimeClassName"]), "nvidia");
+    EXPECT_EQ(Env(c, "NVIDIA_VISIBLE_DEVICES"), "all");
+    std::string caps = "," + Env(c, "NVIDIA_DRIVER_CAPABILITIES") + ",";
+    EXPECT_TRUE(caps.find(",utility,") != std::string::npos || caps == ",all,")
+        << "NVIDIA_DRIVER_CAPABILITIES \"" << Env(c, "NVIDIA_DRIVER_CAPABILITIES")
+        << "\" lacks utility, the set that holds libnvidia-ml";
+    EXPECT_EQ(driver_root, "/") << "the runtime injects the driver into the container's own root";
+    EXPECT_EQ(dev_root, "/") << "the runtime creates the device nodes in the container's /dev";
+    EXPECT_FALSE(privileged) << "the runtime needs no privileged container";
+    EXPECT_FALSE(Str(At(c, {"securityContext", "allowPrivilegeEscalation"})) == "true");
+    for (const YAML::Node& vol : pod["volumes"]) {
+      EXPECT_TRUE(!vol["hostPath"] || (plugin && Str(vol["name"]) == "device-plugins"))
+          << "host folder " << Str(At(vol, {"hostPath", "path"})) << " mounted beside the runtime";
+    }
+  } else {
+    EXPECT_FALSE(pod["runtimeClassName"].IsDefined())
+        << "a host driver root and the NVIDIA runtime at once";
+    EXPECT_FALSE(HasEnv(c, "NVIDIA_VISIBLE_DEVICES"))
+        << "a host driver root and the NVIDIA runtime's NVIDIA_VISIBLE_DEVICES at once";
+    EXPECT_NE(driver_root, "/") << "NVML would be looked for in the image, not on the host";
+    ASSERT_TRUE(driver_mount.mount.IsDefined())
+        << "nothing is mounted at the driver root the agent loads NVML from (" << driver_root
+        << ")";
+    EXPECT_TRUE(driver_mount.mount["readOnly"].IsDefined() &&
+                driver_mount.mount["readOnly"].as<bool>())
+        << "the host's driver root is mounted writable";
+    EXPECT_EQ(Str(At(driver_mount.volume, {"hostPath", "path"})), kDriverHostRoot.at(driver))
+        << "the driver root's host folder";
+    EXPECT_EQ(Str(At(driver_mount.volume, {"hostPath", "type"})), "Directory");
+    // The agent checks <devRoot>/dev/nvidia* itself and hands the same paths
+    // to the kubelet as host paths: the host's /dev, at the same path.
+    const std::string dev = JoinRoot(dev_root, "/dev");
+    const Mount dev_mount = MountAt(pod, c, dev);
+    ASSERT_TRUE(dev_mount.mount.IsDefined()) << "nothing is mounted at the dev root's " << dev;
+    EXPECT_EQ(Str(At(dev_mount.volume, {"hostPath", "path"})), dev)
+        << "the dev root's /dev must be the host's, at the same path";
+    EXPECT_TRUE(dev_mount.mount["readOnly"].IsDefined() && dev_mount.mount["readOnly"].as<bool>())
+        << "the host's /dev is mounted writable";
+    EXPECT_NE(Str(c["terminationMessagePath"]).rfind(dev + "/", 0), 0u)
+        << "the termination message cannot be written under a read-only /dev";
+    EXPECT_TRUE(privileged) << "without the runtime only privileged opens the GPUs' device cgroup";
+  }
+
+  // Scheduled on GPU nodes: NVIDIA's label, or NFD's PCI vendor label.
+  std::set<std::string> terms;
+  for (const YAML::Node& term :
+       At(pod, {"affinity", "nodeAffinity",
+                "requiredDuringSchedulingIgnoredDuringExecution"})["nodeSelectorTerms"]) {
+    std::string line;
+    for (const YAML::Node& e : term["matchExpressions"]) {
+      line += Str(e["key"]) + " " + Str(e["operator"]);
+      for (const YAML::Node& val : e["values"]) line += " " + val.as<std::string>();
+      line += ";";
+    }
+    terms.insert(line);
+  }
+  EXPECT_EQ(terms, (std::set<std::string>{"nvidia.com/gpu.present In true;",
+                                          "feature.node.kubernetes.io/pci-10de.present In true;"}))
+      << "node affinity: two ORed terms, one per GPU-node label";
+
+  // Resources: requests above the measured idle (RSS 16.2-17.8 MiB), limits
+  // at least the requests.
+  for (const char* r : {"cpu", "memory"}) {
+    const std::string req = Str(At(c, {"resources", "requests", r}));
+    const std::string lim = Str(At(c, {"resources", "limits", r}));
+    EXPECT_FALSE(req.empty()) << "no " << r << " request";
+    EXPECT_FALSE(lim.empty()) << "no " << r << " limit";
+    if (!req.empty() && !lim.empty()) {
+      EXPECT_LE(Quantity(req), Quantity(lim)) << r;
+    }
+  }
+  EXPECT_GE(Quantity(Str(At(c, {"resources", "requests", "memory"}))), 18.0 * 1048576)
+      << "memory request below the agent's measured idle RSS";
+
+  // seccomp, capabilities, user.
+  EXPECT_EQ(Str(At(pod, {"securityContext", "seccompProfile", "type"})), "RuntimeDefault");
+  if (At(c, {"securityContext", "seccompProfile"})) {
+    EXPECT_EQ(Str(At(c, {"securityContext", "seccompProfile", "type"})), "RuntimeDefault");
+  }
+  EXPECT_EQ(Str(At(c, {"securityContext", "readOnlyRootFilesystem"})), "true");
+  std::set<std::string> drop, add;
+  for (const YAML::Node& x : At(c, {"securityContext", "capabilities", "drop"}))
+    drop.insert(Str(x));
+  for (const YAML::Node& x : At(c, {"securityContext", "capabilities", "add"})) add.insert(Str(x));
+  EXPECT_TRUE(drop.count("ALL")) << "capabilities not dropped";
+  EXPECT_EQ(add, mig ? std::set<std::string>{"SYS_ADMIN"} : std::set<std::string>{})
+      << "capabilities added: SYS_ADMIN with MIG, and nothing else, ever";
+  EXPECT_EQ(HasEnv(c, "NVIDIA_MIG_MONITOR_DEVICES"), mig);
+  if (mig) {
+    EXPECT_EQ(Env(c, "NVIDIA_MIG_MONITOR_DEVICES"), "all");
+  }
+  EXPECT_EQ(Str(At(config, {"flags", "migStrategy"})) != "none", mig)
+      << "the MIG variant, and only it, runs a MIG config";
+
+  // The image: registry-qualified, tagged, so `images:` can replace it.
+  const std::string image = Str(c["image"]);
+  const std::string host = image.substr(0, image.find('/'));
+  EXPECT_TRUE(image.find('/') != std::string::npos &&
+              (host.find('.') != std::string::npos || host.find(':') != std::string::npos))
+      << "image \"" << image << "\" names no registry";
+  const size_t tag = image.rfind(':');
+  EXPECT_TRUE(image.find('@') != std::string::npos ||
+              (tag != std::string::npos && tag > image.rfind('/')))
+      << "image \"" << image << "\" has no tag or digest";
+
+  if (plugin) {
+    EXPECT_EQ(Str(pod["automountServiceAccountToken"]), "false")
+        << "plugin mode never talks to the API server: no token";
+    EXPECT_TRUE(rbac_kinds.empty()) << "plugin mode needs no RBAC objects";
+    EXPECT_FALSE(pod["serviceAccountName"].IsDefined());
+    // The kubelet's folder: the config's socket folder is mounted from the
+    // host's (kubelet root)/device-plugins.
+    const std::string socket = Str(At(config, {"kubelet", "socket"}));
+    const Mount kubelet = MountAt(pod, c, socket.substr(0, socket.rfind('/')));
+    ASSERT_TRUE(kubelet.mount.IsDefined())
+        << "the folder of kubelet.socket " << socket << " is not mounted";
+    EXPECT_EQ(Str(At(kubelet.volume, {"hostPath", "path"})), kKubeletDevicePlugins.at(v.Kubelet()));
+    EXPECT_EQ(Str(At(kubelet.volume, {"hostPath", "type"})), "Directory");
+  } else {
+    EXPECT_TRUE(v.Kubelet().empty()) << "static mode never uses the kubelet's folder";
+    EXPECT_FALSE(mig) << "the MIG component is for plugin mode";
+    // The RBAC of static/agent/rbac.yaml, unchanged, bound to the pod's
+    // service account.
+    std::multiset<std::string> kinds(rbac_kinds.begin(), rbac_kinds.end());
+    EXPECT_EQ(kinds,
+              (std::multiset<std::string>{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}));
+    EXPECT_EQ(Rules(docs), Rules(Docs("static/agent/rbac.yaml")))
+        << "the rendered ClusterRole differs from static/agent/rbac.yaml";
+    for (const YAML::Node& d : docs) {
+      if (Str(d["kind"]) == "ClusterRoleBinding") {
+        ASSERT_TRUE(d["subjects"].IsSequence() && d["subjects"].size() == 1u);
+        EXPECT_EQ(Str(d["subjects"][0]["name"]), Str(pod["serviceAccountName"]))
+            << "the ClusterRoleBinding binds another service account than the pod's";
+        EXPECT_EQ(Str(d["subjects"][0]["namespace"]), Str(At(ds, {"metadata", "namespace"})));
+        EXPECT_EQ(Str(At(d, {"roleRef", "name"})), "gpu-agent-static");
+      }
+    }
+    // Not root: container settings win over the pod's.
+    auto effective = [&](const char* key) {
+      return At(c, {"securityContext", key}) ? Str(At(c, {"securityContext", key}))
+                                             : Str(At(pod, {"securityContext", key}));
+    };
+    EXPECT_EQ(effective("runAsNonRoot"), "true");
+    EXPECT_NE(effective("runAsUser"), "0");
+    EXPECT_FALSE(effective("runAsUser").empty());
+  }
+}
+
+// kubectl kustomize <dir>; false (and the message in *err) when it fails.
+bool Kustomize(const std::string& dir, std::vector<YAML::Node>* docs, std::string* err) {
+  TempDir out;
+  const int rc = std::system(
+      ("kubectl kustomize '" + dir + "' > '" + out.Join("out.yaml") + "' 2>&1").c_str());
+  *err = ReadFile(out.Join("out.yaml"));
+  if (rc != 0) return false;
+  *docs = YAML::LoadAll(*err);
+  return true;
+}
+
+std::vector<std::string> ComponentNames(const YAML::Node& kustomization) {
+  std::vector<std::string> names;
+  for (const YAML::Node& c : kustomization["components"]) {
+    const fs::path p(Str(c));
+    if (p.parent_path().filename() == "components") names.push_back(p.filename().string());
+  }
+  return names;
+}
+
+// The folders under manifests/ with a kustomization.yaml, by kind.
+std::map<std::string, std::string> Kustomizations() {
+  std::map<std::string, std::string> kinds;
+  for (const auto& entry : fs::recursive_directory_iterator(Manifests())) {
+    const std::string file = entry.path().filename().string();
+    if (file == "kustomization.yml" || file == "Kustomization") {
+      ADD_FAILURE() << entry.path() << ": name it kustomization.yaml";
+    }
+    if (file != "kustomization.yaml") continue;
+    const YAML::Node k = YAML::LoadFile(entry.path().string());
+    const std::string rel = fs::relative(entry.path().parent_path(), Manifests()).string();
+    kinds[rel] = k["kind"] ? Str(k["kind"]) : "Kustomization";
+  }
+  return kinds;
+}
+
+TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
+  REQUIRE_KUBECTL();
+  std::set<std::string> overlays;
+  for (const auto& [dir, kind] : Kustomizations()) {
+    if (kind == "Kustomization") overlays.insert(dir);
+  }
+  // The overlays the README names; a new one is added here and there.
+  EXPECT_EQ(overlays, (std::set<std::string>{"plugin", "plugin/host-driver", "plugin/gpu-operator",
+                                             "plugin/mig", "static", "static/host-driver",
+                                             "static/gpu-operator"}));
+  // The image every overlay's `images:` replaces is the agent's image.
+  const std::string agent_image = Str(At(Docs("plugin/agent/daemonset.yaml")[0],
+                                         {"spec", "template", "spec", "containers"})[0]["image"]);
+  EXPECT_EQ(agent_image, Str(At(Docs("static/agent/daemonset.yaml")[0],
+                                {"spec", "template", "spec", "containers"})[0]["image"]));
+  const std::string repository = agent_image.substr(0, agent_image.rfind(':'));
+  for (const std::string& dir : overlays) {
+    const YAML::Node k = YAML::LoadFile(Manifests() + "/" + dir + "/kustomization.yaml");
+    Variant v{dir, dir.substr(0, dir.find('/')), ComponentNames(k)};
+    ASSERT_TRUE(v.mode == "plugin" || v.mode == "static")
+        << dir << ": overlays live under manifests/plugin or manifests/static";
+    std::vector<YAML::Node> docs;
+    std::string err;
+    ASSERT_TRUE(Kustomize(Manifests() + "/" + dir, &docs, &err)) << dir << ": " << err;
+    CheckRender(v, docs);
+    EXPECT_TRUE(Named(k["images"], repository).IsDefined())
+        << dir << ": no `images:` entry for " << repository;
+  }
+}
+
+// Every combination a user can make by switching the component lines of an
+// overlay: each driver way, with and without MIG, on each kubelet folder.
+TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
+  REQUIRE_KUBECTL();
+  std::set<std::string> used = {"mig"};
+  for (const std::string& d : kDriverComponents) used.insert(d);
+  for (const auto& [c, path] : kKubeletDevicePlugins) {
+    if (!c.empty()) used.insert(c);
+  }
+  std::set<std::string> present;
+  for (const auto& [dir, kind] : Kustomizations()) {
+    if (dir.rfind("components/", 0) == 0) {
+      EXPECT_EQ(kind, "Component") << dir;
+      present.insert(dir.substr(std::string("components/").size()));
+    }
+  }
+  EXPECT_EQ(present, used) << "a component this test does not combine";
+
+  std::vector<Variant> variants;
+  for (const std::string& driver : kDriverComponents) {
+    variants.push_back({"static + " + driver, "static", {driver}});
+    for (bool mig : {false, true}) {
+      for (const auto& [kubelet, path] : kKubeletDevicePlugins) {
+        Variant v{"plugin + " + driver, "plugin", {driver}};
+        if (mig) v.components.push_back("mig");
+        if (!kubelet.empty()) v.components.push_back(kubelet);
+        for (size_t i = 1; i < v.components.size(); ++i) v.name += " + " + v.components[i];
+        variants.push_back(v);
+      }
+    }
+  }
+  for (const Variant& v : variants) {
+    TempDir dir;
+    auto rel = [&](const std::string& sub) {
+      return fs::relative(fs::canonical(Manifests() + "/" + sub), fs::canonical(dir.path()))
+          .string();
+    };
+    std::string text =
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n";
+    text += "  - " + rel(v.mode + "/agent") + "\n  - " + rel("base") + "\n";
+    for (const std::string& c : v.components) text += "  - " + rel("components/" + c) + "\n";
+    dir.Write("kustomization.yaml", text);
+    std::vector<YAML::Node> docs;
+    std::string err;
+    ASSERT_TRUE(Kustomize(dir.path(), &docs, &err)) << v.name << ":\n" << text << err;
+    CheckRender(v, docs);
+  }
 }
 
 }  // namespace
