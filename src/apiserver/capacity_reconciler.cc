@@ -266,7 +266,7 @@ void CapacityReconciler::WatchLoop() {
         may_list = false;
         LogWarning(
             "may not list nodes: watching without a version instead (it starts with the whole "
-            "Node); grant nodes list (see manifests/static-rbac.yaml)",
+            "Node); grant nodes list (see manifests/static/agent/rbac.yaml)",
             {{"node", options_.node}, {"error", std::string(list.status().message())}});
         continue;
       }

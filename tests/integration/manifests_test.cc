@@ -355,11 +355,19 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
   EXPECT_EQ(Str(config["mode"]), v.mode) << "the DaemonSet runs the agent in another mode";
 
   // The driver: the NVIDIA runtime, or the host's driver root, one way only.
+  // As NVIDIA's plugin means them: the driver and dev roots as the host sees
+  // them, and where the host's driver root is mounted in this container
+  // (empty: the same path). See Config::Flags::DriverRootHere/DevRootHere.
   const std::string driver_root = Clean(Str(At(config, {"flags", "nvidiaDriverRoot"})));
   const std::string dev_root = Clean(Str(At(config, {"flags", "nvidiaDevRoot"})));
+  const std::string container_root_set =
+      Str(At(config, {"flags", "plugin", "containerDriverRoot"}));
+  const std::string driver_here =
+      container_root_set.empty() ? driver_root : Clean(container_root_set);
+  const std::string dev_here = dev_root == driver_root ? driver_here : dev_root;
   const bool privileged = At(c, {"securityContext", "privileged"}).IsDefined() &&
                           At(c, {"securityContext", "privileged"}).as<bool>();
-  const Mount driver_mount = MountAt(pod, c, driver_root);
+  const Mount driver_mount = MountAt(pod, c, driver_here);
   if (driver == "nvidia-runtime") {
     EXPECT_EQ(Str(pod["runtimeClassName"]), "nvidia");
     EXPECT_EQ(Env(c, "NVIDIA_VISIBLE_DEVICES"), "all");
@@ -368,6 +376,7 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
         << "NVIDIA_DRIVER_CAPABILITIES \"" << Env(c, "NVIDIA_DRIVER_CAPABILITIES")
         << "\" lacks utility, the set that holds libnvidia-ml";
     EXPECT_EQ(driver_root, "/") << "the runtime injects the driver into the container's own root";
+    EXPECT_EQ(driver_here, "/") << "the runtime injects the driver into the container's own root";
     EXPECT_EQ(dev_root, "/") << "the runtime creates the device nodes in the container's /dev";
     EXPECT_FALSE(privileged) << "the runtime needs no privileged container";
     EXPECT_FALSE(Str(At(c, {"securityContext", "allowPrivilegeEscalation"})) == "true");
@@ -380,26 +389,37 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
         << "a host driver root and the NVIDIA runtime at once";
     EXPECT_FALSE(HasEnv(c, "NVIDIA_VISIBLE_DEVICES"))
         << "a host driver root and the NVIDIA runtime's NVIDIA_VISIBLE_DEVICES at once";
-    EXPECT_NE(driver_root, "/") << "NVML would be looked for in the image, not on the host";
+    EXPECT_NE(driver_here, "/") << "NVML would be looked for in the image, not on the host";
+    EXPECT_EQ(driver_root, kDriverHostRoot.at(driver))
+        << "NVIDIA_DRIVER_ROOT must name the driver root as the host sees it";
     ASSERT_TRUE(driver_mount.mount.IsDefined())
-        << "nothing is mounted at the driver root the agent loads NVML from (" << driver_root
-        << ")";
+        << "nothing is mounted where the agent loads NVML from (" << driver_here << ")";
     EXPECT_TRUE(driver_mount.mount["readOnly"].IsDefined() &&
                 driver_mount.mount["readOnly"].as<bool>())
         << "the host's driver root is mounted writable";
-    EXPECT_EQ(Str(At(driver_mount.volume, {"hostPath", "path"})), kDriverHostRoot.at(driver))
-        << "the driver root's host folder";
+    EXPECT_EQ(Str(At(driver_mount.volume, {"hostPath", "path"})), driver_root)
+        << "what is mounted at the container's driver root is not the host's driver root";
     EXPECT_EQ(Str(At(driver_mount.volume, {"hostPath", "type"})), "Directory");
-    // The agent checks <devRoot>/dev/nvidia* itself and hands the same paths
-    // to the kubelet as host paths: the host's /dev, at the same path.
-    const std::string dev = JoinRoot(dev_root, "/dev");
-    const Mount dev_mount = MountAt(pod, c, dev);
-    ASSERT_TRUE(dev_mount.mount.IsDefined()) << "nothing is mounted at the dev root's " << dev;
-    EXPECT_EQ(Str(At(dev_mount.volume, {"hostPath", "path"})), dev)
-        << "the dev root's /dev must be the host's, at the same path";
+    // The agent checks <dev root here>/dev/nvidia* and hands the kubelet
+    // <dev root>/dev/nvidia* as host paths: the two must be one folder,
+    // either inside the driver-root mount or a mount of their own.
+    const std::string dev_host = JoinRoot(dev_root, "/dev");
+    const std::string dev_seen = JoinRoot(dev_here, "/dev");
+    if (dev_here == driver_here) {
+      EXPECT_EQ(dev_root, driver_root) << "the dev root is looked for inside the driver mount";
+    } else {
+      const Mount dev_mount = MountAt(pod, c, dev_seen);
+      ASSERT_TRUE(dev_mount.mount.IsDefined()) << "nothing is mounted at " << dev_seen;
+      EXPECT_EQ(Str(At(dev_mount.volume, {"hostPath", "path"})), dev_host)
+          << dev_seen << " in the container is not the host's " << dev_host;
+    }
+    // NVML opens /dev/nvidia* by those very paths: the host's /dev, live.
+    const Mount dev_mount = MountAt(pod, c, "/dev");
+    ASSERT_TRUE(dev_mount.mount.IsDefined()) << "the host's /dev is not mounted at /dev";
+    EXPECT_EQ(Str(At(dev_mount.volume, {"hostPath", "path"})), "/dev");
     EXPECT_TRUE(dev_mount.mount["readOnly"].IsDefined() && dev_mount.mount["readOnly"].as<bool>())
         << "the host's /dev is mounted writable";
-    EXPECT_NE(Str(c["terminationMessagePath"]).rfind(dev + "/", 0), 0u)
+    EXPECT_NE(Str(c["terminationMessagePath"]).rfind("/dev/", 0), 0u)
         << "the termination message cannot be written under a read-only /dev";
     EXPECT_TRUE(privileged) << "without the runtime only privileged opens the GPUs' device cgroup";
   }
