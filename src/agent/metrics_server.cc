@@ -98,8 +98,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   m->server_->Get("/metrics", [h](const httplib::Request&, httplib::Response& res) {
     res.set_content(h->metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  m->server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
+  m->server_->Get("/healthz", [h](const httplib::Request&, httplib::Response& res) {
+    std::string why;
+    if (!h->alive || h->alive(&why)) {
+      res.set_content("ok\n", "text/plain");
+    } else {
+      res.status = 503;
+      res.set_content("not alive: " + why + "\n", "text/plain");
+    }
   });
   m->server_->Get("/readyz", [h](const httplib::Request&, httplib::Response& res) {
     std::string why;

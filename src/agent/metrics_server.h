@@ -41,6 +41,9 @@ class MetricsServer {
     std::function<std::string()> metrics;
     // Ready to serve; `why` says what is missing when not.
     std::function<bool(std::string* why)> ready;
+    // The threads that matter are alive (/healthz); `why` says which is not.
+    // Unset: alive while this server answers.
+    std::function<bool(std::string* why)> alive;
   };
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
                                                               Handlers handlers);

@@ -160,6 +160,14 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
                         if (supervisor->Ready()) return true;
                         *why = "not registered with the kubelet, or no ListAndWatch stream open";
                         return false;
+                      },
+                      [&running, &running_mu, supervisor](std::string* why) {
+                        {
+                          std::lock_guard<std::mutex> lock(running_mu);
+                          if (running.health && !running.health->Alive(why)) return false;
+                        }
+                        // The gRPC servers answer a call, as the kubelet makes it.
+                        return supervisor->Alive(std::chrono::seconds(2), why);
                       }});
   if (!metrics.ok()) {
     if (running.health) running.health->Stop();

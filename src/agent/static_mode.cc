@@ -215,15 +215,19 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
-      StartMetricsIfConfigured(loaded.config, {[&running, &running_mu] {
-                                                 std::lock_guard<std::mutex> lock(running_mu);
-                                                 return RenderStaticMetrics(running);
-                                               },
-                                               [&running, &running_mu](std::string* why) {
-                                                 std::lock_guard<std::mutex> lock(running_mu);
-                                                 return StaticReady(running, why);
-                                               }});
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
+      loaded.config, {[&running, &running_mu] {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return RenderStaticMetrics(running);
+                      },
+                      [&running, &running_mu](std::string* why) {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return StaticReady(running, why);
+                      },
+                      [&running, &running_mu](std::string* why) {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return !running.health || running.health->Alive(why);
+                      }});
   if (!metrics.ok()) {
     StopAll(&running, false);
     return kExitFailure;

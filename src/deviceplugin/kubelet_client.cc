@@ -37,4 +37,17 @@ absl::Status RegisterWithKubelet(const Registration& reg, std::chrono::milliseco
   }
 }
 
+absl::Status ProbePlugin(const std::string& socket_path, std::chrono::milliseconds timeout) {
+  auto channel = grpc::CreateChannel("unix://" + socket_path, grpc::InsecureChannelCredentials());
+  auto stub = v1beta1::DevicePlugin::NewStub(channel);
+  v1beta1::Empty request;
+  v1beta1::DevicePluginOptions response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  grpc::Status status = stub->GetDevicePluginOptions(&ctx, request, &response);
+  if (status.ok()) return absl::OkStatus();
+  return absl::UnavailableError(StrCat("the device plugin server on ", socket_path,
+                                       " does not answer: ", status.error_message()));
+}
+
 }  // namespace gpu_agent::deviceplugin

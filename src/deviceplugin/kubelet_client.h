@@ -23,6 +23,10 @@ struct Registration {
 // kubelet's own message when it refuses (fix the config).
 absl::Status RegisterWithKubelet(const Registration& reg, std::chrono::milliseconds timeout);
 
+// Calls the plugin's own GetDevicePluginOptions over its socket, as the
+// kubelet would: OK when the server answers within `timeout`.
+absl::Status ProbePlugin(const std::string& socket_path, std::chrono::milliseconds timeout);
+
 }  // namespace gpu_agent::deviceplugin
 
 #endif  // GPU_AGENT_DEVICEPLUGIN_KUBELET_CLIENT_H_

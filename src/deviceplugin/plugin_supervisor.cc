@@ -272,6 +272,17 @@ std::vector<ResourceStatus> PluginSupervisor::Status() const {
   return out;
 }
 
+bool PluginSupervisor::Alive(std::chrono::milliseconds timeout, std::string* why) const {
+  for (const ResourceStatus& r : Status()) {
+    if (!r.serving) continue;  // being replaced, or failed to serve: readiness says so
+    if (absl::Status s = ProbePlugin(r.socket_path, timeout); !s.ok()) {
+      *why = std::string(s.message());
+      return false;
+    }
+  }
+  return true;
+}
+
 bool PluginSupervisor::Ready() const {
   for (const ResourceStatus& s : Status()) {
     if (!s.registered || s.open_streams == 0) return false;

@@ -71,6 +71,9 @@ class PluginSupervisor {
   uint64_t kubelet_restarts() const { return kubelet_restarts_.load(); }
   // Every resource registered and streaming to the kubelet.
   bool Ready() const;
+  // Every server that should be serving answers a call over its socket
+  // within `timeout`; `why` names the first that does not.
+  bool Alive(std::chrono::milliseconds timeout, std::string* why) const;
 
  private:
   struct Slot {

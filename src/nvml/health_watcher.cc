@@ -29,6 +29,8 @@ struct HealthWatcher::State {
   int reports_in_flight = 0;     // protected by mu: callbacks running now
   std::map<int, uint64_t> xids;  // protected by mu
   bool vouched = false;          // protected by mu: OperatorVouches() not yet acted on
+  bool running = false;          // protected by mu: the thread was started
+  Clock::time_point beat;        // protected by mu: the thread last came round its loop
   std::vector<HealthWatcher::Outage> outages;  // protected by mu: a copy of `unhealthy`
 
   // Thread-only state.
@@ -374,6 +376,10 @@ struct HealthWatcher::State {
     int errors = 0;
     auto backoff = std::chrono::milliseconds(100);
     while (!Stopping()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        beat = Clock::now();
+      }
       nvmlEventData_t ev{};
       // "Not MIG-scoped" unless the driver says otherwise: a driver that
       // leaves them must not file a GPU-wide XID under instance 0/0.
@@ -436,12 +442,30 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
     state->Finish();
     return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
   }
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->running = true;
+    state->beat = Clock::now();
+  }
   // The thread holds its own reference, so it may outlive the watcher.
   std::thread([state] { state->Run(); }).detach();
   return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
 }
 
 HealthWatcher::~HealthWatcher() { Stop(); }
+
+bool HealthWatcher::Alive(std::string* why) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->running || state_->exited) return true;
+  const auto bound = 4 * state_->policy.wait_timeout;
+  const auto quiet = Clock::now() - state_->beat;
+  if (quiet <= bound) return true;
+  *why = StrCat("the GPU health thread has not come round its loop for ",
+                std::chrono::duration_cast<std::chrono::seconds>(quiet).count(), " s (bound ",
+                std::chrono::duration_cast<std::chrono::seconds>(bound).count(),
+                " s): an NVML call hangs");
+  return false;
+}
 
 std::vector<HealthWatcher::Outage> HealthWatcher::Outages() const {
   std::lock_guard<std::mutex> lock(state_->mu);

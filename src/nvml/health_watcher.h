@@ -94,6 +94,11 @@ class HealthWatcher {
   // What is out now. Thread-safe.
   std::vector<Outage> Outages() const;
 
+  // The watcher's thread has come round its loop within 4 x wait_timeout
+  // (an NVML call that hangs stops it); true when there is no thread to
+  // watch (health checks off, or no event API). `why` says otherwise.
+  bool Alive(std::string* why) const;
+
   // An operator says the GPUs held for a reset were reset or repaired: each
   // that answers comes back at the next probe (within wait_timeout).
   void OperatorVouches();

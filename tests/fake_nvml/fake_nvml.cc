@@ -63,6 +63,7 @@ struct State {
   int forced_init_error = 0;
   int wait_error = 0;
   int wait_error_count = 0;
+  bool hang_wait = false;  // nvmlEventSetWait blocks, timeout or not, until "unhang-wait"
 };
 
 State& S() {
@@ -116,6 +117,10 @@ void ApplyCommand(State& s, const std::string& line) {
     int count = 1;
     in >> s.wait_error >> count;
     s.wait_error_count = count;
+    return;
+  }
+  if (verb == "hang-wait" || verb == "unhang-wait") {
+    s.hang_wait = verb == "hang-wait";
     return;
   }
   in >> target;
@@ -814,6 +819,14 @@ nvmlReturn_t WaitForEvent(nvmlEventSet_t set, void* data, unsigned int timeout_m
       if (s.wait_error_count > 0) {
         --s.wait_error_count;
         return static_cast<nvmlReturn_t>(s.wait_error);
+      }
+      if (s.hang_wait && s.control_fd >= 0) {
+        // A driver call that hangs: only the next control line frees it.
+        pollfd fd = {s.control_fd, POLLIN, 0};
+        s.mu.unlock();
+        (void)::poll(&fd, 1, -1);
+        s.mu.lock();
+        continue;
       }
       if (!set->queue.empty()) {
         nvmlEventData_t ev = set->queue.front();

@@ -83,6 +83,10 @@ TEST(MetricsTest, PluginModeMetricsAndProbes) {
   ASSERT_TRUE(sim.Start());
   ASSERT_TRUE(sim.WaitForDevices("nvidia.com/gpu", [](const Devices& d) { return d.size() == 8; }));
   ASSERT_TRUE(WaitFor([&] { return http.Get("/readyz")->status == 200; })) << agent.Stderr();
+  // Alive: the health thread comes round and the gRPC server answers a call.
+  auto alive = http.Get("/healthz");
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 200) << alive->body;
   v1beta1::AllocateRequest req;
   req.add_container_requests()->add_devices_ids(sim.Devices("nvidia.com/gpu")[0].id());
   v1beta1::AllocateResponse resp;

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "base/strings.h"
+#include "deviceplugin/kubelet_client.h"
 #include "fixture.h"
 #include "kubelet_simulator.h"
 #include "support/test_support.h"
@@ -523,6 +524,15 @@ TEST_F(PluginModeTest, ContainerDriverRootFindsNvmlAndAllocateNamesHostPaths) {
   for (const auto& d : resp.container_responses(0).devices()) host_paths.push_back(d.host_path());
   EXPECT_EQ(host_paths,
             (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia3"}));
+}
+
+// /healthz asks the plugin's own gRPC server, as the kubelet would; a socket
+// nothing serves is named.
+TEST(ProbePluginTest, ASocketNothingServesIsNamed) {
+  TempDir dir;
+  absl::Status s = deviceplugin::ProbePlugin(dir.Join("none.sock"), std::chrono::seconds(1));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find(dir.Join("none.sock")), std::string::npos) << s;
 }
 
 TEST_F(PluginModeTest, WaitsForAMissingKubeletWithoutSpinning) {

@@ -182,6 +182,21 @@ TEST_F(HealthWatcherTest, OutagesCarryAcrossAReload) {
   EXPECT_TRUE(Changes()[1].healthy);
 }
 
+// An NVML call that hangs stops the health thread; Alive() says so once it
+// has not come round its loop for 4 x wait_timeout, and recovers with it.
+TEST_F(HealthWatcherTest, AHungNvmlCallShowsInAlive) {
+  HealthPolicy policy;
+  policy.wait_timeout = std::chrono::milliseconds(100);
+  StartWatcher(policy);
+  std::string why;
+  EXPECT_TRUE(watcher_->Alive(&why)) << why;
+  Send("hang-wait");
+  ASSERT_TRUE(WaitFor([&] { return !watcher_->Alive(&why); })) << "a hung wait went unnoticed";
+  EXPECT_NE(why.find("an NVML call hangs"), std::string::npos) << why;
+  Send("unhang-wait");
+  ASSERT_TRUE(WaitFor([&] { return watcher_->Alive(&why); })) << why;
+}
+
 TEST_F(HealthWatcherTest, CriticalXidMarksThenQuietPeriodRecovers) {
   HealthPolicy policy;
   policy.recovery_period = std::chrono::milliseconds(300);
