@@ -68,7 +68,9 @@ class Planner {
       }
       gpus.push_back(pos);
       plan_.gpu_uuids.push_back(g.uuid);
-      if (!g.error.empty()) plan_.initially_unhealthy.insert(g.uuid);
+      // Only a lost GPU starts out unhealthy; any other failed query (no
+      // privilege for one value, say) leaves a GPU that works.
+      if (g.lost) plan_.initially_unhealthy.insert(g.uuid);
     }
     if (absl::Status s = GroupUnits(gpus); !s.ok()) return s;
     // No device at all: still serve the main resource, empty, so the
@@ -374,7 +376,7 @@ class Planner {
         d.physical = static_cast<int>(p);
         d.numa_node = u.gpu->numa_node;
         d.device_nodes = u.device_nodes;
-        d.healthy = u.gpu->error.empty();
+        d.healthy = !u.gpu->lost;
         spec->devices.push_back(std::move(d));
       }
     }

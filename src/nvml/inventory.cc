@@ -73,9 +73,11 @@ const char* BrandName(nvmlBrandType_t b) {
 class ErrorSink {
  public:
   explicit ErrorSink(GpuRecord* gpu) : gpu_(gpu) {}
-  bool Ok(const absl::Status& s) {
-    if (s.ok()) return true;
-    if (gpu_->error.empty()) gpu_->error = std::string(s.message());
+  // Records the first failed query; GPU_IS_LOST also marks the GPU lost.
+  bool Ok(const NvmlLibrary& lib, nvmlReturn_t r, std::string_view what) {
+    if (r == NVML_SUCCESS) return true;
+    if (r == NVML_ERROR_GPU_IS_LOST) gpu_->lost = true;
+    if (gpu_->error.empty()) gpu_->error = std::string(lib.Check(r, what).message());
     return false;
   }
 
@@ -92,38 +94,38 @@ void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t parent, GpuRecord* gpu)
   nvmlReturn_t r = f.DeviceGetMigMode(parent, &current, &pending);
   if (r == NVML_ERROR_NOT_SUPPORTED) return;  // pre-Ampere GPUs
   ErrorSink sink(gpu);
-  if (!sink.Ok(lib.Check(r, "nvmlDeviceGetMigMode"))) return;
+  if (!sink.Ok(lib, r, "nvmlDeviceGetMigMode")) return;
   gpu->mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
   if (!gpu->mig_enabled) return;
   unsigned max_count = 0;
-  if (!sink.Ok(lib.Check(f.DeviceGetMaxMigDeviceCount(parent, &max_count),
-                         "nvmlDeviceGetMaxMigDeviceCount"))) {
+  if (!sink.Ok(lib, f.DeviceGetMaxMigDeviceCount(parent, &max_count),
+               "nvmlDeviceGetMaxMigDeviceCount")) {
     return;
   }
   for (unsigned i = 0; i < max_count; ++i) {
     nvmlDevice_t mig = nullptr;
     r = f.DeviceGetMigDeviceHandleByIndex(parent, i, &mig);
     if (r == NVML_ERROR_NOT_FOUND) continue;  // an empty slot
-    if (!sink.Ok(lib.Check(r, StrCat("nvmlDeviceGetMigDeviceHandleByIndex(", i, ")")))) {
+    if (!sink.Ok(lib, r, StrCat("nvmlDeviceGetMigDeviceHandleByIndex(", i, ")"))) {
       continue;
     }
     MigRecord rec;
     rec.index = i;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-    if (sink.Ok(lib.Check(f.DeviceGetUUID(mig, uuid, sizeof uuid), "MIG nvmlDeviceGetUUID"))) {
+    if (sink.Ok(lib, f.DeviceGetUUID(mig, uuid, sizeof uuid), "MIG nvmlDeviceGetUUID")) {
       rec.uuid = uuid;
     }
     if (f.DeviceGetGpuInstanceId) {
-      (void)sink.Ok(lib.Check(f.DeviceGetGpuInstanceId(mig, &rec.gpu_instance_id),
-                              "nvmlDeviceGetGpuInstanceId"));
+      (void)sink.Ok(lib, f.DeviceGetGpuInstanceId(mig, &rec.gpu_instance_id),
+                    "nvmlDeviceGetGpuInstanceId");
     }
     if (f.DeviceGetComputeInstanceId) {
-      (void)sink.Ok(lib.Check(f.DeviceGetComputeInstanceId(mig, &rec.compute_instance_id),
-                              "nvmlDeviceGetComputeInstanceId"));
+      (void)sink.Ok(lib, f.DeviceGetComputeInstanceId(mig, &rec.compute_instance_id),
+                    "nvmlDeviceGetComputeInstanceId");
     }
     if (f.DeviceGetAttributes) {
       nvmlDeviceAttributes_t attrs{};
-      if (sink.Ok(lib.Check(f.DeviceGetAttributes(mig, &attrs), "nvmlDeviceGetAttributes"))) {
+      if (sink.Ok(lib, f.DeviceGetAttributes(mig, &attrs), "nvmlDeviceGetAttributes")) {
         rec.gpu_instance_slices = attrs.gpuInstanceSliceCount;
         rec.compute_instance_slices = attrs.computeInstanceSliceCount;
         rec.multiprocessors = attrs.multiprocessorCount;
@@ -141,29 +143,29 @@ GpuRecord ReadGpu(const NvmlLibrary& lib, unsigned index, nvmlDevice_t dev,
   gpu.index = index;
   ErrorSink sink(&gpu);
   char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-  if (sink.Ok(lib.Check(f.DeviceGetUUID(dev, buf, sizeof buf), "nvmlDeviceGetUUID"))) {
+  if (sink.Ok(lib, f.DeviceGetUUID(dev, buf, sizeof buf), "nvmlDeviceGetUUID")) {
     gpu.uuid = buf;
   }
   char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-  if (sink.Ok(lib.Check(f.DeviceGetName(dev, name, sizeof name), "nvmlDeviceGetName"))) {
+  if (sink.Ok(lib, f.DeviceGetName(dev, name, sizeof name), "nvmlDeviceGetName")) {
     gpu.name = name;
   }
   nvmlMemory_t mem{};
-  if (sink.Ok(lib.Check(f.DeviceGetMemoryInfo(dev, &mem), "nvmlDeviceGetMemoryInfo"))) {
+  if (sink.Ok(lib, f.DeviceGetMemoryInfo(dev, &mem), "nvmlDeviceGetMemoryInfo")) {
     gpu.memory_mib = mem.total / (1024 * 1024);
   }
   unsigned minor = 0;
-  if (sink.Ok(lib.Check(f.DeviceGetMinorNumber(dev, &minor), "nvmlDeviceGetMinorNumber"))) {
+  if (sink.Ok(lib, f.DeviceGetMinorNumber(dev, &minor), "nvmlDeviceGetMinorNumber")) {
     gpu.minor = static_cast<int>(minor);
   }
   nvmlPciInfo_t pci{};
-  if (sink.Ok(lib.Check(f.DeviceGetPciInfo(dev, &pci), "nvmlDeviceGetPciInfo"))) {
+  if (sink.Ok(lib, f.DeviceGetPciInfo(dev, &pci), "nvmlDeviceGetPciInfo")) {
     gpu.pci_bus_id = BusIdOf(pci);
     gpu.pci_device_id = pci.pciDeviceId;
     gpu.numa_node = ReadNumaNode(sysfs_root, gpu.pci_bus_id);
   }
-  (void)sink.Ok(lib.Check(f.DeviceGetCudaComputeCapability(dev, &gpu.cc_major, &gpu.cc_minor),
-                          "nvmlDeviceGetCudaComputeCapability"));
+  (void)sink.Ok(lib, f.DeviceGetCudaComputeCapability(dev, &gpu.cc_major, &gpu.cc_minor),
+                "nvmlDeviceGetCudaComputeCapability");
   if (f.DeviceGetArchitecture) {
     nvmlDeviceArchitecture_t arch = NVML_DEVICE_ARCH_UNKNOWN;
     if (f.DeviceGetArchitecture(dev, &arch) == NVML_SUCCESS)
@@ -269,13 +271,14 @@ absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::s
   }
   std::vector<nvmlDevice_t> handles(count, nullptr);
   for (unsigned i = 0; i < count; ++i) {
-    absl::Status s = lib.Check(f.DeviceGetHandleByIndex(i, &handles[i]),
-                               StrCat("nvmlDeviceGetHandleByIndex(", i, ")"));
-    if (!s.ok()) {
+    const nvmlReturn_t r = f.DeviceGetHandleByIndex(i, &handles[i]);
+    if (r != NVML_SUCCESS) {
       handles[i] = nullptr;
       GpuRecord gpu;
       gpu.index = i;
-      gpu.error = std::string(s.message());
+      gpu.error =
+          std::string(lib.Check(r, StrCat("nvmlDeviceGetHandleByIndex(", i, ")")).message());
+      gpu.lost = r == NVML_ERROR_GPU_IS_LOST;
       inv.gpus.push_back(std::move(gpu));
       continue;
     }

@@ -40,8 +40,13 @@ struct GpuRecord {
   bool mig_enabled = false;
   std::vector<MigRecord> mig_devices;
   // Non-empty when a query for this GPU failed; the fields it would have
-  // filled stay at their defaults. The GPU is still listed.
+  // filled stay at their defaults. The GPU is still listed, and served:
+  // a query can fail for want of privilege (the memory of a MIG-enabled
+  // GPU in an unprivileged container) on a GPU that works.
   std::string error;
+  // A query answered GPU_IS_LOST: the GPU is off the bus. Only this starts
+  // a GPU out as unhealthy.
+  bool lost = false;
 };
 
 // How two GPUs reach each other. `pcie_level` is NVML's topology level

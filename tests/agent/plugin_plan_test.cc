@@ -116,6 +116,28 @@ TEST(MigProfileNameTest, MatchesNvidiaNames) {
   EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 1, 0, "M")), "");
 }
 
+// A query that fails for want of privilege (the memory of a MIG-enabled
+// GPU in an unprivileged container answers NO_PERMISSION) leaves a GPU that
+// works: served healthy. Only a GPU NVML calls lost starts out unhealthy.
+TEST(PlanHealthTest, OnlyALostGpuStartsOutUnhealthy) {
+  nvml::Inventory inv;
+  nvml::GpuRecord denied = Gpu(0);
+  denied.error = "nvmlDeviceGetMemoryInfo: Insufficient Permissions";
+  nvml::GpuRecord lost = Gpu(1);
+  lost.error = "nvmlDeviceGetMemoryInfo: GPU is lost";
+  lost.lost = true;
+  inv.gpus = {denied, lost, Gpu(2)};
+  inv.links.assign(3, std::vector<nvml::GpuLink>(3));
+  absl::StatusOr<PluginPlan> p = PlanPlugin(Config{}, inv);
+  ASSERT_TRUE(p.ok()) << Error(p);
+  ASSERT_EQ(p->resources.size(), 1u);
+  std::map<std::string, bool> healthy;
+  for (const PluginDevice& d : p->resources[0].devices) healthy[d.id] = d.healthy;
+  EXPECT_EQ(healthy, (std::map<std::string, bool>{
+                         {"GPU-0aaa", true}, {"GPU-1aaa", false}, {"GPU-2aaa", true}}));
+  EXPECT_EQ(p->initially_unhealthy, (std::set<std::string>{"GPU-1aaa"}));
+}
+
 TEST(PlanMigTest, NoneAdvertisesMigGpusWholeAndSaysSo) {
   Config c;
   absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
