@@ -25,9 +25,12 @@ class DesiredCapacities {
       : resources_(plan.resources),
         uuids_(plan.gpu_uuids),
         initially_unhealthy_(plan.initially_unhealthy) {
+    // GPU-wide, as the health watcher reports and clears it (see
+    // DevicePublisher): a MIG device of a GPU lost at discovery comes back
+    // with its GPU.
     for (const deviceplugin::ResourceSpec& r : resources_) {
       for (const deviceplugin::PluginDevice& d : r.devices) {
-        if (!d.healthy) ledger_.Set({d.gpu_uuid, d.gpu_instance, d.compute_instance}, false);
+        if (!d.healthy) ledger_.Set({d.gpu_uuid, -1, -1}, false);
       }
     }
   }

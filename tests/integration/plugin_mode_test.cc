@@ -730,6 +730,29 @@ TEST_F(PluginModeTest, TwoResourcesInOneContainerKeepBothCdiAnnotations) {
                                           StrCat("nvidia.com/gpu=", kMigGi1)}));
 }
 
+// A GPU NVML calls lost at discovery takes its MIG devices out; when it
+// answers again they come back with it (their outage is the GPU's, kept as
+// the health watcher reports and clears it).
+TEST_F(PluginModeTest, MigDevicesOfAGpuLostAtDiscoveryComeBackWithIt) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  std::string text = ReadFile(FixturePath("2-gpu-mig.yaml"));
+  const std::string gpu0 = "  - uuid: GPU-ed474d47-acdb-5d33-bc5a-38d1d781b523\n";
+  ASSERT_NE(text.find(gpu0), std::string::npos);
+  // One discovery query answers GPU_IS_LOST (15); the GPU answers again by
+  // the time the watcher probes it.
+  text.replace(text.find(gpu0), gpu0.size(),
+               gpu0 + "    fail:\n      nvmlDeviceGetMinorNumber: 15\n");
+  StartAgent({"--mig-strategy", "mixed"}, dir_.Write("lost-mig.yaml", text));
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return CountHealthy(d) == 2; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return CountHealthy(d) == 1; }))
+      << Dump();
+  // They did start out: the first update the kubelet saw had them all out.
+  const auto updates = sim_.Updates(kMig1g);
+  ASSERT_FALSE(updates.empty());
+  EXPECT_EQ(CountHealthy(updates.front().devices), 0);
+}
+
 TEST_F(PluginModeTest, ShippedMigExampleConfigWithARealDriverTable) {
   ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
   dir_.Write("proc/driver/nvidia-caps/mig-minors",
