@@ -5,6 +5,7 @@
 #define GPU_AGENT_AGENT_CONFIG_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/duration.h"
@@ -72,7 +73,12 @@ struct Config {
     // root when the dev root is the driver root, else at the dev root's own
     // path (host /dev mounted at /dev, say).
     const std::string& DevRootHere() const {
-      return nvidia_dev_root == nvidia_driver_root ? DriverRootHere() : nvidia_dev_root;
+      auto same = [](std::string_view a, std::string_view b) {
+        while (a.size() > 1 && a.back() == '/') a.remove_suffix(1);
+        while (b.size() > 1 && b.back() == '/') b.remove_suffix(1);
+        return a == b;
+      };
+      return same(nvidia_dev_root, nvidia_driver_root) ? DriverRootHere() : nvidia_dev_root;
     }
   } flags;
 

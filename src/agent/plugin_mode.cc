@@ -167,7 +167,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
                           if (running.health && !running.health->Alive(why)) return false;
                         }
                         // The gRPC servers answer a call, as the kubelet makes it.
-                        return supervisor->Alive(std::chrono::seconds(2), why);
+                        return supervisor->Alive(std::chrono::seconds(1), why);
                       }});
   if (!metrics.ok()) {
     if (running.health) running.health->Stop();

@@ -251,8 +251,11 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     std::lock_guard<std::mutex> lock(running_mu);
     const apiserver::Capacities before =
         running.reconciler ? running.reconciler->desired() : apiserver::Capacities{};
-    std::vector<nvml::HealthWatcher::Outage> carried =
-        running.health ? running.health->Outages() : std::vector<nvml::HealthWatcher::Outage>{};
+    std::vector<nvml::HealthWatcher::Outage> carried;
+    if (running.health) {
+      running.health->Stop();  // no outage after this read goes missing
+      carried = running.health->Outages();
+    }
     StopAll(&running, false);
     if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, before,
                                   std::move(carried), &running);

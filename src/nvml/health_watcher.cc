@@ -113,6 +113,7 @@ struct HealthWatcher::State {
     Bad& bad = unhealthy[target];
     bad.since = now;
     bad.next_probe = now + policy.recovery_period;
+    if (needs_reset && !bad.needs_reset) bad.waiting_said = false;  // say why it now waits
     bad.needs_reset = bad.needs_reset || needs_reset;
     bad.was_lost = bad.was_lost || was_lost;
     if (was_healthy || needs_reset) {
@@ -164,6 +165,10 @@ struct HealthWatcher::State {
       *missing = "NVML has no handle for it";
       return false;
     }
+    // A healthy GPU has no remap or retirement pending either: that status
+    // shows a repair only after a memory error. After any other XID only
+    // the driver's recovery action, or the GPU coming back on the bus, does.
+    const bool memory = IsMemoryXid(bad.xid);
     int signs = bad.was_lost ? 1 : 0;
     if (f.DeviceGetFieldValues) {
       nvmlFieldValue_t v{};
@@ -188,7 +193,7 @@ struct HealthWatcher::State {
           *missing = "a row remap is pending until the GPU is reset";
           return false;
         }
-        ++signs;
+        signs += memory ? 1 : 0;
       }
     }
     if (f.DeviceGetRetiredPagesPendingStatus) {
@@ -198,14 +203,58 @@ struct HealthWatcher::State {
           *missing = "page retirement is pending until the GPU is reset";
           return false;
         }
-        ++signs;
+        signs += memory ? 1 : 0;
       }
     }
     if (signs == 0) {
-      *missing = "this NVML shows no sign of a reset";
+      *missing = memory ? "this NVML shows no sign of a reset"
+                        : "this NVML has no recovery action (R550+) to show a reset";
       return false;
     }
     return true;
+  }
+
+  // Memory errors, whose repair NVML shows as no remap or retirement pending
+  // (NVIDIA's GPU memory error management guide).
+  static bool IsMemoryXid(int xid) {
+    return xid == 48 || xid == 63 || xid == 64 || xid == 92 || xid == 94 || xid == 95;
+  }
+
+  // At start, a GPU the driver still asks to be reset (a reset pending from
+  // before a restart of the agent) starts out, as if its XID had just come.
+  void MarkPendingResets() {
+    const NvmlFunctions& f = lib->fn();
+    for (const std::string& uuid : uuids) {
+      if (unhealthy.count(Whole(uuid))) continue;
+      nvmlDevice_t dev = nullptr;
+      if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) continue;
+      std::string what;
+      if (f.DeviceGetFieldValues) {
+        nvmlFieldValue_t v{};
+        v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+        if (f.DeviceGetFieldValues(dev, 1, &v) == NVML_SUCCESS && v.nvmlReturn == NVML_SUCCESS &&
+            v.value.uiVal != NVML_GPU_RECOVERY_ACTION_NONE) {
+          what = StrCat("the driver asks for recovery action ", v.value.uiVal);
+        }
+      }
+      unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+      if (what.empty() && f.DeviceGetRemappedRows &&
+          f.DeviceGetRemappedRows(dev, &corr, &unc, &pending, &failed) == NVML_SUCCESS &&
+          (pending != 0 || failed != 0)) {
+        what = failed != 0 ? "row remapping failed" : "a row remap is pending";
+      }
+      nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
+      if (what.empty() && f.DeviceGetRetiredPagesPendingStatus &&
+          f.DeviceGetRetiredPagesPendingStatus(dev, &retire) == NVML_SUCCESS &&
+          retire == NVML_FEATURE_ENABLED) {
+        what = "page retirement is pending";
+      }
+      if (!what.empty()) {
+        // Filed as a memory error: the pending status is what clears it.
+        MarkBad(Whole(uuid), StrCat("at start: ", what), what.rfind("the driver", 0) == 0 ? -1 : 48,
+                /*needs_reset=*/true);
+      }
+    }
   }
 
   void ProbeForLostGpus() {
@@ -330,12 +379,8 @@ struct HealthWatcher::State {
         std::get<2>(target) = static_cast<int>(ev.computeInstanceId);
       }
     }
-    if (auto bad = unhealthy.find(target); bad != unhealthy.end()) {
-      // Already out: restart its quiet period.
-      bad->second.since = Clock::now();
-      bad->second.next_probe = Clock::now() + policy.recovery_period;
-      return;
-    }
+    // Already out: MarkBad restarts its quiet period, and a reset-class XID
+    // makes it need a reset.
     MarkBad(target, StrCat("XID ", xid), xid, policy.NeedsReset(xid));
   }
 
@@ -345,13 +390,15 @@ struct HealthWatcher::State {
              const std::vector<HealthWatcher::Outage>& carried) {
     const NvmlFunctions& f = lib->fn();
     for (const std::string& uuid : initially_unhealthy) {
-      MarkBad(Whole(uuid), "discovery failed", -1);
+      MarkBad(Whole(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1, /*needs_reset=*/true,
+              /*was_lost=*/true);
     }
     for (const HealthWatcher::Outage& o : carried) {
       if (std::find(uuids.begin(), uuids.end(), o.uuid) == uuids.end()) continue;  // deselected
       MarkBad({o.uuid, o.gpu_instance, o.compute_instance}, o.reason, o.xid, o.needs_reset,
               o.was_lost);
     }
+    MarkPendingResets();
     if (!f.EventSetCreate || !f.EventSetWait || !f.DeviceRegisterEvents ||
         !f.DeviceGetSupportedEventTypes) {
       LogWarning("this NVML has no event API; XID health checks are off");
@@ -395,7 +442,7 @@ struct HealthWatcher::State {
         // which: ask each one. A lost GPU stays out until it answers again.
         ProbeForLostGpus();
         Backoff(backoff);
-        backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+        backoff = std::min(backoff * 2, policy.max_backoff);
       } else if (r != NVML_ERROR_TIMEOUT) {
         // Never spin on a failing wait: back off, and say so now and then.
         ++errors;
@@ -406,7 +453,7 @@ struct HealthWatcher::State {
                       {"retry_in", StrCat(backoff.count(), "ms")}});
         }
         Backoff(backoff);
-        backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+        backoff = std::min(backoff * 2, policy.max_backoff);
       }
       ProbeRecoveries();
     }
@@ -457,7 +504,8 @@ HealthWatcher::~HealthWatcher() { Stop(); }
 bool HealthWatcher::Alive(std::string* why) const {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (!state_->running || state_->exited) return true;
-  const auto bound = 4 * state_->policy.wait_timeout;
+  // Each turn waits at most wait_timeout, or backs off at most max_backoff.
+  const auto bound = 4 * state_->policy.wait_timeout + state_->policy.max_backoff;
   const auto quiet = Clock::now() - state_->beat;
   if (quiet <= bound) return true;
   *why = StrCat("the GPU health thread has not come round its loop for ",

@@ -37,6 +37,8 @@ struct HealthPolicy {
   // Longest single wait for an event; bounds how long Stop() may take to
   // release NVML, and is the thread's only periodic wake-up.
   std::chrono::milliseconds wait_timeout{5000};
+  // Longest wait after a failing event wait (100 ms doubling up to this).
+  std::chrono::milliseconds max_backoff{10000};
 
   // Whether `xid` marks a GPU unhealthy under this policy.
   bool IsCritical(int xid) const {
@@ -94,9 +96,9 @@ class HealthWatcher {
   // What is out now. Thread-safe.
   std::vector<Outage> Outages() const;
 
-  // The watcher's thread has come round its loop within 4 x wait_timeout
-  // (an NVML call that hangs stops it); true when there is no thread to
-  // watch (health checks off, or no event API). `why` says otherwise.
+  // The watcher's thread has come round its loop within 4 x wait_timeout +
+  // max_backoff, 30 s by default (an NVML call that hangs stops it); true when there is no thread
+  // to watch (health checks off, or no event API). `why` says otherwise.
   bool Alive(std::string* why) const;
 
   // An operator says the GPUs held for a reset were reset or repaired: each

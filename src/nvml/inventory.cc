@@ -199,7 +199,9 @@ void ReadNvLinks(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handle
     for (unsigned link = 0; link < kNvLinkProbeLimit; ++link) {
       nvmlEnableState_t state = NVML_FEATURE_DISABLED;
       const nvmlReturn_t r = f.DeviceGetNvLinkState(handles[i], link, &state);
-      if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_SUPPORTED) break;
+      // Past the GPU's last link; or no NVLink at all. A link that is
+      // present but off (NOT_SUPPORTED further up) leaves a gap: go on.
+      if (r == NVML_ERROR_INVALID_ARGUMENT || (r == NVML_ERROR_NOT_SUPPORTED && link == 0)) break;
       if (r != NVML_SUCCESS || state != NVML_FEATURE_ENABLED) continue;
       nvmlPciInfo_t remote{};
       if (f.DeviceGetNvLinkRemotePciInfo(handles[i], link, &remote) != NVML_SUCCESS) continue;

@@ -152,7 +152,9 @@ absl::Status NvmlLibrary::Resolve() {
   resolve(fn_.DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"}, false);
   resolve(fn_.DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"}, false);
   resolve(fn_.EventSetCreate, {"nvmlEventSetCreate"}, false);
-  resolve(fn_.EventSetWait, {"nvmlEventSetWait_v2"}, false);
+  // Required: R450's, and what makes R450 the floor (R396-R440 have every
+  // other name here); MIG-scoped XIDs need its instance ids.
+  resolve(fn_.EventSetWait, {"nvmlEventSetWait_v2"}, true);
   resolve(fn_.EventSetFree, {"nvmlEventSetFree"}, false);
   resolve(fn_.DeviceGetFieldValues, {"nvmlDeviceGetFieldValues"}, false);
   resolve(fn_.DeviceGetRemappedRows, {"nvmlDeviceGetRemappedRows"}, false);

@@ -475,6 +475,8 @@ TEST_F(PluginModeTest, GpuNeedingAResetStaysOutAcrossAReloadUntilAnOperatorVouch
   Nvml("xid 2 48");  // double-bit ECC: NVML answers, a row remap is pending
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 7; }))
       << Dump();
+  // A probe found it answering but still needing the reset.
+  ASSERT_TRUE(agent_->WaitForStderr("still needs a reset")) << Dump();
   agent_->Signal(SIGHUP);
   ASSERT_TRUE(Registered(2)) << Dump();
   ASSERT_TRUE(agent_->WaitForStderr("reload done")) << Dump();

@@ -95,8 +95,9 @@ TEST(NvmlAbiTest, StructLayoutsAreNvidias) {
   EXPECT_EQ(NVML_ERROR_UNKNOWN, 999);
 }
 
-// A driver older than R450 has only the unversioned functions, which fill
-// older layouts: refused, naming what is missing and the oldest branch.
+// A driver older than R450 (R396-R440: versioned PCI functions, but no
+// nvmlEventSetWait_v2) is refused, naming what is missing and the oldest
+// branch, rather than run with health checks silently off.
 TEST(NvmlLibraryTest, DriverOlderThanR450IsRefusedByName) {
   TempDir root;
   std::filesystem::create_directories(root.Join("usr/lib64"));
@@ -104,7 +105,8 @@ TEST(NvmlLibraryTest, DriverOlderThanR450IsRefusedByName) {
   auto lib = NvmlLibrary::Open(root.path());
   ASSERT_FALSE(lib.ok());
   const std::string msg(lib.status().message());
-  EXPECT_NE(msg.find("nvmlDeviceGetPciInfo_v3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nvmlEventSetWait_v2"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("nvmlDeviceGetPciInfo_v3"), std::string::npos) << "it has it: " << msg;
   EXPECT_NE(msg.find("R450 or newer"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("nvmlSystemGetNVMLVersion"), std::string::npos) << "optional: " << msg;
   EXPECT_EQ(msg.find("nvmlDeviceGetIndex"), std::string::npos) << "optional: " << msg;
