@@ -204,7 +204,7 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
 
 bool ApiServerStub::Arrive(const std::string& call, const std::string& node, int remote_port) {
   requests_.push_back({std::chrono::steady_clock::now(), call, node});
-  ports_seen_.insert(remote_port);
+  ports_seen_[remote_port] = requests_.back().at;
   // The first request on a connection from before the restart is the one
   // that finds the old process gone; the client then opens a new one.
   const bool cut = doomed_ports_.erase(remote_port) > 0;
@@ -548,7 +548,11 @@ void ApiServerStub::Restart() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++restart_epoch_;
-    doomed_ports_ = std::move(ports_seen_);
+    const auto now = std::chrono::steady_clock::now();
+    doomed_ports_.clear();
+    for (const auto& [port, last] : ports_seen_) {
+      if (now - last < std::chrono::seconds(5)) doomed_ports_.insert(port);
+    }
     ports_seen_.clear();
     events_.clear();
     evicted_ = false;

@@ -177,7 +177,11 @@ class ApiServerStub {
   uint64_t cache_start_ = 100;  // revision the watch cache was started at
   uint64_t cache_rv_ = 100;     // the watch cache's version: its last event or start
   bool evicted_ = false;        // events fell out of the window since then
-  std::set<int> ports_seen_, doomed_ports_;
+  // Client port -> its last request. Only a connection used within the
+  // keep-alive timeout (httplib's 5 s) can still be open at a restart; the
+  // rest were closed, and their ports may be reused by new connections.
+  std::map<int, std::chrono::steady_clock::time_point> ports_seen_;
+  std::set<int> doomed_ports_;
   std::set<std::string> forbidden_;
   std::vector<Request> requests_;
   int patches_ = 0, gets_ = 0, watches_ = 0, lists_ = 0, expired_ = 0, cut_ = 0;
