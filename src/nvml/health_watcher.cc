@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -153,6 +154,35 @@ struct HealthWatcher::State {
     return r;
   }
 
+  // What NVML shows of a repair still to do; each only where NVML answered.
+  struct RepairState {
+    std::optional<unsigned> recovery_action;  // field 230, R550+
+    std::optional<bool> remap_pending, remap_failed, pages_pending;
+  };
+  RepairState ReadRepairState(nvmlDevice_t dev) {
+    const NvmlFunctions& f = lib->fn();
+    RepairState st;
+    if (f.DeviceGetFieldValues) {
+      nvmlFieldValue_t v{};
+      v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+      if (f.DeviceGetFieldValues(dev, 1, &v) == NVML_SUCCESS && v.nvmlReturn == NVML_SUCCESS) {
+        st.recovery_action = v.value.uiVal;
+      }
+    }
+    unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+    if (f.DeviceGetRemappedRows &&
+        f.DeviceGetRemappedRows(dev, &corr, &unc, &pending, &failed) == NVML_SUCCESS) {
+      st.remap_pending = pending != 0;
+      st.remap_failed = failed != 0;
+    }
+    nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
+    if (f.DeviceGetRetiredPagesPendingStatus &&
+        f.DeviceGetRetiredPagesPendingStatus(dev, &retire) == NVML_SUCCESS) {
+      st.pages_pending = retire == NVML_FEATURE_ENABLED;
+    }
+    return st;
+  }
+
   // Whether NVML shows that the GPU, which answers, was reset or repaired
   // since `bad`: nothing the driver still asks for (its recovery action,
   // R550+), no row remap or page retirement pending or failed, and at least
@@ -170,42 +200,28 @@ struct HealthWatcher::State {
     // the driver's recovery action, or the GPU coming back on the bus, does.
     const bool memory = IsMemoryXid(bad.xid);
     int signs = bad.was_lost ? 1 : 0;
-    if (f.DeviceGetFieldValues) {
-      nvmlFieldValue_t v{};
-      v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
-      if (f.DeviceGetFieldValues(dev, 1, &v) == NVML_SUCCESS && v.nvmlReturn == NVML_SUCCESS) {
-        if (v.value.uiVal != NVML_GPU_RECOVERY_ACTION_NONE) {
-          *missing = StrCat("the driver still asks for recovery action ", v.value.uiVal,
-                            " (1: GPU reset, 2: node reboot, 3: drain P2P, 4: drain and reset)");
-          return false;
-        }
-        ++signs;
+    const RepairState st = ReadRepairState(dev);
+    if (st.recovery_action) {
+      if (*st.recovery_action != NVML_GPU_RECOVERY_ACTION_NONE) {
+        *missing = StrCat("the driver still asks for recovery action ", *st.recovery_action,
+                          " (1: GPU reset, 2: node reboot, 3: drain P2P, 4: drain and reset)");
+        return false;
       }
+      ++signs;
     }
-    if (f.DeviceGetRemappedRows) {
-      unsigned corr = 0, unc = 0, pending = 0, failed = 0;
-      if (f.DeviceGetRemappedRows(dev, &corr, &unc, &pending, &failed) == NVML_SUCCESS) {
-        if (failed != 0) {
-          *missing = "row remapping failed: the GPU needs service";
-          return false;
-        }
-        if (pending != 0) {
-          *missing = "a row remap is pending until the GPU is reset";
-          return false;
-        }
-        signs += memory ? 1 : 0;
-      }
+    if (st.remap_failed.value_or(false)) {
+      *missing = "row remapping failed: the GPU needs service";
+      return false;
     }
-    if (f.DeviceGetRetiredPagesPendingStatus) {
-      nvmlEnableState_t pending = NVML_FEATURE_DISABLED;
-      if (f.DeviceGetRetiredPagesPendingStatus(dev, &pending) == NVML_SUCCESS) {
-        if (pending == NVML_FEATURE_ENABLED) {
-          *missing = "page retirement is pending until the GPU is reset";
-          return false;
-        }
-        signs += memory ? 1 : 0;
-      }
+    if (st.remap_pending.value_or(false)) {
+      *missing = "a row remap is pending until the GPU is reset";
+      return false;
     }
+    if (st.pages_pending.value_or(false)) {
+      *missing = "page retirement is pending until the GPU is reset";
+      return false;
+    }
+    if (memory) signs += (st.remap_pending ? 1 : 0) + (st.pages_pending ? 1 : 0);
     if (signs == 0) {
       *missing = memory ? "this NVML shows no sign of a reset"
                         : "this NVML has no recovery action (R550+) to show a reset";
@@ -228,25 +244,15 @@ struct HealthWatcher::State {
       if (unhealthy.count(Whole(uuid))) continue;
       nvmlDevice_t dev = nullptr;
       if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) continue;
+      const RepairState st = ReadRepairState(dev);
       std::string what;
-      if (f.DeviceGetFieldValues) {
-        nvmlFieldValue_t v{};
-        v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
-        if (f.DeviceGetFieldValues(dev, 1, &v) == NVML_SUCCESS && v.nvmlReturn == NVML_SUCCESS &&
-            v.value.uiVal != NVML_GPU_RECOVERY_ACTION_NONE) {
-          what = StrCat("the driver asks for recovery action ", v.value.uiVal);
-        }
-      }
-      unsigned corr = 0, unc = 0, pending = 0, failed = 0;
-      if (what.empty() && f.DeviceGetRemappedRows &&
-          f.DeviceGetRemappedRows(dev, &corr, &unc, &pending, &failed) == NVML_SUCCESS &&
-          (pending != 0 || failed != 0)) {
-        what = failed != 0 ? "row remapping failed" : "a row remap is pending";
-      }
-      nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
-      if (what.empty() && f.DeviceGetRetiredPagesPendingStatus &&
-          f.DeviceGetRetiredPagesPendingStatus(dev, &retire) == NVML_SUCCESS &&
-          retire == NVML_FEATURE_ENABLED) {
+      if (st.recovery_action && *st.recovery_action != NVML_GPU_RECOVERY_ACTION_NONE) {
+        what = StrCat("the driver asks for recovery action ", *st.recovery_action);
+      } else if (st.remap_failed.value_or(false)) {
+        what = "row remapping failed";
+      } else if (st.remap_pending.value_or(false)) {
+        what = "a row remap is pending";
+      } else if (st.pages_pending.value_or(false)) {
         what = "page retirement is pending";
       }
       if (!what.empty()) {
@@ -258,16 +264,11 @@ struct HealthWatcher::State {
   }
 
   void ProbeForLostGpus() {
-    const NvmlFunctions& f = lib->fn();
     int lost = 0;
     for (const std::string& uuid : uuids) {
       if (unhealthy.count(Whole(uuid))) continue;
-      nvmlDevice_t dev = nullptr;
-      nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
-      nvmlMemory_t mem{};
-      if (r == NVML_SUCCESS) r = f.DeviceGetMemoryInfo(dev, &mem);
       // Only GPU_IS_LOST means lost; another error says nothing of health.
-      if (r != NVML_ERROR_GPU_IS_LOST) continue;
+      if (Query(uuid) != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
       MarkBad(Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
               /*needs_reset=*/true, /*was_lost=*/true);
