@@ -191,7 +191,7 @@ void CapacityReconciler::Observe(NodeView node) {
 }
 
 void CapacityReconciler::Loop() {
-  auto backoff = options_.backoff_initial;
+  int failures = 0;  // reconciles in a row that failed
   // The first reconcile starts from the watch's LIST; this timer only
   // re-reads the Node, rarely.
   auto next_resync = Clock::now() + Spread(options_.resync, 0.5, 1.5);
@@ -207,17 +207,17 @@ void CapacityReconciler::Loop() {
     absl::Status s = ReconcileOnce(timer ? std::nullopt : std::move(view));
     lock.lock();
     if (s.ok()) {
-      backoff = options_.backoff_initial;
+      failures = 0;
       next_resync = Clock::now() + Spread(options_.resync, 0.5, 1.5);
       continue;
     }
     ++stats_.errors;
+    const auto wait = Backoff(++failures);
     LogWarning("could not reconcile node capacity; will retry",
                {{"node", options_.node},
                 {"error", std::string(s.message())},
-                {"retry_in", StrCat(backoff.count(), "ms")}});
-    next_resync = Clock::now() + Jitter(backoff);
-    backoff = std::min(backoff * 2, options_.backoff_max);
+                {"retry_in", StrCat(wait.count(), "ms")}});
+    next_resync = Clock::now() + wait;
     dirty_ = false;
   }
 }

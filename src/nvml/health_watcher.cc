@@ -245,9 +245,14 @@ struct HealthWatcher::State {
       nvmlDevice_t dev = nullptr;
       if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) continue;
       const RepairState st = ReadRepairState(dev);
+      // A memory repair pending is filed as XID 48, so that its status is
+      // what shows the reset; the driver's recovery action as no XID, so that
+      // only the action (or the operator) clears it.
       std::string what;
+      int xid = 48;
       if (st.recovery_action && *st.recovery_action != NVML_GPU_RECOVERY_ACTION_NONE) {
         what = StrCat("the driver asks for recovery action ", *st.recovery_action);
+        xid = -1;
       } else if (st.remap_failed.value_or(false)) {
         what = "row remapping failed";
       } else if (st.remap_pending.value_or(false)) {
@@ -255,11 +260,8 @@ struct HealthWatcher::State {
       } else if (st.pages_pending.value_or(false)) {
         what = "page retirement is pending";
       }
-      if (!what.empty()) {
-        // Filed as a memory error: the pending status is what clears it.
-        MarkBad(Whole(uuid), StrCat("at start: ", what), what.rfind("the driver", 0) == 0 ? -1 : 48,
-                /*needs_reset=*/true);
-      }
+      if (!what.empty())
+        MarkBad(Whole(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
     }
   }
 

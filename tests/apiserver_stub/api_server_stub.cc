@@ -37,6 +37,18 @@ std::string StatusBody(int code, const std::string& reason, const std::string& m
   return Serialize(d);
 }
 
+// A watch's ERROR event line, as the API server ends a watch with one.
+std::string ErrorEvent(int code, const std::string& reason, const std::string& message) {
+  return "{\"type\":\"ERROR\",\"object\":" + StatusBody(code, reason, message) + "}\n";
+}
+
+// Promises a body, then fails: the client sees the connection drop
+// mid-answer, as when the server went away.
+void CutOff(httplib::Response& res) {
+  res.set_content_provider(4096, "application/json",
+                           [](size_t, size_t, httplib::DataSink&) { return false; });
+}
+
 // The one 422 a real API server gives for any failing JSON patch.
 std::string Generic422() {
   return StatusBody(422, "Invalid",
@@ -163,9 +175,7 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
         cut = true;
       }
       if (cut) {
-        // Promise a body, then fail: the client sees the connection drop.
-        res.set_content_provider(4096, "application/json",
-                                 [](size_t, size_t, httplib::DataSink&) { return false; });
+        CutOff(res);
         return;
       }
     }
@@ -279,8 +289,7 @@ void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu_);
     ++watches_;
     if (Arrive("watch nodes", name, req.remote_port)) {
-      res.set_content_provider(4096, "application/json",
-                               [](size_t, size_t, httplib::DataSink&) { return false; });
+      CutOff(res);
       return;
     }
   }
@@ -323,21 +332,17 @@ void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
     if (fail_next_watch_ != 0) {
       const int code = fail_next_watch_;
       fail_next_watch_ = 0;
-      res.set_content("{\"type\":\"ERROR\",\"object\":" +
-                          StatusBody(code, "InternalError",
-                                     "Internal error occurred: etcdserver: request timed out") +
-                          "}\n",
+      res.set_content(ErrorEvent(code, "InternalError",
+                                 "Internal error occurred: etcdserver: request timed out"),
                       "application/json");
       return;
     }
     if (named && (gone_next_watch_ || expire_every_watch_ || from < oldest)) {
       gone_next_watch_ = false;
       ++expired_;
-      res.set_content("{\"type\":\"ERROR\",\"object\":" +
-                          StatusBody(410, "Expired",
-                                     "too old resource version: " + std::to_string(from) + " (" +
-                                         std::to_string(oldest) + ")") +
-                          "}\n",
+      res.set_content(ErrorEvent(410, "Expired",
+                                 "too old resource version: " + std::to_string(from) + " (" +
+                                     std::to_string(oldest) + ")"),
                       "application/json");
       return;
     }
