@@ -4,6 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
 #include "base/resource_name.h"
 
 namespace gpu_agent::testing {
@@ -11,12 +16,34 @@ namespace gpu_agent::testing {
 class KubeletSimulator::RegistrationService final : public v1beta1::Registration::Service {
  public:
   explicit RegistrationService(KubeletSimulator* sim) : sim_(sim) {}
-  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req,
+  grpc::Status Register(grpc::ServerContext* ctx, const v1beta1::RegisterRequest* req,
                         v1beta1::Empty*) override {
     {
-      std::lock_guard<std::mutex> lock(sim_->mu_);
+      std::unique_lock<std::mutex> lock(sim_->mu_);
       if (!sim_->refuse_.empty()) return grpc::Status(grpc::StatusCode::UNKNOWN, sim_->refuse_);
+      if (sim_->hold_) {
+        ++sim_->held_;
+        sim_->cv_.notify_all();
+        // The server context has no wake-up on cancel: look now and then.
+        while (sim_->hold_ && !ctx->IsCancelled()) {
+          sim_->cv_.wait_for(lock, std::chrono::milliseconds(20));
+        }
+        --sim_->held_;
+        if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+      }
     }
+    struct InFlight {
+      KubeletSimulator* sim;
+      std::string resource;
+      InFlight(KubeletSimulator* s, std::string r) : sim(s), resource(std::move(r)) {
+        std::lock_guard<std::mutex> lock(sim->mu_);
+        sim->max_in_flight_ = std::max(sim->max_in_flight_, ++sim->in_flight_[resource]);
+      }
+      ~InFlight() {
+        std::lock_guard<std::mutex> lock(sim->mu_);
+        --sim->in_flight_[resource];
+      }
+    } in_flight(sim_, req->resource_name());
     // The real kubelet's checks and messages.
     if (req->version() != "v1beta1") {
       return grpc::Status(grpc::StatusCode::UNKNOWN,
@@ -28,15 +55,23 @@ class KubeletSimulator::RegistrationService final : public v1beta1::Registration
       return grpc::Status(grpc::StatusCode::UNKNOWN,
                           "the ResourceName \"" + req->resource_name() + "\" is invalid");
     }
-    sim_->OnRegistered(*req);
-    return grpc::Status::OK;
+    return sim_->OnRegister(*req);
   }
 
  private:
   KubeletSimulator* sim_;
 };
 
-KubeletSimulator::KubeletSimulator(std::string dir) : dir_(std::move(dir)) {}
+KubeletSimulator::Profile KubeletSimulator::ProfileFromEnv() {
+  const char* v = std::getenv("KUBELET_SIM_PROFILE");
+  if (v == nullptr || *v == '\0' || std::string(v) == "1.25") return Profile::k1_25;
+  if (std::string(v) == "1.20") return Profile::k1_20;
+  std::fprintf(stderr, "KUBELET_SIM_PROFILE=%s: expected 1.20 or 1.25\n", v);
+  std::abort();
+}
+
+KubeletSimulator::KubeletSimulator(std::string dir, Profile profile)
+    : dir_(std::move(dir)), profile_(profile) {}
 
 KubeletSimulator::~KubeletSimulator() { Stop(); }
 
@@ -50,15 +85,39 @@ bool KubeletSimulator::Start() {
   return server_ != nullptr;
 }
 
-void KubeletSimulator::DropPlugins() {
-  std::map<std::string, std::shared_ptr<Plugin>> plugins;
+void KubeletSimulator::DropClients() {
+  std::vector<std::shared_ptr<Client>> clients;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    plugins.swap(plugins_);
+    clients.swap(clients_);
+    current_.clear();
+    views_.clear();
   }
-  for (auto& [name, p] : plugins) {
-    if (p->stream_ctx) p->stream_ctx->TryCancel();
-    if (p->reader.joinable()) p->reader.join();
+  for (auto& c : clients) c->stream_ctx.TryCancel();
+  for (auto& c : clients) {
+    if (c->reader.joinable()) c->reader.join();
+  }
+  // Readers that ended meanwhile may have marked views: a stopped kubelet
+  // knows nothing.
+  std::lock_guard<std::mutex> lock(mu_);
+  views_.clear();
+}
+
+void KubeletSimulator::JoinFinishedClients() {
+  std::vector<std::shared_ptr<Client>> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      if ((*it)->done) {
+        finished.push_back(*it);
+        it = clients_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& c : finished) {
+    if (c->reader.joinable()) c->reader.join();
   }
 }
 
@@ -68,7 +127,7 @@ void KubeletSimulator::Stop() {
     server_->Wait();
     server_.reset();
   }
-  DropPlugins();
+  DropClients();
   ::unlink(socket().c_str());
 }
 
@@ -90,55 +149,143 @@ void KubeletSimulator::RefuseRegistrations(const std::string& message) {
   refuse_ = message;
 }
 
-void KubeletSimulator::OnRegistered(const v1beta1::RegisterRequest& req) {
-  auto plugin = std::make_shared<Plugin>();
-  plugin->endpoint = req.endpoint();
-  plugin->channel = grpc::CreateChannel("unix://" + dir_ + "/" + req.endpoint(),
-                                        grpc::InsecureChannelCredentials());
-  plugin->stream_ctx = std::make_unique<grpc::ClientContext>();
-  std::shared_ptr<Plugin> old;
+void KubeletSimulator::HoldRegistrations(bool hold) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = hold;
+  }
+  cv_.notify_all();
+}
+
+int KubeletSimulator::held_registrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_;
+}
+
+int KubeletSimulator::max_concurrent_registrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_in_flight_;
+}
+
+void KubeletSimulator::MarkUnhealthyLocked(const std::string& resource) {
+  View& v = views_[resource];
+  for (auto& d : v.devices) d.set_health("Unhealthy");
+  v.connected = false;
+  ++v.disconnects;
+}
+
+grpc::Status KubeletSimulator::OnRegister(const v1beta1::RegisterRequest& req) {
+  JoinFinishedClients();
+  auto c = std::make_shared<Client>();
+  c->resource = req.resource_name();
+  c->endpoint = req.endpoint();
+  c->channel = grpc::CreateChannel("unix://" + dir_ + "/" + req.endpoint(),
+                                   grpc::InsecureChannelCredentials());
+  std::shared_ptr<Client> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
     requests_.push_back(req);
-    auto it = plugins_.find(req.resource_name());
-    if (it != plugins_.end()) old = it->second;
-    plugins_[req.resource_name()] = plugin;
+    auto it = current_.find(c->resource);
+    if (it != current_.end()) old = it->second;
+    current_[c->resource] = c;
+    clients_.push_back(c);
+    if (profile_ == Profile::k1_20) views_[c->resource].connected = true;
   }
-  if (old) {
-    old->stream_ctx->TryCancel();
-    if (old->reader.joinable()) old->reader.join();
+  if (profile_ == Profile::k1_20) {
+    // Register returns at once; the endpoint is dialed on a thread of its
+    // own, and the previous endpoint of the name stopped.
+    if (old) old->stream_ctx.TryCancel();
+    c->reader = std::thread([this, c] { RunClient(c); });
+    cv_.notify_all();
+    return grpc::Status::OK;
   }
-  // Like the kubelet: after Register returns, ask the options and open one
-  // ListAndWatch stream, on a thread of its own.
-  Plugin* p = plugin.get();
-  const std::string resource = req.resource_name();
-  p->reader = std::thread([this, p, resource] {
-    auto stub = v1beta1::DevicePlugin::NewStub(p->channel);
-    {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      v1beta1::Empty empty;
-      v1beta1::DevicePluginOptions opts;
-      if (stub->GetDevicePluginOptions(&ctx, empty, &opts).ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        p->options = opts;
-      }
-    }
+  // 1.25+: the old client stays as it is. Connect: a blocking dial, then the
+  // options, both inside Register.
+  auto deregister = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_.erase(c->resource);
+    c->done = true;
+  };
+  if (!c->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    deregister();
+    return grpc::Status(grpc::StatusCode::UNKNOWN,
+                        "failed to dial device plugin: context deadline exceeded");
+  }
+  {
+    auto stub = v1beta1::DevicePlugin::NewStub(c->channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1beta1::Empty empty;
-    auto reader = stub->ListAndWatch(p->stream_ctx.get(), empty);
-    v1beta1::ListAndWatchResponse msg;
-    while (reader->Read(&msg)) {
-      Update u;
-      u.at = std::chrono::steady_clock::now();
-      u.devices.assign(msg.devices().begin(), msg.devices().end());
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        p->updates.push_back(std::move(u));
-      }
-      cv_.notify_all();
+    v1beta1::DevicePluginOptions opts;
+    grpc::Status s = stub->GetDevicePluginOptions(&ctx, empty, &opts);
+    if (!s.ok()) {
+      deregister();
+      return grpc::Status(grpc::StatusCode::UNKNOWN,
+                          "failed to get device plugin options: " + s.error_message());
     }
-    reader->Finish();
-  });
+    std::lock_guard<std::mutex> lock(mu_);
+    c->options = opts;
+    views_[c->resource].connected = true;
+  }
+  c->reader = std::thread([this, c] { RunClient(c); });
+  cv_.notify_all();
+  return grpc::Status::OK;
+}
+
+void KubeletSimulator::RunClient(const std::shared_ptr<Client>& c) {
+  auto stub = v1beta1::DevicePlugin::NewStub(c->channel);
+  if (profile_ == Profile::k1_20) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1beta1::Empty empty;
+    v1beta1::DevicePluginOptions opts;
+    if (stub->GetDevicePluginOptions(&ctx, empty, &opts).ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      c->options = opts;
+    }
+  }
+  v1beta1::Empty empty;
+  auto reader = stub->ListAndWatch(&c->stream_ctx, empty);
+  v1beta1::ListAndWatchResponse msg;
+  while (reader->Read(&msg)) {
+    Update u;
+    u.at = std::chrono::steady_clock::now();
+    u.devices.assign(msg.devices().begin(), msg.devices().end());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto cur = current_.find(c->resource);
+      const bool is_current = cur != current_.end() && cur->second == c;
+      // 1.25: every client's lists reach the resource; 1.20 stopped the
+      // previous endpoint.
+      if (is_current || profile_ == Profile::k1_25) views_[c->resource].devices = u.devices;
+      c->updates.push_back(std::move(u));
+    }
+    cv_.notify_all();
+  }
+  reader->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c->done = true;
+    auto cur = current_.find(c->resource);
+    if (cur != current_.end() && (profile_ == Profile::k1_25 || cur->second == c)) {
+      // 1.25: runClient disconnects whichever client is current now.
+      cur->second->stream_ctx.TryCancel();
+      current_.erase(cur);
+      MarkUnhealthyLocked(c->resource);
+    }
+  }
+  cv_.notify_all();
+}
+
+void KubeletSimulator::DisconnectCurrent(const std::string& resource) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto cur = current_.find(resource);
+    if (cur == current_.end()) return;
+    cur->second->stream_ctx.TryCancel();
+    current_.erase(cur);
+    MarkUnhealthyLocked(resource);
+  }
   cv_.notify_all();
 }
 
@@ -159,15 +306,35 @@ bool KubeletSimulator::WaitForRegistrations(int count, std::chrono::milliseconds
 
 std::vector<v1beta1::Device> KubeletSimulator::Devices(const std::string& resource) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = plugins_.find(resource);
-  if (it == plugins_.end() || it->second->updates.empty()) return {};
-  return it->second->updates.back().devices;
+  auto it = views_.find(resource);
+  return it == views_.end() ? std::vector<v1beta1::Device>{} : it->second.devices;
+}
+
+namespace {
+int HealthyIn(const std::vector<v1beta1::Device>& devices) {
+  int n = 0;
+  for (const auto& d : devices) n += d.health() == "Healthy";
+  return n;
+}
+}  // namespace
+
+int KubeletSimulator::Allocatable(const std::string& resource) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = views_.find(resource);
+  if (it == views_.end() || !it->second.connected) return 0;
+  return HealthyIn(it->second.devices);
+}
+
+int KubeletSimulator::Disconnects(const std::string& resource) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = views_.find(resource);
+  return it == views_.end() ? 0 : it->second.disconnects;
 }
 
 std::vector<KubeletSimulator::Update> KubeletSimulator::Updates(const std::string& resource) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = plugins_.find(resource);
-  if (it == plugins_.end()) return {};
+  auto it = current_.find(resource);
+  if (it == current_.end()) return {};
   return it->second->updates;
 }
 
@@ -177,9 +344,17 @@ bool KubeletSimulator::WaitForDevices(
     std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, timeout, [&] {
-    auto it = plugins_.find(resource);
-    return it != plugins_.end() && !it->second->updates.empty() &&
-           pred(it->second->updates.back().devices);
+    auto it = views_.find(resource);
+    return it != views_.end() && !it->second.devices.empty() && pred(it->second.devices);
+  });
+}
+
+bool KubeletSimulator::WaitForAllocatable(const std::string& resource, int count,
+                                          std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] {
+    auto it = views_.find(resource);
+    return it != views_.end() && it->second.connected && HealthyIn(it->second.devices) == count;
   });
 }
 
@@ -187,23 +362,80 @@ bool KubeletSimulator::WaitForUpdateCount(const std::string& resource, size_t co
                                           std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, timeout, [&] {
-    auto it = plugins_.find(resource);
-    return it != plugins_.end() && it->second->updates.size() >= count;
+    auto it = current_.find(resource);
+    return it != current_.end() && it->second->updates.size() >= count;
   });
 }
 
 v1beta1::DevicePluginOptions KubeletSimulator::Options(const std::string& resource) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = plugins_.find(resource);
-  return it == plugins_.end() ? v1beta1::DevicePluginOptions() : it->second->options;
+  auto it = current_.find(resource);
+  return it == current_.end() ? v1beta1::DevicePluginOptions() : it->second->options;
+}
+
+std::string KubeletSimulator::Admit(const std::string& resource,
+                                    const std::vector<std::string>& ids) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto v = views_.find(resource);
+  if (current_.count(resource) == 0 || v == views_.end() || !v->second.connected) {
+    return "UnexpectedAdmissionError: can't allocate unregistered device " + resource;
+  }
+  std::set<std::string> healthy;
+  for (const auto& d : v->second.devices) {
+    if (d.health() == "Healthy") healthy.insert(d.id());
+  }
+  if (healthy.empty()) {
+    return "UnexpectedAdmissionError: requested number of devices unavailable for " + resource +
+           ". Requested: " + std::to_string(ids.size()) + ", Available: 0";
+  }
+  std::string unhealthy;
+  for (const std::string& id : ids) {
+    if (healthy.count(id) == 0) unhealthy += (unhealthy.empty() ? "" : ",") + id;
+  }
+  if (!unhealthy.empty()) {
+    return "UnexpectedAdmissionError: previously allocated devices are no longer healthy; "
+           "cannot allocate unhealthy devices " +
+           resource + " [" + unhealthy + "]";
+  }
+  return "";
+}
+
+KubeletSimulator::ContainerConfig KubeletSimulator::MergeForContainer(
+    const std::vector<v1beta1::ContainerAllocateResponse>& responses) {
+  ContainerConfig out;
+  std::set<std::string> mount_paths, device_paths, cdi;
+  auto merge_map = [&out](const auto& from, std::map<std::string, std::string>* into,
+                          const char* what) {
+    for (const auto& [k, v] : from) {
+      auto [it, added] = into->emplace(k, v);
+      if (!added && it->second != v) {
+        out.conflicts.push_back(std::string(what) + " " + k + ": kept \"" + it->second +
+                                "\", skipped \"" + v + "\"");
+      }
+    }
+  };
+  for (const auto& r : responses) {
+    merge_map(r.envs(), &out.envs, "env");
+    merge_map(r.annotations(), &out.annotations, "annotation");
+    for (const auto& m : r.mounts()) {
+      if (mount_paths.insert(m.container_path()).second) out.mounts.push_back(m);
+    }
+    for (const auto& d : r.devices()) {
+      if (device_paths.insert(d.container_path()).second) out.devices.push_back(d);
+    }
+    for (const auto& d : r.cdi_devices()) {
+      if (cdi.insert(d.name()).second) out.cdi_devices.push_back(d.name());
+    }
+  }
+  return out;
 }
 
 std::unique_ptr<v1beta1::DevicePlugin::Stub> KubeletSimulator::Stub(const std::string& resource) {
   std::shared_ptr<grpc::Channel> channel;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = plugins_.find(resource);
-    if (it == plugins_.end()) return nullptr;
+    auto it = current_.find(resource);
+    if (it == current_.end()) return nullptr;
     channel = it->second->channel;
   }
   return v1beta1::DevicePlugin::NewStub(channel);
