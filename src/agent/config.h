@@ -110,7 +110,17 @@ struct Config {
   struct Kubelet {
     std::string socket = "/var/lib/kubelet/device-plugins/kubelet.sock";
     std::string endpoint = "nvidia-gpu.sock";
+    // A registered resource the kubelet holds no ListAndWatch stream for
+    // this long (kubelet.sock present) is served afresh and registered again.
+    Duration stream_grace_period = std::chrono::seconds(1);
   } kubelet;
+
+  struct Driver {
+    // Before the driver is there (a driver container still installing it),
+    // retry loading NVML for up to this long; then failOnInitError decides.
+    // 0: do not wait.
+    Duration wait_timeout = Duration::zero();
+  } driver;
 
   struct Static {
     // The watch reports every change; the re-read is rare insurance.

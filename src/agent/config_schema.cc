@@ -229,6 +229,20 @@ const std::vector<Setting>& Table() {
        {},
        "file name of the plugin's socket (one per resource: others get a suffix)",
        FIELD(kubelet.endpoint)},
+      {"kubelet.streamGracePeriod",
+       "stream-grace-period",
+       "",
+       K::kDuration,
+       {},
+       "register again when the kubelet holds no ListAndWatch stream for this long",
+       FIELD(kubelet.stream_grace_period)},
+      {"driver.waitTimeout",
+       "driver-wait-timeout",
+       "",
+       K::kDuration,
+       {},
+       "wait up to this long for the NVIDIA driver (NVML) to appear (0: do not wait)",
+       FIELD(driver.wait_timeout)},
       {"static.resyncInterval",
        "resync-interval",
        "",
@@ -593,6 +607,13 @@ absl::Status ValidateConfig(const Config& c) {
   }
   if (!c.metrics.address.empty()) {
     if (absl::Status s = ValidateListenAddress(c.metrics.address); !s.ok()) return s;
+  }
+  if (c.kubelet.stream_grace_period < std::chrono::milliseconds(100) ||
+      c.kubelet.stream_grace_period > std::chrono::minutes(5)) {
+    return absl::InvalidArgumentError("kubelet.streamGracePeriod must be between 100ms and 5m");
+  }
+  if (c.driver.wait_timeout < Duration::zero() || c.driver.wait_timeout > std::chrono::hours(24)) {
+    return absl::InvalidArgumentError("driver.waitTimeout must be between 0 and 24h");
   }
   if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");

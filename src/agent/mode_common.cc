@@ -66,10 +66,14 @@ std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Conf
              {{"error", std::string(next.status().message())}});
     return std::nullopt;
   }
-  if (next->config.mode != running.mode || next->config.kubelet.socket != running.kubelet.socket) {
-    LogWarning("mode and kubelet.socket changes take effect only after a restart");
+  if (next->config.mode != running.mode || next->config.kubelet.socket != running.kubelet.socket ||
+      next->config.kubelet.stream_grace_period != running.kubelet.stream_grace_period) {
+    LogWarning(
+        "mode, kubelet.socket and kubelet.streamGracePeriod changes take effect only after a "
+        "restart");
     next->config.mode = running.mode;
     next->config.kubelet.socket = running.kubelet.socket;
+    next->config.kubelet.stream_grace_period = running.kubelet.stream_grace_period;
   }
   Reloaded out;
   if (lib) {

@@ -54,6 +54,9 @@ std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupe
        [](const auto& s) { return s.registered ? 1.0 : 0.0; });
   each("gpu_agent_registrations_total", "counter", "Successful registrations with the kubelet.",
        [](const auto& s) { return static_cast<double>(s.registrations); });
+  each("gpu_agent_stream_lost_reregistrations_total", "counter",
+       "Registrations again because the kubelet held no ListAndWatch stream.",
+       [](const auto& s) { return static_cast<double>(s.stream_heals); });
   each("gpu_agent_listandwatch_streams", "gauge", "Open ListAndWatch streams.",
        [](const auto& s) { return static_cast<double>(s.open_streams); });
   each("gpu_agent_allocate_requests_total", "counter", "Allocate calls.",
@@ -126,6 +129,8 @@ std::unique_ptr<nvml::HealthWatcher> WatchHealth(
 deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
   deviceplugin::SupervisorOptions o;
   o.kubelet_socket = c.kubelet.socket;
+  o.stream_grace =
+      std::chrono::duration_cast<std::chrono::milliseconds>(c.kubelet.stream_grace_period);
   return o;
 }
 

@@ -126,6 +126,7 @@ grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* DevicePluginService::Li
   publisher_->Subscribe(reactor);
   reactor->Begin();
   LogInfo("kubelet opened ListAndWatch", {{"resource", publisher_->resource_name()}});
+  if (observer_) observer_();
   return reactor.get();
 }
 
@@ -139,6 +140,7 @@ void DevicePluginService::Forget(StreamReactor* reactor) {
     finished_.push_back(std::move(it->second));
     streams_.erase(it);
   }
+  if (observer_) observer_();
 }
 
 void DevicePluginService::FinishStreams() { publisher_->CloseAll(); }

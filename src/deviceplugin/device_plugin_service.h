@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,10 @@ class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService 
       grpc::CallbackServerContext* ctx, const v1beta1::PreStartContainerRequest* request,
       v1beta1::PreStartContainerResponse* response) override;
 
+  // Called, without locks held, after a ListAndWatch stream opens or ends.
+  // Set before the service is served.
+  void SetStreamObserver(std::function<void()> observer) { observer_ = std::move(observer); }
+
   // Finishes every open ListAndWatch stream (after its write in flight).
   void FinishStreams();
   size_t OpenStreams() const;
@@ -75,6 +80,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService 
   const std::shared_ptr<DevicePublisher> publisher_;
   const std::shared_ptr<const Allocator> allocator_;
   ServiceStats stats_;
+  std::function<void()> observer_;
 
   mutable std::mutex streams_mu_;
   // Owns each open stream until gRPC calls its OnDone.

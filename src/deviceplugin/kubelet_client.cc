@@ -7,7 +7,35 @@
 
 namespace gpu_agent::deviceplugin {
 
-absl::Status RegisterWithKubelet(const Registration& reg, std::chrono::milliseconds timeout) {
+void CallCanceller::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (call_ != nullptr) call_->TryCancel();
+}
+
+// Makes a call cancellable through a CallCanceller while in scope.
+class CallScope {
+ public:
+  CallScope(CallCanceller* c, grpc::ClientContext* ctx) : c_(c) {
+    if (c_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(c_->mu_);
+    if (c_->cancelled_) ctx->TryCancel();
+    c_->call_ = ctx;
+  }
+  ~CallScope() {
+    if (c_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(c_->mu_);
+    c_->call_ = nullptr;
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  CallCanceller* const c_;
+};
+
+absl::Status RegisterWithKubelet(const Registration& reg, std::chrono::milliseconds timeout,
+                                 CallCanceller* canceller) {
   grpc::ChannelArguments args;
   // Fail fast instead of waiting out reconnect backoff: the caller retries.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -23,7 +51,11 @@ absl::Status RegisterWithKubelet(const Registration& reg, std::chrono::milliseco
   v1beta1::Empty response;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  grpc::Status status = stub->Register(&ctx, request, &response);
+  grpc::Status status;
+  {
+    CallScope scope(canceller, &ctx);
+    status = stub->Register(&ctx, request, &response);
+  }
   if (status.ok()) return absl::OkStatus();
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:

@@ -2,13 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <optional>
 #include <random>
 
 #include "base/duration.h"
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
-#include "deviceplugin/kubelet_client.h"
 
 namespace gpu_agent::deviceplugin {
 absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
@@ -21,26 +21,30 @@ absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
   for (ResourceRuntime& r : resources) {
     auto slot = std::make_unique<Slot>();
     slot->runtime = std::move(r);
-    if (absl::Status s = sup->Serve(*slot); !s.ok()) {
+    if (absl::Status s = sup->Serve(*slot, /*settle=*/false); !s.ok()) {
       for (auto& started : sup->slots_) started->server->Stop(sup->options_.stop_deadline);
       return s;
     }
     sup->slots_.push_back(std::move(slot));
   }
   PluginSupervisor* raw = sup.get();
-  absl::StatusOr<std::unique_ptr<SocketWatcher>> watcher = SocketWatcher::Start(
-      sup->folder_, [raw](const std::string& name, SocketWatcher::Change change) {
-        if (name == raw->kubelet_name_ && change == SocketWatcher::Change::kCreated) {
-          raw->Post({EventKind::kKubeletSocket, name});
-        } else if (change == SocketWatcher::Change::kDeleted) {
-          raw->Post({EventKind::kSocketDeleted, name});
-        }
-      });
-  if (!watcher.ok()) {
-    for (auto& started : sup->slots_) started->server->Stop(sup->options_.stop_deadline);
-    return watcher.status();
+  if (sup->options_.watch_folder) {
+    absl::StatusOr<std::unique_ptr<SocketWatcher>> watcher = SocketWatcher::Start(
+        sup->folder_, [raw](const std::string& name, SocketWatcher::Change change) {
+          if (change == SocketWatcher::Change::kOverflow) {
+            raw->Post({EventKind::kRescan, ""});
+          } else if (name == raw->kubelet_name_ && change == SocketWatcher::Change::kCreated) {
+            raw->Post({EventKind::kKubeletSocket, name});
+          } else if (change == SocketWatcher::Change::kDeleted) {
+            raw->Post({EventKind::kSocketDeleted, name});
+          }
+        });
+    if (!watcher.ok()) {
+      for (auto& started : sup->slots_) started->server->Stop(sup->options_.stop_deadline);
+      return watcher.status();
+    }
+    sup->watcher_ = *std::move(watcher);
   }
-  sup->watcher_ = *std::move(watcher);
   sup->PublishStatus();
   sup->control_ = std::thread([raw] { raw->ControlLoop(); });
   return sup;
@@ -52,21 +56,41 @@ std::string PluginSupervisor::SocketPath(const std::string& endpoint) const {
   return folder_ == "/" ? "/" + endpoint : folder_ + "/" + endpoint;
 }
 
-absl::Status PluginSupervisor::Serve(Slot& slot) {
+absl::Status PluginSupervisor::Serve(Slot& slot, bool settle) {
   if (slot.server) slot.server->Stop(options_.stop_deadline);
   slot.server.reset();
   slot.service =
       std::make_shared<DevicePluginService>(slot.runtime.publisher, slot.runtime.allocator);
+  slot.service->SetStreamObserver([this] { Post({EventKind::kStreams, ""}); });
   absl::StatusOr<std::unique_ptr<PluginServer>> server =
       PluginServer::Start(SocketPath(slot.runtime.publisher->endpoint()), slot.service);
   if (!server.ok()) return server.status();
   slot.server = *std::move(server);
   slot.registered = false;
-  slot.next_try = std::chrono::steady_clock::now();
+  slot.streams_before_register = 0;
+  slot.next_try =
+      std::chrono::steady_clock::now() + (settle ? options_.settle : std::chrono::milliseconds(0));
   slot.backoff = std::chrono::milliseconds(0);
   LogInfo("serving device plugin", {{"resource", slot.runtime.publisher->resource_name()},
                                     {"socket", slot.server->socket_path()}});
   return absl::OkStatus();
+}
+
+bool PluginSupervisor::IdentityOf(const std::string& path, FileIdentity* out) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  out->dev = st.st_dev;
+  out->ino = st.st_ino;
+  out->ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return true;
+}
+
+void PluginSupervisor::CheckSockets() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = rescans_done_ + 1;
+  events_.push_back({EventKind::kRescan, ""});
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return rescans_done_ >= target || stopping_; });
 }
 
 void PluginSupervisor::Post(Event e) {
@@ -96,7 +120,10 @@ void PluginSupervisor::PublishStatus() {
     e.status.socket_path = slot->server ? slot->server->socket_path() : "";
     e.status.registered = slot->registered;
     e.status.registrations = slot->registrations;
+    e.status.stream_heals = slot->stream_heals;
     e.service = slot->service;
+    e.streamless = slot->streamless_since != std::chrono::steady_clock::time_point{};
+    e.last_good = std::max(slot->streamless_since, slot->last_registered);
     entries.push_back(std::move(e));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -112,7 +139,8 @@ void PluginSupervisor::HandleEvent(const Event& e) {
       for (auto& slot : slots_) {
         // A starting kubelet removes every socket in its folder.
         if (InodeOf(slot->server->socket_path()) != slot->server->socket_inode()) {
-          if (absl::Status s = Serve(*slot); !s.ok()) {
+          // The kubelet that held the old streams is gone: no settling.
+          if (absl::Status s = Serve(*slot, /*settle=*/false); !s.ok()) {
             LogError("cannot serve again", {{"error", std::string(s.message())}});
           }
         }
@@ -128,7 +156,7 @@ void PluginSupervisor::HandleEvent(const Event& e) {
         if (InodeOf(slot->server->socket_path()) == slot->server->socket_inode()) continue;
         LogWarning("plugin socket was removed; serving and registering again",
                    {{"socket", slot->server->socket_path()}});
-        if (absl::Status s = Serve(*slot); !s.ok()) {
+        if (absl::Status s = Serve(*slot, /*settle=*/true); !s.ok()) {
           LogError("cannot serve again", {{"error", std::string(s.message())}});
         }
       }
@@ -145,7 +173,10 @@ void PluginSupervisor::HandleEvent(const Event& e) {
       for (ResourceRuntime& r : next) {
         auto slot = std::make_unique<Slot>();
         slot->runtime = std::move(r);
-        absl::Status s = Serve(*slot);
+        // The old generation's streams have ended (Stop above waits for
+        // them); settling lets the kubelet drop its client first, or a
+        // kubelet since 1.25 would drop the new one.
+        absl::Status s = Serve(*slot, /*settle=*/true);
         if (!s.ok()) {
           status = s;
           continue;
@@ -162,6 +193,29 @@ void PluginSupervisor::HandleEvent(const Event& e) {
       cv_.notify_all();
       break;
     }
+    case EventKind::kStreams:
+      break;  // RefreshStreams, after every event, looks
+    case EventKind::kRescan: {
+      // Events were lost (the inotify queue overflowed): look instead.
+      FileIdentity now;
+      const bool present = IdentityOf(options_.kubelet_socket, &now);
+      if (ever_registered_ && present && !(now == kubelet_identity_)) {
+        LogWarning("kubelet socket was replaced while events were lost");
+        HandleEvent({EventKind::kKubeletSocket, kubelet_name_});
+      } else {
+        for (auto& slot : slots_) {
+          if (!slot->server) continue;
+          if (InodeOf(slot->server->socket_path()) == slot->server->socket_inode()) continue;
+          HandleEvent({EventKind::kSocketDeleted, slot->runtime.publisher->endpoint()});
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++rescans_done_;
+      }
+      cv_.notify_all();
+      break;
+    }
   }
 }
 
@@ -170,14 +224,19 @@ void PluginSupervisor::TryRegister(Slot& slot) {
   reg.kubelet_socket = options_.kubelet_socket;
   reg.endpoint = slot.runtime.publisher->endpoint();
   reg.resource_name = slot.runtime.publisher->resource_name();
-  absl::Status s = RegisterWithKubelet(reg, options_.register_timeout);
+  // A kubelet may open the stream before Register has returned here.
+  const uint64_t opened = slot.service->stats().streams_opened.load();
+  absl::Status s = RegisterWithKubelet(reg, options_.register_timeout, &register_call_);
   if (s.ok()) {
+    IdentityOf(options_.kubelet_socket, &kubelet_identity_);
     slot.registered = true;
+    slot.last_registered = std::chrono::steady_clock::now();
     ++slot.registrations;
     ever_registered_ = true;
     slot.failures = 0;
     slot.last_error.clear();
     slot.backoff = std::chrono::milliseconds(0);
+    slot.streams_before_register = opened;
     LogInfo("registered with kubelet",
             {{"resource", reg.resource_name}, {"endpoint", reg.endpoint}});
     return;
@@ -199,40 +258,109 @@ void PluginSupervisor::TryRegister(Slot& slot) {
   slot.last_error = msg;
 }
 
-void PluginSupervisor::ControlLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    if (!events_.empty()) {
-      Event e = std::move(events_.front());
-      events_.pop_front();
-      lock.unlock();
-      HandleEvent(e);
-      PublishStatus();
-      lock.lock();
-      continue;
-    }
-    auto now = std::chrono::steady_clock::now();
-    auto next = std::chrono::steady_clock::time_point::max();
-    Slot* due = nullptr;
-    for (auto& slot : slots_) {
-      if (slot->registered || !slot->server) continue;
-      if (slot->next_try <= now) {
-        due = slot.get();
-        break;
+void PluginSupervisor::Heal(Slot& slot) {
+  const std::string resource = slot.runtime.publisher->resource_name();
+  const auto now = std::chrono::steady_clock::now();
+  FileIdentity kubelet;
+  if (!IdentityOf(options_.kubelet_socket, &kubelet)) {
+    // Nothing to register with; its socket's return is an event.
+    LogWarning("no ListAndWatch stream and no kubelet socket; waiting for the kubelet",
+               {{"resource", resource}, {"socket", options_.kubelet_socket}});
+    slot.registered = false;
+    slot.next_try = now + options_.retry_max;
+    return;
+  }
+  ++slot.stream_heals;
+  const bool had_stream =
+      slot.service->stats().streams_opened.load() > slot.streams_before_register;
+  slot.grace = had_stream || slot.grace.count() == 0 ? options_.stream_grace
+                                                     : std::min(options_.retry_max, slot.grace * 2);
+  const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(
+      now - std::max(slot.streamless_since, slot.last_registered));
+  LogWarning(
+      "the kubelet holds no ListAndWatch stream; serving on a fresh socket and "
+      "registering again",
+      {{"resource", resource},
+       {"reason", had_stream ? "the stream ended and no new one was opened"
+                             : "no stream was opened after registering"},
+       {"without_stream", StrCat(quiet.count(), "ms")},
+       {"occurrence", StrCat(slot.stream_heals)}});
+  if (absl::Status s = Serve(slot, /*settle=*/true); !s.ok()) {
+    LogError("cannot serve again", {{"error", std::string(s.message())}});
+  }
+}
+
+bool PluginSupervisor::RefreshStreams(std::chrono::steady_clock::time_point now) {
+  bool changed = false;
+  for (auto& slot : slots_) {
+    const bool open = slot->service && slot->service->OpenStreams() > 0;
+    const bool was_streamless = slot->streamless_since != std::chrono::steady_clock::time_point{};
+    if (open) {
+      if (was_streamless) {
+        slot->streamless_since = {};
+        changed = true;
       }
-      next = std::min(next, slot->next_try);
+    } else if (!was_streamless) {
+      slot->streamless_since = now;
+      changed = true;
     }
-    if (due != nullptr) {
-      lock.unlock();
-      TryRegister(*due);
+  }
+  return changed;
+}
+
+void PluginSupervisor::ControlLoop() {
+  for (;;) {
+    std::optional<Event> event;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      if (!events_.empty()) {
+        event = std::move(events_.front());
+        events_.pop_front();
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (event) {
+      HandleEvent(*event);
+      RefreshStreams(now);
       PublishStatus();
-      lock.lock();
       continue;
     }
+    if (RefreshStreams(now)) PublishStatus();
+    auto next = std::chrono::steady_clock::time_point::max();
+    Slot* register_due = nullptr;
+    Slot* heal_due = nullptr;
+    for (auto& slot : slots_) {
+      if (!slot->server) continue;
+      if (!slot->registered) {
+        if (slot->next_try <= now) {
+          register_due = slot.get();
+          break;
+        }
+        next = std::min(next, slot->next_try);
+      } else if (slot->streamless_since != std::chrono::steady_clock::time_point{}) {
+        const auto at = std::max(slot->streamless_since, slot->last_registered) +
+                        (slot->grace.count() > 0 ? slot->grace : options_.stream_grace);
+        if (at <= now) {
+          heal_due = slot.get();
+          break;
+        }
+        next = std::min(next, at);
+      }
+    }
+    if (register_due != nullptr || heal_due != nullptr) {
+      if (register_due != nullptr) TryRegister(*register_due);
+      if (heal_due != nullptr) Heal(*heal_due);
+      RefreshStreams(std::chrono::steady_clock::now());
+      PublishStatus();
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    auto woken = [this] { return stopping_ || !events_.empty(); };
     if (next == std::chrono::steady_clock::time_point::max()) {
-      cv_.wait(lock, [this] { return stopping_ || !events_.empty(); });
+      cv_.wait(lock, woken);
     } else {
-      cv_.wait_until(lock, next, [this] { return stopping_ || !events_.empty(); });
+      cv_.wait_until(lock, next, woken);
     }
   }
 }
@@ -245,6 +373,7 @@ void PluginSupervisor::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  register_call_.Cancel();  // a kubelet may hold Register up to its timeout
   if (control_.joinable()) control_.join();
   watcher_.reset();
   for (auto& slot : slots_) {
@@ -273,6 +402,19 @@ std::vector<ResourceStatus> PluginSupervisor::Status() const {
 }
 
 bool PluginSupervisor::Alive(std::chrono::milliseconds timeout, std::string* why) const {
+  {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const StatusEntry& e : status_) {
+      if (!e.status.serving || !e.streamless || now - e.last_good < options_.stream_lost_limit) {
+        continue;
+      }
+      *why =
+          StrCat(e.status.resource_name, " has had no ListAndWatch stream and no registration for ",
+                 std::chrono::duration_cast<std::chrono::seconds>(now - e.last_good).count(), " s");
+      return false;
+    }
+  }
   for (const ResourceStatus& r : Status()) {
     if (!r.serving) continue;  // being replaced, or failed to serve: readiness says so
     if (absl::Status s = ProbePlugin(r.socket_path, timeout); !s.ok()) {

@@ -1,10 +1,15 @@
 // Keeps every resource served and registered with the kubelet: starts the
 // servers, registers once serving, retries with backoff while the kubelet is
 // away, and re-serves and re-registers when the kubelet restarts (a new
-// kubelet.sock) or a plugin socket is removed, as seen by the SocketWatcher.
-// One control thread does all of it; callers only post requests.
+// kubelet.sock) or a plugin socket is removed, as seen by the SocketWatcher,
+// or when a registered resource is left without a ListAndWatch stream (a
+// kubelet since 1.25 drops the current client of a name when any older
+// client's stream ends). One control thread does all of it; callers only
+// post requests.
 #ifndef GPU_AGENT_DEVICEPLUGIN_PLUGIN_SUPERVISOR_H_
 #define GPU_AGENT_DEVICEPLUGIN_PLUGIN_SUPERVISOR_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_publisher.h"
+#include "deviceplugin/kubelet_client.h"
 #include "deviceplugin/plugin_server.h"
 #include "deviceplugin/socket_watcher.h"
 
@@ -26,10 +32,24 @@ namespace gpu_agent::deviceplugin {
 
 struct SupervisorOptions {
   std::string kubelet_socket = "/var/lib/kubelet/device-plugins/kubelet.sock";
-  std::chrono::milliseconds register_timeout{5000};
+  // Covers a kubelet since 1.25 dialing the plugin back (up to 10 s) and
+  // asking its options inside Register.
+  std::chrono::milliseconds register_timeout{30000};
   std::chrono::milliseconds retry_initial{200};
   std::chrono::milliseconds retry_max{30000};
   std::chrono::milliseconds stop_deadline{2000};
+  // A registered resource with no ListAndWatch stream for this long, while
+  // kubelet.sock is there, is served on a fresh socket and registered again.
+  std::chrono::milliseconds stream_grace{1000};
+  // After a generation's streams end (reload, a removed socket, a re-serve),
+  // the next registration waits this long, so the kubelet has dropped the
+  // old client before the new one is current.
+  std::chrono::milliseconds settle{200};
+  // Alive() fails when a resource has had neither a stream nor a successful
+  // registration for this long.
+  std::chrono::milliseconds stream_lost_limit{120000};
+  // Off only in tests that drive CheckSockets() by hand.
+  bool watch_folder = true;
 };
 
 struct ResourceRuntime {
@@ -43,6 +63,8 @@ struct ResourceStatus {
   bool serving = false;
   bool registered = false;
   uint64_t registrations = 0;
+  // Registrations again because the kubelet held no stream (see stream_grace).
+  uint64_t stream_heals = 0;
   size_t open_streams = 0;
   uint64_t allocate_calls = 0;
   uint64_t allocate_errors = 0;
@@ -67,12 +89,19 @@ class PluginSupervisor {
   // Finishes streams, stops servers, removes sockets, stops threads.
   void Stop();
 
+  // Checks the kubelet's socket and every plugin socket against what was
+  // last seen, as after lost inotify events: a changed kubelet.sock is a
+  // kubelet restart, a changed plugin socket is served again. Returns once
+  // done.
+  void CheckSockets();
+
   std::vector<ResourceStatus> Status() const;
   uint64_t kubelet_restarts() const { return kubelet_restarts_.load(); }
   // Every resource registered and streaming to the kubelet.
   bool Ready() const;
   // Every server that should be serving answers a call over its socket
-  // within `timeout`; `why` names the first that does not.
+  // within `timeout`, and no resource has gone stream_lost_limit without a
+  // stream or a registration; `why` names the first that fails.
   bool Alive(std::chrono::milliseconds timeout, std::string* why) const;
 
  private:
@@ -86,8 +115,26 @@ class PluginSupervisor {
     std::chrono::milliseconds backoff{0};
     int failures = 0;
     std::string last_error;
+    std::chrono::steady_clock::time_point last_registered{};
+    // When the resource was last seen with no stream open; zero while one is.
+    std::chrono::steady_clock::time_point streamless_since{};
+    // The service's streams_opened count before the last registration.
+    uint64_t streams_before_register = 0;
+    uint64_t stream_heals = 0;
+    // stream_grace, doubled (to retry_max) while heals bring no stream.
+    std::chrono::milliseconds grace{0};
   };
-  enum class EventKind { kKubeletSocket, kSocketDeleted, kReload };
+  // What identifies a file at a path: a new file may reuse an inode number,
+  // not also its change time.
+  struct FileIdentity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    int64_t ctime_ns = 0;
+    bool operator==(const FileIdentity& o) const {
+      return dev == o.dev && ino == o.ino && ctime_ns == o.ctime_ns;
+    }
+  };
+  enum class EventKind { kKubeletSocket, kSocketDeleted, kReload, kStreams, kRescan };
   struct Event {
     EventKind kind;
     std::string name;
@@ -95,9 +142,16 @@ class PluginSupervisor {
 
   explicit PluginSupervisor(SupervisorOptions options) : options_(std::move(options)) {}
   std::string SocketPath(const std::string& endpoint) const;
-  absl::Status Serve(Slot& slot);
+  // Serves the slot on a fresh socket. `settle`: the old server had streams
+  // the kubelet must see end before the next registration.
+  absl::Status Serve(Slot& slot, bool settle);
   void ControlLoop();
   void TryRegister(Slot& slot);
+  // Registered, but the kubelet holds no stream: register again.
+  void Heal(Slot& slot);
+  // Notes which slots have a stream open; true if anything changed.
+  bool RefreshStreams(std::chrono::steady_clock::time_point now);
+  static bool IdentityOf(const std::string& path, FileIdentity* out);
   void HandleEvent(const Event& e);
   void Post(Event e);
   // Copies what Status() reports. Control thread only (or before it starts).
@@ -119,14 +173,19 @@ class PluginSupervisor {
   struct StatusEntry {
     ResourceStatus status;
     std::shared_ptr<DevicePluginService> service;
+    std::chrono::steady_clock::time_point last_good{};  // a stream or a registration
+    bool streamless = false;
   };
   std::vector<StatusEntry> status_;              // protected by mu_
   std::vector<ResourceRuntime> pending_reload_;  // protected by mu_
   bool reload_done_ = false;                     // protected by mu_
+  uint64_t rescans_done_ = 0;                    // protected by mu_
   absl::Status reload_status_;                   // protected by mu_
   bool stopped_ = false;
   std::atomic<uint64_t> kubelet_restarts_{0};
   bool ever_registered_ = false;
+  FileIdentity kubelet_identity_;  // at the last registration; control thread
+  CallCanceller register_call_;
 };
 
 }  // namespace gpu_agent::deviceplugin

@@ -66,9 +66,7 @@ void SocketWatcher::Loop() {
         auto* ev = reinterpret_cast<inotify_event*>(p);
         p += sizeof(inotify_event) + ev->len;
         if (ev->mask & IN_Q_OVERFLOW) {
-          // Events were lost: report the kubelet socket as new, which makes
-          // the owner re-check everything.
-          callback_("kubelet.sock", Change::kCreated);
+          callback_("", Change::kOverflow);
           continue;
         }
         if (ev->mask & IN_DELETE_SELF) {

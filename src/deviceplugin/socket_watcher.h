@@ -15,7 +15,9 @@ namespace gpu_agent::deviceplugin {
 
 class SocketWatcher {
  public:
-  enum class Change { kCreated, kDeleted };
+  // kOverflow: the kernel's queue overflowed and events were lost (the name
+  // is empty); the owner must look at the folder itself.
+  enum class Change { kCreated, kDeleted, kOverflow };
   // Called on the watcher's thread with a file name in the folder.
   using Callback = std::function<void(const std::string& name, Change change)>;
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <regex>
 #include <set>
 
@@ -831,5 +832,122 @@ sharing:
   EXPECT_EQ(gpus.size(), 1u);
 }
 
+std::string Tail(const std::string& s, size_t n = 6000) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
+
+// What kubelets 1.25 to 1.34 do (see kubelet_simulator.h) and the old
+// registration did not survive: when any stream of a resource ends, the
+// kubelet drops the CURRENT client, so a registration that overtakes the end
+// of the previous generation's stream is dropped at once, and the resource
+// stays at 0 until the plugin registers again. A seeded random mix of
+// SIGHUP reloads (alternating configs), kubelet restarts and streams the
+// kubelet drops; after each, the kubelet's allocatable must be the fixture's
+// within 2 s.
+TEST_F(PluginModeTest, ReloadsRestartsAndDroppedStreamsAlwaysEndRegistered) {
+  if (sim_.profile() != KubeletSimulator::Profile::k1_25) {
+    GTEST_SKIP() << "the race is a kubelet 1.25+ one";
+  }
+  uint32_t seed = 20261123;
+  if (const char* v = std::getenv("RACE_SEED")) seed = static_cast<uint32_t>(std::stoul(v));
+  std::printf("seed %u (RACE_SEED=%u repeats this run)\n", seed, seed);
+  const std::string a = "version: v1\n";
+  const std::string b = R"(version: v1
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+)";
+  const std::string config = dir_.Write("c.yaml", a);
+  // A shorter grace than the default 1 s keeps the 200 steps quick.
+  StartAgent({"--config", config, "--stream-grace-period", "300ms"});
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Dump();
+  std::mt19937 rng(seed);
+  bool on_b = false;
+  int counts[3] = {0, 0, 0};
+  for (int step = 0; step < 200; ++step) {
+    const int action = static_cast<int>(rng() % 3);
+    const char* names[] = {"SIGHUP", "kubelet restart", "stream dropped by the kubelet"};
+    ++counts[action];
+    const int before = sim_.registrations();
+    switch (action) {
+      case 0:
+        on_b = !on_b;
+        dir_.Write("c.yaml", on_b ? b : a);
+        agent_->Signal(SIGHUP);
+        break;
+      case 1:
+        ASSERT_TRUE(sim_.Restart());
+        break;
+      default:
+        sim_.DisconnectCurrent(kGpu);
+        break;
+    }
+    const int want = on_b ? 16 : 8;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    const bool registered = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(2));
+    const bool allocatable =
+        registered && sim_.WaitForAllocatable(kGpu, want,
+                                              std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  deadline - std::chrono::steady_clock::now()));
+    ASSERT_TRUE(allocatable) << "seed " << seed << ", step " << step << " (" << names[action]
+                             << "): " << (registered ? "registered" : "not registered again")
+                             << ", allocatable " << sim_.Allocatable(kGpu) << ", want " << want
+                             << "\n"
+                             << Tail(Dump());
+  }
+  EXPECT_EQ(sim_.max_concurrent_registrations(), 1) << "two Register calls in flight at once";
+  std::printf("steps: %d SIGHUP, %d kubelet restarts, %d dropped streams; %d registrations\n",
+              counts[0], counts[1], counts[2], sim_.registrations());
+}
+
+// After a kubelet restart pods are admitted again: refused while the
+// resource is not registered, or the device a container had is unhealthy.
+TEST_F(PluginModeTest, AdmissionAfterAKubeletRestart) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Dump();
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  EXPECT_EQ(sim_.Admit(kGpu, {uuids[3]}), "");
+  sim_.Stop();
+  EXPECT_NE(sim_.Admit(kGpu, {uuids[3]}).find("can't allocate unregistered device"),
+            std::string::npos);
+  ASSERT_TRUE(sim_.Restart());
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Dump();
+  EXPECT_EQ(sim_.Admit(kGpu, {uuids[3]}), "");
+  Nvml("xid 3 79");
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 7, std::chrono::seconds(10))) << Dump();
+  EXPECT_NE(sim_.Admit(kGpu, {uuids[3]}).find("no longer healthy"), std::string::npos);
+  EXPECT_EQ(sim_.Admit(kGpu, {uuids[4]}), "");
+}
+
+// Two resources in one container, merged as the kubelet merges them: each
+// response's CDI devices reach the runtime, none twice, and the annotations
+// do not collide.
+TEST_F(PluginModeTest, TwoResourcesMergedForOneContainerKeepEveryCdiDevice) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  StartAgent({"--mig-strategy", "mixed", "--device-list-strategy", "cdi-annotations,cdi-cri"},
+             FixturePath("2-gpu-mig.yaml"));
+  ASSERT_TRUE(sim_.WaitForAllocatable(kMig1g, 2, std::chrono::seconds(10))) << Dump();
+  ASSERT_TRUE(sim_.WaitForAllocatable(kMig2g, 1, std::chrono::seconds(10))) << Dump();
+  std::vector<v1beta1::ContainerAllocateResponse> responses;
+  for (const auto& [resource, id] : {std::pair{kMig1g, kMigGi2}, std::pair{kMig2g, kMigGi1}}) {
+    v1beta1::AllocateRequest req;
+    req.add_container_requests()->add_devices_ids(id);
+    v1beta1::AllocateResponse resp;
+    grpc::Status s = sim_.Allocate(resource, req, &resp);
+    ASSERT_TRUE(s.ok()) << resource << ": " << s.error_message();
+    responses.push_back(resp.container_responses(0));
+  }
+  const auto merged = KubeletSimulator::MergeForContainer(responses);
+  EXPECT_TRUE(merged.conflicts.empty()) << merged.conflicts.front();
+  ASSERT_EQ(merged.cdi_devices.size(), 2u);
+  auto ends_with = [](const std::string& s, const std::string& end) {
+    return s.size() > end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+  };
+  EXPECT_TRUE(ends_with(merged.cdi_devices[0], StrCat("=", kMigGi2))) << merged.cdi_devices[0];
+  EXPECT_TRUE(ends_with(merged.cdi_devices[1], StrCat("=", kMigGi1))) << merged.cdi_devices[1];
+  EXPECT_EQ(merged.annotations.size(), 2u);
+}
 }  // namespace
 }  // namespace gpu_agent::testing
