@@ -224,10 +224,13 @@ class AllocateStrategyTest : public PluginModeTest,
 TEST_P(AllocateStrategyTest, ExactResponse) {
   dir_.Write("devroot/dev/nvidiactl", "");
   dir_.Write("devroot/dev/nvidia-uvm", "");
-  dir_.Write("devroot/dev/nvidia2", "");
-  dir_.Write("devroot/dev/nvidia5", "");
-  std::vector<std::string> flags = {"--device-id-strategy", "index", "--dev-root",
-                                    dir_.Join("devroot")};
+  // Every GPU's node: the CDI spec (written with a cdi-* strategy) names
+  // them all; Allocate's device specs only those asked for.
+  for (int i = 0; i < 8; ++i) dir_.Write(StrCat("devroot/dev/nvidia", i), "");
+  ASSERT_TRUE(WriteFakeDriverRoot(dir_.Join("driver"), "550.54.15"));
+  std::vector<std::string> flags = {
+      "--device-id-strategy", "index",          "--dev-root",           dir_.Join("devroot"),
+      "--cdi-spec-dir",       dir_.Join("cdi"), "--nvidia-driver-root", dir_.Join("driver")};
   flags.insert(flags.end(), GetParam().flags.begin(), GetParam().flags.end());
   StartAgent(flags);
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; })) << Dump();
@@ -266,11 +269,11 @@ INSTANTIATE_TEST_SUITE_P(
         AllocCase{
             "CdiAnnotations",
             {"--device-list-strategy", "cdi-annotations"},
-            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "nvidia.com/gpu=5,nvidia.com/gpu=2" })"},
+            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "gpu-agent.github.io/gpu=5,gpu-agent.github.io/gpu=2" })"},
         AllocCase{
             "CdiCri",
             {"--device-list-strategy", "cdi-cri"},
-            R"(cdi_devices { name: "nvidia.com/gpu=5" } cdi_devices { name: "nvidia.com/gpu=2" })"},
+            R"(cdi_devices { name: "gpu-agent.github.io/gpu=5" } cdi_devices { name: "gpu-agent.github.io/gpu=2" })"},
         AllocCase{
             "EnvvarCdiCriAndDeviceSpecs",
             {"--device-list-strategy", "envvar,cdi-cri", "--pass-device-specs"},
@@ -279,7 +282,7 @@ INSTANTIATE_TEST_SUITE_P(
             R"(devices { container_path: "/dev/nvidia-uvm" host_path: "ROOT/dev/nvidia-uvm" permissions: "rw" } )"
             R"(devices { container_path: "/dev/nvidia5" host_path: "ROOT/dev/nvidia5" permissions: "rw" } )"
             R"(devices { container_path: "/dev/nvidia2" host_path: "ROOT/dev/nvidia2" permissions: "rw" } )"
-            R"(cdi_devices { name: "nvidia.com/gpu=5" } cdi_devices { name: "nvidia.com/gpu=2" })"}),
+            R"(cdi_devices { name: "gpu-agent.github.io/gpu=5" } cdi_devices { name: "gpu-agent.github.io/gpu=2" })"}),
     [](const ::testing::TestParamInfo<AllocCase>& p) { return p.param.name; });
 
 TEST_F(PluginModeTest, BadAllocateRequestsAreRefusedWithTheIds) {
@@ -711,7 +714,15 @@ TEST_F(PluginModeTest, MixedMigServesEachProfileOnItsOwnSocket) {
 // the container gets both devices.
 TEST_F(PluginModeTest, TwoResourcesInOneContainerKeepBothCdiAnnotations) {
   ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
-  StartAgent({"--mig-strategy", "mixed", "--device-list-strategy", "cdi-annotations"},
+  // What the CDI spec the agent writes needs: driver files, nodes, MIG caps.
+  ASSERT_TRUE(WriteFakeDriverRoot(dir_.Join("driver"), "550.54.15"));
+  WriteFakeDevRoot(dir_.Join("devroot"), {0, 1}, {12, 13, 21, 22, 30, 31}, false);
+  dir_.Write("proc/driver/nvidia-caps/mig-minors",
+             "gpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\ngpu0/gi2/access 21\n"
+             "gpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\ngpu0/gi3/ci0/access 31\n");
+  StartAgent({"--mig-strategy", "mixed", "--device-list-strategy", "cdi-annotations",
+              "--cdi-spec-dir", dir_.Join("cdi"), "--nvidia-driver-root", dir_.Join("driver"),
+              "--dev-root", dir_.Join("devroot"), "--proc-root", dir_.Join("proc")},
              FixturePath("2-gpu-mig.yaml"));
   ASSERT_TRUE(Registered(3)) << Dump();
   ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 2; }))
@@ -728,8 +739,8 @@ TEST_F(PluginModeTest, TwoResourcesInOneContainerKeepBothCdiAnnotations) {
   }
   std::set<std::string> names;
   for (const auto& [k, v] : merged) names.insert(v);
-  EXPECT_EQ(names, (std::set<std::string>{StrCat("nvidia.com/gpu=", kMigGi2),
-                                          StrCat("nvidia.com/gpu=", kMigGi1)}));
+  EXPECT_EQ(names, (std::set<std::string>{StrCat("gpu-agent.github.io/gpu=", kMigGi2),
+                                          StrCat("gpu-agent.github.io/gpu=", kMigGi1)}));
 }
 
 // A GPU NVML calls lost at discovery takes its MIG devices out; when it
