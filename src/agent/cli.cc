@@ -6,6 +6,7 @@
 #include <map>
 
 #include "agent/capacity_command.h"
+#include "agent/cdi_command.h"
 #include "agent/commands.h"
 #include "agent/config_schema.h"
 #include "agent/version.h"
@@ -30,8 +31,14 @@ void AddConfigFlags(CLI::App* cmd, ConfigFlags* flags) {
                       "YAML config file (env CONFIG_FILE); NVIDIA device-plugin files load as is");
   for (const Setting& s : Settings()) {
     if (s.flag.empty()) continue;
-    const std::string name = StrCat("--", s.flag);
+    std::string name = StrCat("--", s.flag);
     std::string help(s.help);
+    for (const SettingAlias& a : SettingAliases()) {
+      if (a.key == s.key && !a.flag.empty()) {
+        StrAppend(&name, ",--", a.flag);
+        StrAppend(&help, " (also --", a.flag, a.env.empty() ? "" : StrCat(", env ", a.env), ")");
+      }
+    }
     if (!s.env.empty()) StrAppend(&help, " (env ", s.env, ")");
     if (!s.choices.empty()) {
       StrAppend(&help, " [");
@@ -121,6 +128,21 @@ int RunCli(int argc, char** argv) {
   ConfigFlags config_flags;
   AddConfigFlags(config, &config_flags);
 
+  CLI::App* cdi = app.add_subcommand("cdi", "Container Device Interface spec for this node");
+  cdi->require_subcommand(1);
+  CLI::App* cdi_generate = cdi->add_subcommand(
+      "generate", "print the CDI spec of this node's GPUs (or write it with --output)");
+  ConfigFlags cdi_flags;
+  AddConfigFlags(cdi_generate, &cdi_flags);
+  std::string cdi_format;
+  std::string cdi_output;
+  cdi_generate
+      ->add_option("-o,--format", cdi_format,
+                   "spec format (default: from --output's extension, else yaml)")
+      ->check(CLI::IsMember({"json", "yaml"}));
+  cdi_generate->add_option("--output", cdi_output,
+                           "write the spec to this file atomically instead of printing it");
+
   CLI::App* version = app.add_subcommand("version", "print the version");
 
   CLI::App* capacity = app.add_subcommand(
@@ -201,6 +223,12 @@ int RunCli(int argc, char** argv) {
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
     return CapacityCommand(*loaded, c->req);
+  }
+  if (cdi_generate->parsed()) {
+    ConfigRequest req = BuildRequest(cdi_flags);
+    absl::StatusOr<LoadedConfig> loaded = Load(req);
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return CdiGenerateCommand(*loaded, cdi_format, cdi_output);
   }
   if (config->parsed()) {
     ConfigRequest req = BuildRequest(config_flags);

@@ -93,6 +93,15 @@ struct Config {
     } time_slicing;
   } sharing;
 
+  // The CDI spec plugin mode writes when a cdi-* device-list strategy is
+  // on, naming devices "<vendor>/<class>=<id>" as Allocate does.
+  struct Cdi {
+    std::string vendor = "gpu-agent.github.io";
+    std::string class_name = "gpu";
+    std::string spec_dir = "/var/run/cdi";  // empty: write none (another tool does)
+    std::string Kind() const { return vendor + "/" + class_name; }
+  } cdi;
+
   struct Health {
     bool disabled = false;
     // XIDs that never mark a GPU unhealthy (application errors).

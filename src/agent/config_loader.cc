@@ -335,12 +335,19 @@ absl::StatusOr<LoadedConfig> LoadConfig(const ConfigRequest& request) {
   }
   for (const Setting& s : Settings()) {
     if (s.env.empty()) continue;
-    std::optional<std::string> v = request.env(std::string(s.env));
+    std::string_view env = s.env;
+    std::optional<std::string> v = request.env(std::string(env));
+    for (const SettingAlias& a : SettingAliases()) {
+      if ((!v || v->empty()) && a.key == s.key && !a.env.empty()) {
+        env = a.env;
+        v = request.env(std::string(env));
+      }
+    }
     if (!v || v->empty()) continue;
     if (absl::Status st = ApplySetting(s, ItemsOf(s, *v), &out.config); !st.ok()) {
-      return absl::InvalidArgumentError(StrCat("env ", s.env, ": ", st.message()));
+      return absl::InvalidArgumentError(StrCat("env ", env, ": ", st.message()));
     }
-    out.origins[std::string(s.key)] = Origin{ValueSource::kEnv, StrCat("env ", s.env)};
+    out.origins[std::string(s.key)] = Origin{ValueSource::kEnv, StrCat("env ", env)};
   }
   if (absl::Status s = ApplyHealthEnv(request.env, &out); !s.ok()) return s;
   for (const auto& [key, raw] : request.flags) {

@@ -8,6 +8,7 @@
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "base/text.h"
+#include "deviceplugin/cdi_spec.h"
 
 namespace gpu_agent {
 namespace {
@@ -146,11 +147,12 @@ const std::vector<Setting>& Table() {
        "prefix of CDI annotations",
        FIELD(flags.plugin.cdi_annotation_prefix)},
       {"flags.plugin.nvidiaCTKPath",
-       "nvidia-ctk-path",
-       "NVIDIA_CTK_PATH",
+       "nvidia-cdi-hook-path",
+       "NVIDIA_CDI_HOOK_PATH",
        K::kString,
        {},
-       "path of nvidia-ctk (accepted for compatibility)",
+       "host path of nvidia-ctk (or nvidia-cdi-hook) for the CDI spec's hooks; where absent, "
+       "the spec mounts what the hooks would link (empty: no hooks)",
        FIELD(flags.plugin.nvidia_ctk_path)},
       {"flags.plugin.containerDriverRoot",
        "container-driver-root",
@@ -159,6 +161,27 @@ const std::vector<Setting>& Table() {
        {},
        "where the host's driver root is mounted in this container (empty: at the same path)",
        FIELD(flags.plugin.container_driver_root)},
+      {"cdi.vendor",
+       "cdi-vendor",
+       "GPU_AGENT_CDI_VENDOR",
+       K::kString,
+       {},
+       "vendor part of the CDI kind (<vendor>/<class>) of the spec and of Allocate's CDI names",
+       FIELD(cdi.vendor)},
+      {"cdi.class",
+       "cdi-class",
+       "GPU_AGENT_CDI_CLASS",
+       K::kString,
+       {},
+       "class part of the CDI kind",
+       FIELD(cdi.class_name)},
+      {"cdi.specDir",
+       "cdi-spec-dir",
+       "GPU_AGENT_CDI_SPEC_DIR",
+       K::kString,
+       {},
+       "where plugin mode writes the CDI spec when a cdi-* strategy is on (empty: write none)",
+       FIELD(cdi.spec_dir)},
       {"sharing.timeSlicing.renameByDefault",
        "",
        "",
@@ -393,6 +416,14 @@ absl::StatusOr<bool> ParseBool(std::string_view key, std::string_view v) {
 
 const std::vector<Setting>& Settings() { return Table(); }
 
+const std::vector<SettingAlias>& SettingAliases() {
+  static const auto* aliases = new std::vector<SettingAlias>{
+      {"flags.plugin.nvidiaCTKPath", "nvidia-ctk-path", "NVIDIA_CTK_PATH"},
+      {"flags.plugin.containerDriverRoot", "driver-root-ctr-path", "DRIVER_ROOT_CTR_PATH"},
+  };
+  return *aliases;
+}
+
 const Setting* FindSetting(std::string_view key) {
   for (const Setting& s : Table()) {
     if (s.key == key) return &s;
@@ -596,6 +627,21 @@ absl::Status ValidateConfig(const Config& c) {
     }
   }
   if (absl::Status s = ValidateDeviceSelection(c.devices); !s.ok()) return s;
+  if (absl::Status s = deviceplugin::cdi::ValidateVendor(c.cdi.vendor); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("cdi.vendor: ", s.message()));
+  }
+  if (absl::Status s = deviceplugin::cdi::ValidateClass(c.cdi.class_name); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("cdi.class: ", s.message()));
+  }
+  if (!c.cdi.spec_dir.empty() && c.cdi.spec_dir.front() != '/') {
+    return absl::InvalidArgumentError(
+        StrCat("cdi.specDir: \"", c.cdi.spec_dir, "\" must be an absolute path (or empty)"));
+  }
+  if (!c.flags.plugin.nvidia_ctk_path.empty() && c.flags.plugin.nvidia_ctk_path.front() != '/') {
+    return absl::InvalidArgumentError(
+        StrCat("flags.plugin.nvidiaCTKPath: \"", c.flags.plugin.nvidia_ctk_path,
+               "\" must be an absolute path on the host (or empty for no CDI hooks)"));
+  }
   if (c.kubelet.endpoint.empty() || c.kubelet.endpoint.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(
         StrCat("kubelet.endpoint: \"", c.kubelet.endpoint,

@@ -34,6 +34,15 @@ const std::vector<Setting>& Settings();
 const Setting* FindSetting(std::string_view key);
 const Setting* FindSettingByFlag(std::string_view flag);
 
+// Second names NVIDIA's plugin accepts for a setting (it renamed some flags
+// and kept the old ones). When both env vars are set, the table's own wins.
+struct SettingAlias {
+  std::string_view key;
+  std::string_view flag;  // without "--"
+  std::string_view env;
+};
+const std::vector<SettingAlias>& SettingAliases();
+
 // YAML paths that are mappings (so "flags", "flags.plugin", ...), and keys
 // NVIDIA's schema has that the agent accepts and ignores.
 bool IsSettingPrefix(std::string_view key);

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "agent/cdi_command.h"
 #include "agent/commands.h"
 #include "agent/metrics_server.h"
 #include "agent/mode_common.h"
@@ -144,6 +145,14 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     return kExitUsage;
   }
   for (const std::string& w : plan->warnings) LogWarning(w);
+  // Fatal at start, as in NVIDIA's plugin: without the spec every Allocate
+  // would name CDI devices no runtime can resolve (containers fail to start,
+  // or start without GPUs), which is worse than a pod that says why.
+  CdiSpecFile cdi_spec;
+  if (absl::Status s = cdi_spec.Update(loaded.config, inventory); !s.ok()) {
+    LogError("cannot write the CDI spec", {{"error", std::string(s.message())}});
+    return kExitFailure;
+  }
   Running running;
   running.runtimes = MakeRuntimes(*plan);
   // Health first: by the time the kubelet sees a device, its XIDs count.
@@ -194,6 +203,12 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
       continue;
     }
     for (const std::string& w : next_plan->warnings) LogWarning(w);
+    // On reload a failure keeps the running agent and the spec written
+    // before (it still names the devices of the running config).
+    if (absl::Status s = cdi_spec.Update(next->loaded.config, next->inventory); !s.ok()) {
+      LogError("cannot write the CDI spec for the reloaded config; the previous one stays",
+               {{"error", std::string(s.message())}});
+    }
     std::lock_guard<std::mutex> lock(running_mu);
     std::vector<nvml::HealthWatcher::Outage> carried;
     if (running.health) {
@@ -214,6 +229,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
   if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
   if (running.health) running.health->Stop();
   (*sup)->Stop();
+  cdi_spec.Remove();
   LogInfo("stopped; sockets removed");
   return kExitOk;
 }

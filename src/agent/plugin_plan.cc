@@ -93,6 +93,7 @@ class Planner {
     plan_.allocate.dev_root = c_.flags.nvidia_dev_root;
     plan_.allocate.dev_root_here = c_.flags.DevRootHere();
     plan_.allocate.cdi_annotation_prefix = c_.flags.plugin.cdi_annotation_prefix;
+    plan_.allocate.cdi_kind = c_.cdi.Kind();
     plan_.allocate.fail_requests_greater_than_one =
         c_.sharing.time_slicing.fail_requests_greater_than_one;
     return std::move(plan_);

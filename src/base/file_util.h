@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+
 namespace gpu_agent {
 
 // True when something (of any type) exists at `path`; links are followed.
@@ -16,6 +18,12 @@ ino_t InodeOf(const std::string& path);
 // `root` + `path` with one '/' between: ("/run/driver/", "/dev/x") ->
 // "/run/driver/dev/x"; root "/" or "" leaves `path`.
 std::string JoinRoot(std::string_view root, std::string_view path);
+
+// Replaces (or creates) `path` with `content`, mode 0644, so a reader sees
+// the old file or the new one, never a part: written to a temporary file in
+// the same folder, flushed, then renamed over `path`. The folder must exist.
+// Errors name the path and the system's reason; no temporary file is left.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content);
 
 }  // namespace gpu_agent
 

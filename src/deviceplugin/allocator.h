@@ -26,7 +26,9 @@ struct AllocateOptions {
   // dev_root.
   std::string dev_root_here;
   std::string cdi_annotation_prefix = "cdi.k8s.io/";
-  std::string cdi_kind = "nvidia.com/gpu";  // CDI vendor/class
+  // CDI vendor/class: the kind of the spec the agent writes (cdi.vendor,
+  // cdi.class), so every name Allocate gives is defined there.
+  std::string cdi_kind = "gpu-agent.github.io/gpu";
   bool fail_requests_greater_than_one = false;
 };
 

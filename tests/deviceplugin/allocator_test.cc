@@ -82,16 +82,16 @@ INSTANTIATE_TEST_SUITE_P(
         StrategyCase{
             "CdiAnnotations",
             {"cdi-annotations"},
-            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "nvidia.com/gpu=GPU-1,nvidia.com/gpu=GPU-0" })"},
+            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "gpu-agent.github.io/gpu=GPU-1,gpu-agent.github.io/gpu=GPU-0" })"},
         StrategyCase{
             "CdiCri",
             {"cdi-cri"},
-            R"(cdi_devices { name: "nvidia.com/gpu=GPU-1" } cdi_devices { name: "nvidia.com/gpu=GPU-0" })"},
+            R"(cdi_devices { name: "gpu-agent.github.io/gpu=GPU-1" } cdi_devices { name: "gpu-agent.github.io/gpu=GPU-0" })"},
         StrategyCase{
             "EnvvarAndCdiCri",
             {"envvar", "cdi-cri"},
             R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "GPU-1,GPU-0" } )"
-            R"(cdi_devices { name: "nvidia.com/gpu=GPU-1" } cdi_devices { name: "nvidia.com/gpu=GPU-0" })"}),
+            R"(cdi_devices { name: "gpu-agent.github.io/gpu=GPU-1" } cdi_devices { name: "gpu-agent.github.io/gpu=GPU-0" })"}),
     [](const ::testing::TestParamInfo<StrategyCase>& p) { return p.param.name; });
 
 TEST(AllocatorTest, PassDeviceSpecsOnlyForNodesPresent) {
@@ -230,8 +230,8 @@ TEST(AllocatorTest, CdiAnnotationKeyIsUniquePerResponse) {
     for (const auto& [k, v] : r->annotations()) merged.emplace(k, v);
   }
   ASSERT_EQ(merged.size(), 2u);
-  EXPECT_EQ(merged[ka], "nvidia.com/gpu=GPU-0");
-  EXPECT_EQ(merged[kb], "nvidia.com/gpu=GPU-1");
+  EXPECT_EQ(merged[ka], "gpu-agent.github.io/gpu=GPU-0");
+  EXPECT_EQ(merged[kb], "gpu-agent.github.io/gpu=GPU-1");
   // A long CDI kind is cut so the key's name stays within 63 characters.
   opts.cdi_kind = "example.com/" + std::string(80, 'x');
   Allocator long_kind(opts);

@@ -225,10 +225,13 @@ class AllocateStrategyTest : public PluginModeTest,
 TEST_P(AllocateStrategyTest, ExactResponse) {
   dir_.Write("devroot/dev/nvidiactl", "");
   dir_.Write("devroot/dev/nvidia-uvm", "");
-  dir_.Write("devroot/dev/nvidia2", "");
-  dir_.Write("devroot/dev/nvidia5", "");
-  std::vector<std::string> flags = {"--device-id-strategy", "index", "--dev-root",
-                                    dir_.Join("devroot")};
+  // Every GPU's node: the CDI spec (written with a cdi-* strategy) names
+  // them all; Allocate's device specs only those asked for.
+  for (int i = 0; i < 8; ++i) dir_.Write(StrCat("devroot/dev/nvidia", i), "");
+  ASSERT_TRUE(WriteFakeDriverRoot(dir_.Join("driver"), "550.54.15"));
+  std::vector<std::string> flags = {
+      "--device-id-strategy", "index",          "--dev-root",           dir_.Join("devroot"),
+      "--cdi-spec-dir",       dir_.Join("cdi"), "--nvidia-driver-root", dir_.Join("driver")};
   flags.insert(flags.end(), GetParam().flags.begin(), GetParam().flags.end());
   StartAgent(flags);
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; })) << Dump();
@@ -267,11 +270,11 @@ INSTANTIATE_TEST_SUITE_P(
         AllocCase{
             "CdiAnnotations",
             {"--device-list-strategy", "cdi-annotations"},
-            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "nvidia.com/gpu=5,nvidia.com/gpu=2" })"},
+            R"(annotations { key: "cdi.k8s.io/gpu-agent_gpu_ID" value: "gpu-agent.github.io/gpu=5,gpu-agent.github.io/gpu=2" })"},
         AllocCase{
             "CdiCri",
             {"--device-list-strategy", "cdi-cri"},
-            R"(cdi_devices { name: "nvidia.com/gpu=5" } cdi_devices { name: "nvidia.com/gpu=2" })"},
+            R"(cdi_devices { name: "gpu-agent.github.io/gpu=5" } cdi_devices { name: "gpu-agent.github.io/gpu=2" })"},
         AllocCase{
             "EnvvarCdiCriAndDeviceSpecs",
             {"--device-list-strategy", "envvar,cdi-cri", "--pass-device-specs"},
@@ -280,7 +283,7 @@ INSTANTIATE_TEST_SUITE_P(
             R"(devices { container_path: "/dev/nvidia-uvm" host_path: "ROOT/dev/nvidia-uvm" permissions: "rw" } )"
             R"(devices { container_path: "/dev/nvidia5" host_path: "ROOT/dev/nvidia5" permissions: "rw" } )"
             R"(devices { container_path: "/dev/nvidia2" host_path: "ROOT/dev/nvidia2" permissions: "rw" } )"
-            R"(cdi_devices { name: "nvidia.com/gpu=5" } cdi_devices { name: "nvidia.com/gpu=2" })"}),
+            R"(cdi_devices { name: "gpu-agent.github.io/gpu=5" } cdi_devices { name: "gpu-agent.github.io/gpu=2" })"}),
     [](const ::testing::TestParamInfo<AllocCase>& p) { return p.param.name; });
 
 TEST_F(PluginModeTest, BadAllocateRequestsAreRefusedWithTheIds) {
@@ -712,25 +715,37 @@ TEST_F(PluginModeTest, MixedMigServesEachProfileOnItsOwnSocket) {
 // the container gets both devices.
 TEST_F(PluginModeTest, TwoResourcesInOneContainerKeepBothCdiAnnotations) {
   ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
-  StartAgent({"--mig-strategy", "mixed", "--device-list-strategy", "cdi-annotations"},
+  // What the CDI spec the agent writes needs: driver files, nodes, MIG caps.
+  ASSERT_TRUE(WriteFakeDriverRoot(dir_.Join("driver"), "550.54.15"));
+  WriteFakeDevRoot(dir_.Join("devroot"), {0, 1}, {12, 13, 21, 22, 30, 31}, false);
+  dir_.Write("proc/driver/nvidia-caps/mig-minors",
+             "gpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\ngpu0/gi2/access 21\n"
+             "gpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\ngpu0/gi3/ci0/access 31\n");
+  StartAgent({"--mig-strategy", "mixed", "--device-list-strategy", "cdi-annotations,cdi-cri",
+              "--cdi-spec-dir", dir_.Join("cdi"), "--nvidia-driver-root", dir_.Join("driver"),
+              "--dev-root", dir_.Join("devroot"), "--proc-root", dir_.Join("proc")},
              FixturePath("2-gpu-mig.yaml"));
-  ASSERT_TRUE(Registered(3)) << Dump();
-  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 2; }))
-      << Dump();
-  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return d.size() == 1; }));
-  std::map<std::string, std::string> merged;  // as the kubelet merges them
+  ASSERT_TRUE(sim_.WaitForAllocatable(kMig1g, 2, std::chrono::seconds(10))) << Dump();
+  ASSERT_TRUE(sim_.WaitForAllocatable(kMig2g, 1, std::chrono::seconds(10))) << Dump();
+  std::vector<v1beta1::ContainerAllocateResponse> responses;
   for (const auto& [resource, id] : {std::pair{kMig1g, kMigGi2}, std::pair{kMig2g, kMigGi1}}) {
     v1beta1::AllocateRequest req;
     req.add_container_requests()->add_devices_ids(id);
     v1beta1::AllocateResponse resp;
     grpc::Status s = sim_.Allocate(resource, req, &resp);
     ASSERT_TRUE(s.ok()) << resource << ": " << s.error_message();
-    for (const auto& [k, v] : resp.container_responses(0).annotations()) merged.emplace(k, v);
+    responses.push_back(resp.container_responses(0));
   }
+  // As the kubelet merges them: first key wins, CDI devices once each.
+  const auto merged = KubeletSimulator::MergeForContainer(responses);
+  EXPECT_TRUE(merged.conflicts.empty()) << merged.conflicts.front();
   std::set<std::string> names;
-  for (const auto& [k, v] : merged) names.insert(v);
-  EXPECT_EQ(names, (std::set<std::string>{StrCat("nvidia.com/gpu=", kMigGi2),
-                                          StrCat("nvidia.com/gpu=", kMigGi1)}));
+  for (const auto& [k, v] : merged.annotations) names.insert(v);
+  const std::set<std::string> want = {StrCat("gpu-agent.github.io/gpu=", kMigGi2),
+                                      StrCat("gpu-agent.github.io/gpu=", kMigGi1)};
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(std::set<std::string>(merged.cdi_devices.begin(), merged.cdi_devices.end()), want);
+  EXPECT_EQ(merged.cdi_devices.size(), 2u);
 }
 
 // A GPU NVML calls lost at discovery takes its MIG devices out; when it
@@ -921,33 +936,5 @@ TEST_F(PluginModeTest, AdmissionAfterAKubeletRestart) {
   EXPECT_EQ(sim_.Admit(kGpu, {uuids[4]}), "");
 }
 
-// Two resources in one container, merged as the kubelet merges them: each
-// response's CDI devices reach the runtime, none twice, and the annotations
-// do not collide.
-TEST_F(PluginModeTest, TwoResourcesMergedForOneContainerKeepEveryCdiDevice) {
-  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
-  StartAgent({"--mig-strategy", "mixed", "--device-list-strategy", "cdi-annotations,cdi-cri"},
-             FixturePath("2-gpu-mig.yaml"));
-  ASSERT_TRUE(sim_.WaitForAllocatable(kMig1g, 2, std::chrono::seconds(10))) << Dump();
-  ASSERT_TRUE(sim_.WaitForAllocatable(kMig2g, 1, std::chrono::seconds(10))) << Dump();
-  std::vector<v1beta1::ContainerAllocateResponse> responses;
-  for (const auto& [resource, id] : {std::pair{kMig1g, kMigGi2}, std::pair{kMig2g, kMigGi1}}) {
-    v1beta1::AllocateRequest req;
-    req.add_container_requests()->add_devices_ids(id);
-    v1beta1::AllocateResponse resp;
-    grpc::Status s = sim_.Allocate(resource, req, &resp);
-    ASSERT_TRUE(s.ok()) << resource << ": " << s.error_message();
-    responses.push_back(resp.container_responses(0));
-  }
-  const auto merged = KubeletSimulator::MergeForContainer(responses);
-  EXPECT_TRUE(merged.conflicts.empty()) << merged.conflicts.front();
-  ASSERT_EQ(merged.cdi_devices.size(), 2u);
-  auto ends_with = [](const std::string& s, const std::string& end) {
-    return s.size() > end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
-  };
-  EXPECT_TRUE(ends_with(merged.cdi_devices[0], StrCat("=", kMigGi2))) << merged.cdi_devices[0];
-  EXPECT_TRUE(ends_with(merged.cdi_devices[1], StrCat("=", kMigGi1))) << merged.cdi_devices[1];
-  EXPECT_EQ(merged.annotations.size(), 2u);
-}
 }  // namespace
 }  // namespace gpu_agent::testing

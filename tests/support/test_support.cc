@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +61,91 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
 }
 
 void MeasurementWindow(std::chrono::milliseconds window) { std::this_thread::sleep_for(window); }
+
+bool WriteFakeDriverRoot(const std::string& root, const std::string& version) {
+  namespace fs = std::filesystem;
+  const std::string lib = root + "/usr/lib/x86_64-linux-gnu";
+  std::error_code ec;
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/bin", "/lib/firmware/nvidia"}) {
+    fs::create_directories(root + dir, ec);
+    if (ec) return false;
+  }
+  fs::create_directories(root + "/lib/firmware/nvidia/" + version, ec);
+  // name, SONAME link ("" when the SONAME is the versioned name), .so link
+  struct Lib {
+    const char* name;
+    const char* soname;
+    bool dev_link;
+  };
+  for (const Lib& l : {Lib{"libnvidia-ml.so", "libnvidia-ml.so.1", true},
+                       Lib{"libnvidia-cfg.so", "libnvidia-cfg.so.1", true},
+                       Lib{"libcuda.so", "libcuda.so.1", true},
+                       Lib{"libcudadebugger.so", "libcudadebugger.so.1", false},
+                       Lib{"libnvidia-opencl.so", "libnvidia-opencl.so.1", false},
+                       Lib{"libnvidia-gpucomp.so", "", false},
+                       Lib{"libnvidia-ptxjitcompiler.so", "libnvidia-ptxjitcompiler.so.1", true},
+                       Lib{"libnvidia-allocator.so", "libnvidia-allocator.so.1", true},
+                       Lib{"libnvidia-pkcs11-openssl3.so", "", false},
+                       Lib{"libnvidia-nvvm.so", "libnvidia-nvvm.so.4", true},
+                       // Not a compute or utility library: must stay out.
+                       Lib{"libnvidia-encode.so", "libnvidia-encode.so.1", true}}) {
+    const std::string file = std::string(l.name) + "." + version;
+    std::ofstream(lib + "/" + file) << "placeholder for " << file << "\n";
+    std::string target = file;
+    if (*l.soname) {
+      fs::create_symlink(file, lib + "/" + l.soname, ec);
+      if (ec) return false;
+      target = l.soname;
+    }
+    if (l.dev_link) {
+      fs::create_symlink(target, lib + "/" + l.name, ec);
+      if (ec) return false;
+    }
+  }
+  for (const char* bin : {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
+                          "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"}) {
+    std::ofstream(root + "/usr/bin/" + bin) << "#!/bin/sh\n";
+  }
+  for (const char* fw : {"gsp_ga10x.bin", "gsp_tu10x.bin"}) {
+    std::ofstream(root + "/lib/firmware/nvidia/" + version + "/" + fw) << "firmware\n";
+  }
+  return true;
+}
+
+bool WriteFakeDevRoot(const std::string& root, const std::vector<int>& minors,
+                      const std::vector<int>& caps, bool char_devices) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(root + "/dev/nvidia-caps", ec);
+  if (ec) return false;
+  // The driver's majors: 195 for the GPUs and nvidiactl; nvidia-uvm and
+  // nvidia-caps get dynamic ones (these are typical).
+  struct Node {
+    std::string path;
+    unsigned major, minor;
+  };
+  std::vector<Node> nodes = {
+      {"/dev/nvidiactl", 195, 255}, {"/dev/nvidia-uvm", 510, 0}, {"/dev/nvidia-uvm-tools", 510, 1}};
+  for (int m : minors) nodes.push_back({"/dev/nvidia" + std::to_string(m), 195, unsigned(m)});
+  for (int c : caps) {
+    nodes.push_back({"/dev/nvidia-caps/nvidia-cap" + std::to_string(c), 511, unsigned(c)});
+  }
+  bool devices = char_devices;
+  for (const Node& n : nodes) {
+    const std::string path = root + n.path;
+    ::unlink(path.c_str());
+    if (devices && ::mknod(path.c_str(), S_IFCHR | 0666, makedev(n.major, n.minor)) != 0) {
+      devices = false;  // no CAP_MKNOD here: the rest are files too
+      for (const Node& before : nodes) {
+        if (&before == &n) break;
+        ::unlink((root + before.path).c_str());
+        std::ofstream(root + before.path);
+      }
+    }
+    if (!devices) std::ofstream(path).flush();
+  }
+  return devices;
+}
 
 bool WriteFixtureSysfs(const std::string& fixture, const std::string& root) {
   return std::system((FakeNvmlTool() + " sysfs " + fixture + " " + root).c_str()) == 0;

@@ -54,6 +54,19 @@ void MeasurementWindow(std::chrono::milliseconds window);
 // implies under `root`. True on success.
 bool WriteFixtureSysfs(const std::string& fixture, const std::string& root);
 
+// Writes a driver root as an installed driver of `version` leaves it: the
+// utility and compute libraries under /usr/lib/x86_64-linux-gnu with their
+// SONAME and .so links, nvidia-smi and the MPS binaries under /usr/bin, and
+// GSP firmware. Contents are placeholders. True on success.
+bool WriteFakeDriverRoot(const std::string& root, const std::string& version);
+
+// Writes /dev/nvidiactl, nvidia-uvm, nvidia-uvm-tools, /dev/nvidia<m> for
+// each of `minors` and /dev/nvidia-caps/nvidia-cap<c> for each of `caps`
+// under `root`: character devices (the driver's majors) when `char_devices`
+// and mknod works here, else empty files. Returns whether they are devices.
+bool WriteFakeDevRoot(const std::string& root, const std::vector<int>& minors,
+                      const std::vector<int>& caps, bool char_devices);
+
 // A child process with captured stdout and stderr.
 class Subprocess {
  public:
