@@ -1,4 +1,5 @@
 #include "agent/commands.h"
+#include "agent/driver_wait.h"
 #include "agent/plugin_mode.h"
 #include "agent/signals.h"
 #include "agent/static_mode.h"
@@ -15,7 +16,8 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   for (const std::string& note : loaded.notes) LogInfo(note);
   std::shared_ptr<const nvml::NvmlLibrary> lib;
   nvml::Inventory inventory;
-  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvml(config);
+  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvmlWaitingForDriver(config);
+  if (!opened.ok() && opened.status().code() == absl::StatusCode::kCancelled) return kExitOk;
   if (!opened.ok()) {
     if (config.flags.fail_on_init_error) {
       LogError("cannot start NVML; exiting because failOnInitError is true",

@@ -3,6 +3,8 @@
 #ifndef GPU_AGENT_AGENT_SIGNALS_H_
 #define GPU_AGENT_AGENT_SIGNALS_H_
 
+#include <chrono>
+
 namespace gpu_agent {
 
 // Blocks SIGTERM, SIGINT, SIGHUP and SIGUSR1 and ignores SIGPIPE. Call before any
@@ -11,6 +13,9 @@ void BlockShutdownSignals();
 
 // Waits for one of the blocked signals and returns it.
 int WaitForSignal();
+
+// The same, for at most `timeout`: 0 when none came.
+int WaitForSignalFor(std::chrono::milliseconds timeout);
 
 }  // namespace gpu_agent
 

@@ -239,7 +239,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"WatchTimeoutTooShort", "version: v1\nstatic:\n  watchTimeout: 500ms\n",
                 "static.watchTimeout must be at least 1s"},
         BadCase{"WatchTimeoutNotADuration", "version: v1\nstatic:\n  watchTimeout: forever\n",
-                "static.watchTimeout: invalid duration \"forever\""}),
+                "static.watchTimeout: invalid duration \"forever\""},
+        BadCase{"DriverWaitTooLong", "version: v1\ndriver:\n  waitTimeout: 25h\n",
+                "driver.waitTimeout must be between 0 and 24h"},
+        BadCase{"StreamGraceTooShort", "version: v1\nkubelet:\n  streamGracePeriod: 10ms\n",
+                "kubelet.streamGracePeriod must be between 100ms and 5m"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
 
 TEST(ConfigTest, MissingFile) {

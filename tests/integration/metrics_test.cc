@@ -46,13 +46,18 @@ std::map<std::string, double> ParseMetrics(const std::string& text) {
   return out;
 }
 
-int PortFromLog(Subprocess& p) {
+// The port of the nth (from 1) metrics endpoint the agent started.
+int PortFromLog(Subprocess& p, int nth = 1) {
+  constexpr const char* kText = "metrics endpoint listening address=127.0.0.1:";
   int port = -1;
   WaitFor([&] {
     const std::string err = p.Stderr();
-    const size_t at = err.find("metrics endpoint listening address=127.0.0.1:");
-    if (at == std::string::npos) return false;
-    port = std::stoi(err.substr(at + std::strlen("metrics endpoint listening address=127.0.0.1:")));
+    size_t at = std::string::npos;
+    for (int i = 0; i < nth; ++i) {
+      at = err.find(kText, at == std::string::npos ? 0 : at + 1);
+      if (at == std::string::npos) return false;
+    }
+    port = std::stoi(err.substr(at + std::strlen(kText)));
     return true;
   });
   return port;
@@ -63,6 +68,72 @@ std::map<std::string, std::string> Env(const std::string& fixture, const std::st
   e["FAKE_NVML_CONTROL"] = ctl;
   e["KUBERNETES_SERVICE_HOST"] = "<unset>";
   return e;
+}
+
+// A driver container still installing the driver: the agent waits, alive
+// but not ready, and registers once NVML can be loaded.
+TEST(MetricsTest, WaitsForTheDriverAliveButNotReady) {
+  TempDir dir, host;  // host: the driver root, empty until the "driver" lands
+  KubeletSimulator sim(dir.path());
+  ASSERT_TRUE(sim.Start());
+  auto env = Env(FixturePath("8-gpu-nvlink.yaml"), dir.Join("ctl"));
+  env["LD_LIBRARY_PATH"] = "<unset>";
+  Subprocess agent(
+      {BinaryPath(), "run", "--kubelet-socket", sim.socket(), "--metrics-address", "127.0.0.1:0",
+       "--nvidia-driver-root", host.path(), "--driver-wait-timeout", "10m"},
+      env);
+  ASSERT_TRUE(agent.WaitForStderr("waiting for the NVIDIA driver")) << agent.Stderr();
+  const int port = PortFromLog(agent);
+  ASSERT_GT(port, 0) << agent.Stderr();
+  {
+    httplib::Client http("127.0.0.1", port);
+    auto ready = http.Get("/readyz");
+    ASSERT_TRUE(ready);
+    EXPECT_EQ(ready->status, 503);
+    EXPECT_NE(ready->body.find("waiting for the NVIDIA driver"), std::string::npos) << ready->body;
+    auto alive = http.Get("/healthz");
+    ASSERT_TRUE(alive);
+    EXPECT_EQ(alive->status, 200) << alive->body;
+    EXPECT_NE(http.Get("/metrics")->body.find("gpu_agent_driver_wait_attempts_total"),
+              std::string::npos);
+  }
+  EXPECT_EQ(sim.registrations(), 0);
+  std::filesystem::create_directories(host.Join("usr/lib64"));
+  std::filesystem::create_symlink(FakeNvmlDir() + "/libnvidia-ml.so.1",
+                                  host.Join("usr/lib64/libnvidia-ml.so.1"));
+  ASSERT_TRUE(agent.WaitForStderr("NVIDIA driver found")) << agent.Stderr();
+  ASSERT_TRUE(sim.WaitForDevices("nvidia.com/gpu", [](const Devices& d) { return d.size() == 8; }))
+      << agent.Stderr();
+  const int port2 = PortFromLog(agent, 2);
+  ASSERT_GT(port2, 0) << agent.Stderr();
+  httplib::Client http("127.0.0.1", port2);
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = http.Get("/readyz");
+    return r && r->status == 200;
+  })) << agent.Stderr();
+}
+
+TEST(MetricsTest, DriverWaitEndsOnSigtermOrGivesUpAsFailOnInitErrorSays) {
+  TempDir dir, host;
+  auto env = Env(FixturePath("8-gpu-nvlink.yaml"), dir.Join("ctl"));
+  env["LD_LIBRARY_PATH"] = "<unset>";
+  {
+    Subprocess agent({BinaryPath(), "run", "--kubelet-socket", dir.Join("kubelet.sock"),
+                      "--nvidia-driver-root", host.path(), "--driver-wait-timeout", "10m"},
+                     env);
+    ASSERT_TRUE(agent.WaitForStderr("waiting for the NVIDIA driver")) << agent.Stderr();
+    agent.Signal(SIGTERM);
+    EXPECT_EQ(agent.Wait(), 0) << agent.Stderr();
+    EXPECT_NE(agent.Stderr().find("stop asked while waiting for the NVIDIA driver"),
+              std::string::npos);
+  }
+  Subprocess agent({BinaryPath(), "run", "--kubelet-socket", dir.Join("kubelet.sock"),
+                    "--nvidia-driver-root", host.path(), "--driver-wait-timeout", "1500ms"},
+                   env);
+  EXPECT_EQ(agent.Wait(), 1) << agent.Stderr();
+  EXPECT_NE(agent.Stderr().find("gave up waiting for the NVIDIA driver"), std::string::npos);
+  EXPECT_NE(agent.Stderr().find("exiting because failOnInitError is true"), std::string::npos)
+      << agent.Stderr();
 }
 
 TEST(MetricsTest, PluginModeMetricsAndProbes) {

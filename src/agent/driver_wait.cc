@@ -1,0 +1,97 @@
+#include "agent/driver_wait.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include "agent/commands.h"
+#include "agent/metrics_server.h"
+#include "agent/mode_common.h"
+#include "agent/signals.h"
+#include "agent/version.h"
+#include "base/duration.h"
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent {
+
+absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(const Config& config) {
+  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib = StartNvml(config);
+  if (lib.ok() || config.driver.wait_timeout <= Duration::zero()) return lib;
+
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
+  const auto deadline = started + config.driver.wait_timeout;
+  std::mutex mu;
+  std::string last_error(lib.status().message());  // protected by mu
+  uint64_t attempts = 1;                           // protected by mu
+  // The probes answer while waiting: alive, not ready, and why.
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
+      config,
+      {[&] {
+         PromText p;
+         p.Family("gpu_agent_build_info", "gauge", "Build information.");
+         p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", config.mode}}, 1);
+         std::lock_guard<std::mutex> lock(mu);
+         p.Family("gpu_agent_driver_wait_attempts_total", "counter",
+                  "Tries to load NVML while waiting for the driver.");
+         p.Sample("gpu_agent_driver_wait_attempts_total", {}, static_cast<double>(attempts));
+         return p.str();
+       },
+       [&](std::string* why) {
+         std::lock_guard<std::mutex> lock(mu);
+         *why = StrCat("waiting for the NVIDIA driver: ", last_error);
+         return false;
+       },
+       nullptr});
+  if (!metrics.ok()) return metrics.status();
+
+  LogWarning("NVML cannot be loaded yet; waiting for the NVIDIA driver",
+             {{"error", last_error}, {"wait_timeout", FormatDuration(config.driver.wait_timeout)}});
+  auto backoff = std::chrono::milliseconds(1000);
+  auto next_log = started + std::chrono::minutes(1);
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    const auto wait = std::min(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now), Jitter(backoff));
+    const int sig = WaitForSignalFor(wait);
+    if (sig == SIGTERM || sig == SIGINT) {
+      LogInfo("stop asked while waiting for the NVIDIA driver");
+      return absl::CancelledError("stopped while waiting for the NVIDIA driver");
+    }
+    if (sig != 0) {
+      LogInfo("signal ignored while waiting for the NVIDIA driver", {{"signal", StrCat(sig)}});
+      continue;
+    }
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
+    lib = StartNvml(config);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++attempts;
+      if (!lib.ok()) last_error = std::string(lib.status().message());
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
+    if (lib.ok()) {
+      LogInfo("NVIDIA driver found",
+              {{"waited", StrCat(waited.count(), "s")}, {"attempts", StrCat(attempts)}});
+      break;
+    }
+    if (Clock::now() >= next_log) {  // once a minute, not once a try
+      next_log += std::chrono::minutes(1);
+      LogWarning("still waiting for the NVIDIA driver", {{"error", last_error},
+                                                         {"waited", StrCat(waited.count(), "s")},
+                                                         {"attempts", StrCat(attempts)}});
+    }
+  }
+  if (*metrics) (*metrics)->Stop();
+  if (!lib.ok()) {
+    LogError("gave up waiting for the NVIDIA driver",
+             {{"wait_timeout", FormatDuration(config.driver.wait_timeout)}});
+  }
+  return lib;
+}
+
+}  // namespace gpu_agent
