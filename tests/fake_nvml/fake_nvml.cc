@@ -178,11 +178,21 @@ void ApplyCommand(State& s, const std::string& line) {
     s.wait_error_count = 1;
   } else if (verb == "reset") {
     // nvidia-smi -r: back on the bus, nothing pending, nothing asked for.
+    // The reset tears down the driver's state for the GPU, event
+    // notifiers included: event sets keep no registration for it, and a
+    // client that wants its events registers it again.
     fake_nvml::GpuFixture& g = dev->gpu;
     g.lost = g.remap_pending = g.remap_failed = g.pages_pending = false;
     g.recovery_action = NVML_GPU_RECOVERY_ACTION_NONE;
+    for (nvmlEventSet_st* set : s.sets) {
+      auto& regs = set->registrations;
+      regs.erase(
+          std::remove_if(regs.begin(), regs.end(), [&](const auto& r) { return r.first == dev; }),
+          regs.end());
+    }
   } else if (verb == "restore") {
-    dev->gpu.lost = false;
+    // Gone: hardware has no way back from off the bus but a reset.
+    Note("control: \"restore\" is gone; a lost GPU comes back with \"reset " + target + "\"");
   } else if (verb == "fail") {
     std::string fn;
     int code = 999;

@@ -152,7 +152,7 @@ sharing:
   }
 }
 
-TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilNvmlSeesItAgain) {
+TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilItIsReset) {
   StartAgent();
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
   Nvml("lose 6");
@@ -160,7 +160,7 @@ TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilNvmlSeesItAgain) {
   EXPECT_FALSE(sim_.WaitForDevices(
       kGpu, [](const Devices& d) { return CountHealthy(d) == 8; },
       std::chrono::milliseconds(1000)));
-  Nvml("restore 6");
+  Nvml("reset 6");
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 8; }));
 }
 

@@ -428,6 +428,28 @@ TEST(FakeNvmlTest, AnotherClientCanEnumerate) {
   EXPECT_EQ(mig(dev, 3, &m), NVML_ERROR_NOT_FOUND);  // an empty slot
 }
 
+// Hardware has no way back from off the bus but a reset: the stand-in has
+// no "restore", and a lost GPU answers again only after "reset".
+TEST(FakeNvmlTest, OnlyAResetBringsALostGpuBack) {
+  DriverRoot root;
+  TempDir dir;
+  const std::string ctl = dir.Join("ctl");
+  ::setenv("FAKE_NVML_CONTROL", ctl.c_str(), 1);
+  auto lib = OpenWithFixture(root, FixturePath("8-gpu-pcie.yaml"));
+  ASSERT_TRUE(lib && lib->Init().ok());
+  auto answer = [&] {
+    nvmlDevice_t dev = nullptr;
+    return lib->fn().DeviceGetHandleByIndex(3, &dev);
+  };
+  ASSERT_EQ(answer(), NVML_SUCCESS);
+  ASSERT_TRUE(WriteFifo(ctl, "lose 3"));
+  EXPECT_EQ(answer(), NVML_ERROR_GPU_IS_LOST);
+  ASSERT_TRUE(WriteFifo(ctl, "restore 3"));
+  EXPECT_EQ(answer(), NVML_ERROR_GPU_IS_LOST);
+  ASSERT_TRUE(WriteFifo(ctl, "reset 3"));
+  EXPECT_EQ(answer(), NVML_SUCCESS);
+}
+
 TEST(InventoryTest, SysfsAddressForm) {
   EXPECT_EQ(SysfsPciAddress("00000000:3B:00.0"), "0000:3b:00.0");
   EXPECT_EQ(SysfsPciAddress("0000:3b:00.0"), "0000:3b:00.0");
