@@ -239,7 +239,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"WatchTimeoutTooShort", "version: v1\nstatic:\n  watchTimeout: 500ms\n",
                 "static.watchTimeout must be at least 1s"},
         BadCase{"WatchTimeoutNotADuration", "version: v1\nstatic:\n  watchTimeout: forever\n",
-                "static.watchTimeout: invalid duration \"forever\""}),
+                "static.watchTimeout: invalid duration \"forever\""},
+        BadCase{"EventWaitTooShort", "version: v1\nhealth:\n  eventWaitTimeout: 1ms\n",
+                "health.eventWaitTimeout must be between 10ms and 1m"},
+        BadCase{"EventWaitTooLong", "version: v1\nhealth:\n  eventWaitTimeout: 2m\n",
+                "health.eventWaitTimeout must be between 10ms and 1m"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
 
 TEST(ConfigTest, MissingFile) {
