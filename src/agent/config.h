@@ -114,6 +114,9 @@ struct Config {
     // A GPU marked unhealthy comes back after this long with no critical XID
     // and NVML answering for it. 0 keeps it out until restart.
     Duration recovery_period = std::chrono::seconds(60);
+    // Longest single NVML event wait; the backoff cap is twice this, and
+    // /healthz's heartbeat bound 6 times this (4 waits plus the cap).
+    Duration event_wait_timeout = std::chrono::seconds(5);
   } health;
 
   struct Kubelet {

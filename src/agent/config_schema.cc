@@ -238,6 +238,14 @@ const std::vector<Setting>& Table() {
        {},
        "quiet time before an unhealthy GPU is offered again (0: never)",
        FIELD(health.recovery_period)},
+      {"health.eventWaitTimeout",
+       "health-event-wait-timeout",
+       "",
+       K::kDuration,
+       {},
+       "longest single wait for NVML events (10ms to 1m); backoff after failed waits stops at "
+       "twice this, and /healthz fails when the health thread stalls 6 times this",
+       FIELD(health.event_wait_timeout)},
       {"kubelet.socket",
        "kubelet-socket",
        "KUBELET_SOCKET",
@@ -660,6 +668,10 @@ absl::Status ValidateConfig(const Config& c) {
   }
   if (c.driver.wait_timeout < Duration::zero() || c.driver.wait_timeout > std::chrono::hours(24)) {
     return absl::InvalidArgumentError("driver.waitTimeout must be between 0 and 24h");
+  }
+  if (c.health.event_wait_timeout < std::chrono::milliseconds(10) ||
+      c.health.event_wait_timeout > std::chrono::minutes(1)) {
+    return absl::InvalidArgumentError("health.eventWaitTimeout must be between 10ms and 1m");
   }
   if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");

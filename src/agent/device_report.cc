@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "agent/plugin_plan.h"
 #include "base/strings.h"
+#include "nvml/mig_profile.h"
 
 namespace gpu_agent {
 namespace {
@@ -52,7 +52,9 @@ std::string DevicesAsTable(const nvml::Inventory& inv) {
                     StrCat(g.memory_mib, " MiB"), g.minor < 0 ? "?" : StrCat(g.minor), g.pci_bus_id,
                     g.numa_node < 0 ? "-" : StrCat(g.numa_node),
                     StrCat(g.cc_major, ".", g.cc_minor),
-                    g.mig_enabled ? StrCat("on (", g.mig_devices.size(), ")") : "off"});
+                    g.mig_enabled              ? StrCat("on (", g.mig_devices.size(), ")")
+                    : g.mig_mode_error.empty() ? "off"
+                                               : "unknown"});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows) {
@@ -68,7 +70,7 @@ std::string DevicesAsTable(const nvml::Inventory& inv) {
   }
   for (const nvml::GpuRecord& g : inv.gpus) {
     for (const nvml::MigRecord& m : g.mig_devices) {
-      const std::string profile = MigProfileName(g, m);
+      const std::string profile = nvml::MigProfileName(g, m);
       StrAppend(&out, "  GPU ", g.index, " MIG ", m.index, ": ", m.uuid, " (",
                 profile.empty() ? "no profile name" : profile, ", ", m.memory_mib, " MiB, GI ",
                 m.gpu_instance_id, " CI ", m.compute_instance_id, ")\n");
@@ -142,7 +144,7 @@ std::string DevicesAsJson(const nvml::Inventory& inv) {
       w.Key("gpuInstanceSlices");
       w.Uint(m.gpu_instance_slices);
       w.Key("profile");
-      w.String(MigProfileName(g, m).c_str());
+      w.String(nvml::MigProfileName(g, m).c_str());
       w.EndObject();
     }
     w.EndArray();
@@ -183,7 +185,7 @@ std::string DevicesAsYaml(const nvml::Inventory& inv) {
         e << YAML::BeginMap << YAML::Key << "uuid" << YAML::Value << m.uuid << YAML::Key
           << "memoryMiB" << YAML::Value << m.memory_mib << YAML::Key << "gpuInstanceId"
           << YAML::Value << m.gpu_instance_id << YAML::Key << "profile" << YAML::Value
-          << MigProfileName(g, m) << YAML::EndMap;
+          << nvml::MigProfileName(g, m) << YAML::EndMap;
       }
       e << YAML::EndSeq;
     }

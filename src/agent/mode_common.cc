@@ -14,6 +14,8 @@ nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
   p.critical_xids = {c.health.critical_xids.begin(), c.health.critical_xids.end()};
   p.reset_xids = {c.health.reset_xids.begin(), c.health.reset_xids.end()};
   p.recovery_period = c.health.recovery_period;
+  p.wait_timeout = c.health.event_wait_timeout;
+  p.max_backoff = 2 * p.wait_timeout;
   return p;
 }
 

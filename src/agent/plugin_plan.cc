@@ -1,7 +1,6 @@
 #include "agent/plugin_plan.h"
 
 #include <cctype>
-#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +10,7 @@
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "nvml/mig_minors.h"
+#include "nvml/mig_profile.h"
 
 namespace gpu_agent {
 namespace {
@@ -153,7 +153,8 @@ class Planner {
     if (strategy == "single") {
       std::vector<std::string> whole;
       for (size_t pos : gpus) {
-        if (!inv_.gpus[pos].mig_enabled) whole.push_back(StrCat(inv_.gpus[pos].index));
+        const nvml::GpuRecord& g = inv_.gpus[pos];
+        if (!g.mig_enabled && g.mig_mode_error.empty()) whole.push_back(StrCat(g.index));
       }
       if (!whole.empty()) {
         return absl::InvalidArgumentError(
@@ -166,6 +167,13 @@ class Planner {
     std::map<std::string, std::vector<std::string>> by_profile;  // single: profile -> devices
     for (size_t pos : gpus) {
       const nvml::GpuRecord& g = inv_.gpus[pos];
+      if (strategy != "none" && !g.mig_mode_error.empty()) {
+        // Whole, it may be a GPU in MIG mode, where a pod's CUDA finds no device.
+        Warn(StrCat("GPU ", g.index, " (", g.uuid, ") is not advertised: its MIG mode is unknown (",
+                    g.mig_mode_error, ") and flags.migStrategy ", strategy,
+                    " must not hand out a MIG GPU whole"));
+        continue;
+      }
       if (strategy == "none" || !g.mig_enabled) {
         if (g.mig_enabled) {
           Warn(StrCat("GPU ", g.index, " (", g.uuid,
@@ -185,7 +193,7 @@ class Planner {
         continue;
       }
       for (const nvml::MigRecord& m : g.mig_devices) {
-        const std::string profile = MigProfileName(g, m);
+        const std::string profile = nvml::MigProfileName(g, m);
         if (profile.empty() || m.uuid.empty()) {
           Warn(StrCat("MIG device ", g.index, ":", m.index, " (",
                       m.uuid.empty() ? "no UUID" : m.uuid, ") has no profile name (NVML gave ",
@@ -403,21 +411,6 @@ int LinkScore(const nvml::GpuLink& link) {
   if (link.nvlinks > 0) return 100 * link.nvlinks + 60;
   if (link.pcie_level <= 0) return 0;
   return std::max(1, 60 - link.pcie_level);  // 10 (same switch) -> 50 ... 50 (SYS) -> 10
-}
-
-std::string MigProfileName(const nvml::GpuRecord& parent, const nvml::MigRecord& mig) {
-  if (mig.gpu_instance_slices == 0 || mig.memory_mib == 0 || parent.memory_mib == 0) return "";
-  const double share = static_cast<double>(mig.memory_mib) / static_cast<double>(parent.memory_mib);
-  const double eighths = std::ceil(share * 8.0) / 8.0;
-  const double total_gib = static_cast<double>((parent.memory_mib + 1023) / 1024);
-  const auto gb = static_cast<uint64_t>(std::llround(eighths * total_gib));
-  if (gb == 0) return "";
-  std::string name;
-  if (mig.compute_instance_slices != 0 && mig.compute_instance_slices < mig.gpu_instance_slices) {
-    name = StrCat(mig.compute_instance_slices, "c.");
-  }
-  StrAppend(&name, mig.gpu_instance_slices, "g.", gb, "gb");
-  return name;
 }
 
 absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventory& inventory) {

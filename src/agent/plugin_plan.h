@@ -31,12 +31,6 @@ struct PluginPlan {
 // Higher is better: NVLinks dominate, then PCIe distance.
 int LinkScore(const nvml::GpuLink& link);
 
-// NVIDIA's MIG profile name for `mig` on `parent`, "1g.10gb" or, with
-// fewer compute slices than GPU slices, "1c.2g.20gb": memory is the
-// instance's share of the GPU rounded up to eighths, times the GPU's memory
-// in whole GiB. Empty when NVML did not give what the name needs.
-std::string MigProfileName(const nvml::GpuRecord& parent, const nvml::MigRecord& mig);
-
 // Turns the inventory into resources per flags.migStrategy, devices:
 // selection and time-slicing. kInvalidArgument for a config the inventory
 // cannot satisfy (the message names the setting and the device); a missing

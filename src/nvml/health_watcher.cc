@@ -4,13 +4,14 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <thread>
 #include <tuple>
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "nvml/event_registry.h"
 #include "nvml/nvml_library.h"
+#include "nvml/repair_state.h"
 
 namespace gpu_agent::nvml {
 
@@ -35,8 +36,7 @@ struct HealthWatcher::State {
   std::vector<HealthWatcher::Outage> outages;  // protected by mu: a copy of `unhealthy`
 
   // Thread-only state.
-  nvmlEventSet_t set = nullptr;
-  std::map<nvmlDevice_t, std::string> uuid_by_handle;
+  std::unique_ptr<EventRegistry> events;  // null when no event API
   // What is out: a whole GPU (instance ids -1) or one MIG instance.
   using Target = std::tuple<std::string, int, int>;
   struct Bad {
@@ -83,27 +83,9 @@ struct HealthWatcher::State {
   }
 
   void Register(const std::string& uuid) {
-    const NvmlFunctions& f = lib->fn();
-    nvmlDevice_t dev = nullptr;
-    nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
-    if (r != NVML_SUCCESS) {
-      LogWarning("cannot watch GPU health", {{"uuid", uuid}, {"error", lib->ErrorText(r)}});
-      MarkBad(Whole(uuid), StrCat("NVML cannot find it: ", lib->ErrorText(r)), -1);
-      return;
+    if (absl::Status st = events->Register(uuid); !st.ok()) {
+      MarkBad(Whole(uuid), std::string(st.message()), -1);
     }
-    unsigned long long supported = 0;
-    if (f.DeviceGetSupportedEventTypes(dev, &supported) != NVML_SUCCESS) supported = 0;
-    const unsigned long long wanted = nvmlEventTypeXidCriticalError & supported;
-    if (wanted == 0) {
-      LogWarning("GPU does not report XID events; its health is not watched", {{"uuid", uuid}});
-      return;
-    }
-    r = f.DeviceRegisterEvents(dev, wanted, set);
-    if (r != NVML_SUCCESS) {
-      LogWarning("cannot register for XID events", {{"uuid", uuid}, {"error", lib->ErrorText(r)}});
-      return;
-    }
-    uuid_by_handle[dev] = uuid;
   }
 
   void MarkBad(const Target& target, const std::string& reason, int xid, bool needs_reset = false,
@@ -144,133 +126,12 @@ struct HealthWatcher::State {
     outages = std::move(copy);
   }
 
-  // The GPU's handle and a basic query: NVML_SUCCESS when it answers.
-  nvmlReturn_t Query(const std::string& uuid) {
-    const NvmlFunctions& f = lib->fn();
-    nvmlDevice_t dev = nullptr;
-    nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
-    nvmlMemory_t mem{};
-    if (r == NVML_SUCCESS) r = f.DeviceGetMemoryInfo(dev, &mem);
-    return r;
-  }
-
-  // What NVML shows of a repair still to do; each only where NVML answered.
-  struct RepairState {
-    std::optional<unsigned> recovery_action;  // field 230, R550+
-    std::optional<bool> remap_pending, remap_failed, pages_pending;
-  };
-  RepairState ReadRepairState(nvmlDevice_t dev) {
-    const NvmlFunctions& f = lib->fn();
-    RepairState st;
-    if (f.DeviceGetFieldValues) {
-      nvmlFieldValue_t v{};
-      v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
-      if (f.DeviceGetFieldValues(dev, 1, &v) == NVML_SUCCESS && v.nvmlReturn == NVML_SUCCESS) {
-        st.recovery_action = v.value.uiVal;
-      }
-    }
-    unsigned corr = 0, unc = 0, pending = 0, failed = 0;
-    if (f.DeviceGetRemappedRows &&
-        f.DeviceGetRemappedRows(dev, &corr, &unc, &pending, &failed) == NVML_SUCCESS) {
-      st.remap_pending = pending != 0;
-      st.remap_failed = failed != 0;
-    }
-    nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
-    if (f.DeviceGetRetiredPagesPendingStatus &&
-        f.DeviceGetRetiredPagesPendingStatus(dev, &retire) == NVML_SUCCESS) {
-      st.pages_pending = retire == NVML_FEATURE_ENABLED;
-    }
-    return st;
-  }
-
-  // Whether NVML shows that the GPU, which answers, was reset or repaired
-  // since `bad`: nothing the driver still asks for (its recovery action,
-  // R550+), no row remap or page retirement pending or failed, and at least
-  // one such sign read (or the GPU fell off the bus and is back). Otherwise
-  // false, with what is missing.
-  bool ShowsReset(const std::string& uuid, const Bad& bad, std::string* missing) {
-    const NvmlFunctions& f = lib->fn();
-    nvmlDevice_t dev = nullptr;
-    if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) {
-      *missing = "NVML has no handle for it";
-      return false;
-    }
-    // A healthy GPU has no remap or retirement pending either: that status
-    // shows a repair only after a memory error. After any other XID only
-    // the driver's recovery action, or the GPU coming back on the bus, does.
-    const bool memory = IsMemoryXid(bad.xid);
-    int signs = bad.was_lost ? 1 : 0;
-    const RepairState st = ReadRepairState(dev);
-    if (st.recovery_action) {
-      if (*st.recovery_action != NVML_GPU_RECOVERY_ACTION_NONE) {
-        *missing = StrCat("the driver still asks for recovery action ", *st.recovery_action,
-                          " (1: GPU reset, 2: node reboot, 3: drain P2P, 4: drain and reset)");
-        return false;
-      }
-      ++signs;
-    }
-    if (st.remap_failed.value_or(false)) {
-      *missing = "row remapping failed: the GPU needs service";
-      return false;
-    }
-    if (st.remap_pending.value_or(false)) {
-      *missing = "a row remap is pending until the GPU is reset";
-      return false;
-    }
-    if (st.pages_pending.value_or(false)) {
-      *missing = "page retirement is pending until the GPU is reset";
-      return false;
-    }
-    if (memory) signs += (st.remap_pending ? 1 : 0) + (st.pages_pending ? 1 : 0);
-    if (signs == 0) {
-      *missing = memory ? "this NVML shows no sign of a reset"
-                        : "this NVML has no recovery action (R550+) to show a reset";
-      return false;
-    }
-    return true;
-  }
-
-  // Memory errors, whose repair NVML shows as no remap or retirement pending
-  // (NVIDIA's GPU memory error management guide).
-  static bool IsMemoryXid(int xid) {
-    return xid == 48 || xid == 63 || xid == 64 || xid == 92 || xid == 94 || xid == 95;
-  }
-
-  // At start, a GPU the driver still asks to be reset (a reset pending from
-  // before a restart of the agent) starts out, as if its XID had just come.
-  void MarkPendingResets() {
-    const NvmlFunctions& f = lib->fn();
-    for (const std::string& uuid : uuids) {
-      if (unhealthy.count(Whole(uuid))) continue;
-      nvmlDevice_t dev = nullptr;
-      if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) continue;
-      const RepairState st = ReadRepairState(dev);
-      // A memory repair pending is filed as XID 48, so that its status is
-      // what shows the reset; the driver's recovery action as no XID, so that
-      // only the action (or the operator) clears it.
-      std::string what;
-      int xid = 48;
-      if (st.recovery_action && *st.recovery_action != NVML_GPU_RECOVERY_ACTION_NONE) {
-        what = StrCat("the driver asks for recovery action ", *st.recovery_action);
-        xid = -1;
-      } else if (st.remap_failed.value_or(false)) {
-        what = "row remapping failed";
-      } else if (st.remap_pending.value_or(false)) {
-        what = "a row remap is pending";
-      } else if (st.pages_pending.value_or(false)) {
-        what = "page retirement is pending";
-      }
-      if (!what.empty())
-        MarkBad(Whole(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
-    }
-  }
-
   void ProbeForLostGpus() {
     int lost = 0;
     for (const std::string& uuid : uuids) {
       if (unhealthy.count(Whole(uuid))) continue;
       // Only GPU_IS_LOST means lost; another error says nothing of health.
-      if (Query(uuid) != NVML_ERROR_GPU_IS_LOST) continue;
+      if (Answer(*lib, uuid) != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
       MarkBad(Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
               /*needs_reset=*/true, /*was_lost=*/true);
@@ -298,14 +159,14 @@ struct HealthWatcher::State {
         continue;
       }
       const auto [uuid, gi, ci] = it->first;
-      const nvmlReturn_t r = Query(uuid);
+      const nvmlReturn_t r = Answer(*lib, uuid);
       if (r == NVML_ERROR_GPU_IS_LOST && !bad.was_lost) {
         bad.was_lost = true;
         changed = true;
       }
       std::string missing;
       if (r == NVML_SUCCESS && bad.needs_reset && !vouched_for &&
-          !ShowsReset(uuid, bad, &missing)) {
+          !ShowsReset(*lib, uuid, bad.xid, bad.was_lost, &missing)) {
         if (!bad.waiting_said) {
           bad.waiting_said = true;
           LogWarning(
@@ -323,10 +184,15 @@ struct HealthWatcher::State {
       if (r == NVML_SUCCESS) {
         changed = true;
         const std::string what = Describe(it->first);
+        const bool was_reset = gi < 0 && (bad.was_lost || bad.needs_reset);
         it = unhealthy.erase(it);
-        bool watched = false;
-        for (const auto& [h, u] : uuid_by_handle) watched |= u == uuid;
-        if (!watched) Register(uuid);
+        if (was_reset && events) {
+          // A reset dropped the GPU's event registration with the rest of
+          // its driver state: only a fresh one sees its next XID.
+          events->Rebuild(uuid, [this](const nvmlEventData_t& ev) { HandleEvent(ev); });
+        } else if (events && !events->Watches(uuid)) {
+          Register(uuid);
+        }
         LogInfo(
             gi < 0 ? "GPU healthy again" : "MIG instance healthy again",
             {{"uuid", uuid},
@@ -354,8 +220,7 @@ struct HealthWatcher::State {
   }
 
   void HandleEvent(const nvmlEventData_t& ev) {
-    auto it = uuid_by_handle.find(ev.device);
-    const std::string uuid = it == uuid_by_handle.end() ? "" : it->second;
+    const std::string uuid = events->UuidOf(ev.device);
     if (!(ev.eventType & nvmlEventTypeXidCriticalError)) return;
     const int xid = static_cast<int>(ev.eventData);
     {
@@ -375,13 +240,9 @@ struct HealthWatcher::State {
       return;
     }
     // NVML scopes an XID to a MIG instance by setting its ids.
-    Target target = Whole(uuid);
-    if (ev.gpuInstanceId != NVML_MIG_INSTANCE_ID_NONE) {
-      std::get<1>(target) = static_cast<int>(ev.gpuInstanceId);
-      if (ev.computeInstanceId != NVML_MIG_INSTANCE_ID_NONE) {
-        std::get<2>(target) = static_cast<int>(ev.computeInstanceId);
-      }
-    }
+    auto id = [](unsigned v) { return v == NVML_MIG_INSTANCE_ID_NONE ? -1 : static_cast<int>(v); };
+    const int gi = id(ev.gpuInstanceId);
+    const Target target{uuid, gi, gi < 0 ? -1 : id(ev.computeInstanceId)};
     // Already out: MarkBad restarts its quiet period, and a reset-class XID
     // makes it need a reset.
     MarkBad(target, StrCat("XID ", xid), xid, policy.NeedsReset(xid));
@@ -391,7 +252,6 @@ struct HealthWatcher::State {
   // thread, so events are watched once Start() returns. False: no events.
   bool Setup(const std::set<std::string>& initially_unhealthy,
              const std::vector<HealthWatcher::Outage>& carried) {
-    const NvmlFunctions& f = lib->fn();
     for (const std::string& uuid : initially_unhealthy) {
       MarkBad(Whole(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1, /*needs_reset=*/true,
               /*was_lost=*/true);
@@ -401,17 +261,16 @@ struct HealthWatcher::State {
       MarkBad({o.uuid, o.gpu_instance, o.compute_instance}, o.reason, o.xid, o.needs_reset,
               o.was_lost);
     }
-    MarkPendingResets();
-    if (!f.EventSetCreate || !f.EventSetWait || !f.DeviceRegisterEvents ||
-        !f.DeviceGetSupportedEventTypes) {
-      LogWarning("this NVML has no event API; XID health checks are off");
-      return false;
+    // A GPU the driver still asks to be reset (from before the agent
+    // started) starts out, as if its XID had just come.
+    for (const auto& [uuid, what, xid] : PendingRepairs(*lib, uuids)) {
+      if (!unhealthy.count(Whole(uuid))) {
+        MarkBad(Whole(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
+      }
     }
-    nvmlReturn_t r = f.EventSetCreate(&set);
-    if (r != NVML_SUCCESS) {
-      LogError("nvmlEventSetCreate failed; XID health checks are off",
-               {{"error", lib->ErrorText(r)}});
-      set = nullptr;
+    events = std::make_unique<EventRegistry>(*lib);
+    if (!events->Create()) {
+      events.reset();
       return false;
     }
     for (const std::string& uuid : uuids) {
@@ -421,7 +280,6 @@ struct HealthWatcher::State {
   }
 
   void Run() {
-    const NvmlFunctions& f = lib->fn();
     nvmlReturn_t r;
     int errors = 0;
     auto backoff = std::chrono::milliseconds(100);
@@ -431,30 +289,24 @@ struct HealthWatcher::State {
         beat = Clock::now();
       }
       nvmlEventData_t ev{};
-      // "Not MIG-scoped" unless the driver says otherwise: a driver that
-      // leaves them must not file a GPU-wide XID under instance 0/0.
-      ev.gpuInstanceId = ev.computeInstanceId = NVML_MIG_INSTANCE_ID_NONE;
-      r = f.EventSetWait(set, &ev, static_cast<unsigned>(NextTimeout().count()));
+      r = events->Wait(&ev, NextTimeout());
       if (Stopping()) break;
       if (r == NVML_SUCCESS) {
         errors = 0;
         backoff = std::chrono::milliseconds(100);
         HandleEvent(ev);
-      } else if (r == NVML_ERROR_GPU_IS_LOST) {
-        // A registered GPU fell off the bus, and the wait does not say
-        // which: ask each one. A lost GPU stays out until it answers again.
-        ProbeForLostGpus();
-        Backoff(backoff);
-        backoff = std::min(backoff * 2, policy.max_backoff);
       } else if (r != NVML_ERROR_TIMEOUT) {
-        // Never spin on a failing wait: back off, and say so now and then.
-        ++errors;
-        if (errors == 1 || errors % 50 == 0) {
+        if (r == NVML_ERROR_GPU_IS_LOST) {
+          // A registered GPU fell off the bus, and the wait does not say
+          // which: ask each one. A lost GPU stays out until it is reset.
+          ProbeForLostGpus();
+        } else if (++errors == 1 || errors % 50 == 0) {
           LogWarning("waiting for NVML events failed; backing off",
                      {{"error", lib->ErrorText(r)},
                       {"failures", StrCat(errors)},
                       {"retry_in", StrCat(backoff.count(), "ms")}});
         }
+        // Never spin on a failing wait.
         Backoff(backoff);
         backoff = std::min(backoff * 2, policy.max_backoff);
       }
@@ -464,8 +316,7 @@ struct HealthWatcher::State {
   }
 
   void Finish() {
-    if (set != nullptr) lib->fn().EventSetFree(set);
-    set = nullptr;
+    events.reset();
     std::lock_guard<std::mutex> lock(mu);
     exited = true;
     cv.notify_all();
@@ -511,10 +362,10 @@ bool HealthWatcher::Alive(std::string* why) const {
   const auto bound = 4 * state_->policy.wait_timeout + state_->policy.max_backoff;
   const auto quiet = Clock::now() - state_->beat;
   if (quiet <= bound) return true;
+  using std::chrono::duration_cast, std::chrono::milliseconds;
   *why = StrCat("the GPU health thread has not come round its loop for ",
-                std::chrono::duration_cast<std::chrono::seconds>(quiet).count(), " s (bound ",
-                std::chrono::duration_cast<std::chrono::seconds>(bound).count(),
-                " s): an NVML call hangs");
+                duration_cast<milliseconds>(quiet).count(), " ms (bound ", bound.count(),
+                " ms): an NVML call hangs");
   return false;
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "nvml/mig_profile.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent::nvml {
@@ -94,9 +95,16 @@ void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t parent, GpuRecord* gpu)
   nvmlReturn_t r = f.DeviceGetMigMode(parent, &current, &pending);
   if (r == NVML_ERROR_NOT_SUPPORTED) return;  // pre-Ampere GPUs
   ErrorSink sink(gpu);
-  if (!sink.Ok(lib, r, "nvmlDeviceGetMigMode")) return;
+  if (!sink.Ok(lib, r, "nvmlDeviceGetMigMode")) {
+    // Not "MIG off": the planner must not hand such a GPU out whole.
+    if (r != NVML_ERROR_GPU_IS_LOST) {
+      gpu->mig_mode_error = std::string(lib.Check(r, "nvmlDeviceGetMigMode").message());
+    }
+    return;
+  }
   gpu->mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
   if (!gpu->mig_enabled) return;
+  gpu->mig_profiles = ReadGpuInstanceProfiles(lib, parent);
   unsigned max_count = 0;
   if (!sink.Ok(lib, f.DeviceGetMaxMigDeviceCount(parent, &max_count),
                "nvmlDeviceGetMaxMigDeviceCount")) {
@@ -130,6 +138,10 @@ void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t parent, GpuRecord* gpu)
         rec.compute_instance_slices = attrs.computeInstanceSliceCount;
         rec.multiprocessors = attrs.multiprocessorCount;
         rec.memory_mib = attrs.memorySizeMB;
+        rec.decoders = attrs.sharedDecoderCount;
+        rec.encoders = attrs.sharedEncoderCount;
+        rec.jpegs = attrs.sharedJpegCount;
+        rec.ofas = attrs.sharedOfaCount;
       }
     }
     gpu->mig_devices.push_back(std::move(rec));

@@ -22,6 +22,20 @@ struct MigRecord {
   unsigned gpu_instance_slices = 0;
   unsigned compute_instance_slices = 0;
   unsigned multiprocessors = 0;
+  // Engines its GPU instance has (nvmlDeviceGetAttributes' shared counts):
+  // they tell a media-extension profile (+me) from its plain twin.
+  unsigned decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
+};
+
+// One GPU-instance profile a MIG-enabled GPU offers
+// (nvmlDeviceGetGpuInstanceProfileInfo[V]), which NVML answers without
+// privilege, unlike the GPU's memory in MIG mode.
+struct GpuInstanceProfile {
+  unsigned id = 0;  // the profile's id on this GPU
+  unsigned slices = 0;
+  uint64_t memory_mib = 0;
+  unsigned decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
+  std::string name;  // NVML's, "MIG 1g.10gb"; empty from drivers before R510
 };
 
 struct GpuRecord {
@@ -38,7 +52,11 @@ struct GpuRecord {
   std::string architecture;  // "hopper", "ampere", ... or ""
   std::string brand;
   bool mig_enabled = false;
+  // Set when nvmlDeviceGetMigMode failed (other than NOT_SUPPORTED or
+  // GPU_IS_LOST): whether the GPU is in MIG mode is unknown.
+  std::string mig_mode_error;
   std::vector<MigRecord> mig_devices;
+  std::vector<GpuInstanceProfile> mig_profiles;  // only when MIG is enabled
   // Non-empty when a query for this GPU failed; the fields it would have
   // filled stay at their defaults. The GPU is still listed, and served:
   // a query can fail for want of privilege (the memory of a MIG-enabled

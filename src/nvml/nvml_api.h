@@ -88,6 +88,46 @@ typedef struct nvmlDeviceAttributes_st {
   unsigned long long memorySizeMB;
 } nvmlDeviceAttributes_t;
 
+// A GPU-instance profile: nvmlDeviceGetGpuInstanceProfileInfo fills the
+// first struct, nvmlDeviceGetGpuInstanceProfileInfoV (R510+) the second,
+// with the profile's name. `profile` is an NVML_GPU_INSTANCE_PROFILE_* index
+// (0 ... 16 in R590's nvml.h); `id` is the profile's id within the GPU.
+typedef struct nvmlGpuInstanceProfileInfo_st {
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+typedef struct nvmlGpuInstanceProfileInfo_v2_st {
+  unsigned int version;  // nvmlGpuInstanceProfileInfo_v2
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];  // "MIG 1g.10gb"
+} nvmlGpuInstanceProfileInfo_v2_t;
+
+// NVML_STRUCT_VERSION(GpuInstanceProfileInfo, 2): the size, version in the top byte.
+enum : unsigned int {
+  nvmlGpuInstanceProfileInfo_v2 =
+      static_cast<unsigned int>(sizeof(nvmlGpuInstanceProfileInfo_v2_t)) | (2u << 24)
+};
+
 typedef struct nvmlEventData_st {
   nvmlDevice_t device;
   unsigned long long eventType;
@@ -230,6 +270,10 @@ typedef nvmlReturn_t (*nvmlDeviceIsMigDeviceHandle_fn)(nvmlDevice_t, unsigned in
 typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceId_fn)(nvmlDevice_t, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetComputeInstanceId_fn)(nvmlDevice_t, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetAttributes_v2_fn)(nvmlDevice_t, nvmlDeviceAttributes_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceProfileInfo_fn)(nvmlDevice_t, unsigned int,
+                                                               nvmlGpuInstanceProfileInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceProfileInfoV_fn)(nvmlDevice_t, unsigned int,
+                                                                nvmlGpuInstanceProfileInfo_v2_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetSupportedEventTypes_fn)(nvmlDevice_t, unsigned long long*);
 typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long,
                                                     nvmlEventSet_t);
@@ -244,6 +288,9 @@ static_assert(offsetof(nvmlPciInfo_t, domain) == 16);
 static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "busId sits at offset 36");
 static_assert(sizeof(nvmlMemory_t) == 24);
 static_assert(sizeof(nvmlDeviceAttributes_t) == 40);
+static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48);
+static_assert(sizeof(nvmlGpuInstanceProfileInfo_v2_t) == 152);
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_v2_t, memorySizeMB) == 48);
 static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24);
 static_assert(sizeof(nvmlFieldValue_t) == 40);

@@ -149,6 +149,8 @@ absl::Status NvmlLibrary::Resolve() {
   resolve(fn_.DeviceGetComputeInstanceId, {"nvmlDeviceGetComputeInstanceId"}, false);
   resolve(fn_.DeviceGetAttributes, {"nvmlDeviceGetAttributes_v2", "nvmlDeviceGetAttributes"},
           false);
+  resolve(fn_.DeviceGetGpuInstanceProfileInfo, {"nvmlDeviceGetGpuInstanceProfileInfo"}, false);
+  resolve(fn_.DeviceGetGpuInstanceProfileInfoV, {"nvmlDeviceGetGpuInstanceProfileInfoV"}, false);
   resolve(fn_.DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"}, false);
   resolve(fn_.DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"}, false);
   resolve(fn_.EventSetCreate, {"nvmlEventSetCreate"}, false);

@@ -53,11 +53,15 @@ struct NvmlFunctions {
   nvmlDeviceGetGpuInstanceId_fn DeviceGetGpuInstanceId = nullptr;                    // optional
   nvmlDeviceGetComputeInstanceId_fn DeviceGetComputeInstanceId = nullptr;            // optional
   nvmlDeviceGetAttributes_v2_fn DeviceGetAttributes = nullptr;                       // optional
-  nvmlDeviceGetSupportedEventTypes_fn DeviceGetSupportedEventTypes = nullptr;        // optional
-  nvmlDeviceRegisterEvents_fn DeviceRegisterEvents = nullptr;                        // optional
-  nvmlEventSetCreate_fn EventSetCreate = nullptr;                                    // optional
-  nvmlEventSetWait_v2_fn EventSetWait = nullptr;                                     // optional
-  nvmlEventSetFree_fn EventSetFree = nullptr;                                        // optional
+  // Optional: a MIG-enabled GPU's profiles, which name its MIG devices
+  // without privilege; V (R510+) also gives NVML's own profile names.
+  nvmlDeviceGetGpuInstanceProfileInfo_fn DeviceGetGpuInstanceProfileInfo = nullptr;
+  nvmlDeviceGetGpuInstanceProfileInfoV_fn DeviceGetGpuInstanceProfileInfoV = nullptr;
+  nvmlDeviceGetSupportedEventTypes_fn DeviceGetSupportedEventTypes = nullptr;  // optional
+  nvmlDeviceRegisterEvents_fn DeviceRegisterEvents = nullptr;                  // optional
+  nvmlEventSetCreate_fn EventSetCreate = nullptr;                              // optional
+  nvmlEventSetWait_v2_fn EventSetWait = nullptr;                               // optional
+  nvmlEventSetFree_fn EventSetFree = nullptr;                                  // optional
 };
 
 // The folders searched for libnvidia-ml.so.1 under a driver root, in order.

@@ -243,7 +243,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"DriverWaitTooLong", "version: v1\ndriver:\n  waitTimeout: 25h\n",
                 "driver.waitTimeout must be between 0 and 24h"},
         BadCase{"StreamGraceTooShort", "version: v1\nkubelet:\n  streamGracePeriod: 10ms\n",
-                "kubelet.streamGracePeriod must be between 100ms and 5m"}),
+                "kubelet.streamGracePeriod must be between 100ms and 5m"},
+        BadCase{"EventWaitTooShort", "version: v1\nhealth:\n  eventWaitTimeout: 1ms\n",
+                "health.eventWaitTimeout must be between 10ms and 1m"},
+        BadCase{"EventWaitTooLong", "version: v1\nhealth:\n  eventWaitTimeout: 2m\n",
+                "health.eventWaitTimeout must be between 10ms and 1m"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
 
 TEST(ConfigTest, MissingFile) {

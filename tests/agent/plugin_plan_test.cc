@@ -96,26 +96,6 @@ std::string Error(const absl::StatusOr<PluginPlan>& p) {
 
 std::string AllWarnings(const PluginPlan& p) { return StrJoin(p.warnings, "\n"); }
 
-TEST(MigProfileNameTest, MatchesNvidiaNames) {
-  nvml::GpuRecord a100_80 = Gpu(0);
-  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 1, 9856, "M")), "1g.10gb");
-  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 2, 19968, "M")), "2g.20gb");
-  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 3, 40192, "M")), "3g.40gb");
-  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 7, 80896, "M")), "7g.80gb");
-  nvml::GpuRecord a100_40 = Gpu(0);
-  a100_40.memory_mib = 40536;
-  EXPECT_EQ(MigProfileName(a100_40, Mig(0, 1, 1, 4864, "M")), "1g.5gb");
-  EXPECT_EQ(MigProfileName(a100_40, Mig(0, 1, 3, 20096, "M")), "3g.20gb");
-  nvml::GpuRecord h100 = Gpu(0);
-  h100.memory_mib = 81559;
-  EXPECT_EQ(MigProfileName(h100, Mig(0, 1, 1, 9984, "M")), "1g.10gb");
-  nvml::MigRecord shared_ci = Mig(0, 1, 2, 19968, "M");
-  shared_ci.compute_instance_slices = 1;
-  EXPECT_EQ(MigProfileName(a100_80, shared_ci), "1c.2g.20gb");
-  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 0, 9856, "M")), "");
-  EXPECT_EQ(MigProfileName(a100_80, Mig(0, 1, 1, 0, "M")), "");
-}
-
 // A query that fails for want of privilege (the memory of a MIG-enabled
 // GPU in an unprivileged container answers NO_PERMISSION) leaves a GPU that
 // works: served healthy. Only a GPU NVML calls lost starts out unhealthy.
@@ -216,6 +196,41 @@ TEST(PlanMigTest, SingleWithAMigGpuWithoutDevicesIsAnError) {
   absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_THAT(AllWarnings(*p), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG devices"));
+}
+
+// nvmlDeviceGetMigMode failed (not NOT_SUPPORTED, not GPU_IS_LOST): the GPU
+// may be in MIG mode, where a container given it whole finds no CUDA
+// device. Under a MIG strategy it is left out, in plugin mode and in what
+// static mode counts, with a warning naming it and NVML's error; under
+// none it is whole either way.
+TEST(PlanMigTest, GpuWhoseMigModeIsUnknownIsLeftOutUnderAMigStrategy) {
+  nvml::Inventory inv = AllMigNode();
+  inv.gpus.push_back(Gpu(2));
+  inv.gpus[2].error = inv.gpus[2].mig_mode_error = "nvmlDeviceGetMigMode: Unknown Error (999)";
+  inv.links.assign(3, std::vector<nvml::GpuLink>(3));
+  for (const std::string strategy : {"mixed", "single"}) {
+    Config c;
+    c.flags.mig_strategy = strategy;
+    for (const auto& plan : {PlanPlugin(c, inv), PlanAdvertised(c, inv)}) {
+      ASSERT_TRUE(plan.ok()) << strategy << ": " << Error(plan);
+      for (const ResourceSpec& r : plan->resources) {
+        for (const PluginDevice& d : r.devices) {
+          EXPECT_NE(d.gpu_uuid, "GPU-2aaa") << strategy << ": advertised as " << r.resource_name;
+        }
+      }
+      ASSERT_EQ(plan->resources.size(), 1u) << strategy;
+      EXPECT_EQ(plan->resources[0].devices.size(), 4u) << strategy;  // GPU 0 and 1's MIG devices
+      EXPECT_THAT(AllWarnings(*plan),
+                  HasSubstr(StrCat("GPU 2 (GPU-2aaa) is not advertised: its MIG mode is unknown "
+                                   "(nvmlDeviceGetMigMode: Unknown Error (999)) and "
+                                   "flags.migStrategy ",
+                                   strategy)));
+    }
+  }
+  absl::StatusOr<PluginPlan> none = PlanPlugin(Config{}, inv);
+  ASSERT_TRUE(none.ok()) << Error(none);
+  EXPECT_EQ(Ids(none->resources[0]),
+            (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa", "GPU-2aaa"}));
 }
 
 TEST(PlanMigTest, ProfileWithNoNameIsLeftOutAndNamed) {

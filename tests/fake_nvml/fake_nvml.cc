@@ -178,11 +178,21 @@ void ApplyCommand(State& s, const std::string& line) {
     s.wait_error_count = 1;
   } else if (verb == "reset") {
     // nvidia-smi -r: back on the bus, nothing pending, nothing asked for.
+    // The reset tears down the driver's state for the GPU, event
+    // notifiers included: event sets keep no registration for it, and a
+    // client that wants its events registers it again.
     fake_nvml::GpuFixture& g = dev->gpu;
     g.lost = g.remap_pending = g.remap_failed = g.pages_pending = false;
     g.recovery_action = NVML_GPU_RECOVERY_ACTION_NONE;
+    for (nvmlEventSet_st* set : s.sets) {
+      auto& regs = set->registrations;
+      regs.erase(
+          std::remove_if(regs.begin(), regs.end(), [&](const auto& r) { return r.first == dev; }),
+          regs.end());
+    }
   } else if (verb == "restore") {
-    dev->gpu.lost = false;
+    // Gone: hardware has no way back from off the bus but a reset.
+    Note("control: \"restore\" is gone; a lost GPU comes back with \"reset " + target + "\"");
   } else if (verb == "fail") {
     std::string fn;
     int code = 999;
@@ -410,6 +420,8 @@ NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
       return "Insufficient Memory";
     case NVML_ERROR_NO_DATA:
       return "No data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "Argument version mismatch";
     case NVML_ERROR_NOT_READY:
       return "System is not ready";
     case NVML_ERROR_GPU_NOT_FOUND:
@@ -552,6 +564,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   DEVICE_PROLOGUE(device);
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // NVML's note: in MIG mode the GPU's own (aggregate) figures need
+  // privilege; each MIG device's are open to all.
+  if (!device->is_mig && device->gpu.mig_enabled && !s.fixture.privileged) {
+    return NVML_ERROR_NO_PERMISSION;
+  }
   const unsigned long long mib = device->is_mig ? device->mig.memory_mib : device->gpu.memory_mib;
   memory->total = mib * 1024ULL * 1024ULL;
   memory->used = std::min<unsigned long long>(memory->total, 512ULL * 1024 * 1024);
@@ -751,6 +768,10 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
     attrs->computeInstanceSliceCount = device->mig.compute_instance_slices;
     attrs->memorySizeMB = device->mig.memory_mib;
     attrs->sharedCopyEngineCount = device->mig.gpu_instance_slices;
+    attrs->sharedDecoderCount = device->mig.decoders;
+    attrs->sharedEncoderCount = device->mig.encoders;
+    attrs->sharedJpegCount = device->mig.jpegs;
+    attrs->sharedOfaCount = device->mig.ofas;
   } else {
     attrs->multiprocessorCount = 132;
     attrs->gpuInstanceSliceCount = 7;
@@ -763,6 +784,68 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device,
                                                  nvmlDeviceAttributes_t* attrs) {
   return nvmlDeviceGetAttributes_v2(device, attrs);
+}
+
+namespace {
+
+// The profile at NVML_GPU_INSTANCE_PROFILE_* index `profile`, or why not.
+// REQUIRES: s.mu held, `device` checked.
+nvmlReturn_t FindProfile(nvmlDevice_t device, unsigned profile,
+                         const fake_nvml::ProfileFixture** out) {
+  if (device->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  if (device->gpu.cc_major < 8 || !device->gpu.mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
+  if (profile > 16)
+    return NVML_ERROR_INVALID_ARGUMENT;  // past R590's NVML_GPU_INSTANCE_PROFILE_COUNT
+  for (const auto& p : device->gpu.mig_profiles) {
+    if (p.profile == profile) {
+      *out = &p;
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_SUPPORTED;  // a profile this GPU does not offer
+}
+
+template <typename Info>
+void FillProfile(const fake_nvml::ProfileFixture& p, Info* info) {
+  info->id = p.id;
+  info->isP2pSupported = 0;
+  info->sliceCount = p.slices;
+  info->instanceCount = p.instances;
+  info->multiprocessorCount = p.multiprocessors;
+  info->copyEngineCount = p.slices;
+  info->decoderCount = p.decoders;
+  info->encoderCount = p.encoders;
+  info->jpegCount = p.jpegs;
+  info->ofaCount = p.ofas;
+  info->memorySizeMB = p.memory_mib;
+}
+
+}  // namespace
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device,
+                                                             unsigned int profile,
+                                                             nvmlGpuInstanceProfileInfo_t* info) {
+  DEVICE_PROLOGUE(device);
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const fake_nvml::ProfileFixture* p = nullptr;
+  if (nvmlReturn_t r = FindProfile(device, profile, &p); r != NVML_SUCCESS) return r;
+  std::memset(info, 0, sizeof *info);
+  FillProfile(*p, info);
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(
+    nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t* info) {
+  DEVICE_PROLOGUE(device);
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  const fake_nvml::ProfileFixture* p = nullptr;
+  if (nvmlReturn_t r = FindProfile(device, profile, &p); r != NVML_SUCCESS) return r;
+  std::memset(info, 0, sizeof *info);
+  info->version = nvmlGpuInstanceProfileInfo_v2;
+  FillProfile(*p, info);
+  std::snprintf(info->name, sizeof info->name, "%s", p->name.c_str());
+  return NVML_SUCCESS;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,

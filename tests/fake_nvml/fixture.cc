@@ -60,7 +60,7 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
   CheckKeys(g,
             {"uuid", "name", "memoryMiB", "minor", "pciBusId", "pciDeviceId", "pciSubsystemId",
              "numaNode", "pcieSwitch", "hostBridge", "computeCapability", "architecture", "brand",
-             "migEnabled", "maxMigDevices", "migDevices", "lost", "fail"},
+             "migEnabled", "maxMigDevices", "migDevices", "migProfiles", "lost", "fail"},
             "a GPU");
   GpuFixture gpu;
   gpu.uuid = Get<std::string>(g, "uuid", "");
@@ -91,10 +91,11 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
   if (YAML::Node migs = g["migDevices"]) {
     if (!migs.IsSequence()) Fail(migs, "migDevices must be a list");
     for (const YAML::Node& m : migs) {
-      CheckKeys(m,
-                {"uuid", "gpuInstanceId", "computeInstanceId", "memoryMiB", "gpuInstanceSlices",
-                 "computeInstanceSlices", "multiprocessors"},
-                "a MIG device");
+      CheckKeys(
+          m,
+          {"uuid", "gpuInstanceId", "computeInstanceId", "memoryMiB", "gpuInstanceSlices",
+           "computeInstanceSlices", "multiprocessors", "decoders", "encoders", "jpegs", "ofas"},
+          "a MIG device");
       MigFixture mig;
       mig.uuid = Get<std::string>(m, "uuid", "");
       if (mig.uuid.rfind("MIG-", 0) != 0) Fail(m, "a MIG device needs a uuid starting with MIG-");
@@ -104,6 +105,10 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
       mig.gpu_instance_slices = Get<unsigned>(m, "gpuInstanceSlices", 1);
       mig.compute_instance_slices = Get<unsigned>(m, "computeInstanceSlices", 1);
       mig.multiprocessors = Get<unsigned>(m, "multiprocessors", 14);
+      mig.decoders = Get<unsigned>(m, "decoders", 0);
+      mig.encoders = Get<unsigned>(m, "encoders", 0);
+      mig.jpegs = Get<unsigned>(m, "jpegs", 0);
+      mig.ofas = Get<unsigned>(m, "ofas", 0);
       gpu.mig_devices.push_back(mig);
     }
     if (gpu.mig_devices.size() > gpu.max_mig_devices) {
@@ -111,6 +116,36 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
     }
     if (!gpu.mig_devices.empty() && !gpu.mig_enabled) {
       Fail(migs, "migDevices given but migEnabled is false");
+    }
+  }
+  if (YAML::Node profiles = g["migProfiles"]) {
+    if (!profiles.IsSequence()) Fail(profiles, "migProfiles must be a list");
+    std::set<unsigned> seen;
+    for (const YAML::Node& p : profiles) {
+      CheckKeys(p,
+                {"profile", "id", "name", "slices", "instances", "multiprocessors", "memoryMiB",
+                 "decoders", "encoders", "jpegs", "ofas"},
+                "a MIG profile");
+      ProfileFixture pf;
+      if (!p["profile"] || !p["id"] || !p["memoryMiB"]) {
+        Fail(p,
+             "a MIG profile needs profile (its NVML_GPU_INSTANCE_PROFILE_* index), id and "
+             "memoryMiB");
+      }
+      pf.profile = Get<unsigned>(p, "profile", 0);
+      if (pf.profile > 16) Fail(p["profile"], "profile is an index from 0 to 16");
+      if (!seen.insert(pf.profile).second) Fail(p["profile"], "duplicate profile index");
+      pf.id = Get<unsigned>(p, "id", 0);
+      pf.name = Get<std::string>(p, "name", "");
+      pf.slices = Get<unsigned>(p, "slices", 1);
+      pf.instances = Get<unsigned>(p, "instances", 1);
+      pf.multiprocessors = Get<unsigned>(p, "multiprocessors", 0);
+      pf.memory_mib = Get<uint64_t>(p, "memoryMiB", 0);
+      pf.decoders = Get<unsigned>(p, "decoders", 0);
+      pf.encoders = Get<unsigned>(p, "encoders", 0);
+      pf.jpegs = Get<unsigned>(p, "jpegs", 0);
+      pf.ofas = Get<unsigned>(p, "ofas", 0);
+      gpu.mig_profiles.push_back(pf);
     }
   }
   if (YAML::Node fails = g["fail"]) {
@@ -132,13 +167,14 @@ bool LoadFixture(const std::string& path, Fixture* out, std::string* error) {
     YAML::Node root = YAML::LoadFile(path);
     if (!root.IsMap()) Fail(root, "the fixture must be a mapping with a gpus list");
     CheckKeys(root,
-              {"driverVersion", "nvmlVersion", "cudaDriverVersion", "initError", "gpus", "nvlinks",
-               "nvlinkSlots"},
+              {"driverVersion", "nvmlVersion", "cudaDriverVersion", "initError", "privileged",
+               "gpus", "nvlinks", "nvlinkSlots"},
               "the fixture");
     fx.driver_version = Get<std::string>(root, "driverVersion", fx.driver_version);
     fx.nvml_version = Get<std::string>(root, "nvmlVersion", fx.nvml_version);
     fx.cuda_driver_version = Get<int>(root, "cudaDriverVersion", fx.cuda_driver_version);
     fx.init_error = Get<int>(root, "initError", 0);
+    fx.privileged = Get<bool>(root, "privileged", true);
     fx.nvlink_slots = Get<unsigned>(root, "nvlinkSlots", fx.nvlink_slots);
     if (fx.nvlink_slots == 0 || fx.nvlink_slots > 64) {
       Fail(root["nvlinkSlots"], "nvlinkSlots must be between 1 and 64");

@@ -18,6 +18,19 @@ struct MigFixture {
   unsigned gpu_instance_slices = 1;
   unsigned compute_instance_slices = 1;
   unsigned multiprocessors = 0;
+  unsigned decoders = 0, encoders = 0, jpegs = 0, ofas = 0;  // shared engine counts
+};
+
+// A GPU-instance profile the GPU offers in MIG mode.
+struct ProfileFixture {
+  unsigned profile = 0;  // NVML_GPU_INSTANCE_PROFILE_* index (0 ... 16)
+  unsigned id = 0;       // the profile's id on the GPU
+  std::string name;      // "MIG 1g.10gb"
+  unsigned slices = 1;
+  unsigned instances = 1;
+  unsigned multiprocessors = 0;
+  uint64_t memory_mib = 0;
+  unsigned decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
 };
 
 struct GpuFixture {
@@ -37,6 +50,7 @@ struct GpuFixture {
   bool mig_enabled = false;
   unsigned max_mig_devices = 7;
   std::vector<MigFixture> mig_devices;
+  std::vector<ProfileFixture> mig_profiles;
   bool lost = false;
   // What a reset clears: the driver's recovery action, a pending row remap
   // (or remap failure), pending page retirements.
@@ -58,6 +72,10 @@ struct Fixture {
   std::string nvml_version = "12.550.54.15";
   int cuda_driver_version = 12040;
   int init_error = 0;
+  // false: the process runs unprivileged (a container without
+  // CAP_SYS_ADMIN), and NVML answers NO_PERMISSION where it needs privilege:
+  // the memory of a MIG-enabled GPU.
+  bool privileged = true;
   std::vector<GpuFixture> gpus;
   std::vector<NvLinkFixture> nvlinks;
   // Links per GPU: 18 on Hopper, the value of NVML_NVLINK_MAX_LINKS in the

@@ -185,6 +185,47 @@ TEST(MetricsTest, PluginModeMetricsAndProbes) {
   })) << agent.Stderr();
 }
 
+// /healthz follows the GPU health thread: while its NVML event wait hangs
+// (a driver call that never returns), /healthz answers 503 naming the
+// thread once the heartbeat bound (6 x health.eventWaitTimeout: four waits
+// and the backoff cap of two) has passed, and 200 again once the wait
+// returns.
+TEST(MetricsTest, HealthzFailsWhileTheHealthThreadHangs) {
+  TempDir dir;
+  KubeletSimulator sim(dir.path());
+  ASSERT_TRUE(sim.Start());
+  const std::string ctl = dir.Join("ctl");
+  Subprocess agent({BinaryPath(), "run", "--kubelet-socket", sim.socket(), "--metrics-address",
+                    "127.0.0.1:0", "--health-event-wait-timeout", "100ms"},
+                   Env(FixturePath("8-gpu-nvlink.yaml"), ctl));
+  const int port = PortFromLog(agent);
+  ASSERT_GT(port, 0) << agent.Stderr();
+  httplib::Client http("127.0.0.1", port);
+  std::string body;
+  auto healthz_is = [&](int status) {
+    auto r = http.Get("/healthz");
+    if (!r || r->status != status) return false;
+    body = r->body;
+    return true;
+  };
+  ASSERT_TRUE(WaitFor([&] { return healthz_is(200); })) << body << agent.Stderr();
+  ASSERT_TRUE(WriteFifo(ctl, "hang-wait"));
+  const auto hung = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return healthz_is(503); }, std::chrono::seconds(5)))
+      << body << agent.Stderr();
+  // Not before the bound: 600 ms after the thread's last turn, which began
+  // at most one wait (100 ms) before the hang.
+  EXPECT_GE(std::chrono::steady_clock::now() - hung, std::chrono::milliseconds(450));
+  EXPECT_NE(body.find("the GPU health thread has not come round its loop"), std::string::npos)
+      << body;
+  EXPECT_NE(body.find("bound 600 ms"), std::string::npos) << body;
+  ASSERT_TRUE(WriteFifo(ctl, "unhang-wait"));
+  ASSERT_TRUE(WaitFor([&] { return healthz_is(200); }, std::chrono::seconds(5)))
+      << body << agent.Stderr();
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(), 0) << agent.Stderr();
+}
+
 TEST(MetricsTest, ScrapesDuringShutdownAreHarmless) {
   TempDir dir;
   KubeletSimulator sim(dir.path());

@@ -153,7 +153,7 @@ sharing:
   }
 }
 
-TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilNvmlSeesItAgain) {
+TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilItIsReset) {
   StartAgent();
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
   Nvml("lose 6");
@@ -161,7 +161,7 @@ TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilNvmlSeesItAgain) {
   EXPECT_FALSE(sim_.WaitForDevices(
       kGpu, [](const Devices& d) { return CountHealthy(d) == 8; },
       std::chrono::milliseconds(1000)));
-  Nvml("restore 6");
+  Nvml("reset 6");
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 8; }));
 }
 
@@ -769,6 +769,72 @@ TEST_F(PluginModeTest, MigDevicesOfAGpuLostAtDiscoveryComeBackWithIt) {
   const auto updates = sim_.Updates(kMig1g);
   ASSERT_FALSE(updates.empty());
   EXPECT_EQ(CountHealthy(updates.front().devices), 0);
+}
+
+// The 2-gpu-mig fixture with `extra` lines under GPU `gpu`'s uuid and
+// `top` lines at the top.
+std::string MigFixtureWith(const TempDir& dir, const std::string& name, int gpu,
+                           const std::string& extra, const std::string& top = "") {
+  std::string text = ReadFile(FixturePath("2-gpu-mig.yaml"));
+  const std::string line =
+      StrCat("  - uuid: ", FixtureUuids(FixturePath("2-gpu-mig.yaml"))[gpu], "\n");
+  EXPECT_NE(text.find(line), std::string::npos);
+  text.replace(text.find(line), line.size(), line + extra);
+  return dir.Write(name, top + text);
+}
+
+// In a container without CAP_SYS_ADMIN NVML refuses the memory of a
+// MIG-enabled GPU, which the profile names were once computed from; they
+// come from the GPU's instance profiles instead, with NVML's own names or,
+// from a driver without them (before R510), their memory sizes.
+TEST_F(PluginModeTest, MigProfilesAreNamedInAnUnprivilegedContainer) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  StartAgent({"--mig-strategy", "mixed"},
+             dir_.Write("unprivileged.yaml",
+                        "privileged: false\n" + ReadFile(FixturePath("2-gpu-mig.yaml"))));
+  ASSERT_TRUE(Registered(3)) << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 2; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return d.size() == 1; }));
+  EXPECT_EQ(sim_.Devices(kMig2g).at(0).id(), kMigGi1);
+  EXPECT_EQ(CountHealthy(sim_.Devices(kMig1g)), 2);
+  EXPECT_NE(Dump().find("Insufficient Permissions"), std::string::npos) << Dump();
+  EXPECT_EQ(Dump().find("has no profile name"), std::string::npos) << Dump();
+}
+
+TEST_F(PluginModeTest, MigProfilesAreNamedUnprivilegedOnADriverWithoutProfileNames) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  StartAgent({"--mig-strategy", "mixed"},
+             MigFixtureWith(dir_, "old.yaml", 0,
+                            "    fail:\n      nvmlDeviceGetGpuInstanceProfileInfoV: 13\n",
+                            "privileged: false\n"));
+  ASSERT_TRUE(Registered(3)) << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 2; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return d.size() == 1; }));
+  EXPECT_EQ(sim_.Devices(kMig2g).at(0).id(), kMigGi1);
+}
+
+// A GPU whose MIG mode NVML cannot tell is not handed out whole under a MIG
+// strategy: it may be in MIG mode, where a pod given it finds no CUDA
+// device. The log names the GPU and NVML's error.
+TEST_F(PluginModeTest, GpuWhoseMigModeIsUnknownIsNotAdvertisedWhole) {
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+  StartAgent(
+      {"--mig-strategy", "mixed"},
+      MigFixtureWith(dir_, "unknown.yaml", 1, "    fail:\n      nvmlDeviceGetMigMode: 999\n"));
+  const std::string gpu1 = FixtureUuids(FixturePath("2-gpu-mig.yaml"))[1];
+  ASSERT_TRUE(agent_->WaitForStderr(StrCat("GPU 1 (", gpu1,
+                                           ") is not advertised: its MIG mode is "
+                                           "unknown (nvmlDeviceGetMigMode: Unknown Error (999))")))
+      << Dump();
+  ASSERT_TRUE(Registered(2)) << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig1g, [](const Devices& d) { return d.size() == 2; }))
+      << Dump();
+  ASSERT_TRUE(sim_.WaitForDevices(kMig2g, [](const Devices& d) { return d.size() == 1; }));
+  std::set<std::string> resources;
+  for (const auto& r : sim_.registration_requests()) resources.insert(r.resource_name());
+  EXPECT_EQ(resources, (std::set<std::string>{kMig1g, kMig2g}));
 }
 
 TEST_F(PluginModeTest, ShippedMigExampleConfigWithARealDriverTable) {

@@ -101,9 +101,35 @@ TEST_F(HealthWatcherTest, GpuIsLostFromTheWaitFindsTheLostGpu) {
   EXPECT_EQ(c[0].uuid, uuids_[4]);
   EXPECT_FALSE(c[0].healthy);
   EXPECT_NE(c[0].reason.find("GPU_IS_LOST"), std::string::npos) << c[0].reason;
-  Send("restore 4");
+  Send("reset 4");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
   EXPECT_TRUE(Changes()[1].healthy);
+}
+
+// The reset that brings a lost GPU back also drops its event registration
+// (the driver's state for the GPU goes with a reset, and NVML cannot take
+// one GPU out of a set): the watcher builds its event set afresh, so the
+// GPU's next XID is seen and marks it again, and the other GPUs stay
+// watched.
+TEST_F(HealthWatcherTest, GpuResetAfterFallingOffTheBusIsWatchedAgain) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  StartWatcher(policy);
+  Send("vanish 4");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 1; })) << "no GPU marked";
+  Send("reset 4");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
+  EXPECT_TRUE(Changes()[1].healthy);
+  Send("xid 4 48");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }))
+      << "the XID after the reset was never seen";
+  EXPECT_EQ(Changes()[2].uuid, uuids_[4]);
+  EXPECT_FALSE(Changes()[2].healthy);
+  EXPECT_EQ(Changes()[2].xid, 48);
+  Send("xid 2 79");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 4; }));
+  EXPECT_EQ(Changes()[3].uuid, uuids_[2]);
+  EXPECT_EQ(watcher_->XidCounts(), (std::map<int, uint64_t>{{48, 1}, {79, 1}}));
 }
 
 // XIDs after which NVIDIA asks for a GPU reset: NVML keeps answering (48)
@@ -292,7 +318,7 @@ TEST_F(HealthWatcherTest, CriticalListOverridesIgnoreList) {
   EXPECT_EQ(Changes()[0].uuid, uuids_[1]);
 }
 
-TEST_F(HealthWatcherTest, LostGpuStaysOutUntilNvmlAnswersAgain) {
+TEST_F(HealthWatcherTest, LostGpuStaysOutUntilItIsReset) {
   HealthPolicy policy;
   policy.recovery_period = std::chrono::milliseconds(100);
   StartWatcher(policy);
@@ -301,7 +327,7 @@ TEST_F(HealthWatcherTest, LostGpuStaysOutUntilNvmlAnswersAgain) {
   EXPECT_FALSE(Changes()[0].healthy);
   // Several recovery periods pass; the GPU still does not answer.
   EXPECT_FALSE(WaitFor([&] { return Changes().size() > 1; }, std::chrono::milliseconds(700)));
-  Send("restore 5");
+  Send("reset 5");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
   EXPECT_TRUE(Changes()[1].healthy);
 }
@@ -343,6 +369,50 @@ TEST_F(HealthWatcherTest, NoReportsAfterStop) {
   watcher_->Stop();
   Send("xid 0 79");
   EXPECT_FALSE(WaitFor([&] { return !Changes().empty(); }, std::chrono::milliseconds(400)));
+}
+
+// In a container without privilege NVML refuses the memory of a
+// MIG-enabled GPU, the query the watcher asks whether a GPU answers. The
+// refusal is no sign of ill health: a MIG GPU out for a recoverable XID
+// comes back after the quiet period.
+TEST(HealthWatcherUnprivilegedTest, MigGpuComesBackAfterARecoverableXid) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Join("usr/lib64"));
+  std::filesystem::create_symlink(FakeNvmlDir() + "/libnvidia-ml.so.1",
+                                  dir.Join("usr/lib64/libnvidia-ml.so.1"));
+  const std::string fixture =
+      dir.Write("f.yaml", "privileged: false\n" +
+                              gpu_agent::testing::ReadFile(FixturePath("2-gpu-mig.yaml")));
+  ::setenv("FAKE_NVML_FIXTURE", fixture.c_str(), 1);
+  const std::string ctl = dir.Join("ctl");
+  ::setenv("FAKE_NVML_CONTROL", ctl.c_str(), 1);
+  auto opened = NvmlLibrary::Open(dir.path());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ASSERT_TRUE((*opened)->Init().ok());
+  std::shared_ptr<const NvmlLibrary> lib(std::move(*opened));
+  auto inv = DiscoverInventory(*lib, "/nonexistent");
+  ASSERT_TRUE(inv.ok());
+  ASSERT_TRUE(inv->gpus[0].mig_enabled);
+  std::mutex mu;
+  std::vector<HealthChange> changes;
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  policy.wait_timeout = std::chrono::milliseconds(100);
+  auto watcher = HealthWatcher::Start(lib, {inv->gpus[0].uuid, inv->gpus[1].uuid}, {}, policy,
+                                      [&](const HealthChange& c) {
+                                        std::lock_guard<std::mutex> lock(mu);
+                                        changes.push_back(c);
+                                      });
+  auto count = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return changes.size();
+  };
+  ASSERT_TRUE(WriteFifo(ctl, "xid 0 8"));
+  ASSERT_TRUE(WaitFor([&] { return count() == 2; })) << "changes: " << count();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_FALSE(changes[0].healthy);
+  EXPECT_TRUE(changes[1].healthy);
+  EXPECT_EQ(changes[1].uuid, inv->gpus[0].uuid);
 }
 
 TEST(HealthPolicyTest, DefaultIgnoreList) {

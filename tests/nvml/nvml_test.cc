@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "nvml/inventory.h"
+#include "nvml/mig_profile.h"
 #include "nvml/nvml_api.h"
 #include "nvml/nvml_library.h"
 #include "support/test_support.h"
@@ -18,7 +19,9 @@ namespace {
 
 using gpu_agent::testing::FakeNvmlDir;
 using gpu_agent::testing::FixturePath;
+using gpu_agent::testing::ReadFile;
 using gpu_agent::testing::TempDir;
+using gpu_agent::testing::WriteFifo;
 
 // A driver root whose usr/lib64 holds the stand-in, as a driver install would.
 class DriverRoot {
@@ -87,6 +90,15 @@ TEST(NvmlAbiTest, StructLayoutsAreNvidias) {
   EXPECT_EQ(offsetof(nvmlEventData_t, eventData), 16u);
   EXPECT_EQ(offsetof(nvmlEventData_t, gpuInstanceId), 24u);
   EXPECT_EQ(offsetof(nvmlEventData_t, computeInstanceId), 28u);
+  // nvml.h: nvmlGpuInstanceProfileInfo_t, and _v2_t with version and name.
+  EXPECT_EQ(sizeof(nvmlGpuInstanceProfileInfo_t), 48u);
+  EXPECT_EQ(offsetof(nvmlGpuInstanceProfileInfo_t, sliceCount), 8u);
+  EXPECT_EQ(offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB), 40u);
+  EXPECT_EQ(sizeof(nvmlGpuInstanceProfileInfo_v2_t), 152u);
+  EXPECT_EQ(offsetof(nvmlGpuInstanceProfileInfo_v2_t, id), 4u);
+  EXPECT_EQ(offsetof(nvmlGpuInstanceProfileInfo_v2_t, memorySizeMB), 48u);
+  EXPECT_EQ(offsetof(nvmlGpuInstanceProfileInfo_v2_t, name), 56u);
+  EXPECT_EQ(static_cast<unsigned>(nvmlGpuInstanceProfileInfo_v2), 0x02000098u);
   // Return codes NVIDIA numbers so (22 was once misnamed here).
   EXPECT_EQ(NVML_ERROR_GPU_IS_LOST, 15);
   EXPECT_EQ(NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, 22);
@@ -206,6 +218,76 @@ TEST(InventoryTest, MigInstances) {
   EXPECT_FALSE(inv->gpus[1].mig_enabled);
 }
 
+// In a container without privilege NVML refuses the memory of a
+// MIG-enabled GPU; its MIG devices are named all the same, from the GPU's
+// instance profiles: with NVML's names (R510+) and, where the driver has
+// only the unversioned call, from the profiles' memory sizes.
+TEST(InventoryTest, MigProfilesAreNamedWithoutPrivilege) {
+  DriverRoot root;
+  TempDir dir;
+  const std::string mig = ReadFile(FixturePath("2-gpu-mig.yaml"));
+  const std::string gpu0 = "  - uuid: GPU-ed474d47-acdb-5d33-bc5a-38d1d781b523\n";
+  std::string old_driver = mig;
+  ASSERT_NE(old_driver.find(gpu0), std::string::npos);
+  old_driver.replace(old_driver.find(gpu0), gpu0.size(),
+                     gpu0 + "    fail:\n      nvmlDeviceGetGpuInstanceProfileInfoV: 13\n");
+  for (const bool names : {true, false}) {
+    auto lib = OpenWithFixture(root, dir.Write(names ? "a.yaml" : "b.yaml",
+                                               "privileged: false\n" + (names ? mig : old_driver)));
+    ASSERT_TRUE(lib && lib->Init().ok());
+    auto inv = DiscoverInventory(*lib, "/nonexistent");
+    ASSERT_TRUE(inv.ok()) << inv.status();
+    const GpuRecord& g = inv->gpus[0];
+    EXPECT_EQ(g.memory_mib, 0u);
+    EXPECT_NE(g.error.find("nvmlDeviceGetMemoryInfo: Insufficient Permissions (4)"),
+              std::string::npos)
+        << g.error;
+    EXPECT_FALSE(g.lost);
+    ASSERT_EQ(g.mig_profiles.size(), 7u);
+    EXPECT_EQ(g.mig_profiles[0].name, names ? "MIG 1g.10gb" : "");
+    EXPECT_EQ(g.mig_profiles[0].id, 19u);
+    EXPECT_EQ(g.mig_profiles[1].slices, 2u);  // profile index 1: 2g.20gb
+    ASSERT_EQ(g.mig_devices.size(), 3u);
+    EXPECT_EQ(g.mig_devices[0].decoders, 1u);
+    std::vector<std::string> got;
+    for (const MigRecord& m : g.mig_devices) got.push_back(MigProfileName(g, m));
+    EXPECT_EQ(got, (std::vector<std::string>{"2g.20gb", "1g.10gb", "1g.10gb"})) << names;
+    EXPECT_EQ(inv->gpus[1].memory_mib, 81920u);  // MIG off: open to all
+    EXPECT_TRUE(inv->gpus[1].mig_profiles.empty());
+  }
+}
+
+// A failed MIG-mode query is not "MIG off": the error is kept for the
+// planner. NOT_SUPPORTED (pre-Ampere) is MIG off; GPU_IS_LOST is a lost GPU.
+TEST(InventoryTest, FailedMigModeQueryIsKeptApartFromMigOff) {
+  DriverRoot root;
+  TempDir dir;
+  auto lib = OpenWithFixture(root, dir.Write("f.yaml", R"(
+gpus:
+  - uuid: GPU-aaaa
+    pciBusId: "00000000:01:00.0"
+    fail:
+      nvmlDeviceGetMigMode: 999
+  - uuid: GPU-bbbb
+    pciBusId: "00000000:02:00.0"
+    computeCapability: "7.0"
+  - uuid: GPU-cccc
+    pciBusId: "00000000:03:00.0"
+    fail:
+      nvmlDeviceGetMigMode: 15
+)"));
+  ASSERT_TRUE(lib && lib->Init().ok());
+  auto inv = DiscoverInventory(*lib, "/nonexistent");
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->gpus[0].mig_mode_error, "nvmlDeviceGetMigMode: Unknown Error (999)");
+  EXPECT_FALSE(inv->gpus[0].mig_enabled);
+  EXPECT_FALSE(inv->gpus[0].lost);
+  EXPECT_EQ(inv->gpus[1].mig_mode_error, "");
+  EXPECT_EQ(inv->gpus[1].error, "");
+  EXPECT_EQ(inv->gpus[2].mig_mode_error, "");
+  EXPECT_TRUE(inv->gpus[2].lost);
+}
+
 TEST(InventoryTest, FailingQueryListsTheGpuWithTheError) {
   DriverRoot root;
   TempDir dir;
@@ -296,6 +378,8 @@ TEST(FakeNvmlTest, ExportsTheCommonNvmlSymbols) {
                           "nvmlDeviceGetGpuInstanceId",
                           "nvmlDeviceGetComputeInstanceId",
                           "nvmlDeviceGetAttributes_v2",
+                          "nvmlDeviceGetGpuInstanceProfileInfo",
+                          "nvmlDeviceGetGpuInstanceProfileInfoV",
                           "nvmlDeviceGetSupportedEventTypes",
                           "nvmlDeviceRegisterEvents",
                           "nvmlEventSetCreate",
@@ -342,6 +426,28 @@ TEST(FakeNvmlTest, AnotherClientCanEnumerate) {
   ASSERT_EQ(parent(m, &back), NVML_SUCCESS);
   EXPECT_EQ(back, dev);
   EXPECT_EQ(mig(dev, 3, &m), NVML_ERROR_NOT_FOUND);  // an empty slot
+}
+
+// Hardware has no way back from off the bus but a reset: the stand-in has
+// no "restore", and a lost GPU answers again only after "reset".
+TEST(FakeNvmlTest, OnlyAResetBringsALostGpuBack) {
+  DriverRoot root;
+  TempDir dir;
+  const std::string ctl = dir.Join("ctl");
+  ::setenv("FAKE_NVML_CONTROL", ctl.c_str(), 1);
+  auto lib = OpenWithFixture(root, FixturePath("8-gpu-pcie.yaml"));
+  ASSERT_TRUE(lib && lib->Init().ok());
+  auto answer = [&] {
+    nvmlDevice_t dev = nullptr;
+    return lib->fn().DeviceGetHandleByIndex(3, &dev);
+  };
+  ASSERT_EQ(answer(), NVML_SUCCESS);
+  ASSERT_TRUE(WriteFifo(ctl, "lose 3"));
+  EXPECT_EQ(answer(), NVML_ERROR_GPU_IS_LOST);
+  ASSERT_TRUE(WriteFifo(ctl, "restore 3"));
+  EXPECT_EQ(answer(), NVML_ERROR_GPU_IS_LOST);
+  ASSERT_TRUE(WriteFifo(ctl, "reset 3"));
+  EXPECT_EQ(answer(), NVML_SUCCESS);
 }
 
 TEST(InventoryTest, SysfsAddressForm) {
