@@ -269,7 +269,7 @@ const std::vector<Setting>& Table() {
        FIELD(kubelet.stream_grace_period)},
       {"driver.waitTimeout",
        "driver-wait-timeout",
-       "",
+       "GPU_AGENT_DRIVER_WAIT_TIMEOUT",
        K::kDuration,
        {},
        "wait up to this long for the NVIDIA driver (NVML) to appear (0: do not wait)",
