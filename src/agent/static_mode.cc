@@ -21,19 +21,14 @@ namespace {
 // updated from health changes.
 class DesiredCapacities {
  public:
+  // Every device counts until the health watcher, the one source of device
+  // health, reports otherwise; it reports what is out at start (lost at
+  // discovery, carried over a reload, a reset pending) before the first
+  // PATCH is computed (see StartAll).
   explicit DesiredCapacities(const PluginPlan& plan)
       : resources_(plan.resources),
         uuids_(plan.gpu_uuids),
-        initially_unhealthy_(plan.initially_unhealthy) {
-    // GPU-wide, as the health watcher reports and clears it (see
-    // DevicePublisher): a MIG device of a GPU lost at discovery comes back
-    // with its GPU.
-    for (const deviceplugin::ResourceSpec& r : resources_) {
-      for (const deviceplugin::PluginDevice& d : r.devices) {
-        if (!d.healthy) ledger_.Set({d.gpu_uuid, -1, -1}, false);
-      }
-    }
-  }
+        initially_unhealthy_(plan.initially_unhealthy) {}
   apiserver::Capacities Value() const {
     std::lock_guard<std::mutex> lock(mu_);
     return Count();
@@ -61,6 +56,26 @@ class DesiredCapacities {
   const std::vector<std::string> uuids_;
   const std::set<std::string> initially_unhealthy_;
   deviceplugin::HealthLedger ledger_;  // protected by mu_
+};
+
+// Where health reports go once the reconciler runs (the watcher starts
+// before it). The watcher is stopped before the reconciler goes.
+class ReconcilerSink {
+ public:
+  void SetDesired(const apiserver::Capacities& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r_ != nullptr) r_->SetDesired(c);
+  }
+  void Attach(apiserver::CapacityReconciler* r, const apiserver::Capacities& started_with,
+              const apiserver::Capacities& now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    r_ = r;
+    if (now != started_with) r_->SetDesired(now);
+  }
+
+ private:
+  std::mutex mu_;
+  apiserver::CapacityReconciler* r_ = nullptr;  // protected by mu_
 };
 
 struct Running {
@@ -159,11 +174,19 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
       apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) return conn.status();
   out->desired = std::make_shared<DesiredCapacities>(*plan);
-  // Counted out from the first PATCH on, not only once the watcher says so.
-  for (const nvml::HealthWatcher::Outage& o : carried) {
-    (void)out->desired->Apply({o.uuid, o.gpu_instance, o.compute_instance, false, o.reason, o.xid});
+  std::shared_ptr<DesiredCapacities> d = out->desired;
+  // The watcher first: what it reports at start (Start returns after) is
+  // counted out from the first PATCH on. Later reports reach the reconciler
+  // once it runs.
+  auto sink = std::make_shared<ReconcilerSink>();
+  if (lib) {
+    out->health = nvml::HealthWatcher::Start(
+        lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
+        [sink, d](const nvml::HealthChange& c) { sink->SetDesired(d->Apply(c)); },
+        std::move(carried));
   }
-  apiserver::Capacities desired = out->desired->Value();
+  const apiserver::Capacities counted = d->Value();
+  apiserver::Capacities desired = counted;
   if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
   for (const auto& [r, v] : retired) desired.emplace(r, 0);
   apiserver::ReconcilerOptions opts;
@@ -179,15 +202,14 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
           {{"node", opts.node}, {"capacity", summary}, {"api", conn->description}});
   absl::StatusOr<std::unique_ptr<apiserver::CapacityReconciler>> rec =
       apiserver::CapacityReconciler::Start(*conn, opts, desired);
-  if (!rec.ok()) return rec.status();
-  out->reconciler = *std::move(rec);
-  if (lib) {
-    apiserver::CapacityReconciler* r = out->reconciler.get();
-    std::shared_ptr<DesiredCapacities> d = out->desired;
-    out->health = nvml::HealthWatcher::Start(
-        lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
-        [r, d](const nvml::HealthChange& c) { r->SetDesired(d->Apply(c)); }, std::move(carried));
+  if (!rec.ok()) {
+    if (out->health) out->health->Stop();
+    out->health.reset();
+    return rec.status();
   }
+  out->reconciler = *std::move(rec);
+  // A report between the count above and now: send what it changed.
+  sink->Attach(out->reconciler.get(), counted, d->Value());
   return absl::OkStatus();
 }
 

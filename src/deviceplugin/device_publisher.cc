@@ -17,12 +17,9 @@ DevicePublisher::DevicePublisher(ResourceSpec spec)
   snap->replicated = spec.replicated;
   snap->pack_replicas = spec.pack_replicas;
   snap->devices = std::move(spec.devices);
-  // A device unhealthy from the start is on a GPU lost at discovery: the
-  // outage is the whole GPU's, as the health watcher reports it and clears
-  // it, so a MIG device of it comes back with its GPU.
-  for (const PluginDevice& d : snap->devices) {
-    if (!d.healthy) ledger_.Set({d.gpu_uuid, -1, -1}, false);
-  }
+  // A device unhealthy from the start (on a GPU lost at discovery) is shown
+  // so; the ledger learns of it from the health watcher, the one source of
+  // device health, which reports it before anything is served.
   int max_physical = -1;
   for (size_t i = 0; i < snap->devices.size(); ++i) {
     snap->by_id.emplace(snap->devices[i].id, i);

@@ -335,6 +335,12 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
   state->callback = std::move(callback);
   if (state->policy.disabled) {
     LogInfo("GPU health checks are disabled by config");
+    // No XIDs are watched, but a GPU NVML calls lost is out all the same;
+    // the watcher stays the one source of that too.
+    for (const std::string& uuid : initially_unhealthy) {
+      state->MarkBad({uuid, -1, -1}, "NVML: lost at discovery (GPU_IS_LOST)", -1,
+                     /*needs_reset=*/true, /*was_lost=*/true);
+    }
     state->exited = true;
     return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
   }

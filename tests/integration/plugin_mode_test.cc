@@ -751,6 +751,23 @@ TEST_F(PluginModeTest, TwoResourcesInOneContainerKeepBothCdiAnnotations) {
 // A GPU NVML calls lost at discovery takes its MIG devices out; when it
 // answers again they come back with it (their outage is the GPU's, kept as
 // the health watcher reports and clears it).
+// With XID health checks off, a GPU NVML calls lost at discovery is still
+// out (the health watcher reports it even then: it is the one source).
+TEST_F(PluginModeTest, GpuLostAtDiscoveryStaysOutWithHealthChecksOff) {
+  std::string text = ReadFile(FixturePath("8-gpu-nvlink.yaml"));
+  const size_t at = text.find("  - uuid: ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t eol = text.find('\n', at);
+  text.insert(eol + 1, "    fail:\n      nvmlDeviceGetMinorNumber: 15\n");
+  StartAgent({}, dir_.Write("lost.yaml", text), {{"DP_DISABLE_HEALTHCHECKS", "all"}});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; })) << Dump();
+  EXPECT_EQ(CountHealthy(sim_.Devices(kGpu)), 7) << Dump();
+  // An XID elsewhere is not watched, and does not bring the lost GPU back.
+  Nvml("xid 3 79");
+  EXPECT_FALSE(sim_.WaitForDevices(
+      kGpu, [](const Devices& d) { return CountHealthy(d) != 7; }, std::chrono::milliseconds(500)));
+}
+
 TEST_F(PluginModeTest, MigDevicesOfAGpuLostAtDiscoveryComeBackWithIt) {
   ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
   std::string text = ReadFile(FixturePath("2-gpu-mig.yaml"));

@@ -97,6 +97,23 @@ TEST_F(StaticModeTest, GpuHealthChangesTheValue) {
   ASSERT_TRUE(CapacityIs(api, "8")) << Log();
 }
 
+// Device health has one source, the health watcher, which reports what is
+// out at start before the first PATCH: a GPU NVML calls lost at discovery
+// is counted out from it, with XID health checks off too.
+TEST_F(StaticModeTest, GpuLostAtDiscoveryIsOutFromTheFirstPatchWithHealthChecksOff) {
+  std::string text = ReadFile(FixturePath("8-gpu-pcie.yaml"));
+  const size_t at = text.find("  - uuid: ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t eol = text.find('\n', at);
+  text.insert(eol + 1, "    fail:\n      nvmlDeviceGetMinorNumber: 15\n");
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api, {},
+        {{"FAKE_NVML_FIXTURE", dir_.Write("lost.yaml", text)}, {"DP_DISABLE_HEALTHCHECKS", "all"}});
+  ASSERT_TRUE(CapacityIs(api, "7")) << Log();
+  EXPECT_EQ(api.patch_count(), 1) << "the first PATCH counted the lost GPU in\n" << Log();
+}
+
 TEST_F(StaticModeTest, FightIsReportedOnceNotFoughtForever) {
   ApiServerStub& api = MakeApi();
   api.AddNode("gpu-node-1");
