@@ -57,10 +57,26 @@ unsigned ArchFromName(const YAML::Node& n) {
 }
 
 GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
-  CheckKeys(g,
-            {"uuid", "name", "memoryMiB", "minor", "pciBusId", "pciDeviceId", "pciSubsystemId",
-             "numaNode", "pcieSwitch", "hostBridge", "computeCapability", "architecture", "brand",
-             "migEnabled", "maxMigDevices", "migDevices", "migProfiles", "lost", "fail"},
+  CheckKeys(g, {"uuid",
+                "name",
+                "memoryMiB",
+                "minor",
+                "pciBusId",
+                "pciDeviceId",
+                "pciSubsystemId",
+                "numaNode",
+                "pcieSwitch",
+                "hostBridge",
+                "computeCapability",
+                "architecture",
+                "brand",
+                "migEnabled",
+                "maxMigDevices",
+                "migDevices",
+                "migProfiles",
+                "lost",
+                "fail",
+                "resetPending"},
             "a GPU");
   GpuFixture gpu;
   gpu.uuid = Get<std::string>(g, "uuid", "");
@@ -88,6 +104,9 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
   gpu.mig_enabled = Get<bool>(g, "migEnabled", false);
   gpu.max_mig_devices = Get<unsigned>(g, "maxMigDevices", 7);
   gpu.lost = Get<bool>(g, "lost", false);
+  // The driver asks for a reset (recovery action GPU_RESET), as after an
+  // XID before this process started.
+  if (Get<bool>(g, "resetPending", false)) gpu.recovery_action = 1;
   if (YAML::Node migs = g["migDevices"]) {
     if (!migs.IsSequence()) Fail(migs, "migDevices must be a list");
     for (const YAML::Node& m : migs) {

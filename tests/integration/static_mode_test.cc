@@ -114,6 +114,22 @@ TEST_F(StaticModeTest, GpuLostAtDiscoveryIsOutFromTheFirstPatchWithHealthChecksO
   EXPECT_EQ(api.patch_count(), 1) << "the first PATCH counted the lost GPU in\n" << Log();
 }
 
+// A GPU the driver still asks to be reset when the agent starts is out from
+// the first PATCH (the watcher, which sees it, now reports before the
+// reconciler starts; it used to start after, so the first PATCH had it in).
+TEST_F(StaticModeTest, GpuWithAResetPendingAtStartIsOutFromTheFirstPatch) {
+  std::string text = ReadFile(FixturePath("8-gpu-pcie.yaml"));
+  const size_t at = text.find("  - uuid: ");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(text.find('\n', at) + 1, "    resetPending: true\n");
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api, {}, {{"FAKE_NVML_FIXTURE", dir_.Write("pending.yaml", text)}});
+  ASSERT_TRUE(CapacityIs(api, "7")) << Log();
+  EXPECT_EQ(api.patch_count(), 1) << "the first PATCH counted the GPU in\n" << Log();
+  EXPECT_NE(Log().find("at start:"), std::string::npos) << Log();
+}
+
 TEST_F(StaticModeTest, FightIsReportedOnceNotFoughtForever) {
   ApiServerStub& api = MakeApi();
   api.AddNode("gpu-node-1");
