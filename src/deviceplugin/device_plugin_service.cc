@@ -134,13 +134,15 @@ void DevicePluginService::Forget(StreamReactor* reactor) {
   // gRPC may call OnDone from inside Finish, with the reactor's own lock
   // held up the stack; so the reactor is not destroyed here but parked, and
   // freed when the next stream opens or the service goes.
-  std::lock_guard<std::mutex> lock(streams_mu_);
-  auto it = streams_.find(reactor);
-  if (it != streams_.end()) {
-    finished_.push_back(std::move(it->second));
-    streams_.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    auto it = streams_.find(reactor);
+    if (it != streams_.end()) {
+      finished_.push_back(std::move(it->second));
+      streams_.erase(it);
+    }
   }
-  if (observer_) observer_();
+  if (observer_) observer_();  // unlocked: it takes the supervisor's lock
 }
 
 void DevicePluginService::FinishStreams() { publisher_->CloseAll(); }

@@ -64,8 +64,17 @@ absl::Status PluginSupervisor::Serve(Slot& slot, bool settle) {
   slot.service->SetStreamObserver([this] { Post({EventKind::kStreams, ""}); });
   absl::StatusOr<std::unique_ptr<PluginServer>> server =
       PluginServer::Start(SocketPath(slot.runtime.publisher->endpoint()), slot.service);
-  if (!server.ok()) return server.status();
+  if (!server.ok()) {
+    // Tried again from the control loop; meanwhile nothing is registered.
+    slot.registered = false;
+    slot.serve_backoff = slot.serve_backoff.count() == 0
+                             ? options_.retry_initial
+                             : std::min(options_.retry_max, slot.serve_backoff * 2);
+    slot.next_serve = std::chrono::steady_clock::now() + Jitter(slot.serve_backoff);
+    return server.status();
+  }
   slot.server = *std::move(server);
+  slot.serve_backoff = std::chrono::milliseconds(0);
   slot.registered = false;
   slot.streams_before_register = 0;
   slot.next_try =
@@ -138,7 +147,7 @@ void PluginSupervisor::HandleEvent(const Event& e) {
               {{"socket", options_.kubelet_socket}});
       for (auto& slot : slots_) {
         // A starting kubelet removes every socket in its folder.
-        if (InodeOf(slot->server->socket_path()) != slot->server->socket_inode()) {
+        if (!slot->server || InodeOf(slot->server->socket_path()) != slot->server->socket_inode()) {
           // The kubelet that held the old streams is gone: no settling.
           if (absl::Status s = Serve(*slot, /*settle=*/false); !s.ok()) {
             LogError("cannot serve again", {{"error", std::string(s.message())}});
@@ -152,7 +161,7 @@ void PluginSupervisor::HandleEvent(const Event& e) {
     }
     case EventKind::kSocketDeleted:
       for (auto& slot : slots_) {
-        if (slot->runtime.publisher->endpoint() != e.name) continue;
+        if (slot->runtime.publisher->endpoint() != e.name || !slot->server) continue;
         if (InodeOf(slot->server->socket_path()) == slot->server->socket_inode()) continue;
         LogWarning("plugin socket was removed; serving and registering again",
                    {{"socket", slot->server->socket_path()}});
@@ -167,7 +176,9 @@ void PluginSupervisor::HandleEvent(const Event& e) {
         std::lock_guard<std::mutex> lock(mu_);
         next = std::move(pending_reload_);
       }
-      for (auto& slot : slots_) slot->server->Stop(options_.stop_deadline);
+      for (auto& slot : slots_) {
+        if (slot->server) slot->server->Stop(options_.stop_deadline);
+      }
       std::vector<std::unique_ptr<Slot>> fresh;
       absl::Status status;
       for (ResourceRuntime& r : next) {
@@ -176,10 +187,8 @@ void PluginSupervisor::HandleEvent(const Event& e) {
         // The old generation's streams have ended (Stop above waits for
         // them); settling lets the kubelet drop its client first, or a
         // kubelet since 1.25 would drop the new one.
-        absl::Status s = Serve(*slot, /*settle=*/true);
-        if (!s.ok()) {
-          status = s;
-          continue;
+        if (absl::Status s = Serve(*slot, /*settle=*/true); !s.ok()) {
+          status = s;  // kept: the control loop serves it again with backoff
         }
         fresh.push_back(std::move(slot));
       }
@@ -330,8 +339,16 @@ void PluginSupervisor::ControlLoop() {
     auto next = std::chrono::steady_clock::time_point::max();
     Slot* register_due = nullptr;
     Slot* heal_due = nullptr;
+    Slot* serve_due = nullptr;
     for (auto& slot : slots_) {
-      if (!slot->server) continue;
+      if (!slot->server) {
+        if (slot->next_serve <= now) {
+          serve_due = slot.get();
+          break;
+        }
+        next = std::min(next, slot->next_serve);
+        continue;
+      }
       if (!slot->registered) {
         if (slot->next_try <= now) {
           register_due = slot.get();
@@ -348,7 +365,15 @@ void PluginSupervisor::ControlLoop() {
         next = std::min(next, at);
       }
     }
-    if (register_due != nullptr || heal_due != nullptr) {
+    if (serve_due != nullptr || register_due != nullptr || heal_due != nullptr) {
+      if (serve_due != nullptr) {
+        if (absl::Status s = Serve(*serve_due, /*settle=*/false); !s.ok()) {
+          LogError("cannot serve the device plugin; trying again",
+                   {{"resource", serve_due->runtime.publisher->resource_name()},
+                    {"error", std::string(s.message())},
+                    {"retry_in", StrCat(serve_due->serve_backoff.count(), "ms")}});
+        }
+      }
       if (register_due != nullptr) TryRegister(*register_due);
       if (heal_due != nullptr) Heal(*heal_due);
       RefreshStreams(std::chrono::steady_clock::now());
@@ -382,9 +407,15 @@ void PluginSupervisor::Stop() {
 }
 
 std::vector<ResourceStatus> PluginSupervisor::Status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  // The services are asked without mu_ held: a stream ending takes its own
+  // lock, then (through the observer) mu_.
+  std::vector<StatusEntry> entries;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries = status_;
+  }
   std::vector<ResourceStatus> out;
-  for (const StatusEntry& e : status_) {
+  for (const StatusEntry& e : entries) {
     ResourceStatus st = e.status;
     if (e.service) {
       st.open_streams = e.service->OpenStreams();
@@ -406,7 +437,9 @@ bool PluginSupervisor::Alive(std::chrono::milliseconds timeout, std::string* why
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     for (const StatusEntry& e : status_) {
-      if (!e.status.serving || !e.streamless || now - e.last_good < options_.stream_lost_limit) {
+      // Not serving counts as no stream: a socket that cannot be served
+      // again for this long needs a restart too.
+      if (!e.streamless || now - e.last_good < options_.stream_lost_limit) {
         continue;
       }
       *why =

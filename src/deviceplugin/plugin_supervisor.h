@@ -116,6 +116,9 @@ class PluginSupervisor {
     int failures = 0;
     std::string last_error;
     std::chrono::steady_clock::time_point last_registered{};
+    // A failed Serve (no server) is tried again then, with backoff.
+    std::chrono::steady_clock::time_point next_serve{};
+    std::chrono::milliseconds serve_backoff{0};
     // When the resource was last seen with no stream open; zero while one is.
     std::chrono::steady_clock::time_point streamless_since{};
     // The service's streams_opened count before the last registration.

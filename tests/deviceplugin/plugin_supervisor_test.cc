@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+
 #include "kubelet_simulator.h"
 #include "support/test_support.h"
 
@@ -74,6 +77,35 @@ TEST_P(SupervisorTest, AStreamTheKubeletDroppedIsRegisteredAgainOnAFreshSocket) 
   EXPECT_NE(FileId(dir_.Join("gpu.sock")), before);
   EXPECT_TRUE(WaitFor([&] { return Status().stream_heals == 1 && Status().open_streams == 1; }));
   EXPECT_EQ(sim_.max_concurrent_registrations(), 1);
+}
+
+// Status() (every scrape and probe) while streams end: the stream
+// observer takes the supervisor's lock, Status() asks the services; taken
+// in opposite orders they used to deadlock within a few drops.
+TEST_P(SupervisorTest, StatusWhileStreamsEndDoesNotDeadlock) {
+  ASSERT_TRUE(sim_.Start());
+  SupervisorOptions o;
+  o.stream_grace = std::chrono::milliseconds(100);
+  Start(o);
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 2, std::chrono::seconds(10)));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reads{0};
+  std::thread reader([&] {
+    while (!stop) {
+      (void)sup_->Status();
+      ++reads;
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    const int before = sim_.registrations();
+    sim_.DisconnectCurrent(kGpu);
+    ASSERT_TRUE(sim_.WaitForRegistrations(before + 1, std::chrono::seconds(10)))
+        << "drop " << i << ": no registration again (a deadlock stops the control thread)";
+    ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 2, std::chrono::seconds(10))) << "drop " << i;
+  }
+  stop = true;
+  reader.join();
+  EXPECT_GT(reads.load(), 0u);
 }
 
 TEST_P(SupervisorTest, LostFolderEventsReRegisterOnlyWhatChanged) {
