@@ -209,19 +209,28 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
       LogError("cannot write the CDI spec for the reloaded config; the previous one stays",
                {{"error", std::string(s.message())}});
     }
-    std::lock_guard<std::mutex> lock(running_mu);
+    // Scrapes and probes read `running` meanwhile: the lock is held only to
+    // read and swap it, never across Reload (which may wait behind a
+    // Register a kubelet holds for seconds). The old watcher, stopped, stays
+    // readable until the swap.
     std::vector<nvml::HealthWatcher::Outage> carried;
-    if (running.health) {
-      running.health->Stop();
-      carried = running.health->Outages();
-      AddXids(&running.xids_before, running.health->XidCounts());
+    {
+      std::lock_guard<std::mutex> lock(running_mu);
+      if (running.health) {
+        running.health->Stop();
+        carried = running.health->Outages();
+      }
     }
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(*next_plan);
-    running.health =
+    std::unique_ptr<nvml::HealthWatcher> health =
         WatchHealth(lib, next->loaded.config, *next_plan, runtimes, std::move(carried));
     if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
-      LogError("serving the reloaded resources failed", {{"error", std::string(s.message())}});
+      LogError("serving the reloaded resources failed; trying again",
+               {{"error", std::string(s.message())}});
     }
+    std::lock_guard<std::mutex> lock(running_mu);
+    if (running.health) AddXids(&running.xids_before, running.health->XidCounts());
+    running.health = std::move(health);
     running.runtimes = std::move(runtimes);
     LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
     loaded = std::move(next->loaded);
