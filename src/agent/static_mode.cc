@@ -66,10 +66,14 @@ class ReconcilerSink {
     std::lock_guard<std::mutex> lock(mu_);
     if (r_ != nullptr) r_->SetDesired(c);
   }
+  // `started_with`: what the reconciler was started with. A report that
+  // came since (and found no reconciler) is sent now; the count is taken
+  // under the lock, so a report racing this one is sent by its own call.
   void Attach(apiserver::CapacityReconciler* r, const apiserver::Capacities& started_with,
-              const apiserver::Capacities& now) {
+              const DesiredCapacities& desired) {
     std::lock_guard<std::mutex> lock(mu_);
     r_ = r;
+    const apiserver::Capacities now = desired.Value();
     if (now != started_with) r_->SetDesired(now);
   }
 
@@ -209,7 +213,7 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
   }
   out->reconciler = *std::move(rec);
   // A report between the count above and now: send what it changed.
-  sink->Attach(out->reconciler.get(), counted, d->Value());
+  sink->Attach(out->reconciler.get(), counted, *d);
   return absl::OkStatus();
 }
 
