@@ -67,22 +67,27 @@ bool EventRegistry::Watches(const std::string& uuid) const {
   return false;
 }
 
-void EventRegistry::Rebuild(const std::string& returning,
-                            const std::function<void(const nvmlEventData_t&)>& pending) {
+std::map<std::string, std::string> EventRegistry::Rebuild(
+    const std::string& returning, const std::function<void(const nvmlEventData_t&)>& pending) {
   const NvmlFunctions& f = lib_.fn();
+  std::map<std::string, std::string> failed;
   nvmlEventSet_t fresh = nullptr;
   const nvmlReturn_t r = f.EventSetCreate(&fresh);
   if (r != NVML_SUCCESS) {
     LogWarning("cannot build a new NVML event set; registering the returning GPU in the old one",
                {{"uuid", returning}, {"error", lib_.ErrorText(r)}});
-    (void)Register(returning);
-    return;
+    if (absl::Status s = Register(returning); !s.ok()) failed[returning] = std::string(s.message());
+    return failed;
   }
   std::set<std::string> uuids = {returning};
   for (const auto& [dev, uuid] : uuid_by_handle_) uuids.insert(uuid);
   std::map<nvmlDevice_t, std::string> registered;
-  std::string error;
-  for (const std::string& uuid : uuids) (void)RegisterIn(fresh, uuid, &registered, &error);
+  for (const std::string& uuid : uuids) {
+    std::string error;
+    if (RegisterIn(fresh, uuid, &registered, &error) != NVML_SUCCESS) {
+      failed[uuid] = StrCat("NVML cannot find it: ", error);
+    }
+  }
   // Events that came before the new registrations wait in the old set only.
   for (int i = 0; i < 1000; ++i) {
     nvmlEventData_t ev{};
@@ -93,6 +98,7 @@ void EventRegistry::Rebuild(const std::string& returning,
   set_ = fresh;
   uuid_by_handle_ = std::move(registered);
   LogInfo("NVML event set rebuilt for a GPU that returned", {{"uuid", returning}});
+  return failed;
 }
 
 nvmlReturn_t EventRegistry::Wait(nvmlEventData_t* ev, std::chrono::milliseconds timeout) {

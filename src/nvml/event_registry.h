@@ -46,8 +46,12 @@ class EventRegistry {
   // Builds a fresh set with every GPU registered now and `returning`, then
   // hands events still queued in the old set to `pending` and frees it. When
   // NVML refuses a new set, registers `returning` in the old one instead.
-  void Rebuild(const std::string& returning,
-               const std::function<void(const nvmlEventData_t&)>& pending);
+  // Returns the GPUs NVML could not find for the new set, with why (they are
+  // no longer watched: the caller marks them). An event that comes between a
+  // GPU's new registration and the old set's draining is handed over twice
+  // (once from each set): a double count is better than a lost XID.
+  std::map<std::string, std::string> Rebuild(
+      const std::string& returning, const std::function<void(const nvmlEventData_t&)>& pending);
 
   // nvmlEventSetWait_v2 on the set, instance ids preset to "none".
   nvmlReturn_t Wait(nvmlEventData_t* ev, std::chrono::milliseconds timeout);

@@ -185,14 +185,21 @@ struct HealthWatcher::State {
         changed = true;
         const std::string what = Describe(it->first);
         const bool was_reset = gi < 0 && (bad.was_lost || bad.needs_reset);
-        it = unhealthy.erase(it);
+        const Target target = it->first;
+        it = unhealthy.erase(it);  // std::map: marks below leave `it` valid
         if (was_reset && events) {
           // A reset dropped the GPU's event registration with the rest of
           // its driver state: only a fresh one sees its next XID.
-          events->Rebuild(uuid, [this](const nvmlEventData_t& ev) { HandleEvent(ev); });
+          for (const auto& [lost, why] :
+               events->Rebuild(uuid, [this](const nvmlEventData_t& ev) { HandleEvent(ev); })) {
+            MarkBad(Whole(lost), why, -1);
+          }
         } else if (events && !events->Watches(uuid)) {
           Register(uuid);
         }
+        // Marked again meanwhile (NVML lost it between the probe and the
+        // registration): it stays out, and says so itself.
+        if (unhealthy.count(target)) continue;
         LogInfo(
             gi < 0 ? "GPU healthy again" : "MIG instance healthy again",
             {{"uuid", uuid},

@@ -93,7 +93,7 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(std::string_view 
     if (absl::Status s = lib->Resolve(); !s.ok()) return s;
     return lib;
   }
-  return absl::FailedPreconditionError(StrCat(
+  return absl::NotFoundError(StrCat(
       "NVML library ", kLibraryName, " not found; looked in: ", StrJoin(tried, ", "),
       ". Is the NVIDIA driver installed? If it lives under another root (for example the GPU "
       "operator's /run/nvidia/driver), set flags.nvidiaDriverRoot, --nvidia-driver-root or "
@@ -163,7 +163,7 @@ absl::Status NvmlLibrary::Resolve() {
   resolve(fn_.DeviceGetRetiredPagesPendingStatus, {"nvmlDeviceGetRetiredPagesPendingStatus"},
           false);
   if (!missing.empty()) {
-    return absl::FailedPreconditionError(
+    return absl::UnimplementedError(
         StrCat(path_, " lacks the NVML functions ", StrJoin(missing, ", "),
                "; gpu-agent needs an NVIDIA driver of branch ", kOldestDriverBranch,
                " or newer, or the file is not NVIDIA's NVML"));
