@@ -17,9 +17,33 @@
 
 namespace gpu_agent {
 
+namespace {
+
+// What a driver still being installed looks like: no library yet, or a
+// library whose kernel side is not loaded (or not the same version) yet.
+// A library without NVML's functions, no permission, or an internal error
+// is not mended by waiting.
+bool DriverMayStillCome(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound:            // no libnvidia-ml.so.1; GPU not found
+    case absl::StatusCode::kFailedPrecondition:  // driver not loaded, RM version mismatch
+    case absl::StatusCode::kUnavailable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(const Config& config) {
   absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib = StartNvml(config);
   if (lib.ok() || config.driver.wait_timeout <= Duration::zero()) return lib;
+  if (!DriverMayStillCome(lib.status())) {
+    LogWarning("not waiting for the NVIDIA driver: waiting does not mend this",
+               {{"error", std::string(lib.status().message())}});
+    return lib;
+  }
 
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
@@ -52,21 +76,28 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
              {{"error", last_error}, {"wait_timeout", FormatDuration(config.driver.wait_timeout)}});
   auto backoff = std::chrono::milliseconds(1000);
   auto next_log = started + std::chrono::minutes(1);
+  auto next_try = started + Jitter(backoff);
   for (;;) {
     const auto now = Clock::now();
     if (now >= deadline) break;
-    const auto wait = std::min(
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now), Jitter(backoff));
-    const int sig = WaitForSignalFor(wait);
-    if (sig == SIGTERM || sig == SIGINT) {
-      LogInfo("stop asked while waiting for the NVIDIA driver");
-      return absl::CancelledError("stopped while waiting for the NVIDIA driver");
-    }
-    if (sig != 0) {
-      LogInfo("signal ignored while waiting for the NVIDIA driver", {{"signal", StrCat(sig)}});
+    if (now < next_try) {
+      // A signal other than a stop neither ends nor restarts the wait.
+      const int sig = WaitForSignalFor(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::min(deadline, next_try) - now));
+      if (sig == SIGTERM || sig == SIGINT) {
+        LogInfo("stop asked while waiting for the NVIDIA driver");
+        return absl::CancelledError("stopped while waiting for the NVIDIA driver");
+      }
+      if (sig != 0) {
+        LogInfo(
+            "signal ignored while waiting for the NVIDIA driver (a SIGHUP's config is read "
+            "once the driver is there)",
+            {{"signal", StrCat(sig)}});
+      }
       continue;
     }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
+    next_try = Clock::now() + Jitter(backoff);
     lib = StartNvml(config);
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -77,6 +108,11 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
     if (lib.ok()) {
       LogInfo("NVIDIA driver found",
               {{"waited", StrCat(waited.count(), "s")}, {"attempts", StrCat(attempts)}});
+      break;
+    }
+    if (!DriverMayStillCome(lib.status())) {
+      LogWarning("stopped waiting for the NVIDIA driver: waiting does not mend this",
+                 {{"error", last_error}});
       break;
     }
     if (Clock::now() >= next_log) {  // once a minute, not once a try

@@ -127,6 +127,20 @@ TEST(MetricsTest, DriverWaitEndsOnSigtermOrGivesUpAsFailOnInitErrorSays) {
     EXPECT_NE(agent.Stderr().find("stop asked while waiting for the NVIDIA driver"),
               std::string::npos);
   }
+  {
+    // A library that is not a usable NVML: waiting does not mend that.
+    TempDir other;
+    std::filesystem::create_directories(other.Join("usr/lib64"));
+    std::filesystem::create_symlink(FakeNvmlDir() + "/../legacy-nvml/libnvidia-ml.so.1",
+                                    other.Join("usr/lib64/libnvidia-ml.so.1"));
+    Subprocess agent({BinaryPath(), "run", "--kubelet-socket", dir.Join("kubelet.sock"),
+                      "--nvidia-driver-root", other.path(), "--driver-wait-timeout", "10m"},
+                     env);
+    EXPECT_EQ(agent.Wait(), 1) << agent.Stderr();
+    EXPECT_NE(agent.Stderr().find("not waiting for the NVIDIA driver: waiting does not mend this"),
+              std::string::npos)
+        << agent.Stderr();
+  }
   Subprocess agent({BinaryPath(), "run", "--kubelet-socket", dir.Join("kubelet.sock"),
                     "--nvidia-driver-root", host.path(), "--driver-wait-timeout", "1500ms"},
                    env);
