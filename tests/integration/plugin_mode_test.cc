@@ -984,13 +984,21 @@ sharing:
     }
     const int want = on_b ? 16 : 8;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    auto left = [&] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+    };
+    // Registered again, every older stream's end seen by the kubelet (its
+    // late end is what drops the new client), and then the value right:
+    // nothing can take it away after that but the next step.
     const bool registered = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(2));
-    const bool allocatable =
-        registered && sim_.WaitForAllocatable(kGpu, want,
-                                              std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  deadline - std::chrono::steady_clock::now()));
+    const bool settled = registered && sim_.WaitForOldClientsDone(left());
+    const bool allocatable = settled && sim_.WaitForAllocatable(kGpu, want, left());
     ASSERT_TRUE(allocatable) << "seed " << seed << ", step " << step << " (" << names[action]
-                             << "): " << (registered ? "registered" : "not registered again")
+                             << "): "
+                             << (!registered ? "not registered again"
+                                 : !settled  ? "an older stream still open"
+                                             : "registered")
                              << ", allocatable " << sim_.Allocatable(kGpu) << ", want " << want
                              << "\n"
                              << Tail(Dump());

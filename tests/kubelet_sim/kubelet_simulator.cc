@@ -358,6 +358,18 @@ bool KubeletSimulator::WaitForAllocatable(const std::string& resource, int count
   });
 }
 
+bool KubeletSimulator::WaitForOldClientsDone(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] {
+    for (const auto& c : clients_) {
+      auto cur = current_.find(c->resource);
+      const bool is_current = cur != current_.end() && cur->second == c;
+      if (!is_current && !c->done) return false;
+    }
+    return true;
+  });
+}
+
 bool KubeletSimulator::WaitForUpdateCount(const std::string& resource, size_t count,
                                           std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);

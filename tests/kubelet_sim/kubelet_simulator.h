@@ -92,6 +92,9 @@ class KubeletSimulator {
                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
   bool WaitForAllocatable(const std::string& resource, int count,
                           std::chrono::milliseconds timeout);
+  // Waits until every client that is not current has seen its stream end
+  // (so no late end can still drop the current one).
+  bool WaitForOldClientsDone(std::chrono::milliseconds timeout);
   // Waits until the current client of `resource` has sent `count` lists.
   bool WaitForUpdateCount(const std::string& resource, size_t count,
                           std::chrono::milliseconds timeout);
