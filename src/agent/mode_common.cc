@@ -4,6 +4,7 @@
 
 #include "agent/signals.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace gpu_agent {
 
@@ -60,6 +61,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
 }
 
 std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Config& running,
+                                        const nvml::Inventory& running_inventory,
                                         const std::shared_ptr<const nvml::NvmlLibrary>& lib) {
   LogInfo("SIGHUP: reloading config and re-discovering GPUs");
   absl::StatusOr<LoadedConfig> next = LoadConfig(request);
@@ -86,6 +88,19 @@ std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Conf
       return std::nullopt;
     }
     out.inventory = *std::move(inv);
+    for (nvml::GpuRecord& g : out.inventory.gpus) {
+      if (!g.uuid.empty() || !g.lost) continue;
+      for (const nvml::GpuRecord& known : running_inventory.gpus) {
+        if (known.index != g.index || known.uuid.empty()) continue;
+        LogWarning("GPU is off the bus; keeping it advertised, unhealthy, as it was known",
+                   {{"index", StrCat(g.index)}, {"uuid", known.uuid}, {"error", g.error}});
+        std::string error = std::move(g.error);
+        g = known;
+        g.lost = true;
+        g.error = std::move(error);
+        break;
+      }
+    }
   }
   out.loaded = *std::move(next);
   return out;

@@ -38,7 +38,13 @@ struct Reloaded {
 // On SIGHUP: loads the config again (settings that need a restart keep
 // their running values, with a warning) and re-discovers the GPUs when NVML
 // is there. nullopt, after logging why, when the running state should stay.
+// `running_inventory`: what the running generation was planned from. A GPU
+// off the bus answers GPU_IS_LOST even for its handle, so re-discovery
+// cannot read its UUID; it keeps what the running inventory knew of it,
+// marked lost, so it stays advertised (unhealthy) and returns when it is
+// reset, instead of leaving the node until the agent restarts.
 std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Config& running,
+                                        const nvml::Inventory& running_inventory,
                                         const std::shared_ptr<const nvml::NvmlLibrary>& lib);
 
 }  // namespace gpu_agent

@@ -194,7 +194,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     if (running.health) running.health->OperatorVouches();
   };
   while (WaitForReloadOrStop(vouch)) {
-    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
+    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, inventory, lib);
     if (!next) continue;
     absl::StatusOr<PluginPlan> next_plan = PlanPlugin(next->loaded.config, next->inventory);
     if (!next_plan.ok()) {
@@ -234,6 +234,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     running.runtimes = std::move(runtimes);
     LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
     loaded = std::move(next->loaded);
+    inventory = std::move(next->inventory);
   }
   if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
   if (running.health) running.health->Stop();

@@ -266,7 +266,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     if (running.health) running.health->OperatorVouches();
   };
   while (WaitForReloadOrStop(vouch)) {
-    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, lib);
+    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, inventory, lib);
     if (!next) continue;
     if (absl::StatusOr<PluginPlan> check = PlanAdvertised(next->loaded.config, next->inventory);
         !check.ok()) {
@@ -290,6 +290,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
       return kExitFailure;
     }
     loaded = std::move(next->loaded);
+    inventory = std::move(next->inventory);
   }
   if (*metrics) (*metrics)->Stop();
   StopAll(&running, loaded.config.static_mode.remove_on_exit);

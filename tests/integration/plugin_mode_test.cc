@@ -468,6 +468,31 @@ sharing:
   EXPECT_EQ(sim_.Devices(kGpu).size(), 24u);
 }
 
+// A GPU off the bus answers GPU_IS_LOST even for its handle, so a reload's
+// re-discovery cannot read its UUID: it stays advertised (unhealthy) as it
+// was known, and comes back when it is reset (found by the soak: it used to
+// leave the node until the agent restarted).
+TEST_F(PluginModeTest, GpuOffTheBusStaysAdvertisedAcrossAReloadAndReturnsWhenReset) {
+  const std::string config = dir_.Write("c.yaml", "version: v1\n");
+  StartAgent({"--config", config});
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Dump();
+  Nvml("xid 3 79");
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 7, std::chrono::seconds(10))) << Dump();
+  const int before = sim_.registrations();
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(sim_.WaitForRegistrations(before + 1)) << Dump();
+  ASSERT_TRUE(sim_.WaitForOldClientsDone(std::chrono::seconds(10)));
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) {
+    return d.size() == 8 && CountHealthy(d) == 7;
+  })) << Dump();
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  for (const auto& d : sim_.Devices(kGpu)) {
+    EXPECT_EQ(d.health(), d.id() == uuids[3] ? "Unhealthy" : "Healthy") << d.id();
+  }
+  Nvml("reset 3");
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Dump();
+}
+
 // A GPU that needs a reset stays out across a SIGHUP reload (the new
 // generation starts with it out), and SIGUSR1, an operator's word, brings
 // back what NVML cannot show was reset.
