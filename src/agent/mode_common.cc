@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include "agent/signals.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -16,7 +18,10 @@ nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
   p.reset_xids = {c.health.reset_xids.begin(), c.health.reset_xids.end()};
   p.recovery_period = c.health.recovery_period;
   p.wait_timeout = c.health.event_wait_timeout;
-  p.max_backoff = 2 * p.wait_timeout;
+  // Short: the thread sees no XID while it backs off, so a burst of failed
+  // waits must not blind it for long (21 failures at a 10 s cap were 2.5
+  // minutes in the soak); 1 s is still far from spinning.
+  p.max_backoff = std::min<std::chrono::milliseconds>(2 * p.wait_timeout, std::chrono::seconds(1));
   return p;
 }
 

@@ -97,7 +97,7 @@ class HealthWatcher {
   std::vector<Outage> Outages() const;
 
   // The watcher's thread has come round its loop within 4 x wait_timeout +
-  // max_backoff, 30 s by default (an NVML call that hangs stops it); true when there is no thread
+  // max_backoff, 21 s by default (an NVML call that hangs stops it); true when there is no thread
   // to watch (health checks off, or no event API). `why` says otherwise.
   bool Alive(std::string* why) const;
 
