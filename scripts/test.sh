@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: first in a normal
 # (RelWithDebInfo, warnings as errors) build in build/, then in an
-# AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/.
+# AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, and a
+# 2-minute soak there.
 #   scripts/test.sh            both builds
 #   scripts/test.sh --quick    the normal build only
 set -euo pipefail
@@ -35,5 +36,9 @@ run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPU_AGENT_WERROR=ON
 if [ "$quick" -eq 0 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DGPU_AGENT_SANITIZE=ON
+  # Both modes under a seeded random schedule of faults, in the sanitizer
+  # build, for a bounded time (scripts/soak.sh; the seed is printed).
+  echo "=== soak build-asan (2 minutes)"
+  ./scripts/soak.sh --asan --minutes 2
 fi
 echo "test.sh: all tests passed"

@@ -531,6 +531,13 @@ void ApiServerStub::EndEveryWatchAtOnce(bool on) {
   end_every_watch_ = on;
 }
 
+void ApiServerStub::ClearQueuedFailures() {
+  std::lock_guard<std::mutex> lock(mu_);
+  patch_failures_.clear();
+  drop_gets_ = 0;
+  fail_next_watch_ = 0;
+}
+
 void ApiServerStub::FailNextWatch(int code) {
   std::lock_guard<std::mutex> lock(mu_);
   fail_next_watch_ = code;

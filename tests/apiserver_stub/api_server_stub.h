@@ -94,6 +94,9 @@ class ApiServerStub {
   void TouchOtherObjects(int writes);
   // Node events the watch cache keeps (default 100, as kube-apiserver's).
   void SetWatchCacheSize(size_t events);
+  // Forgets the failures still queued by FailNextPatches, DropNextGets and
+  // FailNextWatch (ones no request has taken yet).
+  void ClearQueuedFailures();
   // Answers `call` ("list nodes", "watch nodes", ...) with 403 from now on.
   void Forbid(const std::string& call);
 
