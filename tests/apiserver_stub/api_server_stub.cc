@@ -194,6 +194,15 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
                     req.get_param_value("resourceVersion") == "0");
       }
     } else {
+      if (req.method == "PATCH") {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (hang_patches_) {
+          ++held_patches_;
+          cv_.notify_all();
+          cv_.wait(lock, [&] { return stopping_ || !hang_patches_; });
+          --held_patches_;
+        }
+      }
       body = Handle(req.method, req.path, auth, req.get_header_value("Content-Type"), req.body,
                     &status);
     }
@@ -541,6 +550,19 @@ void ApiServerStub::ClearQueuedFailures() {
 void ApiServerStub::FailNextWatch(int code) {
   std::lock_guard<std::mutex> lock(mu_);
   fail_next_watch_ = code;
+}
+
+void ApiServerStub::HangPatches(bool on) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_patches_ = on;
+  }
+  cv_.notify_all();
+}
+
+int ApiServerStub::held_patches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_patches_;
 }
 
 void ApiServerStub::HangLists(bool on) {

@@ -85,6 +85,11 @@ class ApiServerStub {
   void FailNextWatch(int code);
   // While on, LISTs get no answer (until turned off or the stub stops).
   void HangLists(bool on);
+  // While on, PATCHes are held unanswered; turned off, the held ones are
+  // applied and answered (a server applies what it received, whether or
+  // not the client is still there).
+  void HangPatches(bool on);
+  int held_patches();
   // What a kube-apiserver restart looks like to a client: every open
   // watch breaks off, the first request on each connection opened before
   // the restart is cut off unanswered (the old process is gone), and the
@@ -176,6 +181,8 @@ class ApiServerStub {
   bool end_every_watch_ = false;
   int fail_next_watch_ = 0;
   bool hang_lists_ = false;
+  bool hang_patches_ = false;
+  int held_patches_ = 0;
   size_t cache_size_ = 100;
   uint64_t cache_start_ = 100;  // revision the watch cache was started at
   uint64_t cache_rv_ = 100;     // the watch cache's version: its last event or start
