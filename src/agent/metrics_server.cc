@@ -3,7 +3,12 @@
 #include <httplib.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -83,6 +88,57 @@ void PromText::Sample(const std::string& name, const Labels& labels, double valu
   out_ += buf;
 }
 
+namespace {
+
+// Connections served by threads started on demand, at most `max` at once,
+// none at idle (httplib's own pool keeps max(8, cores - 1) threads for good,
+// 127 on a 128-core node). With a 1 s read timeout, a flood of idle
+// connections delays a probe by about flood / max seconds (500 idle: 4 s,
+// inside the liveness probe's 10 s) instead of flood / 8 x 5 s.
+class OnDemandQueue final : public httplib::TaskQueue {
+ public:
+  explicit OnDemandQueue(size_t max) : max_(max) {}
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(fn));
+    if (running_ < max_) {
+      ++running_;
+      std::thread([this] { Run(); }).detach();
+    }
+  }
+  // Returns once every started thread has finished its work.
+  void shutdown() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return running_ == 0; });
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (pending_.empty()) {
+          --running_;
+          done_.notify_all();
+          return;
+        }
+        fn = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const size_t max_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::deque<std::function<void()>> pending_;  // protected by mu_
+  size_t running_ = 0;                         // protected by mu_
+};
+
+}  // namespace
+
 absl::Status ValidateListenAddress(const std::string& address) {
   absl::StatusOr<HostPort> hp = Split(address);
   return hp.ok() ? absl::OkStatus() : hp.status();
@@ -122,8 +178,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  m->server_->new_task_queue = [] { return new OnDemandQueue(128); };
   m->server_->set_keep_alive_max_count(10);
-  m->server_->set_read_timeout(5, 0);
+  // A scraper or probe sends its request at once: an idle connection is
+  // let go after 1 s, so it cannot hold a thread for long.
+  m->server_->set_read_timeout(1, 0);
+  m->server_->set_keep_alive_timeout(1);
   m->server_->set_tcp_nodelay(true);
   m->port_ = hp->port == 0 ? m->server_->bind_to_any_port(hp->host)
                            : (m->server_->bind_to_port(hp->host, hp->port) ? hp->port : -1);
