@@ -233,6 +233,25 @@ TEST(MetricsTest, HealthzFailsWhileTheHealthThreadHangs) {
   EXPECT_NE(body.find("the GPU health thread has not come round its loop"), std::string::npos)
       << body;
   EXPECT_NE(body.find("bound 600 ms"), std::string::npos) << body;
+  // An NVML call hung in the health thread stops nothing else: the kubelet's
+  // calls are answered from what discovery read, and /metrics still renders.
+  {
+    ASSERT_TRUE(sim.WaitForAllocatable("nvidia.com/gpu", 8, std::chrono::seconds(5)));
+    const auto devices = sim.Devices("nvidia.com/gpu");
+    v1beta1::AllocateRequest req;
+    req.add_container_requests()->add_devices_ids(devices.at(0).id());
+    v1beta1::AllocateResponse resp;
+    EXPECT_TRUE(sim.Allocate("nvidia.com/gpu", req, &resp).ok());
+    v1beta1::PreferredAllocationRequest preq;
+    auto* c = preq.add_container_requests();
+    for (const auto& d : devices) c->add_available_deviceids(d.id());
+    c->set_allocation_size(2);
+    v1beta1::PreferredAllocationResponse presp;
+    EXPECT_TRUE(sim.GetPreferredAllocation("nvidia.com/gpu", preq, &presp).ok());
+    auto m = http.Get("/metrics");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->status, 200);
+  }
   ASSERT_TRUE(WriteFifo(ctl, "unhang-wait"));
   ASSERT_TRUE(WaitFor([&] { return healthz_is(200); }, std::chrono::seconds(5)))
       << body << agent.Stderr();
