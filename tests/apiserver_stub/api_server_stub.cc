@@ -465,6 +465,7 @@ void ApiServerStub::Publish(const std::string& node, const char* type) {
 void ApiServerStub::KubeletSetsCapacity(const std::string& node, const std::string& resource,
                                         std::optional<std::string> value) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (nodes_.count(node) == 0) return;  // deleted: no kubelet writes to it
   rapidjson::Document d;
   d.Parse(nodes_.at(node).c_str());
   auto& a = d.GetAllocator();
@@ -482,10 +483,24 @@ void ApiServerStub::KubeletSetsCapacity(const std::string& node, const std::stri
   Publish(node);
 }
 
+void ApiServerStub::DeleteNode(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  rapidjson::Document d;
+  d.Parse(it->second.c_str());
+  d["metadata"]["resourceVersion"].SetString(std::to_string(++rv_).c_str(), d.GetAllocator());
+  it->second = Serialize(d);
+  Publish(name, "DELETED");
+  nodes_.erase(name);
+}
+
 std::optional<std::string> ApiServerStub::Capacity(const std::string& node, const std::string& r) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return std::nullopt;
   rapidjson::Document d;
-  d.Parse(nodes_.at(node).c_str());
+  d.Parse(it->second.c_str());
   if (!d["status"].HasMember("capacity") || !d["status"]["capacity"].HasMember(r.c_str()))
     return std::nullopt;
   return std::string(d["status"]["capacity"][r.c_str()].GetString());
@@ -494,6 +509,7 @@ std::optional<std::string> ApiServerStub::Capacity(const std::string& node, cons
 std::optional<std::string> ApiServerStub::Allocatable(const std::string& node,
                                                       const std::string& r) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (nodes_.count(node) == 0) return std::nullopt;
   rapidjson::Document d;
   d.Parse(nodes_.at(node).c_str());
   if (!d["status"].HasMember("allocatable") || !d["status"]["allocatable"].HasMember(r.c_str()))
@@ -503,7 +519,8 @@ std::optional<std::string> ApiServerStub::Allocatable(const std::string& node,
 
 std::string ApiServerStub::NodeJson(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
-  return nodes_.at(node);
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? "" : it->second;
 }
 
 void ApiServerStub::AllowToken(const std::string& token, bool may_patch, const std::string& user) {

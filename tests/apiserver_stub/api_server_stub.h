@@ -54,6 +54,8 @@ class ApiServerStub {
   void AddNode(const std::string& name,
                std::map<std::string, std::string> capacity = {{"cpu", "8"}},
                bool with_capacity = true);
+  // Deletes the Node (a DELETED event on watches; GETs and PATCHes 404).
+  void DeleteNode(const std::string& name);
   // What a kubelet does: sets (or with nullopt removes) a capacity entry.
   void KubeletSetsCapacity(const std::string& node, const std::string& resource,
                            std::optional<std::string> value);

@@ -130,6 +130,22 @@ TEST_F(StaticModeTest, GpuWithAResetPendingAtStartIsOutFromTheFirstPatch) {
   EXPECT_NE(Log().find("at start:"), std::string::npos) << Log();
 }
 
+// The Node deleted (a DELETED watch event; GETs would 404) and registered again
+// by its kubelet without the GPU entry: the agent writes it back.
+TEST_F(StaticModeTest, NodeDeletedAndRecreatedGetsItsCapacityBack) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api);
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  api.DeleteNode("gpu-node-1");
+  EXPECT_FALSE(api.Capacity("gpu-node-1", kGpu).has_value());
+  ASSERT_TRUE(agent_->WaitForStderr("the node was deleted; waiting for it to come back")) << Log();
+  api.AddNode("gpu-node-1");
+  ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(15))) << Log();
+  EXPECT_EQ(api.Allocatable("gpu-node-1", kGpu), "8");
+  EXPECT_TRUE(agent_->Running());
+}
+
 TEST_F(StaticModeTest, FightIsReportedOnceNotFoughtForever) {
   ApiServerStub& api = MakeApi();
   api.AddNode("gpu-node-1");

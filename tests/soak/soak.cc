@@ -527,6 +527,15 @@ class StaticSide {
       api_->EndWatches(false);
       Flip();
       Converge(step, "a watch error event", milliseconds(4000));
+    } else if (kind < 77) {
+      // The Node deleted and, a second later, registered again by its
+      // kubelet (with no GPU capacity). The agent's PATCHes 404 meanwhile
+      // and back off (0.5 s doubling): the bound allows for that.
+      report_->Fault("static: the Node deleted and re-created");
+      api_->DeleteNode(kNode);
+      stop_->Pace(std::chrono::seconds(1));
+      api_->AddNode(kNode);
+      Converge(step, "the Node re-created", milliseconds(8000));
     } else if (kind < 80) {
       // At most two within the fight detector's 2 minutes.
       if (Clock::now() - last_zero_ < std::chrono::seconds(70)) return;
