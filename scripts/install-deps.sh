@@ -10,6 +10,7 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev rapidjson-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-yaml
+  clang libclang-rt-14-dev
   podman crun
 )
 

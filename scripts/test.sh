@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: first in a normal
 # (RelWithDebInfo, warnings as errors) build in build/, then in an
-# AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, and a
-# 2-minute soak there.
-#   scripts/test.sh            both builds
+# AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/ with a
+# 2-minute soak there; then every libFuzzer target over its checked-in corpus
+# and for a short fuzz run (clang, build-fuzz/; FUZZ_SECONDS each, default 10).
+#   scripts/test.sh            all of it
 #   scripts/test.sh --quick    the normal build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,5 +41,17 @@ if [ "$quick" -eq 0 ]; then
   # build, for a bounded time (scripts/soak.sh; the seed is printed).
   echo "=== soak build-asan (2 minutes)"
   ./scripts/soak.sh --asan --minutes 2
+fi
+if [ "$quick" -eq 0 ]; then
+  if command -v clang++ >/dev/null; then
+    echo "=== fuzz (build-fuzz): corpora, then ${FUZZ_SECONDS:-10}s per target"
+    ./scripts/fuzz.sh --regress
+    ./scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-10}" --jobs "$jobs"
+  elif [ "${CI:-}" = "true" ]; then
+    echo "test.sh: clang++ is missing; CI needs it for the fuzz targets" >&2
+    exit 1
+  else
+    echo "test.sh: clang++ not found; skipping the fuzz targets (scripts/fuzz.sh)"
+  fi
 fi
 echo "test.sh: all tests passed"

@@ -104,7 +104,7 @@ int ReportConfigError(const absl::Status& s) {
 
 }  // namespace
 
-int RunCli(int argc, char** argv) {
+int RunCli(int argc, char** argv, const CliCommands& commands) {
   CLI::App app(
       "gpu-agent makes a node's NVIDIA GPUs schedulable in Kubernetes: as a kubelet device "
       "plugin (plugin mode) or by writing Node capacity (static mode).",
@@ -214,7 +214,7 @@ int RunCli(int argc, char** argv) {
     ConfigRequest req = BuildRequest(devices_flags);
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return DevicesCommand(*loaded, output);
+    return commands.devices(*loaded, output);
   }
   for (auto& c : capacity_cmds) {
     if (!c->cmd->parsed()) continue;
@@ -222,24 +222,24 @@ int RunCli(int argc, char** argv) {
     ConfigRequest req = BuildRequest(c->flags);
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return CapacityCommand(*loaded, c->req);
+    return commands.capacity(*loaded, c->req);
   }
   if (cdi_generate->parsed()) {
     ConfigRequest req = BuildRequest(cdi_flags);
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return CdiGenerateCommand(*loaded, cdi_format, cdi_output);
+    return commands.cdi_generate(*loaded, cdi_format, cdi_output);
   }
   if (config->parsed()) {
     ConfigRequest req = BuildRequest(config_flags);
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return ConfigCommand(*loaded);
+    return commands.config(*loaded);
   }
   ConfigRequest req = BuildRequest(run_flags);
   absl::StatusOr<LoadedConfig> loaded = Load(req);
   if (!loaded.ok()) return ReportConfigError(loaded.status());
-  return RunCommand(req, *std::move(loaded));
+  return commands.run(req, *std::move(loaded));
 }
 
 }  // namespace gpu_agent

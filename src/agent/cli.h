@@ -3,10 +3,28 @@
 #ifndef GPU_AGENT_AGENT_CLI_H_
 #define GPU_AGENT_AGENT_CLI_H_
 
+#include <functional>
+#include <string>
+
+#include "agent/capacity_command.h"
+#include "agent/cdi_command.h"
+#include "agent/commands.h"
+
 namespace gpu_agent {
 
+// What RunCli calls once the command line is parsed and the config loaded:
+// the real subcommands by default; the CLI fuzz target stops here.
+struct CliCommands {
+  std::function<int(const LoadedConfig&, const std::string& output)> devices = DevicesCommand;
+  std::function<int(const LoadedConfig&, const CapacityRequest&)> capacity = CapacityCommand;
+  std::function<int(const LoadedConfig&, const std::string& format, const std::string& output)>
+      cdi_generate = CdiGenerateCommand;
+  std::function<int(LoadedConfig&)> config = ConfigCommand;
+  std::function<int(const ConfigRequest&, LoadedConfig)> run = RunCommand;
+};
+
 // Runs `gpu-agent <subcommand> ...`; returns the exit code.
-int RunCli(int argc, char** argv);
+int RunCli(int argc, char** argv, const CliCommands& commands = CliCommands());
 
 }  // namespace gpu_agent
 

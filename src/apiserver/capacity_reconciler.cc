@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "apiserver/line_buffer.h"
 #include "apiserver/node_client.h"
 #include "base/duration.h"
 #include "base/log.h"
@@ -293,7 +294,7 @@ void CapacityReconciler::WatchLoop() {
     const std::string from = version;
     bool delivered = false, expired = false;
     std::string expired_message, error_event;
-    std::string buffer;
+    LineBuffer buffer;
     const auto started = Clock::now();
     absl::StatusOr<int> status = watch_rest_->Stream(
         lister.WatchPath(version, std::chrono::seconds(timeout)), [&](std::string_view chunk) {
@@ -301,17 +302,10 @@ void CapacityReconciler::WatchLoop() {
             std::lock_guard<std::mutex> lock(mu_);
             if (stop_) return false;
           }
-          buffer.append(chunk);
-          if (buffer.size() > kMaxObjectBytes) {
-            error_event = "a watch event over the size limit";
-            return false;
-          }
-          size_t nl;
-          while ((nl = buffer.find('\n')) != std::string::npos) {
-            const std::string line = buffer.substr(0, nl);
-            buffer.erase(0, nl + 1);
-            if (line.empty()) continue;
-            absl::StatusOr<WatchEvent> ev = ParseWatchEvent(line);
+          buffer.Append(chunk);
+          while (std::optional<std::string> line = buffer.NextLine()) {
+            if (line->empty()) continue;
+            absl::StatusOr<WatchEvent> ev = ParseWatchEvent(*line);
             if (!ev.ok()) {
               LogWarning("unreadable watch event ignored",
                          {{"node", options_.node}, {"error", std::string(ev.status().message())}});
@@ -349,6 +343,10 @@ void CapacityReconciler::WatchLoop() {
                 Observe(std::move(ev->node));
                 break;
             }
+          }
+          if (buffer.pending() > kMaxObjectBytes) {
+            error_event = "a watch event over the size limit";
+            return false;
           }
           return true;
         });

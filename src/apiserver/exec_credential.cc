@@ -8,8 +8,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <ctime>
 
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
 #include "base/strings.h"
 #include "base/text.h"
 
@@ -20,25 +21,19 @@ namespace {
 
 constexpr size_t kMaxOutput = 1 << 20;
 
-// "2026-11-22T14:00:00Z" (RFC 3339, UTC or with an offset).
+// "2026-11-22T14:00:00Z" (RFC 3339, UTC or with an offset), years 0001 to
+// 9999 as RFC 3339 writes them; a time past what system_clock holds (2262)
+// saturates.
 std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s) {
-  std::tm tm{};
-  const char* rest = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr) return std::nullopt;
-  if (*rest == '.') {
-    ++rest;
-    while (*rest >= '0' && *rest <= '9') ++rest;
-  }
-  long offset = 0;
-  if (*rest == '+' || *rest == '-') {
-    int hh = 0, mm = 0;
-    if (std::sscanf(rest + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;
-    offset = (hh * 3600 + mm * 60) * (*rest == '+' ? 1 : -1);
-  } else if (*rest != 'Z') {
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, s, &t, &err)) return std::nullopt;
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  if (t < absl::FromCivil(absl::CivilSecond(1, 1, 1), utc) ||
+      t >= absl::FromCivil(absl::CivilSecond(10000, 1, 1), utc)) {
     return std::nullopt;
   }
-  const time_t t = ::timegm(&tm) - offset;
-  return std::chrono::system_clock::from_time_t(t);
+  return absl::ToChronoTime(t);
 }
 
 }  // namespace
@@ -72,10 +67,12 @@ absl::StatusOr<ExecCredential> ParseExecCredential(std::string_view json) {
   out.token = token->value.GetString();
   auto exp = status->value.FindMember("expirationTimestamp");
   if (exp != status->value.MemberEnd() && exp->value.IsString()) {
-    out.expires = ParseRfc3339(exp->value.GetString());
+    out.expires = ParseRfc3339(std::string(exp->value.GetString(), exp->value.GetStringLength()));
     if (!out.expires) {
-      return absl::InvalidArgumentError(StrCat("the exec plugin's expirationTimestamp \"",
-                                               exp->value.GetString(), "\" is not RFC 3339"));
+      return absl::InvalidArgumentError(StrCat(
+          "the exec plugin's expirationTimestamp \"",
+          Printable(std::string_view(exp->value.GetString(), exp->value.GetStringLength()), 60),
+          "\" is not RFC 3339"));
     }
   }
   return out;

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "absl/strings/escaping.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 
@@ -67,32 +68,7 @@ absl::Status Collect(const YAML::Node& root, const char* list, const char* inner
 }  // namespace
 
 bool Base64Decode(std::string_view in, std::string* out) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string clean;
-  for (char c : in) {
-    if (c != '\n' && c != '\r' && c != ' ') clean.push_back(c);
-  }
-  if (clean.size() % 4 != 0) return false;
-  out->clear();
-  uint32_t buf = 0;
-  int bits = 0;
-  for (size_t i = 0; i < clean.size(); ++i) {
-    const char c = clean[i];
-    if (c == '=') {
-      if (i < clean.size() - 2) return false;
-      continue;
-    }
-    const size_t v = kAlphabet.find(c);
-    if (v == std::string::npos) return false;
-    buf = (buf << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out->push_back(static_cast<char>((buf >> bits) & 0xff));
-    }
-  }
-  return true;
+  return absl::Base64Unescape(absl::string_view(in.data(), in.size()), out);
 }
 
 absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,

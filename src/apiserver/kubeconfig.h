@@ -41,7 +41,8 @@ struct KubeconfigSelection {
 absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
                                                    const std::string& context);
 
-// Standard base64, padding required; false on any invalid input.
+// Standard base64 (absl::Base64Unescape: whitespace skipped, padding
+// optional but only at the end); false on any invalid input.
 bool Base64Decode(std::string_view in, std::string* out);
 
 }  // namespace gpu_agent::apiserver

@@ -3,65 +3,65 @@
 #include <cstdint>
 #include <random>
 
+#include "absl/time/time.h"
 #include "base/strings.h"
 
 namespace gpu_agent {
+namespace {
+
+constexpr const char* kUnits = "ms, s, m or h, as in 30s or 5m";
+
+// Why `text` is not a duration, for an input absl::ParseDuration refused:
+// the first piece that is not "<number><unit>".
+absl::Status Diagnose(std::string_view text) {
+  size_t i = (text.front() == '+' || text.front() == '-') ? 1 : 0;
+  while (i < text.size()) {
+    const size_t number_start = i;
+    while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+    if (i == number_start) break;
+    if (i - number_start > 18) {
+      return absl::InvalidArgumentError(
+          StrCat("duration \"", text, "\" is too large (at most ", kMaxDurationHours, "h)"));
+    }
+    const size_t unit_start = i;
+    while (i < text.size() && !(text[i] >= '0' && text[i] <= '9') && text[i] != '.') ++i;
+    const std::string_view unit = text.substr(unit_start, i - unit_start);
+    if (unit.empty()) break;
+    if (unit != "ns" && unit != "us" && unit != "\xc2\xb5s" && unit != "ms" && unit != "s" &&
+        unit != "m" && unit != "h") {
+      return absl::InvalidArgumentError(StrCat("invalid duration \"", text, "\": unknown unit \"",
+                                               unit, "\" (use ", kUnits, ")"));
+    }
+  }
+  return absl::InvalidArgumentError(
+      StrCat("invalid duration \"", text, "\": expected a number followed by ", kUnits));
+}
+
+}  // namespace
 
 absl::StatusOr<Duration> ParseDuration(std::string_view text) {
-  if (text == "0") return Duration(0);
   if (text.empty()) return absl::InvalidArgumentError("empty duration");
-  int64_t total_ms = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t digits_start = i;
-    int64_t number = 0;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-      number = number * 10 + (text[i] - '0');
-      if (number > int64_t{1} << 40) {
-        return absl::InvalidArgumentError(StrCat("duration \"", text, "\" is too large"));
-      }
-      ++i;
-    }
-    if (i == digits_start) {
-      return absl::InvalidArgumentError(
-          StrCat("invalid duration \"", text, "\": expected a number followed by ms, s, m or h"));
-    }
-    size_t unit_start = i;
-    while (i < text.size() && (text[i] < '0' || text[i] > '9')) ++i;
-    std::string_view unit = text.substr(unit_start, i - unit_start);
-    int64_t scale;
-    if (unit == "ms") {
-      scale = 1;
-    } else if (unit == "s") {
-      scale = 1000;
-    } else if (unit == "m") {
-      scale = 60 * 1000;
-    } else if (unit == "h") {
-      scale = 3600 * 1000;
-    } else {
-      return absl::InvalidArgumentError(StrCat("invalid duration \"", text, "\": unknown unit \"",
-                                               unit, "\" (use ms, s, m or h, as in 30s or 5m)"));
-    }
-    total_ms += number * scale;
+  absl::Duration d;
+  if (!absl::ParseDuration(absl::string_view(text.data(), text.size()), &d) ||
+      d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
+    return Diagnose(text);
   }
-  return Duration(total_ms);
+  if (d < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(StrCat("invalid duration \"", text, "\": it is negative"));
+  }
+  if (d > absl::Hours(kMaxDurationHours)) {
+    return absl::InvalidArgumentError(
+        StrCat("duration \"", text, "\" is too large (at most ", kMaxDurationHours, "h)"));
+  }
+  if (absl::Trunc(d, absl::Milliseconds(1)) != d) {
+    return absl::InvalidArgumentError(
+        StrCat("invalid duration \"", text, "\": finer than a millisecond"));
+  }
+  return Duration(absl::ToInt64Milliseconds(d));
 }
 
 std::string FormatDuration(Duration d) {
-  int64_t ms = d.count();
-  if (ms == 0) return "0s";
-  std::string out;
-  const int64_t hours = ms / 3600000;
-  ms %= 3600000;
-  const int64_t minutes = ms / 60000;
-  ms %= 60000;
-  const int64_t seconds = ms / 1000;
-  ms %= 1000;
-  if (hours) StrAppend(&out, hours, "h");
-  if (minutes) StrAppend(&out, minutes, "m");
-  if (seconds) StrAppend(&out, seconds, "s");
-  if (ms) StrAppend(&out, ms, "ms");
-  return out;
+  return absl::FormatDuration(absl::Milliseconds(d.count()));
 }
 
 Duration Jitter(Duration d) { return Spread(d, 0.8, 1.2); }

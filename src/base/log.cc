@@ -44,9 +44,41 @@ std::string Timestamp() {
   return buf;
 }
 
+// The length of the well-formed UTF-8 sequence at the start of `s`
+// (Unicode's table 3-7: no overlong forms, surrogates or code points past
+// U+10FFFF), or 0 when it is not one.
+size_t Utf8SequenceLength(std::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = byte(0);
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// A JSON string; bytes that are not UTF-8 become U+FFFD, so the line stays
+// valid JSON whatever a value holds (a server's message, a file name).
 void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
       case '"':
         *out += "\\\"";
@@ -65,10 +97,17 @@ void AppendJsonString(std::string* out, std::string_view s) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
           *out += buf;
-        } else {
+        } else if (c < 0x80) {
           out->push_back(static_cast<char>(c));
+        } else if (const size_t n = Utf8SequenceLength(s.substr(i)); n > 0) {
+          out->append(s.substr(i, n));
+          i += n;
+          continue;
+        } else {
+          *out += "\\ufffd";
         }
     }
+    ++i;
   }
   out->push_back('"');
 }
@@ -105,12 +144,12 @@ void SetLogOptions(LogLevel level, LogFormat format) {
 
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
 
-void Log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) {
-  if (!LogEnabled(level)) return;
+std::string FormatLogLine(LogFormat format, LogLevel level, std::string_view timestamp,
+                          std::string_view message, std::span<const LogField> fields) {
   std::string line;
-  if (static_cast<LogFormat>(g_format.load()) == LogFormat::kJson) {
+  if (format == LogFormat::kJson) {
     line = "{\"ts\":";
-    AppendJsonString(&line, Timestamp());
+    AppendJsonString(&line, timestamp);
     line += ",\"level\":";
     AppendJsonString(&line, LevelName(level));
     line += ",\"msg\":";
@@ -123,7 +162,7 @@ void Log(LogLevel level, std::string_view message, std::initializer_list<LogFiel
     }
     line += "}\n";
   } else {
-    StrAppend(&line, Timestamp(), " ", LevelName(level), " ", message);
+    StrAppend(&line, timestamp, " ", LevelName(level), " ", message);
     for (const auto& [key, value] : fields) {
       StrAppend(&line, " ", key, "=");
       if (NeedsQuotes(value)) {
@@ -134,6 +173,14 @@ void Log(LogLevel level, std::string_view message, std::initializer_list<LogFiel
     }
     line.push_back('\n');
   }
+  return line;
+}
+
+void Log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) {
+  if (!LogEnabled(level)) return;
+  const std::string line =
+      FormatLogLine(static_cast<LogFormat>(g_format.load()), level, Timestamp(), message,
+                    std::span<const LogField>(fields.begin(), fields.size()));
   std::lock_guard<std::mutex> lock(g_write_mu);
   // One write(2) per line keeps lines whole even across processes sharing stderr.
   size_t off = 0;

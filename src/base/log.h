@@ -4,6 +4,7 @@
 #define GPU_AGENT_BASE_LOG_H_
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,6 +28,12 @@ using LogField = std::pair<std::string_view, std::string>;
 // Writes one line: "<time> <LEVEL> <message> key=value ..." in text form, or a
 // JSON object with ts, level, msg and the fields. Never log secrets here.
 void Log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields = {});
+
+// The line Log writes, newline included. In JSON form every string is valid
+// UTF-8 (other bytes become U+FFFD), so the line is valid JSON whatever the
+// message and fields hold.
+std::string FormatLogLine(LogFormat format, LogLevel level, std::string_view timestamp,
+                          std::string_view message, std::span<const LogField> fields);
 
 inline void LogDebug(std::string_view m, std::initializer_list<LogField> f = {}) {
   Log(LogLevel::kDebug, m, f);

@@ -65,11 +65,15 @@ std::vector<std::string_view> StrSplit(std::string_view text, char sep);
 std::string_view StripWhitespace(std::string_view text);
 std::string AsciiToLower(std::string_view text);
 
-// Whole-string integer parse; false on any stray character or overflow.
+// Whole-string integer parse, an optional sign first; false on any stray
+// character (a second sign too: "+-7") or overflow.
 template <typename T>
 bool ParseInt(std::string_view text, T* out) {
   if (text.empty()) return false;
-  if (text.front() == '+') text.remove_prefix(1);
+  if (text.front() == '+') {
+    text.remove_prefix(1);
+    if (!text.empty() && text.front() == '-') return false;
+  }
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
   return ec == std::errc() && ptr == text.data() + text.size();
 }

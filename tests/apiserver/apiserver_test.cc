@@ -7,6 +7,7 @@
 #include "apiserver/exec_credential.h"
 #include "apiserver/json_patch.h"
 #include "apiserver/kubeconfig.h"
+#include "apiserver/line_buffer.h"
 #include "apiserver/node.h"
 #include "apiserver/node_client.h"
 #include "support/test_support.h"
@@ -335,6 +336,79 @@ TEST(ExecCredentialTest, ParsesAndRejects) {
       ParseExecCredential(
           R"({"kind":"ExecCredential","status":{"token":"x","expirationTimestamp":"soon"}})")
           .ok());
+}
+
+// The hand-written strptime parse took trailing text after the zone
+// ("...Zjunk"), and a year past 2262 overflowed system_clock (undefined
+// behaviour); absl::ParseTime reads RFC 3339 exactly.
+TEST(ExecCredentialTest, ExpirationIsRfc3339) {
+  auto parse = [](const std::string& ts) {
+    return ParseExecCredential(R"({"kind":"ExecCredential","status":{"token":"x",)"
+                               R"("expirationTimestamp":")" +
+                               ts + R"("}})");
+  };
+  struct Good {
+    const char* ts;
+    time_t want;
+  } good[] = {{"2030-01-02T03:04:05Z", 1893553445},
+              {"2030-01-02T03:04:05.999Z", 1893553445},
+              {"2030-01-02T04:04:05+01:00", 1893553445},
+              {"2030-01-02T02:34:05-00:30", 1893553445}};
+  for (const Good& g : good) {
+    auto c = parse(g.ts);
+    ASSERT_TRUE(c.ok()) << g.ts << ": " << c.status();
+    EXPECT_EQ(std::chrono::system_clock::to_time_t(
+                  std::chrono::time_point_cast<std::chrono::seconds>(*c->expires)),
+              g.want)
+        << g.ts;
+  }
+  for (const char* bad : {"2030-01-02T03:04:05Zjunk", "2030-01-02T03:04:05", "2030-02-30T03:04:05Z",
+                          "99999-01-02T03:04:05Z", "2030-01-02T03:04:05+5:3", "soon"}) {
+    auto c = parse(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(std::string(c.status().message()).find("is not RFC 3339"), std::string::npos)
+        << c.status();
+  }
+}
+
+// Kubeconfig -data fields: the hand-written decoder took '=' in the middle
+// ("AB=C"); absl::Base64Unescape does not.
+TEST(KubeconfigTest, Base64DataIsDecodedStrictly) {
+  std::string out;
+  EXPECT_TRUE(Base64Decode("aGVsbG8=", &out));
+  EXPECT_EQ(out, "hello");
+  EXPECT_TRUE(Base64Decode("aGVs\nbG8=\n", &out));  // wrapped, as some tools write it
+  EXPECT_EQ(out, "hello");
+  for (const char* bad : {"AB=C", "A===", "aGVsbG8=aGVs", "aGVs*G8=", "A"}) {
+    EXPECT_FALSE(Base64Decode(bad, &out)) << bad;
+  }
+}
+
+// A watch body split into lines however it is chunked; found while
+// writing fuzz_watch_stream: the old loop scanned the whole unfinished line
+// again for every chunk, quadratic in a long event.
+TEST(LineBufferTest, SplitsChunkedStreams) {
+  LineBuffer b;
+  b.Append("{\"a\":1}\n{\"b\"");
+  EXPECT_EQ(b.NextLine(), std::optional<std::string>("{\"a\":1}"));
+  EXPECT_EQ(b.NextLine(), std::nullopt);
+  EXPECT_EQ(b.pending(), 4u);
+  b.Append(":2}\n\n");
+  EXPECT_EQ(b.NextLine(), std::optional<std::string>("{\"b\":2}"));
+  EXPECT_EQ(b.NextLine(), std::optional<std::string>(""));
+  EXPECT_EQ(b.NextLine(), std::nullopt);
+  EXPECT_EQ(b.pending(), 0u);
+  // 1 MiB in 1-byte chunks: linear (the old loop made 5e11 comparisons).
+  LineBuffer big;
+  const std::string line(1u << 20, 'x');
+  size_t lines = 0;
+  for (char c : line) {
+    big.Append(std::string_view(&c, 1));
+    while (big.NextLine()) ++lines;
+  }
+  big.Append("\n");
+  while (big.NextLine()) ++lines;
+  EXPECT_EQ(lines, 1u);
 }
 
 TEST(ExecCredentialTest, RunsThePluginAndReportsFailures) {

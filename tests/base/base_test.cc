@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
 
 #include <set>
 
 #include "base/duration.h"
+#include "base/log.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "base/text.h"
@@ -40,12 +42,76 @@ TEST(DurationTest, SpreadStaysInItsRangeAndSpreads) {
 }
 
 TEST(DurationTest, RejectsBadDurations) {
-  for (const char* bad : {"", "5", "s", "5x", "-5s", "1.5s", "99999999999999h"}) {
+  for (const char* bad :
+       {"", "5", "s", "5x", "-5s", "99999999999999h", "inf", "1us", "1.5", " 5s"}) {
     auto d = ParseDuration(bad);
     EXPECT_FALSE(d.ok()) << bad;
   }
   EXPECT_NE(std::string(ParseDuration("5x").status().message()).find("unknown unit \"x\""),
             std::string::npos);
+  EXPECT_NE(std::string(ParseDuration("soon").status().message()).find("invalid duration \"soon\""),
+            std::string::npos);
+}
+
+// Go's syntax as absl::ParseDuration reads it: fractions and several units.
+TEST(DurationTest, AcceptsGoFractions) {
+  struct Case {
+    const char* text;
+    int64_t ms;
+  } cases[] = {{"1.5s", 1500}, {"0.25h", 900000}, {"1m1.001s", 61001}, {"1000us", 1}};
+  for (const Case& c : cases) {
+    auto d = ParseDuration(c.text);
+    ASSERT_TRUE(d.ok()) << c.text << ": " << d.status();
+    EXPECT_EQ(d->count(), c.ms) << c.text;
+  }
+  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(61001)), "1m1.001s");
+}
+
+// The hand-written parser capped each number but not the sum, so three
+// large terms overflowed int64 (undefined behaviour) and were accepted.
+TEST(DurationTest, RejectsOverflowAndHugeValues) {
+  for (const char* big : {"1099511627775h1099511627775h1099511627775h", "87601h",
+                          "9223372036854775807ms", "99999999999999999999s"}) {
+    auto d = ParseDuration(big);
+    ASSERT_FALSE(d.ok()) << big;
+    EXPECT_NE(std::string(d.status().message()).find("too large"), std::string::npos)
+        << big << ": " << d.status();
+  }
+  EXPECT_TRUE(ParseDuration("87600h").ok());
+  EXPECT_NE(std::string(ParseDuration("-1s").status().message()).find("negative"),
+            std::string::npos);
+}
+
+// Found by fuzz_duration_quantity: "+-7" parsed as -7.
+TEST(ParseIntTest, OneSignAtMost) {
+  int n = 0;
+  EXPECT_TRUE(ParseInt("+7", &n));
+  EXPECT_EQ(n, 7);
+  EXPECT_TRUE(ParseInt("-7", &n));
+  EXPECT_EQ(n, -7);
+  for (const char* bad : {"+-7", "-+7", "++7", "+", "7 ", "0x7", ""}) {
+    EXPECT_FALSE(ParseInt(bad, &n)) << bad;
+  }
+}
+
+// JSON log lines carried bytes that are not UTF-8 through as they were, so a
+// server message or file name with such bytes made the line invalid JSON.
+TEST(LogTest, JsonLinesStayValidForInvalidUtf8) {
+  const std::vector<LogField> fields = {
+      {"error", "bad \xff\xfe \xc3\x28 \xed\xa0\x80 \xf0\x90\x80"},
+      {"ok", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"}};
+  const std::string line = FormatLogLine(LogFormat::kJson, LogLevel::kWarning,
+                                         "2026-01-02T03:04:05.678Z", "msg \xc0\x80", fields);
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseStopWhenDoneFlag>(
+      line.c_str());
+  ASSERT_FALSE(doc.HasParseError()) << line;
+  EXPECT_STREQ(doc["msg"].GetString(), "msg \xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_STREQ(doc["error"].GetString(),
+               "bad \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd( \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+               "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_STREQ(doc["ok"].GetString(), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");  // intact
+  EXPECT_EQ(line.back(), '\n');
 }
 
 TEST(ResourceNameTest, AcceptsValidNames) {

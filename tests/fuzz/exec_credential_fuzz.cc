@@ -1,0 +1,16 @@
+// The stdout of a kubeconfig exec credential plugin (ExecCredential JSON).
+#include "apiserver/exec_credential.h"
+#include "fuzz_support.h"
+
+using namespace gpu_agent;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  absl::StatusOr<apiserver::ExecCredential> c =
+      apiserver::ParseExecCredential(fuzz::AsView(data, size));
+  if (c.ok()) {
+    fuzz::Check(!c->token.empty(), "an ExecCredential without a token");
+  } else {
+    fuzz::Check(!c.status().message().empty(), "error without a message");
+  }
+  return 0;
+}
