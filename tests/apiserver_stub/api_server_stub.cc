@@ -528,6 +528,11 @@ void ApiServerStub::AllowToken(const std::string& token, bool may_patch, const s
   tokens_[token] = {may_patch, user};
 }
 
+void ApiServerStub::RevokeToken(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tokens_.erase(token);
+}
+
 void ApiServerStub::OnUnauthorized(std::function<void()> hook) {
   std::lock_guard<std::mutex> lock(mu_);
   on_unauthorized_ = std::move(hook);

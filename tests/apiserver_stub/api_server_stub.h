@@ -66,6 +66,8 @@ class ApiServerStub {
   // Auth: when any token is registered, requests need one of them.
   void AllowToken(const std::string& token, bool may_patch = true,
                   const std::string& user = "system:serviceaccount:kube-system:gpu-agent");
+  // From now on the token is refused (401), as after a rotation.
+  void RevokeToken(const std::string& token);
   // Called when a request brings an unknown token (e.g. to rotate a file).
   void OnUnauthorized(std::function<void()> hook);
 

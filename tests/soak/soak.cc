@@ -417,6 +417,8 @@ class StaticSide {
   bool Start() {
     api_ = std::make_unique<ApiServerStub>();
     api_->AddNode(kNode);
+    api_->AllowToken("token-0");
+    dir_.Write("token", "token-0");
     uuids_ = Uuids(FixturePath("8-gpu-pcie.yaml"));
     auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
     env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
@@ -424,8 +426,9 @@ class StaticSide {
     // Short watches and re-reads: more of the paths a fleet runs in an hour.
     agent_ = std::make_unique<Subprocess>(
         std::vector<std::string>{BinaryPath(), "run", "--mode", "static", "--node-name", kNode,
-                                 "--proxy=" + api_->url(), "--health-recovery-period", "500ms",
-                                 "--watch-timeout", "2s", "--resync-interval", "5s"},
+                                 "--server", api_->url(), "--token-file", dir_.Join("token"),
+                                 "--health-recovery-period", "500ms", "--watch-timeout", "2s",
+                                 "--resync-interval", "5s"},
         env);
     return WaitFor([&] { return api_->Capacity(kNode, kGpu) == "8"; }, std::chrono::seconds(20));
   }
@@ -521,12 +524,22 @@ class StaticSide {
       api_->HangLists(false);
       Flip();
       Converge(step, "hung LISTs", milliseconds(3000));
-    } else if (kind < 74) {
+    } else if (kind < 71) {
       report_->Fault("static: watch ERROR event 500");
       api_->FailNextWatch(500);
       api_->EndWatches(false);
       Flip();
       Converge(step, "a watch error event", milliseconds(4000));
+    } else if (kind < 74) {
+      // The service-account token rotated: the file holds the new one and
+      // the old one is refused from now on.
+      report_->Fault("static: token rotated");
+      ++token_;
+      api_->AllowToken("token-" + std::to_string(token_));
+      dir_.Write("token", "token-" + std::to_string(token_));
+      api_->RevokeToken("token-" + std::to_string(token_ - 1));
+      Flip();
+      Converge(step, "a token rotation", milliseconds(3000));
     } else if (kind < 77) {
       // The Node deleted and, a second later, registered again by its
       // kubelet (with no GPU capacity). The agent's PATCHes 404 meanwhile
@@ -561,6 +574,7 @@ class StaticSide {
   std::set<int> out_;
   int said_ = 0;  // violations reported (the first brings the log)
   Clock::time_point last_zero_{};
+  int token_ = 0;
 };
 
 // ---------------------------------------------------------------- main
