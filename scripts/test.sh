@@ -38,9 +38,11 @@ if [ "$quick" -eq 0 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DGPU_AGENT_SANITIZE=ON
   # Both modes under a seeded random schedule of faults, in the sanitizer
-  # build, for a bounded time (scripts/soak.sh; the seed is printed).
+  # build, for a bounded time (scripts/soak.sh; the seed is printed). On a
+  # shared runner a value right but past its timing bound is reported, not
+  # failed; stuck values, crashes and sanitizer reports fail.
   echo "=== soak build-asan (2 minutes)"
-  ./scripts/soak.sh --asan --minutes 2
+  ./scripts/soak.sh --asan --minutes 2 --timing-advisory
 fi
 if [ "$quick" -eq 0 ]; then
   if command -v clang++ >/dev/null; then

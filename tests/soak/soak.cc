@@ -11,7 +11,11 @@
 // Every violation is printed with the seed and the step; a results table
 // (requests, faults by kind, re-registration and convergence times, fd /
 // threads / RSS drift) ends the run. Exit 0 only without violations.
-//   soak [--minutes N] [--seed S]     (SOAK_LOG_DIR=dir keeps both agents' logs)
+//   soak [--minutes N] [--seed S] [--timing-advisory]
+//     SOAK_LOG_DIR=dir keeps both agents' logs. --timing-advisory: a value
+//     that comes right past its bound is reported, not failed (CI on a
+//     shared runner); stuck values, crashes, sanitizer reports and drift
+//     still fail.
 #include <signal.h>
 #include <unistd.h>
 
@@ -50,9 +54,20 @@ double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 class Report {
  public:
   void Violation(const char* side, uint32_t seed, int step, const std::string& what) {
+    Violation(side, seed, step, /*late=*/false, what);
+  }
+  // `late`: the value came right after all, past its bound (it stayed
+  // wrong for 30 s more otherwise). Late ones are violations too, unless
+  // the run was told timing is advisory (a shared, loaded CI runner).
+  void Violation(const char* side, uint32_t seed, int step, bool late, const std::string& what) {
     std::lock_guard<std::mutex> lock(mu_);
-    violations_.push_back(StrFormat(side, seed, step, what));
-    std::fprintf(stderr, "VIOLATION %s\n", violations_.back().c_str());
+    (late ? late_ : violations_).push_back(StrFormat(side, seed, step, what));
+    std::fprintf(stderr, "%s %s\n", late ? "LATE" : "VIOLATION",
+                 (late ? late_ : violations_).back().c_str());
+  }
+  size_t late() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return late_.size();
   }
   void Fault(const std::string& kind) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -87,7 +102,9 @@ class Report {
       std::printf("| %s p50 / p99 / max (ms), n=%zu | %.0f / %.0f / %.0f |\n", what.c_str(),
                   v.size(), at(0.5), at(0.99), v.back());
     }
-    std::printf("| violations | %zu |\n", violations_.size());
+    std::printf("| violations: late (right after all, past the bound) | %zu |\n", late_.size());
+    std::printf("| violations: other (stuck, crashed, a sanitizer report, drift) | %zu |\n",
+                violations_.size());
   }
 
  private:
@@ -97,6 +114,7 @@ class Report {
   }
   std::mutex mu_;
   std::vector<std::string> violations_;
+  std::vector<std::string> late_;
   std::map<std::string, int> faults_;
   std::map<std::string, std::vector<double>> times_;
 };
@@ -270,8 +288,8 @@ class PluginSide {
       report_->Time("plugin: allocatable right after " + after, Ms(Clock::now() - t0));
     } else {
       const int seen = sim_.Allocatable(kGpu);
-      sim_.WaitForAllocatable(kGpu, Expected(), std::chrono::seconds(30));
-      report_->Violation("plugin", seed_, step,
+      const bool late = sim_.WaitForAllocatable(kGpu, Expected(), std::chrono::seconds(30));
+      report_->Violation("plugin", seed_, step, late,
                          after + ": allocatable " + std::to_string(seen) + ", want " +
                              std::to_string(Expected()) + " within " +
                              std::to_string(limit.count()) + " ms" +
@@ -290,7 +308,9 @@ class PluginSide {
       if (sim_.WaitForRegistrations(before + 1, std::chrono::seconds(1))) {
         report_->Time("plugin: re-registration after a kubelet restart", Ms(Clock::now() - t0));
       } else {
-        report_->Violation("plugin", seed_, step, "not registered again within 1 s of a restart");
+        const bool late = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(30));
+        report_->Violation("plugin", seed_, step, late,
+                           "not registered again within 1 s of a restart");
       }
       ExpectAllocatable(step, "a kubelet restart", std::chrono::seconds(2));
     } else if (kind < 32) {
@@ -306,7 +326,9 @@ class PluginSide {
       const int before = sim_.registrations();
       agent_->Signal(SIGHUP);
       if (!sim_.WaitForRegistrations(before + 1, std::chrono::seconds(2))) {
-        report_->Violation("plugin", seed_, step, "not registered again within 2 s of SIGHUP");
+        const bool late = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(30));
+        report_->Violation("plugin", seed_, step, late,
+                           "not registered again within 2 s of SIGHUP");
       }
       ExpectAllocatable(step, "a SIGHUP reload", std::chrono::seconds(2));
     } else if (kind < 65) {
@@ -477,8 +499,9 @@ class StaticSide {
     if (ok) {
       report_->Time("static: capacity right after " + after, Ms(Clock::now() - t0));
     } else {
-      WaitFor([&] { return api_->Capacity(kNode, kGpu) == Expected(); }, std::chrono::seconds(30));
-      report_->Violation("static", seed_, step,
+      const bool late = WaitFor([&] { return api_->Capacity(kNode, kGpu) == Expected(); },
+                                std::chrono::seconds(30));
+      report_->Violation("static", seed_, step, late,
                          after + ": capacity " + seen + ", want " + Expected() + " within " +
                              std::to_string(limit.count()) + " ms" +
                              (said_++ ? "" : "; the agent's log ends:\n" + Tail(agent_->Stderr())));
@@ -624,6 +647,7 @@ void CheckDrift(const char* who, const std::vector<Usage>& v, uint32_t seed, Rep
 
 int Main(int argc, char** argv) {
   double minutes = 2;
+  bool timing_advisory = false;
   uint32_t seed = static_cast<uint32_t>(std::time(nullptr));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -631,8 +655,10 @@ int Main(int argc, char** argv) {
       minutes = std::atof(argv[++i]);
     } else if (a == "--seed" && i + 1 < argc) {
       seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (a == "--timing-advisory") {
+      timing_advisory = true;
     } else {
-      std::fprintf(stderr, "usage: soak [--minutes N] [--seed S]\n");
+      std::fprintf(stderr, "usage: soak [--minutes N] [--seed S] [--timing-advisory]\n");
       return 2;
     }
   }
@@ -706,7 +732,11 @@ int Main(int argc, char** argv) {
   CheckDrift("static drift", samples.stat, seed, &report);
   report.Print();
   PrintUsage(samples);
-  return report.violations() == 0 ? 0 : 1;
+  const bool failed = report.violations() > 0 || (!timing_advisory && report.late() > 0);
+  if (timing_advisory && report.late() > 0) {
+    std::printf("soak: %zu late values reported, not failed (--timing-advisory)\n", report.late());
+  }
+  return failed ? 1 : 0;
 }
 
 }  // namespace
