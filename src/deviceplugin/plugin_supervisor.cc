@@ -69,9 +69,7 @@ absl::Status PluginSupervisor::Serve(Slot& slot, bool settle) {
   if (!server.ok()) {
     // Tried again from the control loop; meanwhile nothing is registered.
     slot.registered = false;
-    slot.serve_backoff = slot.serve_backoff.count() == 0
-                             ? options_.retry_initial
-                             : std::min(options_.retry_max, slot.serve_backoff * 2);
+    slot.serve_backoff = NextBackoff(slot.serve_backoff);
     slot.next_serve = std::chrono::steady_clock::now() + Jitter(slot.serve_backoff);
     return server.status();
   }
@@ -234,8 +232,7 @@ void PluginSupervisor::TryRegister(Slot& slot) {
     return;
   }
   ++slot.failures;
-  slot.backoff = slot.backoff.count() == 0 ? options_.retry_initial
-                                           : std::min(options_.retry_max, slot.backoff * 2);
+  slot.backoff = NextBackoff(slot.backoff);
   slot.next_try = std::chrono::steady_clock::now() + Jitter(slot.backoff);
   const std::string msg(s.message());
   // Say it the first time, when it changes, and then now and then.

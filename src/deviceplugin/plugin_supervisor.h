@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -155,6 +156,12 @@ class PluginSupervisor {
   // Notes which slots have a stream open; true if anything changed.
   bool RefreshStreams(std::chrono::steady_clock::time_point now);
   static bool IdentityOf(const std::string& path, FileIdentity* out);
+  // The next retry wait after `current` (0: none yet): retry_initial, then
+  // doubling up to retry_max.
+  std::chrono::milliseconds NextBackoff(std::chrono::milliseconds current) const {
+    return current.count() == 0 ? options_.retry_initial
+                                : std::min(options_.retry_max, current * 2);
+  }
   void HandleEvent(const Event& e);
   void Post(Event e);
   // Copies what Status() reports. Control thread only (or before it starts).
