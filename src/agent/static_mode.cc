@@ -105,6 +105,10 @@ std::string RenderStaticMetrics(const Running& r) {
   counter("gpu_agent_static_patches_total", "PATCH requests sent.", s.patches.load());
   counter("gpu_agent_static_drift_repairs_total", "Drift seen in a watch event and repaired.",
           s.drift_repairs.load());
+  counter("gpu_agent_static_stale_views_total",
+          "Node views no newer than the agent's last write that differed from it; each made the "
+          "agent read the Node again.",
+          s.stale_views.load());
   counter("gpu_agent_static_fights_total", "Fights with another writer detected.", s.fights.load());
   counter("gpu_agent_static_reconcile_errors_total", "Reconciles that failed and were retried.",
           s.errors.load());

@@ -161,14 +161,24 @@ std::chrono::milliseconds CapacityReconciler::Backoff(int failures) const {
 
 void CapacityReconciler::Observe(NodeView node) {
   std::lock_guard<std::mutex> lock(mu_);
-  // A state from before the agent's own last write (a watch lagging behind
-  // it) is no drift: the write superseded it.
-  const uint64_t seen = VersionNumber(node.resource_version);
-  if (seen != 0 && seen <= written_) return;
   bool drift = false;
   for (const auto& [r, v] : desired_) {
     const std::string want = StrCat(v);
     drift |= node.Capacity(r) != want || (options_.allocatable && node.Allocatable(r) != want);
+  }
+  // A state no newer than the agent's own last write is either from before
+  // it (a watch lagging behind: the write superseded it) or from a history
+  // that started again below it (etcd restored from a backup keeps each
+  // object's old version). Neither is acted on as it stands: when it differs
+  // from what the agent wants, the Node is read again, and that read decides.
+  const uint64_t seen = VersionNumber(node.resource_version);
+  if (seen != 0 && seen <= written_) {
+    if (drift) {
+      ++stats_.stale_views;
+      dirty_ = true;
+      cv_.notify_all();
+    }
+    return;
   }
   const bool first = !observed_;
   observed_ = true;

@@ -65,6 +65,10 @@ struct ReconcilerOptions {
 struct ReconcilerStats {
   std::atomic<uint64_t> patches{0};
   std::atomic<uint64_t> drift_repairs{0};
+  // Views that differed from the desired value but were no newer than the
+  // agent's last write (a lagging watch, or a history restored from a
+  // backup): each made the agent read the Node again.
+  std::atomic<uint64_t> stale_views{0};
   std::atomic<uint64_t> fights{0};
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> lists{0};

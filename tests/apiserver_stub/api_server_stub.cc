@@ -362,8 +362,9 @@ void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
     }
   }
   res.set_chunked_content_provider(
-      "application/json", [this, name, from, epoch, restart_epoch, first, deadline, bookmark_at](
-                              size_t, httplib::DataSink& sink) mutable {
+      "application/json",
+      [this, name, from, epoch, restart_epoch, first, deadline, bookmark_at](
+          size_t, httplib::DataSink& sink) mutable {
         if (!first.empty()) {
           const std::string line = std::move(first);
           first.clear();
@@ -408,7 +409,14 @@ void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
           return sink.write(line.data(), line.size());
         }
         return true;
+      },
+      [this](bool) {
+        std::lock_guard<std::mutex> lock(mu_);
+        --open_watches_;
       });
+  // Counted until httplib releases the stream (the releaser above).
+  std::lock_guard<std::mutex> lock(mu_);
+  ++open_watches_;
 }
 
 ApiServerStub::~ApiServerStub() {
@@ -617,6 +625,24 @@ void ApiServerStub::Restart() {
   cv_.notify_all();
 }
 
+void ApiServerStub::TakeBackup() {
+  std::lock_guard<std::mutex> lock(mu_);
+  backup_ = nodes_;
+}
+
+void ApiServerStub::RestoreBackup(uint64_t bump) {
+  Restart();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_ = backup_;
+    rv_ += bump;
+    // The watch cache starts at the restored store's revision; everything
+    // before it is compacted.
+    cache_start_ = cache_rv_ = rv_;
+  }
+  cv_.notify_all();
+}
+
 void ApiServerStub::TouchOtherObjects(int writes) {
   std::lock_guard<std::mutex> lock(mu_);
   rv_ += static_cast<uint64_t>(writes);
@@ -654,6 +680,11 @@ int ApiServerStub::get_count() const {
   std::lock_guard<std::mutex> l(mu_);
   return gets_;
 }
+int ApiServerStub::open_watches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_watches_;
+}
+
 int ApiServerStub::watch_count() const {
   std::lock_guard<std::mutex> l(mu_);
   return watches_;

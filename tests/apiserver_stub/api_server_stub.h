@@ -99,6 +99,15 @@ class ApiServerStub {
   // the restart is cut off unanswered (the old process is gone), and the
   // watch cache starts again at the current revision.
   void Restart();
+  // etcd backed up: the Nodes as they are now.
+  void TakeBackup();
+  // etcd restored from the last backup as the Kubernetes docs direct
+  // (`etcdutl snapshot restore --bump-revision N --mark-compacted`, then
+  // every kube-apiserver restarted): the Nodes go back to the backup's
+  // content and versions, the revision jumps `bump` past the current one,
+  // every earlier version is compacted (a watch naming one is answered
+  // 410), and connections break off as in Restart().
+  void RestoreBackup(uint64_t bump);
   // Writes to objects of other kinds: the revision moves on, no Node event.
   void TouchOtherObjects(int writes);
   // Node events the watch cache keeps (default 100, as kube-apiserver's).
@@ -115,6 +124,8 @@ class ApiServerStub {
   int patch_count() const;
   int get_count() const;
   int watch_count() const;
+  // Watches answered 200 whose stream is still open.
+  int open_watches() const;
   int list_count() const;
   // Watches answered with 410 (too old).
   int expired_count() const;
@@ -171,7 +182,8 @@ class ApiServerStub {
   std::condition_variable cv_;
   bool stopping_ = false;
   uint64_t rv_ = 100;
-  std::map<std::string, std::string> nodes_;  // name -> JSON
+  std::map<std::string, std::string> nodes_;   // name -> JSON
+  std::map<std::string, std::string> backup_;  // TakeBackup's copy of nodes_
   std::deque<Event> events_;
   std::map<std::string, std::pair<bool, std::string>> tokens_;
   std::function<void()> on_unauthorized_;
@@ -199,6 +211,7 @@ class ApiServerStub {
   std::set<std::string> forbidden_;
   std::vector<Request> requests_;
   int patches_ = 0, gets_ = 0, watches_ = 0, lists_ = 0, expired_ = 0, cut_ = 0;
+  int open_watches_ = 0;
   std::vector<long> watch_timeouts_;
   std::vector<std::string> patch_bodies_, patch_types_;
   std::set<std::string> calls_;

@@ -226,6 +226,28 @@ TEST_F(StaticModeTest, ApiServerRestartCostsAFewRequestsNotALoop) {
   ASSERT_TRUE(CapacityIs(api, "8", std::chrono::seconds(5))) << Log();
 }
 
+// etcd restored from a backup the documented way (revisions bumped, the
+// older ones compacted, every kube-apiserver restarted): the Node is back
+// at the backup's content and version, older than the agent's own last
+// write. The agent's watch is answered 410, it lists, and the listed Node
+// (stale by version, wrong by content) makes it read the Node again and
+// repair it, well before the resync timer (an hour here) would.
+TEST_F(StaticModeTest, EtcdRestoredFromABackupIsRepairedWithoutWaitingForTheResync) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api, {"--resync-interval", "1h"});
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  api.TakeBackup();
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 2 79"));
+  ASSERT_TRUE(CapacityIs(api, "7")) << Log();
+  api.RestoreBackup(/*bump=*/1000);
+  ASSERT_EQ(api.Capacity("gpu-node-1", kGpu), "8");
+  // The broken watch is opened again within the reconnect spread (10 s).
+  ASSERT_TRUE(CapacityIs(api, "7", std::chrono::seconds(20))) << Log();
+  EXPECT_GE(api.expired_count(), 1) << Log();
+  EXPECT_EQ(Log().find("could not reconcile"), std::string::npos) << Log();
+}
+
 // The first request after a restart goes over the kept-alive connection
 // the old server process had: it is cut off unanswered. The agent sends it
 // again at once on a new connection: no warning, no backoff.
