@@ -2,8 +2,11 @@
 # Builds the libFuzzer targets (clang, ASan + UBSan, build-fuzz/) and fuzzes
 # each for N seconds, then prints one row per target: CPU seconds, execs/s,
 # corpus size, coverage features and findings.
-#   scripts/fuzz.sh [--seconds N] [--jobs J] [--regress] [TARGET...]
+#   scripts/fuzz.sh [--seconds N | --cpu-seconds N] [--jobs J] [--regress] [TARGET...]
 #     --seconds N  fuzz each target for N seconds of wall time (default 60)
+#     --cpu-seconds N  fuzz each target until it has used N seconds of CPU
+#                  (on a shared machine wall time says little; run at a low
+#                  priority with `nice` beside other work)
 #     --jobs J     run J targets at once (default 1)
 #     --regress    only run each target once over its checked-in corpus
 # A finding (crash, an input taking over 1 s, over 256 MiB of memory) is
@@ -16,12 +19,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=60
+cpu_goal=0
 jobs=1
 regress=0
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
+    --cpu-seconds) cpu_goal=$2; seconds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --regress) regress=1; shift ;;
     -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
@@ -104,7 +109,7 @@ run_one() {
     [ -n "$last" ] && last_status=$last
     local new
     new=$(ls "$findings" | grep -vxF -f "$seg.before" || true)
-    [ -z "$new" ] && break
+    [ -z "$new" ] && [ "$cpu_goal" -eq 0 ] && break
     local resumed=0
     for f in $new; do
       if [[ $f == timeout-* ]] &&
@@ -117,8 +122,15 @@ run_one() {
         found=$((found + 1))
       fi
     done
-    left=$((seconds - (SECONDS - start)))
-    [ "$resumed" -eq 1 ] && [ "$found" -eq 0 ] && [ "$left" -gt 5 ] || break
+    [ "$found" -eq 0 ] || break
+    if [ "$cpu_goal" -gt 0 ]; then
+      # Another segment for the CPU time still owed (the corpus carries over).
+      left=$(awk -v g="$cpu_goal" -v c="$cpu_total" 'BEGIN { l = g - c; printf "%d", (l > 0 ? l + 1 : 0) }')
+      [ "$left" -gt 5 ] || break
+    else
+      left=$((seconds - (SECONDS - start)))
+      [ "$resumed" -eq 1 ] && [ "$left" -gt 5 ] || break
+    fi
   done
   local ft corp execs
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"${last_status:-}")
@@ -128,7 +140,11 @@ run_one() {
     "${corp:-?}" "${ft:-?}" "$found" "$unconfirmed" >"$build/logs/$t.row"
 }
 
-echo "fuzz.sh: ${#targets[@]} targets, ${seconds}s each, $jobs at a time"
+if [ "$cpu_goal" -gt 0 ]; then
+  echo "fuzz.sh: ${#targets[@]} targets, ${cpu_goal} CPU seconds each, $jobs at a time"
+else
+  echo "fuzz.sh: ${#targets[@]} targets, ${seconds}s each, $jobs at a time"
+fi
 running=0
 for t in "${targets[@]}"; do
   run_one "$t" &

@@ -4,10 +4,13 @@
 //    stand-in: 8 clients calling Allocate and GetPreferredAllocation without
 //    pause; kubelet restarts, streams the kubelet drops, XIDs (recoverable
 //    and reset-class, then resets), event-wait error bursts, SIGHUP with
-//    alternating configs;
+//    alternating configs; the agent SIGKILLed and started again;
 //  - static mode against the API server stand-in: 5xx and 429 on PATCH,
 //    dropped GETs, 410 on watches, an API server restart, hung LISTs, error
-//    events on watches, the kubelet zeroing the value, XIDs and resets.
+//    events on watches, the kubelet zeroing the value, XIDs and resets,
+//    token rotation, the Node deleted and re-created, etcd restored from a
+//    backup, the agent SIGKILLed (mid-PATCH) and started again; every value
+//    the agent PATCHes is one the GPUs called for.
 // Every violation is printed with the seed and the step; a results table
 // (requests, faults by kind, re-registration and convergence times, fd /
 // threads / RSS drift) ends the run. Exit 0 only without violations.
@@ -147,6 +150,7 @@ class Stop {
 };
 
 struct Usage {
+  pid_t pid = 0;
   int fds = 0, threads = 0;
   long rss_kib = 0;
   double cpu_s = 0;
@@ -154,6 +158,7 @@ struct Usage {
 
 Usage Sample(pid_t pid) {
   Usage u;
+  u.pid = pid;
   u.fds = CountOpenFds(pid);
   u.threads = CountThreads(pid);
   const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
@@ -212,29 +217,73 @@ std::vector<std::string> Uuids(const std::string& fixture) {
   return out;
 }
 
+// When the next SIGKILL may come: 45 s into the run, then every 8 to 12
+// minutes, so each process lives long enough for its own drift to show.
+class KillPace {
+ public:
+  explicit KillPace(std::mt19937* rng)
+      : rng_(rng), next_(Clock::now() + std::chrono::seconds(45)) {}
+  bool Due() {
+    if (Clock::now() < next_ || (*rng_)() % 10 != 0) return false;
+    next_ = Clock::now() + std::chrono::minutes(8) + std::chrono::seconds((*rng_)() % 240);
+    return true;
+  }
+
+ private:
+  std::mt19937* rng_;
+  Clock::time_point next_;
+};
+
+// Every agent process a side ran: the one running last, and the ones killed.
+class Agents {
+ public:
+  void Launch(std::vector<std::string> argv, std::map<std::string, std::string> env) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (current_) past_.push_back(std::move(current_));
+    current_ = std::make_unique<Subprocess>(std::move(argv), std::move(env));
+    pid_ = current_->pid();
+  }
+  // REQUIRES: called from the side's schedule thread, or after it ended.
+  Subprocess& current() { return *current_; }
+  pid_t pid() const { return pid_.load(); }
+  int launches() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(past_.size()) + (current_ ? 1 : 0);
+  }
+  // Every process's log, oldest first, each under a header.
+  std::string Logs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string out;
+    int n = 0;
+    for (const auto& a : past_)
+      out += "=== process " + std::to_string(++n) + " (SIGKILLed)\n" + a->Stderr();
+    if (current_) out += "=== process " + std::to_string(++n) + "\n" + current_->Stderr();
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Subprocess>> past_;
+  std::unique_ptr<Subprocess> current_;
+  std::atomic<pid_t> pid_{0};
+};
+
 // ---------------------------------------------------------------- plugin
 
 class PluginSide {
  public:
   PluginSide(uint32_t seed, Report* report, Stop* stop)
-      : seed_(seed), report_(report), stop_(stop), sim_(dir_.path()), rng_(seed) {}
+      : seed_(seed), report_(report), stop_(stop), sim_(dir_.path()), rng_(seed), kills_(&rng_) {}
 
   bool Start() {
     if (!WriteFixtureSysfs(FixturePath("8-gpu-nvlink.yaml"), dir_.Join("sys"))) return false;
     uuids_ = Uuids(FixturePath("8-gpu-nvlink.yaml"));
     WriteConfig();
     if (!sim_.Start()) return false;
-    auto env = FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml"));
-    env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
-    agent_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinaryPath(), "run", "--config", dir_.Join("c.yaml"),
-                                 "--kubelet-socket", sim_.socket(), "--sysfs-root",
-                                 dir_.Join("sys"), "--health-recovery-period", "500ms",
-                                 "--stream-grace-period", "300ms"},
-        env);
+    Launch();
     return sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(20));
   }
-  Subprocess& agent() { return *agent_; }
+  Agents& agents() { return agents_; }
 
   void RunClients(int n) {
     for (int i = 0; i < n; ++i) clients_.emplace_back([this, i] { Client(seed_ * 31 + i); });
@@ -245,15 +294,53 @@ class PluginSide {
 
   void RunSchedule() {
     for (int step = 0; stop_->Pace(milliseconds(200 + rng_() % 800)); ++step) {
-      if (!agent_->Running() || SanitizerSaid(agent_->Stderr())) {
+      if (!agent().Running() || SanitizerSaid(agent().Stderr())) {
         report_->Violation("plugin", seed_, step, "the agent exited or a sanitizer spoke");
         return;
       }
-      Step(step);
+      if (kills_.Due()) {
+        Kill(step);
+      } else {
+        Step(step);
+      }
     }
   }
 
  private:
+  Subprocess& agent() { return agents_.current(); }
+  void Launch() {
+    auto env = FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml"));
+    env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
+    agents_.Launch({BinaryPath(), "run", "--config", dir_.Join("c.yaml"), "--kubelet-socket",
+                    sim_.socket(), "--sysfs-root", dir_.Join("sys"), "--health-recovery-period",
+                    "500ms", "--stream-grace-period", "300ms"},
+                   env);
+  }
+  // SIGKILL at whatever point the agent is (serving, registering,
+  // reloading: the schedule's last step decides), then the same command
+  // again. Its old socket is still in the plugin folder: the new process
+  // must replace it and register. The NVML stand-in's state lives in the
+  // agent's process, so the new one sees every GPU healthy, as a real
+  // driver would after the GPUs were reset.
+  void Kill(int step) {
+    report_->Fault("plugin: agent SIGKILLed and started again");
+    Disturbed();
+    agent().Signal(SIGKILL);
+    agent().Wait(std::chrono::seconds(5));
+    out_.clear();
+    const int before = sim_.registrations();
+    const auto t0 = Clock::now();
+    Launch();
+    // Start to registered, under a loaded machine and ASan: 3 s.
+    if (sim_.WaitForRegistrations(before + 1, std::chrono::seconds(3))) {
+      report_->Time("plugin: registered after a SIGKILL and start", Ms(Clock::now() - t0));
+    } else {
+      const bool late = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(30));
+      report_->Violation("plugin", seed_, step, late,
+                         "not registered within 3 s of starting again after a SIGKILL");
+    }
+    ExpectAllocatable(step, "a SIGKILL and start", std::chrono::seconds(2));
+  }
   int Replicas() const { return on_b_ ? 2 : 1; }
   // A GPU comes back when the health thread next looks: after the quiet
   // period (500 ms), within 3 s. After a burst of failed event waits (3 to
@@ -293,7 +380,7 @@ class PluginSide {
                          after + ": allocatable " + std::to_string(seen) + ", want " +
                              std::to_string(Expected()) + " within " +
                              std::to_string(limit.count()) + " ms" +
-                             (said_++ ? "" : "; the agent's log ends:\n" + Tail(agent_->Stderr())));
+                             (said_++ ? "" : "; the agent's log ends:\n" + Tail(agent().Stderr())));
     }
   }
 
@@ -324,7 +411,7 @@ class PluginSide {
       on_b_ = !on_b_;
       WriteConfig();
       const int before = sim_.registrations();
-      agent_->Signal(SIGHUP);
+      agent().Signal(SIGHUP);
       if (!sim_.WaitForRegistrations(before + 1, std::chrono::seconds(2))) {
         const bool late = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(30));
         report_->Violation("plugin", seed_, step, late,
@@ -419,7 +506,8 @@ class PluginSide {
   TempDir dir_;
   KubeletSimulator sim_;
   std::mt19937 rng_;
-  std::unique_ptr<Subprocess> agent_;
+  KillPace kills_;
+  Agents agents_;
   std::vector<std::string> uuids_;
   std::set<int> out_;  // GPUs off the bus, waiting for a reset
   int said_ = 0;       // violations reported (the first brings the log)
@@ -434,7 +522,7 @@ class PluginSide {
 class StaticSide {
  public:
   StaticSide(uint32_t seed, Report* report, Stop* stop)
-      : seed_(seed), report_(report), stop_(stop), rng_(seed ^ 0x5eedu) {}
+      : seed_(seed), report_(report), stop_(stop), rng_(seed ^ 0x5eedu), kills_(&rng_) {}
 
   bool Start() {
     api_ = std::make_unique<ApiServerStub>();
@@ -442,33 +530,97 @@ class StaticSide {
     api_->AllowToken("token-0");
     dir_.Write("token", "token-0");
     uuids_ = Uuids(FixturePath("8-gpu-pcie.yaml"));
-    auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
-    env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
-    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
-    // Short watches and re-reads: more of the paths a fleet runs in an hour.
-    agent_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinaryPath(), "run", "--mode", "static", "--node-name", kNode,
-                                 "--server", api_->url(), "--token-file", dir_.Join("token"),
-                                 "--health-recovery-period", "500ms", "--watch-timeout", "2s",
-                                 "--resync-interval", "5s"},
-        env);
-    return WaitFor([&] { return api_->Capacity(kNode, kGpu) == "8"; }, std::chrono::seconds(20));
+    Launch();
+    allowed_.insert(Expected());
+    const bool up =
+        WaitFor([&] { return api_->Capacity(kNode, kGpu) == "8"; }, std::chrono::seconds(20));
+    api_->TakeBackup();
+    return up;
   }
-  Subprocess& agent() { return *agent_; }
+  Agents& agents() { return agents_; }
 
   void RunSchedule() {
     for (int step = 0; stop_->Pace(milliseconds(300 + rng_() % 1000)); ++step) {
-      if (!agent_->Running() || SanitizerSaid(agent_->Stderr())) {
+      if (!agent().Running() || SanitizerSaid(agent().Stderr())) {
         report_->Violation("static", seed_, step, "the agent exited or a sanitizer spoke");
         return;
       }
-      Step(step);
+      if (kills_.Due()) {
+        Kill(step);
+      } else {
+        Step(step);
+      }
+      CheckWrites(step);
     }
   }
 
  private:
+  Subprocess& agent() { return agents_.current(); }
+  void Launch() {
+    auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
+    env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
+    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
+    // Short watches and re-reads: more of the paths a fleet runs in an hour.
+    agents_.Launch({BinaryPath(), "run", "--mode", "static", "--node-name", kNode, "--server",
+                    api_->url(), "--token-file", dir_.Join("token"), "--health-recovery-period",
+                    "500ms", "--watch-timeout", "2s", "--resync-interval", "5s"},
+                   env);
+  }
   std::string Expected() const { return std::to_string(8 - out_.size()); }
   void Nvml(const std::string& cmd) { WriteFifo(dir_.Join("nvml.ctl"), cmd); }
+  // The GPUs' state changes: the value the agent writes next may be the
+  // old one (a PATCH already on its way) or the new one.
+  void OutChanged() { allowed_.insert(Expected()); }
+
+  // Every capacity value the agent PATCHed since the last look is one the
+  // GPUs called for at some point since then: never a removal, a value
+  // from nowhere, or one half-written by a process killed mid-request.
+  void CheckWrites(int step) {
+    const std::vector<std::string> bodies = api_->patch_bodies();
+    const std::string key = "\"path\":\"/status/capacity/nvidia.com~1gpu\"";
+    for (; checked_ < bodies.size(); ++checked_) {
+      const std::string& b = bodies[checked_];
+      for (size_t at = b.find(key); at != std::string::npos; at = b.find(key, at + 1)) {
+        // The operation's object around the path: {"op":...,"path":...,"value":...}.
+        const size_t open = b.rfind('{', at);
+        const size_t close = b.find('}', at);
+        const std::string op = b.substr(open, close - open + 1);
+        if (op.find("\"op\":\"test\"") != std::string::npos) continue;
+        const size_t v = op.find("\"value\":\"");
+        const std::string value =
+            v == std::string::npos ? "(none)" : op.substr(v + 9, op.find('"', v + 9) - v - 9);
+        if (allowed_.count(value) == 0) {
+          std::string want;
+          for (const auto& a : allowed_) want += (want.empty() ? "" : ", ") + a;
+          report_->Violation(
+              "static", seed_, step,
+              "the agent wrote capacity " + value + " (" + op + "); the GPUs called for " + want);
+        }
+      }
+    }
+    allowed_ = {Expected()};
+  }
+
+  // SIGKILL mid-PATCH: a GPU falls off the bus, the PATCH it causes is held
+  // by the server, the agent is killed with it in flight, then the server
+  // answers it (a server applies what it received) and the agent starts
+  // again with the same command. The stand-in's state lives in the agent's
+  // process: the new one sees every GPU healthy (8), as after resets.
+  void Kill(int step) {
+    report_->Fault("static: agent SIGKILLed mid-PATCH and started again");
+    api_->HangPatches(true);
+    Flip();
+    const bool held = WaitFor([&] { return api_->held_patches() > 0; }, std::chrono::seconds(3));
+    agent().Signal(SIGKILL);
+    agent().Wait(std::chrono::seconds(5));
+    api_->HangPatches(false);
+    if (!held) report_->Fault("static: (the SIGKILL came before its PATCH)");
+    out_.clear();
+    OutChanged();
+    Launch();
+    // Start, discovery, LIST and PATCH on a loaded machine, under ASan: 4 s.
+    Converge(step, "a SIGKILL and start", milliseconds(4000));
+  }
   // What makes the agent send a PATCH through a fault: a GPU falls off the
   // bus or comes back from a reset. (The kubelet zeroing the value would do
   // too, but three of those within 2 minutes look like another writer, and
@@ -479,10 +631,12 @@ class StaticSide {
       std::advance(it, rng_() % out_.size());
       Nvml("reset " + std::to_string(*it));
       out_.erase(it);
+      OutChanged();
     } else {
       int g = static_cast<int>(rng_() % uuids_.size());
       while (out_.count(g)) g = (g + 1) % static_cast<int>(uuids_.size());
       out_.insert(g);
+      OutChanged();
       Nvml("xid " + std::to_string(g) + " 79");
     }
   }
@@ -504,11 +658,12 @@ class StaticSide {
       report_->Violation("static", seed_, step, late,
                          after + ": capacity " + seen + ", want " + Expected() + " within " +
                              std::to_string(limit.count()) + " ms" +
-                             (said_++ ? "" : "; the agent's log ends:\n" + Tail(agent_->Stderr())));
+                             (said_++ ? "" : "; the agent's log ends:\n" + Tail(agent().Stderr())));
     }
   }
 
   void Step(int step) {
+    if (rng_() % 20 == 0) api_->TakeBackup();  // etcd backed up now and then
     const int kind = static_cast<int>(rng_() % 100);
     if (kind < 15) {
       // The fault ends with the third failure; the reconciler's backoff
@@ -563,7 +718,16 @@ class StaticSide {
       api_->RevokeToken("token-" + std::to_string(token_ - 1));
       Flip();
       Converge(step, "a token rotation", milliseconds(3000));
-    } else if (kind < 77) {
+    } else if (kind < 76) {
+      // etcd restored from the last backup (the Node back at an older
+      // content and version, older versions compacted, API servers
+      // restarted). The agent sees it when its broken watch is opened
+      // again, after the reconnect spread (up to 10 s, so a fleet does not
+      // come back at once), is answered 410 and lists: 10 s + 2 s.
+      report_->Fault("static: etcd restored from a backup");
+      api_->RestoreBackup(1000 + rng_() % 1000);
+      Converge(step, "an etcd restore", milliseconds(12000));
+    } else if (kind < 78) {
       // The Node deleted and, a second later, registered again by its
       // kubelet (with no GPU capacity). The agent's PATCHes 404 meanwhile
       // and back off (0.5 s doubling): the bound allows for that.
@@ -576,6 +740,12 @@ class StaticSide {
       // At most two within the fight detector's 2 minutes.
       if (Clock::now() - last_zero_ < std::chrono::seconds(70)) return;
       last_zero_ = Clock::now();
+      // Only the watch sees the kubelet's write. A watch still broken by an
+      // earlier fault is opened again within the reconnect spread (10 s):
+      // that fault has not ended until then.
+      if (!WaitFor([&] { return api_->open_watches() > 0; }, std::chrono::seconds(12))) {
+        report_->Violation("static", seed_, step, "no watch open 12 s after the last fault");
+      }
       report_->Fault("static: the kubelet zeroes the value");
       Zero();
       Converge(step, "the kubelet zeroing", milliseconds(2000));
@@ -591,11 +761,14 @@ class StaticSide {
   Stop* const stop_;
   TempDir dir_;
   std::mt19937 rng_;
+  KillPace kills_;
   std::unique_ptr<ApiServerStub> api_;
-  std::unique_ptr<Subprocess> agent_;
+  Agents agents_;
   std::vector<std::string> uuids_;
   std::set<int> out_;
-  int said_ = 0;  // violations reported (the first brings the log)
+  std::set<std::string> allowed_;  // values the GPUs called for since the last CheckWrites
+  size_t checked_ = 0;             // PATCH bodies CheckWrites has looked at
+  int said_ = 0;                   // violations reported (the first brings the log)
   Clock::time_point last_zero_{};
   int token_ = 0;
 };
@@ -624,10 +797,20 @@ void PrintUsage(const Samples& s) {
 // A leak grows with every restart, reload or request: hundreds over an hour.
 // gRPC's and httplib's pools grow and shrink lazily, so the first sample
 // (after a minute of load) may sit a little below where they settle.
-void CheckDrift(const char* who, const std::vector<Usage>& v, uint32_t seed, Report* report) {
-  if (v.size() < 3) return;  // too short to tell a trend
-  const Usage& a = v[1];     // after the first minute's warm-up
-  const Usage& b = v.back();
+// A SIGKILL starts a new process: the trend is judged over the longest run
+// of samples from one process.
+void CheckDrift(const char* who, const std::vector<Usage>& all, uint32_t seed, Report* report) {
+  size_t first = 0, n = 0;  // the longest run of one process's samples
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    while (j < all.size() && all[j].pid == all[i].pid) ++j;
+    if (j - i > n) first = i, n = j - i;
+    i = j;
+  }
+  if (n < 3) return;                // too short to tell a trend
+  const Usage& a = all[first + 1];  // after the process's first minute's warm-up
+  const Usage& b = all[first + n - 1];
+  std::printf("soak: %s judged on minutes %zu to %zu (one process)\n", who, first + 2, first + n);
   if (b.fds > a.fds + 16) {
     report->Violation(
         who, seed, -1,
@@ -682,18 +865,18 @@ int Main(int argc, char** argv) {
   PluginSide plugin(seed, &report, &stop);
   StaticSide stat(seed, &report, &stop);
   if (!plugin.Start()) {
-    std::fprintf(stderr, "soak: plugin mode did not come up\n%s", plugin.agent().Stderr().c_str());
+    std::fprintf(stderr, "soak: plugin mode did not come up\n%s", plugin.agents().Logs().c_str());
     return 2;
   }
   if (!stat.Start()) {
-    std::fprintf(stderr, "soak: static mode did not come up\n%s", stat.agent().Stderr().c_str());
+    std::fprintf(stderr, "soak: static mode did not come up\n%s", stat.agents().Logs().c_str());
     return 2;
   }
   Samples samples;
   std::thread sampler([&] {
     while (stop.Pace(std::chrono::seconds(60))) {
-      samples.plugin.push_back(Sample(plugin.agent().pid()));
-      samples.stat.push_back(Sample(stat.agent().pid()));
+      samples.plugin.push_back(Sample(plugin.agents().pid()));
+      samples.stat.push_back(Sample(stat.agents().pid()));
       std::printf(
           "soak: minute %zu: plugin fds %d threads %d RSS %ld KiB; static fds %d threads "
           "%d RSS %ld KiB; %llu Allocates\n",
@@ -713,7 +896,7 @@ int Main(int argc, char** argv) {
   static_schedule.join();
   plugin.JoinClients();
   sampler.join();
-  for (Subprocess* a : {&plugin.agent(), &stat.agent()}) {
+  for (Subprocess* a : {&plugin.agents().current(), &stat.agents().current()}) {
     a->Signal(SIGTERM);
     const int code = a->Wait(std::chrono::seconds(20));
     if (code != 0 || SanitizerSaid(a->Stderr())) {
@@ -725,11 +908,11 @@ int Main(int argc, char** argv) {
   }
   if (const char* dir = std::getenv("SOAK_LOG_DIR"); dir != nullptr && *dir != '\0') {
     for (auto [name, a] :
-         {std::pair{"plugin", &plugin.agent()}, std::pair{"static", &stat.agent()}}) {
+         {std::pair{"plugin", &plugin.agents()}, std::pair{"static", &stat.agents()}}) {
       const std::string path =
           std::string(dir) + "/soak-" + std::to_string(seed) + "-" + name + ".log";
       if (FILE* f = std::fopen(path.c_str(), "w")) {
-        const std::string log = a->Stderr();
+        const std::string log = a->Logs();
         std::fwrite(log.data(), 1, log.size(), f);
         std::fclose(f);
         std::printf("soak: %s agent's log: %s\n", name, path.c_str());
@@ -740,6 +923,8 @@ int Main(int argc, char** argv) {
   CheckDrift("static drift", samples.stat, seed, &report);
   report.Print();
   PrintUsage(samples);
+  std::printf("| agent processes (each SIGKILL starts one more): plugin / static | %d / %d |\n",
+              plugin.agents().launches(), stat.agents().launches());
   const bool failed = report.violations() > 0 || (!timing_advisory && report.late() > 0);
   if (timing_advisory && report.late() > 0) {
     std::printf("soak: %zu late values reported, not failed (--timing-advisory)\n", report.late());
