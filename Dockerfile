@@ -17,6 +17,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 # runtime-packages-end
 COPY --from=build /build/gpu-agent /usr/bin/gpu-agent
+# NVIDIA's command name: a DaemonSet that runs nvidia-device-plugin (with its
+# flags and env) runs gpu-agent unchanged when only the image changes.
+RUN ln -s gpu-agent /usr/bin/nvidia-device-plugin
 COPY config/ /etc/gpu-agent/examples/
 USER 0
 ENTRYPOINT ["/usr/bin/gpu-agent"]

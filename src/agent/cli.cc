@@ -3,12 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "agent/capacity_command.h"
 #include "agent/cdi_command.h"
 #include "agent/commands.h"
 #include "agent/config_schema.h"
+#include "agent/nvidia_compat.h"
 #include "agent/version.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -23,47 +25,136 @@ struct ConfigFlags {
   CLI::Option* config_option = nullptr;
   std::map<std::string, std::string> raw;  // setting key -> text
   std::map<std::string, CLI::Option*> options;
+  std::map<std::string, std::string> ignored_raw;  // NVIDIA flag -> text
+  std::map<std::string, CLI::Option*> ignored_options;
 };
 
-void AddConfigFlags(CLI::App* cmd, ConfigFlags* flags) {
+// Which of the config flags a subcommand takes, and how its help shows them.
+struct FlagSelection {
+  std::function<bool(std::string_view key)> applies;  // empty: every setting
+  bool nvidia_ignored = true;  // NVIDIA's flags that gpu-agent accepts and ignores
+  bool grouped = false;        // help sections by mode
+  bool node_alias = false;     // --node as a second name of --node-name
+};
+
+constexpr const char* kGroupCommon = "Common";
+constexpr const char* kGroupPlugin = "Plugin mode";
+constexpr const char* kGroupStatic = "Static mode";
+constexpr const char* kGroupIgnored = "NVIDIA compatibility (accepted, ignored)";
+
+// The help section of a setting in `run --help`: the mode that reads it.
+const char* GroupOf(std::string_view key) {
+  if (key == "flags.gdsEnabled" || key == "flags.mofedEnabled") return kGroupIgnored;
+  if (key == "flags.plugin.containerDriverRoot") return kGroupCommon;  // where NVML is loaded
+  if (key.starts_with("flags.plugin.") || key.starts_with("kubelet.") || key.starts_with("cdi.") ||
+      key == "procRoot" || key == "flags.nvidiaDevRoot") {
+    return kGroupPlugin;
+  }
+  if (key.starts_with("static.") || key.starts_with("apiServer.") || key == "nodeName") {
+    return kGroupStatic;
+  }
+  return kGroupCommon;
+}
+
+std::string SettingHelp(const Setting& s, std::string* name) {
+  std::string help(s.help);
+  for (const SettingAlias& a : SettingAliases()) {
+    if (a.key == s.key && !a.flag.empty()) {
+      StrAppend(name, ",--", a.flag);
+      StrAppend(&help, " (also --", a.flag, a.env.empty() ? "" : StrCat(", env ", a.env), ")");
+    }
+  }
+  if (!s.env.empty()) StrAppend(&help, " (env ", s.env, ")");
+  if (!s.choices.empty()) {
+    StrAppend(&help, " [");
+    for (size_t i = 0; i < s.choices.size(); ++i) {
+      StrAppend(&help, i ? "|" : "", s.choices[i]);
+    }
+    StrAppend(&help, "]");
+  }
+  return help;
+}
+
+void AddSettingFlag(CLI::App* cmd, const Setting& s, const FlagSelection& sel, ConfigFlags* flags) {
+  std::string name = StrCat("--", s.flag);
+  if (sel.node_alias && s.key == "nodeName") StrAppend(&name, ",--node");
+  const std::string help = SettingHelp(s, &name);
+  std::string& target = flags->raw[std::string(s.key)];
+  CLI::Option* opt = s.kind == SettingKind::kBool
+                         ? cmd->add_flag(StrCat(name, "{true}"), target, help)
+                         : cmd->add_option(name, target, help);
+  if (s.key == "apiServer.proxy") {
+    // --proxy alone means the kubectl proxy default address.
+    opt->expected(0, 1)->default_str("http://127.0.0.1:8001");
+  }
+  if (sel.grouped) opt->group(GroupOf(s.key));
+  flags->options[std::string(s.key)] = opt;
+}
+
+void AddIgnoredFlag(CLI::App* cmd, const IgnoredNvidiaFlag& f, const FlagSelection& sel,
+                    ConfigFlags* flags) {
+  const std::string name = StrCat("--", f.flag);
+  std::string help = StrCat("ignored: ", f.reason, " (env ", f.env, ")");
+  if (!f.choices.empty()) {
+    std::vector<std::string> choices(f.choices.begin(), f.choices.end());
+    StrAppend(&help, " [", StrJoin(choices, "|"), "]");
+  }
+  std::string& target = flags->ignored_raw[std::string(f.flag)];
+  CLI::Option* opt = f.kind == IgnoredFlagKind::kBool
+                         ? cmd->add_flag(StrCat(name, "{true}"), target, help)
+                         : cmd->add_option(name, target, help);
+  if (sel.grouped) opt->group(kGroupIgnored);
+  flags->ignored_options[std::string(f.flag)] = opt;
+}
+
+void AddConfigFlags(CLI::App* cmd, ConfigFlags* flags, const FlagSelection& sel = {}) {
   flags->config_option =
       cmd->add_option("--config,--config-file", flags->config_file,
                       "YAML config file (env CONFIG_FILE); NVIDIA device-plugin files load as is");
-  for (const Setting& s : Settings()) {
-    if (s.flag.empty()) continue;
-    std::string name = StrCat("--", s.flag);
-    std::string help(s.help);
-    for (const SettingAlias& a : SettingAliases()) {
-      if (a.key == s.key && !a.flag.empty()) {
-        StrAppend(&name, ",--", a.flag);
-        StrAppend(&help, " (also --", a.flag, a.env.empty() ? "" : StrCat(", env ", a.env), ")");
-      }
+  if (sel.grouped) flags->config_option->group(kGroupCommon);
+  // Grouped: one section after the other, so help lists each mode's flags together.
+  const std::vector<const char*> groups =
+      sel.grouped
+          ? std::vector<const char*>{kGroupCommon, kGroupPlugin, kGroupStatic, kGroupIgnored}
+          : std::vector<const char*>{nullptr};
+  for (const char* group : groups) {
+    for (const Setting& s : Settings()) {
+      if (s.flag.empty()) continue;
+      if (sel.applies && !sel.applies(s.key)) continue;
+      if (group != nullptr && std::string_view(GroupOf(s.key)) != group) continue;
+      AddSettingFlag(cmd, s, sel, flags);
     }
-    if (!s.env.empty()) StrAppend(&help, " (env ", s.env, ")");
-    if (!s.choices.empty()) {
-      StrAppend(&help, " [");
-      for (size_t i = 0; i < s.choices.size(); ++i) {
-        StrAppend(&help, i ? "|" : "", s.choices[i]);
-      }
-      StrAppend(&help, "]");
-    }
-    std::string& target = flags->raw[std::string(s.key)];
-    CLI::Option* opt = s.kind == SettingKind::kBool
-                           ? cmd->add_flag(StrCat(name, "{true}"), target, help)
-                           : cmd->add_option(name, target, help);
-    if (s.key == "apiServer.proxy") {
-      // --proxy alone means the kubectl proxy default address.
-      opt->expected(0, 1)->default_str("http://127.0.0.1:8001");
-    }
-    flags->options[std::string(s.key)] = opt;
+  }
+  if (sel.nvidia_ignored) {
+    for (const IgnoredNvidiaFlag& f : IgnoredNvidiaFlags()) AddIgnoredFlag(cmd, f, sel, flags);
   }
   // Mutually exclusive connection choices, caught at parse time.
-  auto* proxy = flags->options["apiServer.proxy"];
-  proxy->excludes(flags->options["apiServer.server"]);
-  proxy->excludes(flags->options["apiServer.kubeconfig"]);
-  proxy->excludes(flags->options["apiServer.context"]);
-  flags->options["apiServer.insecureSkipTLSVerify"]->excludes(
-      flags->options["apiServer.certificateAuthority"]);
+  auto opt = [&](const char* key) -> CLI::Option* {
+    auto it = flags->options.find(key);
+    return it == flags->options.end() ? nullptr : it->second;
+  };
+  if (CLI::Option* proxy = opt("apiServer.proxy")) {
+    for (const char* other : {"apiServer.server", "apiServer.kubeconfig", "apiServer.context"}) {
+      if (CLI::Option* o = opt(other)) proxy->excludes(o);
+    }
+  }
+  if (CLI::Option* insecure = opt("apiServer.insecureSkipTLSVerify")) {
+    if (CLI::Option* ca = opt("apiServer.certificateAuthority")) insecure->excludes(ca);
+  }
+}
+
+// What `capacity <verb>` reads: the node, the resource, the connection, and
+// for `set` what --discover counts with and whether allocatable is written.
+std::function<bool(std::string_view)> CapacityApplies(const std::string& verb) {
+  return [verb](std::string_view key) {
+    // The node and the resource come from --node and --resource (or the
+    // config file and NODE_NAME), not from --node-name or --resource-name.
+    if (key.starts_with("apiServer.") || key.starts_with("log.")) return true;
+    if (verb != "set") return false;
+    return key == "static.allocatable" || key == "flags.migStrategy" ||
+           key.starts_with("devices.") || key == "flags.nvidiaDriverRoot" ||
+           key == "flags.plugin.containerDriverRoot" || key == "sysfsRoot";
+  };
 }
 
 ConfigRequest BuildRequest(const ConfigFlags& flags) {
@@ -81,6 +172,9 @@ ConfigRequest BuildRequest(const ConfigFlags& flags) {
     std::string value = flags.raw.at(key);
     if (key == "apiServer.proxy" && value.empty()) value = "http://127.0.0.1:8001";
     req.flags.emplace_back(key, value);
+  }
+  for (const auto& [flag, opt] : flags.ignored_options) {
+    if (opt->count() > 0) req.ignored_flags.emplace_back(flag, flags.ignored_raw.at(flag));
   }
   return req;
 }
@@ -102,19 +196,65 @@ int ReportConfigError(const absl::Status& s) {
   return kExitUsage;
 }
 
+enum class Invocation { kSubcommand, kImpliedRun, kNvidiaName, kVersion };
+
+// NVIDIA's plugin has no subcommands: its flags alone, or none, run it, and
+// `--version` prints the version. So gpu-agent runs `run` when it is started
+// under NVIDIA's program name, with no arguments, or with a flag first (but
+// not a help flag, which still shows the subcommands). Rewrites `args`.
+Invocation ResolveInvocation(std::vector<std::string>* args) {
+  std::string_view program = (*args)[0];
+  if (size_t slash = program.rfind('/'); slash != std::string_view::npos) {
+    program.remove_prefix(slash + 1);
+  }
+  const bool nvidia_name = program == kNvidiaPluginProgram;
+  if (args->size() == 2 && ((*args)[1] == "--version" || (nvidia_name && (*args)[1] == "-v"))) {
+    return Invocation::kVersion;
+  }
+  if (nvidia_name) {
+    args->insert(args->begin() + 1, "run");
+    return Invocation::kNvidiaName;
+  }
+  if (args->size() == 1) {
+    args->push_back("run");
+    return Invocation::kImpliedRun;
+  }
+  const std::string& first = (*args)[1];
+  if (first.size() > 1 && first[0] == '-' && first != "-h" && first != "--help" &&
+      first != "--help-all") {
+    args->insert(args->begin() + 1, "run");
+    return Invocation::kImpliedRun;
+  }
+  return Invocation::kSubcommand;
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv, const CliCommands& commands) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.empty()) args.push_back("gpu-agent");
+  const Invocation how = ResolveInvocation(&args);
+  if (how == Invocation::kVersion) {
+    std::printf("gpu-agent %s\n", kVersion);
+    return kExitOk;
+  }
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+
   CLI::App app(
       "gpu-agent makes a node's NVIDIA GPUs schedulable in Kubernetes: as a kubelet device "
-      "plugin (plugin mode) or by writing Node capacity (static mode).",
+      "plugin (plugin mode) or by writing Node capacity (static mode). Flags without a "
+      "subcommand (or none at all) run the agent, as NVIDIA's nvidia-device-plugin does.",
       "gpu-agent");
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
 
   CLI::App* run = app.add_subcommand("run", "run the agent (mode from the config or --mode)");
   ConfigFlags run_flags;
-  AddConfigFlags(run, &run_flags);
+  FlagSelection run_selection;
+  run_selection.grouped = true;
+  run_selection.node_alias = true;
+  AddConfigFlags(run, &run_flags, run_selection);
 
   CLI::App* devices = app.add_subcommand("devices", "list the GPUs NVML reports");
   ConfigFlags devices_flags;
@@ -163,7 +303,10 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
         verb, std::string(verb) == "set"   ? "set the resource in status.capacity (and allocatable)"
               : std::string(verb) == "get" ? "print the resource's capacity and allocatable"
                                            : "remove the resource from the Node");
-    AddConfigFlags(c->cmd, &c->flags);
+    FlagSelection selection;
+    selection.applies = CapacityApplies(c->req.verb);
+    selection.nvidia_ignored = false;
+    AddConfigFlags(c->cmd, &c->flags, selection);
     c->cmd->add_option("--node", c->req.node, "the Node (default: NODE_NAME)");
     c->cmd->add_option("--resource", c->req.resource,
                        "the extended resource (default: resourceName, nvidia.com/gpu)");
@@ -182,13 +325,13 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     capacity_cmds.push_back(std::move(c));
   }
 
-  if (argc > 1 && argv[1][0] != '-') {
+  if (args.size() > 1 && args[1][0] != '-') {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
-    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      std::string msg = StrCat("gpu-agent: unknown subcommand \"", argv[1], "\" (one of ",
+    if (std::find(names.begin(), names.end(), args[1]) == names.end()) {
+      std::string msg = StrCat("gpu-agent: unknown subcommand \"", args[1], "\" (one of ",
                                StrJoin(names, ", "), ")");
-      if (std::string near = ClosestMatch(argv[1], names); !near.empty()) {
+      if (std::string near = ClosestMatch(args[1], names); !near.empty()) {
         StrAppend(&msg, "; did you mean \"", near, "\"?");
       }
       std::fprintf(stderr, "%s\n", msg.c_str());
@@ -196,7 +339,7 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     }
   }
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(cargv.size()), cargv.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -239,6 +382,15 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   ConfigRequest req = BuildRequest(run_flags);
   absl::StatusOr<LoadedConfig> loaded = Load(req);
   if (!loaded.ok()) return ReportConfigError(loaded.status());
+  if (how == Invocation::kImpliedRun) {
+    loaded->notes.insert(loaded->notes.begin(),
+                         "no subcommand given: running the agent as `gpu-agent run` would "
+                         "(`gpu-agent --help` lists the subcommands)");
+  } else if (how == Invocation::kNvidiaName) {
+    loaded->notes.insert(loaded->notes.begin(),
+                         StrCat("started as ", kNvidiaPluginProgram,
+                                ": running the agent as `gpu-agent run` would"));
+  }
   return commands.run(req, *std::move(loaded));
 }
 

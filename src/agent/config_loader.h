@@ -34,6 +34,9 @@ struct ConfigRequest {
   std::string file_origin;  // how it was named: "flag --config", "env CONFIG_FILE"
   // Setting key -> raw text, for each flag given on the command line.
   std::vector<std::pair<std::string, std::string>> flags;
+  // NVIDIA flag name (without "--") -> raw text, for each flag of
+  // IgnoredNvidiaFlags() given: checked, noted, not applied.
+  std::vector<std::pair<std::string, std::string>> ignored_flags;
   EnvLookup env = ProcessEnv();
 };
 

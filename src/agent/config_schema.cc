@@ -109,14 +109,14 @@ const std::vector<Setting>& Table() {
        "GDS_ENABLED",
        K::kBool,
        {},
-       "accepted for compatibility with NVIDIA's plugin",
+       "ignored: Allocate sets no NVIDIA_GDS; give the pod NVIDIA_GDS=enabled itself",
        FIELD(flags.gds_enabled)},
       {"flags.mofedEnabled",
        "mofed-enabled",
        "MOFED_ENABLED",
        K::kBool,
        {},
-       "accepted for compatibility with NVIDIA's plugin",
+       "ignored: Allocate sets no NVIDIA_MOFED; give the pod NVIDIA_MOFED=enabled itself",
        FIELD(flags.mofed_enabled)},
       {"flags.plugin.passDeviceSpecs",
        "pass-device-specs",
@@ -392,6 +392,9 @@ const std::set<std::string_view>& IgnoredCompat() {
                                                            "flags.restartOnDeviceUnhealthy",
                                                            "flags.useNodeFeatureAPI",
                                                            "flags.deviceDiscoveryStrategy",
+                                                           "flags.gdrcopyEnabled",
+                                                           "flags.mpsRoot",
+                                                           "flags.plugin.cdiFeatureFlags",
                                                            "resources",
                                                            "imex"};
   return *keys;
@@ -428,6 +431,8 @@ const std::vector<SettingAlias>& SettingAliases() {
   static const auto* aliases = new std::vector<SettingAlias>{
       {"flags.plugin.nvidiaCTKPath", "nvidia-ctk-path", "NVIDIA_CTK_PATH"},
       {"flags.plugin.containerDriverRoot", "driver-root-ctr-path", "DRIVER_ROOT_CTR_PATH"},
+      {"flags.nvidiaDriverRoot", "driver-root", ""},
+      {"flags.nvidiaDevRoot", "nvidia-dev-root", ""},
   };
   return *aliases;
 }

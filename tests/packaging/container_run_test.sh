@@ -73,6 +73,7 @@ for pkg in $base $listed; do
 done
 ldconfig -r "$rootfs" 2>/dev/null || true
 install -D -m 0755 "$build/gpu-agent" "$rootfs/usr/bin/gpu-agent"
+ln -s gpu-agent "$rootfs/usr/bin/nvidia-device-plugin"  # as the image has it
 mkdir -p "$rootfs/proc" "$rootfs/tmp"
 
 # 2. The host: the driver (the NVML stand-in, with the yaml-cpp it loads
