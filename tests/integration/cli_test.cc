@@ -36,7 +36,6 @@ TEST(CliTest, UsageErrorsExitTwo) {
     std::vector<std::string> args;
     std::string expect;
   } cases[] = {
-      {{}, "A subcommand is required"},
       {{"frobnicate"}, "unknown subcommand \"frobnicate\""},
       {{"devcies"}, "did you mean \"devices\"?"},
       {{"run", "--no-such-flag"}, "--no-such-flag"},

@@ -1,0 +1,395 @@
+// NVIDIA's command lines run gpu-agent unchanged: the real binary, started as
+// `gpu-agent` or through a link named nvidia-device-plugin, with the flags and
+// env of NVIDIA's own DaemonSets, registers with the kubelet simulator; every
+// flag in README's migration table is accepted; bad input is a usage error.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "api_server_stub.h"
+#include "kubelet_simulator.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+constexpr const char* kGpu = "nvidia.com/gpu";
+
+// <dir>/nvidia-device-plugin -> the built gpu-agent, as the image has it.
+std::string NvidiaLink(const TempDir& dir) {
+  const std::string link = dir.Join("nvidia-device-plugin");
+  if (::access(link.c_str(), F_OK) != 0) {
+    EXPECT_EQ(::symlink(BinaryPath().c_str(), link.c_str()), 0) << link;
+  }
+  return link;
+}
+
+struct DaemonSetCase {
+  std::string name;
+  bool nvidia_name;  // started through the nvidia-device-plugin link
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::string config;  // NVIDIA config file content; its path replaces CONFIG in args
+  std::string expect_log;
+};
+
+// Command lines of NVIDIA's static manifests and helm chart, v0.13 to v0.17.
+// KUBELET_SOCKET (v0.15 and later) points them at the simulator; older
+// versions used the same default path. The MIG strategy is none: the NVML
+// fixtures have no node whose GPUs all share one MIG profile, which single
+// needs.
+std::vector<DaemonSetCase> DaemonSetCases() {
+  return {
+      {"static manifest: env only", true, {}, {{"FAIL_ON_INIT_ERROR", "false"}}, "", ""},
+      {"static manifest v0.14: image entrypoint with args",
+       false,
+       {"--fail-on-init-error=false"},
+       {},
+       "",
+       "no subcommand given"},
+      {"bare binary", false, {}, {{"FAIL_ON_INIT_ERROR", "false"}}, "", "no subcommand given"},
+      {"flags as args",
+       true,
+       {"--mig-strategy=none", "--pass-device-specs=true", "--fail-on-init-error=true",
+        "--device-list-strategy=envvar", "--nvidia-driver-root=/"},
+       {},
+       "",
+       "started as nvidia-device-plugin"},
+      {"helm chart: config file",
+       true,
+       {"--config-file=CONFIG"},
+       {},
+       "version: v1\n"
+       "flags:\n"
+       "  migStrategy: none\n"
+       "  failOnInitError: true\n"
+       "  nvidiaDriverRoot: /\n"
+       "  mpsRoot: /run/nvidia/mps\n"
+       "  gdrcopyEnabled: false\n"
+       "  plugin:\n"
+       "    passDeviceSpecs: false\n"
+       "    deviceListStrategy: [envvar]\n"
+       "    deviceIDStrategy: uuid\n"
+       "  gfd:\n"
+       "    oneshot: false\n"
+       "sharing:\n"
+       "  timeSlicing:\n"
+       "    resources:\n"
+       "    - name: nvidia.com/gpu\n"
+       "      replicas: 2\n",
+       "flags.mpsRoot is accepted for compatibility"},
+      {"helm chart: env",
+       true,
+       {},
+       {{"MIG_STRATEGY", "none"},
+        {"FAIL_ON_INIT_ERROR", "true"},
+        {"NVIDIA_MIG_MONITOR_DEVICES", "all"},
+        {"MPS_ROOT", "/run/nvidia/mps"},
+        {"NVIDIA_DRIVER_ROOT", "/"},
+        {"DRIVER_ROOT_CTR_PATH", "/"},
+        {"DEVICE_LIST_STRATEGY", "envvar"},
+        {"DEVICE_ID_STRATEGY", "uuid"},
+        {"CDI_ANNOTATION_PREFIX", "cdi.k8s.io/"},
+        {"NVIDIA_CDI_HOOK_PATH", "/usr/bin/nvidia-cdi-hook"},
+        {"GDS_ENABLED", "false"},
+        {"MOFED_ENABLED", "false"},
+        {"IMEX_CHANNEL_IDS", ""},
+        {"DEVICE_DISCOVERY_STRATEGY", "auto"}},
+       "",
+       "env MPS_ROOT=/run/nvidia/mps is ignored"},
+  };
+}
+
+TEST(NvidiaCliTest, NvidiasDaemonSetCommandLinesRegister) {
+  for (const DaemonSetCase& c : DaemonSetCases()) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    ASSERT_TRUE(WriteFixtureSysfs(FixturePath("8-gpu-nvlink.yaml"), dir.Join("sys")));
+    KubeletSimulator sim(dir.path());
+    ASSERT_TRUE(sim.Start());
+    std::vector<std::string> argv = {c.nvidia_name ? NvidiaLink(dir) : BinaryPath()};
+    const std::string config = c.config.empty() ? "" : dir.Write("config.yaml", c.config);
+    for (const std::string& a : c.args) {
+      argv.push_back(std::regex_replace(a, std::regex("CONFIG"), config));
+    }
+    std::map<std::string, std::string> env = FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml"));
+    env["KUBELET_SOCKET"] = sim.socket();
+    env["GPU_AGENT_SYSFS_ROOT"] = dir.Join("sys");
+    for (const auto& [k, v] : c.env) env[k] = v;
+    Subprocess agent(argv, env);
+    ASSERT_TRUE(sim.WaitForRegistrations(1)) << agent.Stderr();
+    EXPECT_EQ(sim.registration_requests().at(0).resource_name(), kGpu);
+    const size_t want = c.config.empty() ? 8 : 16;  // time-slicing: 2 replicas each
+    ASSERT_TRUE(sim.WaitForDevices(kGpu, [&](const std::vector<v1beta1::Device>& d) {
+      return d.size() == want;
+    })) << agent.Stderr();
+    if (!c.expect_log.empty()) {
+      EXPECT_NE(agent.Stderr().find(c.expect_log), std::string::npos) << agent.Stderr();
+    }
+    agent.Signal(SIGTERM);
+    EXPECT_EQ(agent.Wait(), 0) << agent.Stderr();
+  }
+}
+
+TEST(NvidiaCliTest, RunTakesNodeAsCapacityDoes) {
+  for (const std::vector<std::string>& node_flag :
+       {std::vector<std::string>{"--node", "gpu-node-1"}, {"--node-name", "gpu-node-1"}, {}}) {
+    SCOPED_TRACE(node_flag.empty() ? "NODE_NAME" : node_flag[0]);
+    ApiServerStub api;
+    api.AddNode("gpu-node-1");
+    std::vector<std::string> argv = {BinaryPath(), "run", "--mode", "static",
+                                     "--proxy=" + api.url()};
+    argv.insert(argv.end(), node_flag.begin(), node_flag.end());
+    auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
+    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
+    if (node_flag.empty()) env["NODE_NAME"] = "gpu-node-1";
+    Subprocess agent(argv, env);
+    ASSERT_TRUE(WaitFor([&] { return api.Capacity("gpu-node-1", kGpu) == "8"; })) << agent.Stderr();
+    agent.Signal(SIGTERM);
+    EXPECT_EQ(agent.Wait(), 0) << agent.Stderr();
+  }
+  RunResult bad = RunAgent({"run", "--mode", "static", "--node", "Not_A_Node!"},
+                           {{"NODE_NAME", "<unset>"}, {"CONFIG_FILE", "<unset>"}});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("nodeName"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("Not_A_Node!"), std::string::npos) << bad.err;
+}
+
+TEST(NvidiaCliTest, CapacityHelpListsOnlyItsOptions) {
+  for (const char* verb : {"set", "get", "remove"}) {
+    SCOPED_TRACE(verb);
+    RunResult r = RunAgent({"capacity", verb, "--help"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* wanted : {"--node", "--proxy", "--server", "--kubeconfig", "--config"}) {
+      EXPECT_NE(r.out.find(wanted), std::string::npos) << wanted << "\n" << r.out;
+    }
+    for (const char* unwanted : {"--pass-device-specs", "--kubelet-socket",
+                                 "--device-list-strategy", "--mode ", "--cdi-vendor", "--endpoint",
+                                 "--gdrcopy-enabled", "--resync-interval", "--metrics-address"}) {
+      EXPECT_EQ(r.out.find(unwanted), std::string::npos) << unwanted << "\n" << r.out;
+    }
+    const bool discovers = std::string(verb) == "set";
+    EXPECT_EQ(r.out.find("--mig-strategy") != std::string::npos, discovers) << r.out;
+  }
+  RunResult refused = RunAgent({"capacity", "get", "--node", "n1", "--pass-device-specs"});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("--pass-device-specs"), std::string::npos) << refused.err;
+}
+
+TEST(NvidiaCliTest, RunHelpGroupsOptionsByMode) {
+  RunResult r = RunAgent({"run", "--help"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t common = r.out.find("\nCommon:");
+  const size_t plugin = r.out.find("\nPlugin mode:");
+  const size_t stat = r.out.find("\nStatic mode:");
+  const size_t ignored = r.out.find("\nNVIDIA compatibility (accepted, ignored):");
+  ASSERT_NE(common, std::string::npos) << r.out;
+  ASSERT_NE(plugin, std::string::npos) << r.out;
+  ASSERT_NE(stat, std::string::npos) << r.out;
+  ASSERT_NE(ignored, std::string::npos) << r.out;
+  // Each flag under its own heading.
+  auto section_of = [&](const std::string& flag) {
+    const size_t at = r.out.find("  " + flag);
+    if (at == std::string::npos) return std::string("missing");
+    if (at > ignored) return std::string("ignored");
+    if (at > stat) return std::string("static");
+    if (at > plugin) return std::string("plugin");
+    if (at > common) return std::string("common");
+    return std::string("other");
+  };
+  EXPECT_EQ(section_of("--mig-strategy"), "common");
+  EXPECT_EQ(section_of("--config,--config-file"), "common");
+  EXPECT_EQ(section_of("--pass-device-specs"), "plugin");
+  EXPECT_EQ(section_of("--kubelet-socket"), "plugin");
+  EXPECT_EQ(section_of("--node-name,--node"), "static");
+  EXPECT_EQ(section_of("--proxy"), "static");
+  EXPECT_EQ(section_of("--gdrcopy-enabled"), "ignored");
+  EXPECT_EQ(section_of("--imex-channel-ids"), "ignored");
+}
+
+// One row of README's table in "Moving from NVIDIA's device plugin".
+struct FlagRow {
+  std::vector<std::string> flags;
+  std::vector<std::string> envs;
+  std::string example;
+  std::string effect;  // a setting key, or "ignored: ..."
+};
+
+std::vector<FlagRow> ReadmeFlagTable() {
+  const std::string readme = ReadFile(SourceDir() + "/README.md");
+  const size_t section = readme.find("## Moving from NVIDIA's device plugin");
+  const size_t header = readme.find("| NVIDIA flag | env | example | gpu-agent |", section);
+  EXPECT_NE(header, std::string::npos) << "README lost the NVIDIA flag table";
+  std::vector<FlagRow> rows;
+  if (header == std::string::npos) return rows;
+  std::istringstream lines(readme.substr(header));
+  std::string line;
+  std::getline(lines, line);  // header
+  std::getline(lines, line);  // |---|
+  const std::regex tick("`([^`]*)`");
+  while (std::getline(lines, line)) {
+    const size_t first = line.find('|');
+    if (first == std::string::npos) break;
+    std::vector<std::string> cells;
+    std::string rest = line.substr(first + 1);
+    for (size_t bar; (bar = rest.find('|')) != std::string::npos; rest = rest.substr(bar + 1)) {
+      cells.push_back(rest.substr(0, bar));
+    }
+    if (cells.size() != 4) break;
+    FlagRow row;
+    auto ticked = [&](const std::string& cell) {
+      std::vector<std::string> out;
+      for (std::sregex_iterator it(cell.begin(), cell.end(), tick), end; it != end; ++it) {
+        out.push_back((*it)[1]);
+      }
+      return out;
+    };
+    for (const std::string& f : ticked(cells[0])) row.flags.push_back(f);
+    row.envs = ticked(cells[1]);
+    const std::vector<std::string> example = ticked(cells[2]);
+    row.example = example.empty() ? "" : example[0];
+    row.effect = std::string(cells[3].substr(cells[3].find_first_not_of(' ')));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+TEST(NvidiaCliTest, EveryFlagAndEnvInTheReadmeTableIsAccepted) {
+  const std::vector<FlagRow> rows = ReadmeFlagTable();
+  ASSERT_GE(rows.size(), 20u);
+  std::set<std::string> seen;
+  TempDir dir;
+  const std::string file = dir.Write("nvidia.yaml", "version: v1\n");
+  const std::map<std::string, std::string> clean = {{"CONFIG_FILE", "<unset>"},
+                                                    {"NODE_NAME", "<unset>"}};
+  for (const FlagRow& row : rows) {
+    const std::string value = row.example == "FILE" ? file : row.example;
+    const bool ignored = row.effect.rfind("ignored", 0) == 0;
+    for (const std::string& flag : row.flags) {
+      SCOPED_TRACE(flag);
+      ASSERT_EQ(flag.rfind("--", 0), 0u);
+      EXPECT_TRUE(seen.insert(flag).second) << "listed twice";
+      RunResult r = RunAgent({"config", flag + "=" + value}, clean);
+      ASSERT_EQ(r.code, 0) << r.err;
+      if (ignored) {
+        EXPECT_NE(r.out.find("# note: "), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(" is ignored: "), std::string::npos) << r.out;
+      } else if (row.example != "FILE") {
+        EXPECT_NE(r.out.find("# flag --"), std::string::npos) << r.out;
+      }
+      // Started under NVIDIA's name too (as `run`): parsed, then stopped by a
+      // usage error that comes after every flag is read.
+      TempDir link_dir;
+      Subprocess p({NvidiaLink(link_dir), flag + "=" + value, "--mode", "neither"}, clean);
+      EXPECT_EQ(p.Wait(), 2) << p.Stderr();
+      EXPECT_NE(p.Stderr().find("invalid value \"neither\""), std::string::npos) << p.Stderr();
+    }
+    for (const std::string& env_name : row.envs) {
+      SCOPED_TRACE(env_name);
+      EXPECT_TRUE(seen.insert(env_name).second) << "listed twice";
+      std::map<std::string, std::string> env = clean;
+      env[env_name] = value;
+      RunResult r = RunAgent({"config"}, env);
+      ASSERT_EQ(r.code, 0) << r.err;
+      if (ignored) {
+        EXPECT_NE(r.out.find(" is ignored: "), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(env_name), std::string::npos) << r.out;
+      } else if (row.example != "FILE") {
+        EXPECT_NE(r.out.find("# env " + env_name), std::string::npos) << r.out;
+      }
+    }
+  }
+  // NVIDIA's flag names as the source of v0.13 to v0.17 lists them.
+  for (const char* name : {"--mig-strategy",
+                           "--fail-on-init-error",
+                           "--nvidia-driver-root",
+                           "--driver-root",
+                           "--dev-root",
+                           "--nvidia-dev-root",
+                           "--pass-device-specs",
+                           "--device-list-strategy",
+                           "--device-id-strategy",
+                           "--gdrcopy-enabled",
+                           "--gds-enabled",
+                           "--mofed-enabled",
+                           "--kubelet-socket",
+                           "--config-file",
+                           "--cdi-annotation-prefix",
+                           "--nvidia-cdi-hook-path",
+                           "--nvidia-ctk-path",
+                           "--driver-root-ctr-path",
+                           "--container-driver-root",
+                           "--mps-root",
+                           "--device-discovery-strategy",
+                           "--imex-channel-ids",
+                           "--imex-required",
+                           "--cdi-feature-flags"}) {
+    EXPECT_EQ(seen.count(name), 1u) << name << " missing from README's table";
+  }
+}
+
+TEST(NvidiaCliTest, BadInputIsAUsageErrorNamingTheFlag) {
+  struct Case {
+    bool nvidia_name;
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::string expect;
+  } cases[] = {
+      {true, {"--no-such-flag"}, {}, "--no-such-flag"},
+      {false, {"--no-such-flag"}, {}, "--no-such-flag"},
+      {true, {"--mig-strategy=mixd"}, {}, "flag --mig-strategy: invalid value \"mixd\""},
+      {true, {"--fail-on-init-error=maybe"}, {}, "flag --fail-on-init-error: invalid value"},
+      {true, {"--device-list-strategy=cdi"}, {}, "flag --device-list-strategy: invalid value"},
+      {true, {"--device-id-strategy=serial"}, {}, "flag --device-id-strategy: invalid value"},
+      {true, {"--device-discovery-strategy=tegr"}, {}, "did you mean \"tegra\"?"},
+      {true, {"--imex-channel-ids=0,one"}, {}, "flag --imex-channel-ids: invalid value \"one\""},
+      {true, {"--imex-required=perhaps"}, {}, "flag --imex-required: invalid value"},
+      {true, {}, {{"MIG_STRATEGY", "all"}}, "env MIG_STRATEGY: invalid value \"all\""},
+      {true, {}, {{"GDRCOPY_ENABLED", "yes please"}}, "env GDRCOPY_ENABLED: invalid value"},
+      {true, {}, {{"IMEX_CHANNEL_IDS", "-1"}}, "env IMEX_CHANNEL_IDS: invalid value \"-1\""},
+      {true, {}, {{"DEVICE_DISCOVERY_STRATEGY", "vfio"}}, "env DEVICE_DISCOVERY_STRATEGY"},
+      {true, {"--config-file=/nonexistent/config.yaml"}, {}, "/nonexistent/config.yaml"},
+      {true, {"--mig-strategy"}, {}, "--mig-strategy"},
+  };
+  TempDir dir;
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {c.nvidia_name ? NvidiaLink(dir) : BinaryPath()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    std::map<std::string, std::string> env = {{"CONFIG_FILE", "<unset>"}};
+    for (const auto& [k, v] : c.env) env[k] = v;
+    Subprocess p(argv, env);
+    EXPECT_EQ(p.Wait(), 2) << c.expect << "\n" << p.Stderr();
+    EXPECT_NE(p.Stderr().find(c.expect), std::string::npos) << p.Stderr();
+  }
+}
+
+TEST(NvidiaCliTest, VersionAndHelpUnderBothNames) {
+  TempDir dir;
+  for (const std::string& program : {BinaryPath(), NvidiaLink(dir)}) {
+    Subprocess v({program, "--version"});
+    EXPECT_EQ(v.Wait(), 0);
+    EXPECT_EQ(v.Stdout().rfind("gpu-agent ", 0), 0u) << v.Stdout();
+  }
+  Subprocess top({BinaryPath(), "--help"});
+  EXPECT_EQ(top.Wait(), 0);
+  EXPECT_NE(top.Stdout().find("SUBCOMMAND"), std::string::npos) << top.Stdout();
+  // Under NVIDIA's name the program is `run`: its help is run's.
+  Subprocess nvidia({NvidiaLink(dir), "--help"});
+  EXPECT_EQ(nvidia.Wait(), 0);
+  EXPECT_NE(nvidia.Stdout().find("Plugin mode:"), std::string::npos) << nvidia.Stdout();
+}
+
+TEST(NvidiaCliTest, ImageAndInstallProvideTheNvidiaName) {
+  const std::string dockerfile = ReadFile(SourceDir() + "/Dockerfile");
+  EXPECT_NE(dockerfile.find("ln -s gpu-agent /usr/bin/nvidia-device-plugin"), std::string::npos);
+  const std::string cmake = ReadFile(SourceDir() + "/CMakeLists.txt");
+  EXPECT_NE(cmake.find("file(CREATE_LINK gpu-agent"), std::string::npos);
+  EXPECT_NE(cmake.find("/nvidia-device-plugin"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
