@@ -128,15 +128,29 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
     std::lock_guard<std::mutex> lock(mu_);
     desired = desired_;
   }
+  const Labels* labels = ActiveLabels();
+  std::vector<std::string> foreign;
   absl::StatusOr<NodeClient::Applied> applied = client.Apply(
-      [&](const NodeView& n) { return PlanSetCapacities(n, desired, options_.allocatable); },
+      [&](const NodeView& n) {
+        return PlanNode(n, desired, options_.allocatable, labels, &foreign);
+      },
       std::move(node));
   stats_.patches += client.patches_sent();
-  if (!applied.ok()) return applied.status();
+  if (!applied.ok()) {
+    if (labels != nullptr && IsLabelRefusal(applied.status())) {
+      labels_refused_ = true;
+      ++stats_.label_refusals;
+      LogError("node labels refused: keeping capacity only until the agent restarts or reloads",
+               {{"node", options_.node}, {"error", std::string(applied.status().message())}});
+    }
+    return applied.status();
+  }
+  ReportForeign(foreign);
   if (applied->patched) {
     LogInfo("node capacity set", {{"node", options_.node},
                                   {"set", Describe(desired)},
-                                  {"was", DescribeSeen(applied->before, desired)}});
+                                  {"was", DescribeSeen(applied->before, desired)},
+                                  {"labels", labels ? StrCat(labels->size()) : "not kept"}});
   }
   stats_.last_success_unix = UnixNow();
   // The watch keeps its own version: the Node's, even a fresh one, is never
@@ -145,6 +159,21 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
   last_seen_ok_ = true;
   if (applied->patched) written_ = VersionNumber(applied->after.resource_version);
   return absl::OkStatus();
+}
+
+const Labels* CapacityReconciler::ActiveLabels() const {
+  return options_.labels && !labels_refused_ ? &*options_.labels : nullptr;
+}
+
+void CapacityReconciler::ReportForeign(const std::vector<std::string>& keys) {
+  stats_.foreign_labels = keys.size();
+  for (const std::string& k : keys) {
+    if (!foreign_reported_.insert(k).second) continue;
+    LogWarning(
+        "node label held by another writer (gpu-feature-discovery, an operator, a person): "
+        "leaving it",
+        {{"node", options_.node}, {"label", k}, {"want", options_.labels->at(k)}});
+  }
 }
 
 void CapacityReconciler::MarkInSync() { stats_.last_success_unix = UnixNow(); }
@@ -165,6 +194,9 @@ void CapacityReconciler::Observe(NodeView node) {
   for (const auto& [r, v] : desired_) {
     const std::string want = StrCat(v);
     drift |= node.Capacity(r) != want || (options_.allocatable && node.Allocatable(r) != want);
+  }
+  if (const Labels* labels = ActiveLabels(); labels != nullptr) {
+    drift |= LabelsDiffer(node, *labels);
   }
   // A state no newer than the agent's own last write is either from before
   // it (a watch lagging behind: the write superseded it) or from a history
@@ -193,9 +225,9 @@ void CapacityReconciler::Observe(NodeView node) {
     if (was_ok) NoteReset();
     if (fighting_) return;
     ++stats_.drift_repairs;
-    LogInfo("node capacity drifted; repairing", {{"node", options_.node},
-                                                 {"seen", DescribeSeen(node, desired_)},
-                                                 {"want", Describe(desired_)}});
+    LogInfo("node capacity or labels drifted; repairing", {{"node", options_.node},
+                                                           {"seen", DescribeSeen(node, desired_)},
+                                                           {"want", Describe(desired_)}});
   }
   pending_view_ = std::move(node);
   cv_.notify_all();
@@ -440,11 +472,12 @@ absl::Status CapacityReconciler::Stop(bool remove) {
   NodeClient client(rest_.get(), options_.node);
   std::set<std::string> resources;
   for (const auto& [r, v] : desired()) resources.insert(r);
+  const bool labels = ActiveLabels() != nullptr;
   absl::StatusOr<NodeClient::Applied> applied = client.Apply(
-      [&](const NodeView& n) { return PlanRemoveCapacities(n, resources, options_.allocatable); });
+      [&](const NodeView& n) { return PlanRemoveAll(n, resources, options_.allocatable, labels); });
   if (!applied.ok()) return applied.status();
   if (applied->patched) {
-    LogInfo("removed the resource from the node on exit",
+    LogInfo("removed the resource (and the agent's labels) from the node on exit",
             {{"node", options_.node}, {"resources", StrJoin(resources, ", ")}});
   }
   return absl::OkStatus();
