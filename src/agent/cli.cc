@@ -325,6 +325,36 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     capacity_cmds.push_back(std::move(c));
   }
 
+  CLI::App* labels = app.add_subcommand(
+      "labels", "print the GPU labels (gpu-feature-discovery's keys) this node's GPUs call for");
+  ConfigFlags labels_flags;
+  FlagSelection labels_selection;  // the GPUs' settings and the connection, not NVIDIA's no-ops
+  labels_selection.nvidia_ignored = false;
+  AddConfigFlags(labels, &labels_flags, labels_selection);
+  LabelsRequest labels_req;
+  labels->add_option("-o,--output", labels_req.output, "output format")
+      ->check(CLI::IsMember({"text", "json", "yaml"}));
+  struct LabelsCli {
+    CLI::App* cmd;
+    ConfigFlags flags;
+    LabelsRequest req;
+  };
+  std::vector<std::unique_ptr<LabelsCli>> labels_cmds;
+  for (const char* verb : {"apply", "remove"}) {
+    auto c = std::make_unique<LabelsCli>();
+    c->req.verb = verb;
+    c->cmd = labels->add_subcommand(
+        verb, std::string(verb) == "apply"
+                  ? "put the labels on the Node (one PATCH of nodes/status), removing the "
+                    "agent's stale ones"
+                  : "remove the labels the agent put on the Node, and no other");
+    AddConfigFlags(c->cmd, &c->flags, labels_selection);
+    c->cmd->add_option("--node", c->req.node, "the Node (default: NODE_NAME)");
+    c->cmd->add_flag("--dry-run", c->req.dry_run,
+                     "read the Node, print the PATCH (Authorization redacted), send nothing");
+    labels_cmds.push_back(std::move(c));
+  }
+
   if (args.size() > 1 && args[1][0] != '-') {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
@@ -366,6 +396,17 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
     return commands.capacity(*loaded, c->req);
+  }
+  for (auto& c : labels_cmds) {
+    if (!c->cmd->parsed()) continue;
+    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(c->flags));
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return commands.labels(*loaded, c->req);
+  }
+  if (labels->parsed()) {
+    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(labels_flags));
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return commands.labels(*loaded, labels_req);
   }
   if (cdi_generate->parsed()) {
     ConfigRequest req = BuildRequest(cdi_flags);

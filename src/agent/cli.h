@@ -9,6 +9,7 @@
 #include "agent/capacity_command.h"
 #include "agent/cdi_command.h"
 #include "agent/commands.h"
+#include "agent/labels_command.h"
 
 namespace gpu_agent {
 
@@ -19,6 +20,7 @@ struct CliCommands {
   std::function<int(const LoadedConfig&, const CapacityRequest&)> capacity = CapacityCommand;
   std::function<int(const LoadedConfig&, const std::string& format, const std::string& output)>
       cdi_generate = CdiGenerateCommand;
+  std::function<int(const LoadedConfig&, const LabelsRequest&)> labels = LabelsCommand;
   std::function<int(LoadedConfig&)> config = ConfigCommand;
   std::function<int(const ConfigRequest&, LoadedConfig)> run = RunCommand;
 };

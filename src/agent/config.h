@@ -142,6 +142,21 @@ struct Config {
     bool remove_on_exit = false;
   } static_mode;
 
+  // GPU labels with gpu-feature-discovery's keys (agent/node_labels.h).
+  struct NodeLabels {
+    // auto: node in static mode, none in plugin mode. node: on the Node
+    // through the API server (static mode only); nfd: a
+    // node-feature-discovery local feature file; none: no labels (the
+    // agent's own earlier ones are removed).
+    std::string output = "auto";
+    std::string nfd_file = "/etc/kubernetes/node-feature-discovery/features.d/gpu-agent";
+    // The output after `auto` is resolved for `mode`.
+    std::string Effective(const std::string& mode) const {
+      if (output != "auto") return output;
+      return mode == "static" ? "node" : "none";
+    }
+  } node_labels;
+
   struct ApiServer {
     std::string kubeconfig;
     std::string context;

@@ -302,6 +302,21 @@ const std::vector<Setting>& Table() {
        {},
        "static mode: remove the resource from the Node on exit",
        FIELD(static_mode.remove_on_exit)},
+      {"nodeLabels.output",
+       "node-labels",
+       "GPU_AGENT_NODE_LABELS",
+       K::kEnum,
+       {"auto", "node", "nfd", "none"},
+       "GPU labels with gpu-feature-discovery's keys: node (on the Node, static mode), nfd (a "
+       "node-feature-discovery feature file), none; auto: node in static mode, none in plugin mode",
+       FIELD(node_labels.output)},
+      {"nodeLabels.nfdFile",
+       "nfd-feature-file",
+       "GPU_AGENT_NFD_FEATURE_FILE",
+       K::kString,
+       {},
+       "nodeLabels.output nfd: the node-feature-discovery local feature file to write",
+       FIELD(node_labels.nfd_file)},
       {"apiServer.kubeconfig",
        "kubeconfig",
        "KUBECONFIG",
@@ -677,6 +692,19 @@ absl::Status ValidateConfig(const Config& c) {
   if (c.health.event_wait_timeout < std::chrono::milliseconds(10) ||
       c.health.event_wait_timeout > std::chrono::minutes(1)) {
     return absl::InvalidArgumentError("health.eventWaitTimeout must be between 10ms and 1m");
+  }
+  if (c.mode == "plugin" && c.node_labels.output == "node") {
+    return absl::InvalidArgumentError(
+        "nodeLabels.output: \"node\" writes labels through the API server, which static mode "
+        "does; in plugin mode use \"nfd\" (a node-feature-discovery feature file) or \"none\"");
+  }
+  if (c.node_labels.Effective(c.mode) == "nfd" &&
+      (c.node_labels.nfd_file.empty() || c.node_labels.nfd_file.front() != '/' ||
+       c.node_labels.nfd_file.back() == '/')) {
+    return absl::InvalidArgumentError(
+        StrCat("nodeLabels.nfdFile: \"", c.node_labels.nfd_file,
+               "\" must be an absolute file path (node-feature-discovery reads "
+               "/etc/kubernetes/node-feature-discovery/features.d/<file>)"));
   }
   if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");

@@ -9,6 +9,7 @@
 #include "agent/commands.h"
 #include "agent/metrics_server.h"
 #include "agent/mode_common.h"
+#include "agent/nfd_feature_file.h"
 #include "agent/plugin_plan.h"
 #include "agent/version.h"
 #include "base/log.h"
@@ -153,6 +154,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     LogError("cannot write the CDI spec", {{"error", std::string(s.message())}});
     return kExitFailure;
   }
+  ApplyNfdOutput(loaded.config, inventory);
   Running running;
   running.runtimes = MakeRuntimes(*plan);
   // Health first: by the time the kubelet sees a device, its XIDs count.
@@ -209,6 +211,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
       LogError("cannot write the CDI spec for the reloaded config; the previous one stays",
                {{"error", std::string(s.message())}});
     }
+    ApplyNfdOutput(next->loaded.config, next->inventory);
     // Scrapes and probes read `running` meanwhile: the lock is held only to
     // read and swap it, never across Reload (which may wait behind a
     // Register a kubelet holds for seconds). The old watcher, stopped, stays

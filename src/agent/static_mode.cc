@@ -6,6 +6,8 @@
 #include "agent/commands.h"
 #include "agent/metrics_server.h"
 #include "agent/mode_common.h"
+#include "agent/nfd_feature_file.h"
+#include "agent/node_labels.h"
 #include "agent/plugin_plan.h"
 #include "agent/version.h"
 #include "apiserver/capacity_reconciler.h"
@@ -110,6 +112,12 @@ std::string RenderStaticMetrics(const Running& r) {
           "agent read the Node again.",
           s.stale_views.load());
   counter("gpu_agent_static_fights_total", "Fights with another writer detected.", s.fights.load());
+  counter("gpu_agent_static_label_refusals_total",
+          "PATCHes refused (403) for their label keys; after one, only capacity is kept.",
+          s.label_refusals.load());
+  p.Family("gpu_agent_static_foreign_labels", "gauge",
+           "Wanted node labels another writer holds with another value (left alone).");
+  p.Sample("gpu_agent_static_foreign_labels", {}, static_cast<double>(s.foreign_labels.load()));
   counter("gpu_agent_static_reconcile_errors_total", "Reconciles that failed and were retried.",
           s.errors.load());
   counter("gpu_agent_static_lists_total", "LISTs of the Node, each followed by a watch.",
@@ -178,9 +186,13 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
   absl::StatusOr<PluginPlan> plan = PlanAdvertised(config, inv);
   if (!plan.ok()) return plan.status();
   for (const std::string& w : plan->warnings) LogWarning(w);
+  absl::StatusOr<LabelResult> labels = ComputeNodeLabels(config, inv);
+  if (!labels.ok()) return labels.status();
+  for (const std::string& w : labels->warnings) LogWarning(w);
   absl::StatusOr<apiserver::Connection> conn =
       apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
   if (!conn.ok()) return conn.status();
+  ApplyNfdOutput(config, labels->labels);
   out->desired = std::make_shared<DesiredCapacities>(*plan);
   std::shared_ptr<DesiredCapacities> d = out->desired;
   // The watcher first: what it reports at start (Start returns after) is
@@ -202,6 +214,10 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
   opts.allocatable = config.static_mode.allocatable;
   opts.resync = config.static_mode.resync_interval;
   opts.watch_timeout = config.static_mode.watch_timeout;
+  // Labels on the Node when they go there; else an empty set, so the
+  // agent's own earlier labels (if any) are removed and nothing else.
+  opts.labels =
+      config.node_labels.Effective(config.mode) == "node" ? labels->labels : apiserver::Labels{};
   opts.rest.user_agent = StrCat("gpu-agent/", kVersion);
   opts.rest.read_timeout = config.api_server.request_timeout;
   std::string summary;

@@ -27,12 +27,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "apiserver/connection.h"
+#include "apiserver/label_plan.h"
 #include "apiserver/node.h"
 #include "apiserver/rest_client.h"
 
@@ -59,6 +61,10 @@ struct ReconcilerOptions {
   // This many resets within fight_window make a fight.
   int fight_resets = 3;
   std::chrono::milliseconds fight_window{std::chrono::minutes(2)};
+  // Node labels the agent keeps (apiserver/label_plan.h), in the same PATCH
+  // as capacity; empty: only the agent's own earlier labels are removed;
+  // nullopt: labels are not looked at.
+  std::optional<Labels> labels;
   RestOptions rest;
 };
 
@@ -70,6 +76,10 @@ struct ReconcilerStats {
   // backup): each made the agent read the Node again.
   std::atomic<uint64_t> stale_views{0};
   std::atomic<uint64_t> fights{0};
+  // 403s refusing label keys; after one, only capacity is kept.
+  std::atomic<uint64_t> label_refusals{0};
+  // Wanted label keys another writer holds with another value (left alone).
+  std::atomic<uint64_t> foreign_labels{0};
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> lists{0};
   std::atomic<uint64_t> watches{0};
@@ -118,6 +128,10 @@ class CapacityReconciler {
   void Observe(NodeView node);
   void NoteReset();
   void MarkInSync();
+  // The labels to keep now: none once the server refused them.
+  const Labels* ActiveLabels() const;
+  // Logs, once per key, keys another writer holds.
+  void ReportForeign(const std::vector<std::string>& keys);
   // The wait before the next attempt after `failures` failed ones in a row.
   std::chrono::milliseconds Backoff(int failures) const;
 
@@ -139,6 +153,8 @@ class CapacityReconciler {
   bool last_seen_ok_ = false;  // protected by mu_: the last state seen had the value
   uint64_t written_ = 0;       // protected by mu_: version of the agent's last PATCH
   bool watch_done_ = false;    // protected by mu_
+  std::atomic<bool> labels_refused_{false};
+  std::set<std::string> foreign_reported_;  // used by the loop thread only
 
   std::thread loop_;
   std::thread watch_;

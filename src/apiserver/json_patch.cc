@@ -45,6 +45,10 @@ void JsonPatch::Remove(std::string path) {
   ops_.push_back({"remove", std::move(path), false, false, "", {}});
 }
 
+void JsonPatch::Append(const JsonPatch& other) {
+  ops_.insert(ops_.end(), other.ops_.begin(), other.ops_.end());
+}
+
 std::string JsonPatch::ToJson() const {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);

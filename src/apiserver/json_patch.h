@@ -24,6 +24,8 @@ class JsonPatch {
   void AddObject(std::string path, std::map<std::string, std::string> members);
   void Replace(std::string path, std::string value);
   void Remove(std::string path);
+  // Appends every operation of `other`.
+  void Append(const JsonPatch& other);
 
   bool empty() const { return ops_.empty(); }
   // True when the patch starts with a test: applied twice, the second

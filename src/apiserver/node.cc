@@ -95,6 +95,16 @@ absl::StatusOr<NodeView> ParseNodeObject(const rapidjson::Value& doc) {
   }
   node.name = StringMember(meta->value, "name");
   node.resource_version = StringMember(meta->value, "resourceVersion");
+  if (auto l = meta->value.FindMember("labels");
+      l != meta->value.MemberEnd() && l->value.IsObject()) {
+    node.has_labels = true;
+    ReadQuantities(l->value, &node.labels);
+  }
+  if (auto a = meta->value.FindMember("annotations");
+      a != meta->value.MemberEnd() && a->value.IsObject()) {
+    node.has_annotations = true;
+    ReadQuantities(a->value, &node.annotations);
+  }
   auto status = doc.FindMember("status");
   if (status != doc.MemberEnd() && status->value.IsObject()) {
     node.has_status = true;

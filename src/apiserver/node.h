@@ -27,6 +27,10 @@ struct NodeView {
   bool has_allocatable = false;
   std::map<std::string, std::string> capacity;
   std::map<std::string, std::string> allocatable;
+  bool has_labels = false;       // metadata.labels is there (maybe empty)
+  bool has_annotations = false;  // metadata.annotations is there
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
 
   std::optional<std::string> Capacity(const std::string& r) const;
   std::optional<std::string> Allocatable(const std::string& r) const;

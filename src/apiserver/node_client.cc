@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "absl/strings/cord.h"
 #include "base/strings.h"
 #include "base/text.h"
 
@@ -48,6 +49,19 @@ absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const
           StrCat("the API server rejected the credentials (401 ", msg,
                  "); the token may be expired or for another cluster (it was re-read once)"));
     case 403:
+      // NodeRestriction's words on update and on create.
+      if (msg.find("modify labels") != std::string::npos ||
+          msg.find("set the following labels") != std::string::npos) {
+        absl::Status s = absl::PermissionDeniedError(StrCat(
+            "the API server refused the node labels (403: ", msg,
+            "). Under the NodeRestriction admission plugin a node's own credentials may not "
+            "change kubernetes.io/ or k8s.io/ labels other than the kubelet's, nor any "
+            "node-restriction.kubernetes.io/ label; an admission policy may refuse more. The "
+            "agent writes only nvidia.com/ keys: allow them, or set nodeLabels.output to nfd or "
+            "none"));
+        s.SetPayload(kLabelsRefusedPayload, absl::Cord("1"));
+        return s;
+      }
       return absl::PermissionDeniedError(StrCat(
           "forbidden (403): ", msg,
           ". The agent's identity needs RBAC: apiGroups [\"\"], resources [\"nodes/status\"], "
@@ -75,6 +89,10 @@ absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const
       }
       return absl::UnknownError(StrCat("unexpected answer ", r.status, ": ", msg));
   }
+}
+
+bool IsLabelRefusal(const absl::Status& s) {
+  return s.GetPayload(kLabelsRefusedPayload).has_value();
 }
 
 std::string NodeClient::NodePath() const { return StrCat("/api/v1/nodes/", node_); }

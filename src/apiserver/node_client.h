@@ -21,8 +21,13 @@ inline constexpr const char* kJsonPatchType = "application/json-patch+json";
 // kPermissionDenied (naming the RBAC rule), 404 kNotFound (naming the node),
 // 409 kAborted (re-read and retry), 422 kInvalidArgument (the server's
 // message, what was sent, and the likely cause), 429 and 5xx kUnavailable.
+// A 403 that refuses label keys (NodeRestriction, or an admission policy)
+// carries the payload kLabelsRefusedPayload: IsLabelRefusal tells it from a
+// missing RBAC rule.
 absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const std::string& verb,
                            const std::string& sent);
+inline constexpr const char* kLabelsRefusedPayload = "gpu-agent/labels-refused";
+bool IsLabelRefusal(const absl::Status& s);
 
 class NodeClient {
  public:

@@ -102,6 +102,7 @@ void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t parent, GpuRecord* gpu)
     }
     return;
   }
+  gpu->mig_capable = true;
   gpu->mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
   if (!gpu->mig_enabled) return;
   gpu->mig_profiles = ReadGpuInstanceProfiles(lib, parent);
@@ -142,6 +143,7 @@ void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t parent, GpuRecord* gpu)
         rec.encoders = attrs.sharedEncoderCount;
         rec.jpegs = attrs.sharedJpegCount;
         rec.ofas = attrs.sharedOfaCount;
+        rec.copy_engines = attrs.sharedCopyEngineCount;
       }
     }
     gpu->mig_devices.push_back(std::move(rec));

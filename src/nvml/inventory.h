@@ -25,6 +25,7 @@ struct MigRecord {
   // Engines its GPU instance has (nvmlDeviceGetAttributes' shared counts):
   // they tell a media-extension profile (+me) from its plain twin.
   unsigned decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
+  unsigned copy_engines = 0;
 };
 
 // One GPU-instance profile a MIG-enabled GPU offers
@@ -51,6 +52,8 @@ struct GpuRecord {
   int cc_minor = 0;
   std::string architecture;  // "hopper", "ampere", ... or ""
   std::string brand;
+  // NVML answered nvmlDeviceGetMigMode (on or off): the GPU can do MIG.
+  bool mig_capable = false;
   bool mig_enabled = false;
   // Set when nvmlDeviceGetMigMode failed (other than NOT_SUPPORTED or
   // GPU_IS_LOST): whether the GPU is in MIG mode is unknown.

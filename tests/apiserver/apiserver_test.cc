@@ -7,6 +7,7 @@
 #include "apiserver/exec_credential.h"
 #include "apiserver/json_patch.h"
 #include "apiserver/kubeconfig.h"
+#include "apiserver/label_plan.h"
 #include "apiserver/line_buffer.h"
 #include "apiserver/node.h"
 #include "apiserver/node_client.h"
@@ -78,6 +79,63 @@ TEST(NodeTest, BadBodies) {
   EXPECT_NE(std::string(ParseNode(std::string(kMaxObjectBytes + 1, ' ')).status().message())
                 .find("limit"),
             std::string::npos);
+}
+
+TEST(LabelPlanTest, OwnershipDecidesWhatIsTouched) {
+  // gpu.count is ours (annotation), gpu.family another writer's, the mig
+  // key ours but no longer wanted, team nobody's business.
+  auto node = ParseNode(R"({"metadata":{"name":"n","resourceVersion":"7",
+      "labels":{"nvidia.com/gpu.count":"2","nvidia.com/gpu.family":"custom",
+                "nvidia.com/mig-1g.10gb.count":"2","team":"ml"},
+      "annotations":{"gpu-agent.github.io/owned-labels":
+                     "nvidia.com/gpu.count,nvidia.com/mig-1g.10gb.count"}}})");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(OwnedLabels(*node),
+            (std::set<std::string>{"nvidia.com/gpu.count", "nvidia.com/mig-1g.10gb.count"}));
+  const Labels want = {{"nvidia.com/gpu.count", "1"},
+                       {"nvidia.com/gpu.family", "ampere"},
+                       {"nvidia.com/gpu.product", "A100"}};
+  std::vector<std::string> foreign;
+  const JsonPatch p = PlanNode(*node, {}, true, &want, &foreign);
+  EXPECT_EQ(p.ToJson(),
+            R"([{"op":"test","path":"/metadata/resourceVersion","value":"7"},)"
+            R"({"op":"add","path":"/metadata/labels/nvidia.com~1gpu.count","value":"1"},)"
+            R"({"op":"add","path":"/metadata/labels/nvidia.com~1gpu.product","value":"A100"},)"
+            R"({"op":"remove","path":"/metadata/labels/nvidia.com~1mig-1g.10gb.count"},)"
+            R"({"op":"add","path":"/metadata/annotations/gpu-agent.github.io~1owned-labels",)"
+            R"("value":"nvidia.com/gpu.count,nvidia.com/gpu.product"}])");
+  EXPECT_EQ(foreign, std::vector<std::string>{"nvidia.com/gpu.family"});
+}
+
+TEST(LabelPlanTest, RightNodeNeedsNothingAndMissingParentsAreCreated) {
+  auto right = ParseNode(R"({"metadata":{"name":"n","resourceVersion":"7",
+      "labels":{"nvidia.com/gpu.count":"1"},
+      "annotations":{"gpu-agent.github.io/owned-labels":"nvidia.com/gpu.count"}}})");
+  ASSERT_TRUE(right.ok());
+  EXPECT_FALSE(LabelsDiffer(*right, {{"nvidia.com/gpu.count", "1"}}));
+  EXPECT_TRUE(LabelsDiffer(*right, {}));  // turned off: ours go
+  auto bare = ParseNode(R"({"metadata":{"name":"n","resourceVersion":"3"}})");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(LabelsDiffer(*bare, {}));  // nothing of ours there: nothing to do
+  JsonPatch p;
+  PlanLabels(*bare, {{"nvidia.com/gpu.count", "1"}}, &p, nullptr);
+  EXPECT_EQ(p.ToJson(),
+            R"([{"op":"add","path":"/metadata/labels","value":{"nvidia.com/gpu.count":"1"}},)"
+            R"({"op":"add","path":"/metadata/annotations","value":)"
+            R"({"gpu-agent.github.io/owned-labels":"nvidia.com/gpu.count"}}])");
+}
+
+TEST(LabelPlanTest, LabelRefusalIsToldFromMissingRbac) {
+  HttpResponse labels{403, R"({"kind":"Status","message":"nodes \"n\" is forbidden: is not )"
+                           R"(allowed to modify labels: nvidia.com/gpu.product","code":403})"};
+  const absl::Status refused = ExplainAnswer(labels, "n", "PATCH", "[]");
+  EXPECT_TRUE(IsLabelRefusal(refused));
+  EXPECT_NE(std::string(refused.message()).find("NodeRestriction"), std::string::npos);
+  HttpResponse rbac{403, R"({"kind":"Status","message":"nodes \"n\" is forbidden: User \"u\" )"
+                         R"(cannot patch resource \"nodes/status\"","code":403})"};
+  const absl::Status missing = ExplainAnswer(rbac, "n", "PATCH", "[]");
+  EXPECT_FALSE(IsLabelRefusal(missing));
+  EXPECT_NE(std::string(missing.message()).find("RBAC"), std::string::npos);
 }
 
 TEST(NodeListTest, TheListsVersionNotTheItems) {

@@ -10,6 +10,7 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -129,6 +130,44 @@ bool ApplyOp(rapidjson::Document& doc, const rapidjson::Value& op) {
     return member != parent->MemberEnd() && op.HasMember("value") && member->value == op["value"];
   }
   return false;
+}
+
+bool ValidLabelValue(const std::string& v) {
+  if (v.size() > 63) return false;
+  if (v.empty()) return true;
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (!alnum(v.front()) || !alnum(v.back())) return false;
+  return std::all_of(v.begin(), v.end(),
+                     [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+// NodeRestriction's rule for a node's own credentials: no
+// node-restriction.kubernetes.io/ label, and no other kubernetes.io/ or
+// k8s.io/ label than the ones the kubelet sets.
+bool NodeRestrictionForbids(const std::string& key) {
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) return false;
+  const std::string ns = key.substr(0, slash);
+  auto under = [&](const std::string& d) {
+    return ns == d || (ns.size() > d.size() &&
+                       ns.compare(ns.size() - d.size() - 1, std::string::npos, "." + d) == 0);
+  };
+  if (under("node-restriction.kubernetes.io")) return true;
+  if (!under("kubernetes.io") && !under("k8s.io")) return false;
+  static const std::set<std::string> kubelet = {"kubernetes.io/hostname",
+                                                "kubernetes.io/arch",
+                                                "kubernetes.io/os",
+                                                "beta.kubernetes.io/arch",
+                                                "beta.kubernetes.io/os",
+                                                "beta.kubernetes.io/instance-type",
+                                                "node.kubernetes.io/instance-type",
+                                                "topology.kubernetes.io/region",
+                                                "topology.kubernetes.io/zone",
+                                                "failure-domain.beta.kubernetes.io/region",
+                                                "failure-domain.beta.kubernetes.io/zone"};
+  if (kubelet.count(key) > 0) return false;
+  // The kubelet may also set anything under these namespaces.
+  return !under("kubelet.kubernetes.io") && !under("node.kubernetes.io");
 }
 
 // The Node a request is about: from the field selector of a list or watch,
@@ -787,10 +826,17 @@ std::string ApiServerStub::Handle(const std::string& method, const std::string& 
   }
   if (!may_patch) {
     *status = 403;
-    return StatusBody(
-        403, "Forbidden",
-        "nodes \"" + name + "\" is forbidden: User \"" + user +
-            "\" cannot patch resource \"nodes/status\" in API group \"\" at the cluster scope");
+    return StatusBody(403, "Forbidden",
+                      "nodes \"" + name + "\" is forbidden: User \"" + user +
+                          "\" cannot patch resource \"" + (status_sub ? "nodes/status" : "nodes") +
+                          "\" in API group \"\" at the cluster scope");
+  }
+  if (const std::string prefix = "system:node:";
+      user.rfind(prefix, 0) == 0 && user.substr(prefix.size()) != name) {
+    *status = 403;  // NodeRestriction: a node's credentials modify only their own Node
+    return StatusBody(403, "Forbidden",
+                      "nodes \"" + name + "\" is forbidden: node \"" + user.substr(prefix.size()) +
+                          "\" is not allowed to modify node \"" + name + "\"");
   }
   if (content_type.rfind("application/json-patch+json", 0) != 0) {
     *status = 415;
@@ -803,11 +849,11 @@ std::string ApiServerStub::Handle(const std::string& method, const std::string& 
     *status = 404;
     return StatusBody(404, "NotFound", "nodes \"" + name + "\" not found");
   }
-  return ApplyPatch(name, body, status);
+  return ApplyPatch(name, body, status_sub, user, status);
 }
 
 std::string ApiServerStub::ApplyPatch(const std::string& name, const std::string& body,
-                                      int* status) {
+                                      bool status_sub, const std::string& user, int* status) {
   rapidjson::Document patch;
   patch.Parse(body.c_str());
   if (patch.HasParseError()) {
@@ -819,14 +865,23 @@ std::string ApiServerStub::ApplyPatch(const std::string& name, const std::string
     return StatusBody(400, "BadRequest",
                       "json: cannot unmarshal object into Go value of type jsonpatch.Patch");
   }
-  rapidjson::Document doc;
+  rapidjson::Document doc, old;
   doc.Parse(nodes_[name].c_str());
+  old.Parse(nodes_[name].c_str());
   for (const auto& op : patch.GetArray()) {
     if (!ApplyOp(doc, op)) {
       *status = 422;
       return Generic422();
     }
   }
+  // What the registry keeps of the patched object: the Node's endpoint
+  // drops status changes; the status subresource resets spec and (v1 Node's
+  // legacy rule) keeps metadata changes.
+  auto& a = doc.GetAllocator();
+  const char* kept = status_sub ? "spec" : "status";
+  if (doc.HasMember(kept)) doc.RemoveMember(kept);
+  if (old.HasMember(kept))
+    doc.AddMember(rapidjson::StringRef(kept), rapidjson::Value(old[kept], a), a);
   for (const char* field : {"capacity", "allocatable"}) {
     if (!doc.HasMember("status") || !doc["status"].IsObject() || !doc["status"].HasMember(field))
       continue;
@@ -840,10 +895,105 @@ std::string ApiServerStub::ApplyPatch(const std::string& name, const std::string
       }
     }
   }
-  doc["metadata"]["resourceVersion"].SetString(std::to_string(++rv_).c_str(), doc.GetAllocator());
+  auto labels_of = [](const rapidjson::Document& d) {
+    std::map<std::string, std::string> out;
+    if (!d.HasMember("metadata") || !d["metadata"].HasMember("labels") ||
+        !d["metadata"]["labels"].IsObject())
+      return out;
+    for (auto& m : d["metadata"]["labels"].GetObject()) {
+      out[m.name.GetString()] = m.value.IsString() ? m.value.GetString() : "<not a string>";
+    }
+    return out;
+  };
+  const std::map<std::string, std::string> now = labels_of(doc), before = labels_of(old);
+  for (const auto& [k, v] : now) {
+    if (!ValidLabelValue(v)) {
+      *status = 422;
+      return StatusBody(
+          422, "Invalid",
+          "Node \"" + name + "\" is invalid: metadata.labels: Invalid value: \"" + v + "\": " +
+              (v.size() > 63 ? "must be no more than 63 characters"
+                             : "a valid label must be an empty string or consist of alphanumeric "
+                               "characters, '-', '_' or '.', and must start and end with an "
+                               "alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+                               "'12345', regex used for validation is "
+                               "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"));
+    }
+  }
+  // Admission (NodeRestriction), on the labels the request changes.
+  std::set<std::string> modified;
+  for (const auto& [k, v] : now) {
+    auto it = before.find(k);
+    if (it == before.end() || it->second != v) modified.insert(k);
+  }
+  for (const auto& [k, v] : before) {
+    if (now.count(k) == 0) modified.insert(k);
+  }
+  std::string refused;
+  for (const std::string& k : modified) {
+    bool no = false;
+    for (const std::string& p : forbidden_label_prefixes_) no |= k.rfind(p, 0) == 0;
+    if (user.rfind("system:node:", 0) == 0) no |= NodeRestrictionForbids(k);
+    if (no) refused += (refused.empty() ? "" : ", ") + k;
+  }
+  if (!refused.empty()) {
+    *status = 403;
+    return StatusBody(
+        403, "Forbidden",
+        "nodes \"" + name + "\" is forbidden: is not allowed to modify labels: " + refused);
+  }
+  doc["metadata"]["resourceVersion"].SetString(std::to_string(++rv_).c_str(), a);
   nodes_[name] = Serialize(doc);
   Publish(name);
   return nodes_[name];
+}
+
+std::map<std::string, std::string> ApiServerStub::Labels(const std::string& node) {
+  return Members(node, "labels");
+}
+
+std::map<std::string, std::string> ApiServerStub::Annotations(const std::string& node) {
+  return Members(node, "annotations");
+}
+
+std::map<std::string, std::string> ApiServerStub::Members(const std::string& node,
+                                                          const char* field) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::string> out;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return out;
+  rapidjson::Document d;
+  d.Parse(it->second.c_str());
+  if (!d["metadata"].HasMember(field)) return out;
+  for (auto& m : d["metadata"][field].GetObject()) {
+    out[m.name.GetString()] = m.value.GetString();
+  }
+  return out;
+}
+
+void ApiServerStub::SetLabel(const std::string& node, const std::string& key,
+                             std::optional<std::string> value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (nodes_.count(node) == 0) return;
+  rapidjson::Document d;
+  d.Parse(nodes_.at(node).c_str());
+  auto& a = d.GetAllocator();
+  rapidjson::Value& meta = d["metadata"];
+  if (!meta.HasMember("labels"))
+    meta.AddMember("labels", rapidjson::Value(rapidjson::kObjectType), a);
+  meta["labels"].RemoveMember(key.c_str());
+  if (value) {
+    meta["labels"].AddMember(rapidjson::Value(key.c_str(), a), rapidjson::Value(value->c_str(), a),
+                             a);
+  }
+  meta["resourceVersion"].SetString(std::to_string(++rv_).c_str(), a);
+  nodes_[node] = Serialize(d);
+  Publish(node);
+}
+
+void ApiServerStub::ForbidLabelPrefixes(std::set<std::string> prefixes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  forbidden_label_prefixes_ = std::move(prefixes);
 }
 
 TestPki MakeTestPki(const std::string& dir) {

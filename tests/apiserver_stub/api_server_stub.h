@@ -62,6 +62,18 @@ class ApiServerStub {
   std::optional<std::string> Capacity(const std::string& node, const std::string& resource);
   std::optional<std::string> Allocatable(const std::string& node, const std::string& resource);
   std::string NodeJson(const std::string& node);
+  std::map<std::string, std::string> Labels(const std::string& node);
+  std::map<std::string, std::string> Annotations(const std::string& node);
+  // Another writer (a person, an operator) sets or (nullopt) removes a label.
+  void SetLabel(const std::string& node, const std::string& key, std::optional<std::string> value);
+
+  // Admission as the NodeRestriction plugin does it, for every request:
+  // changes (add, change, remove) to labels whose key starts with one of
+  // `prefixes` are refused with NodeRestriction's 403. Tokens whose user is
+  // "system:node:<name>" always get NodeRestriction's own rules (no other
+  // Node; no kubernetes.io/, k8s.io/ labels but the kubelet's; no
+  // node-restriction.kubernetes.io/ label).
+  void ForbidLabelPrefixes(std::set<std::string> prefixes);
 
   // Auth: when any token is registered, requests need one of them.
   void AllowToken(const std::string& token, bool may_patch = true,
@@ -154,7 +166,11 @@ class ApiServerStub {
   };
   std::string Handle(const std::string& method, const std::string& path, const std::string& auth,
                      const std::string& content_type, const std::string& body, int* status);
-  std::string ApplyPatch(const std::string& node, const std::string& body, int* status);
+  // `status_sub`: the status subresource, which keeps metadata changes and
+  // resets spec (v1 Node's legacy rule); else the Node, whose PATCH drops
+  // status changes.
+  std::string ApplyPatch(const std::string& node, const std::string& body, bool status_sub,
+                         const std::string& user, int* status);
   // REQUIRES: mu_ held. `from_cache`: resourceVersion=0, answered from
   // the watch cache at its version; else a consistent read at the revision.
   std::string List(const std::string& name, bool from_cache) const;
@@ -166,6 +182,7 @@ class ApiServerStub {
   // The Status body and code when `auth` may not make `call`, else empty.
   std::string Authorize(const std::string& auth, const std::string& call, int* status);
   void Publish(const std::string& node, const char* type = "MODIFIED");
+  std::map<std::string, std::string> Members(const std::string& node, const char* field);
   // Notes a request; true when it arrived on a connection opened before the
   // last Restart(), which must then be cut off.
   bool Arrive(const std::string& call, const std::string& node, int remote_port);
@@ -209,6 +226,7 @@ class ApiServerStub {
   std::map<int, std::chrono::steady_clock::time_point> ports_seen_;
   std::set<int> doomed_ports_;
   std::set<std::string> forbidden_;
+  std::set<std::string> forbidden_label_prefixes_;
   std::vector<Request> requests_;
   int patches_ = 0, gets_ = 0, watches_ = 0, lists_ = 0, expired_ = 0, cut_ = 0;
   int open_watches_ = 0;

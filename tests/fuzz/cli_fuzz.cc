@@ -45,6 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   stubs.devices = [&](const LoadedConfig& l, const std::string&) { return loaded_ok(l); };
   stubs.capacity = [&](const LoadedConfig& l, const CapacityRequest&) { return loaded_ok(l); };
+  stubs.labels = [&](const LoadedConfig& l, const LabelsRequest&) { return loaded_ok(l); };
   stubs.cdi_generate = [&](const LoadedConfig& l, const std::string&, const std::string&) {
     return loaded_ok(l);
   };

@@ -83,7 +83,9 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
     }
   }
   // What the agent really asks: static mode through a reconcile, a drift
-  // repair, a removal on exit; and the capacity subcommand.
+  // repair, a removal on exit, with node labels on (the default: they ride
+  // in the capacity PATCH of nodes/status, so they need no rule of their
+  // own); and the capacity and labels subcommands.
   ApiServerStub api;
   api.AddNode("n1");
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
@@ -94,12 +96,19 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
   ASSERT_TRUE(WaitFor([&] { return api.Capacity("n1", "nvidia.com/gpu") == "1"; }))
       << agent.Stderr();
   ASSERT_TRUE(WaitFor([&] { return api.watch_count() > 0; }));
+  ASSERT_TRUE(WaitFor([&] { return api.Labels("n1").count("nvidia.com/gpu.product") > 0; }))
+      << agent.Stderr();
   api.KubeletSetsCapacity("n1", "nvidia.com/gpu", "0");
   ASSERT_TRUE(WaitFor([&] { return api.Capacity("n1", "nvidia.com/gpu") == "1"; }));
   agent.Signal(SIGTERM);
   ASSERT_EQ(agent.Wait(), 0);
+  EXPECT_EQ(api.Labels("n1").count("nvidia.com/gpu.product"), 0u) << "removed on exit";
   RunResult cli = RunAgent({"capacity", "get", "--proxy=" + api.url(), "--node", "n1"}, env);
   ASSERT_EQ(cli.code, 0) << cli.err;
+  for (const char* verb : {"apply", "remove"}) {
+    RunResult labels = RunAgent({"labels", verb, "--proxy=" + api.url(), "--node", "n1"}, env);
+    ASSERT_EQ(labels.code, 0) << labels.err;
+  }
   const std::set<std::string> used = api.calls();
   EXPECT_EQ(used, granted) << "the ClusterRole must allow what the agent does, and nothing more";
 }
