@@ -149,14 +149,19 @@ class Planner {
   }
 
   absl::Status GroupUnits(const std::vector<size_t>& gpus) {
-    const std::string& strategy = c_.flags.mig_strategy;
+    std::string strategy = c_.flags.mig_strategy;
     if (strategy == "single") {
       std::vector<std::string> whole;
       for (size_t pos : gpus) {
         const nvml::GpuRecord& g = inv_.gpus[pos];
         if (!g.mig_enabled && g.mig_mode_error.empty()) whole.push_back(StrCat(g.index));
       }
-      if (!whole.empty()) {
+      // As NVIDIA's plugin does: single on a node with no GPU in MIG mode
+      // advertises the GPUs whole, so one DaemonSet serves MIG and other
+      // nodes alike. Only a mix of MIG and whole GPUs is refused.
+      if (whole.size() == gpus.size()) {
+        strategy = "none";
+      } else if (!whole.empty()) {
         return absl::InvalidArgumentError(
             StrCat("flags.migStrategy single needs every GPU in MIG mode, but GPU(s) ",
                    StrJoin(whole, ", "),

@@ -171,6 +171,19 @@ TEST(PlanMigTest, SingleExposesMigDevicesAsTheGpuResource) {
             (std::vector<std::string>{"MIG-0x", "MIG-0y", "MIG-1x", "MIG-1y"}));
 }
 
+// NVIDIA's DaemonSets pass --mig-strategy=single to every node: on one with
+// no GPU in MIG mode the GPUs are advertised whole, as NVIDIA's plugin does.
+TEST(PlanMigTest, SingleOnANodeWithoutMigAdvertisesWholeGpus) {
+  Config c;
+  c.flags.mig_strategy = "single";
+  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(2));
+  ASSERT_TRUE(p.ok()) << Error(p);
+  ASSERT_EQ(p->resources.size(), 1u);
+  EXPECT_EQ(p->resources[0].resource_name, "nvidia.com/gpu");
+  EXPECT_EQ(p->resources[0].devices.size(), 2u);
+  EXPECT_TRUE(p->warnings.empty());
+}
+
 TEST(PlanMigTest, SingleOnMixedMigAndWholeGpusIsAnError) {
   Config c;
   c.flags.mig_strategy = "single";

@@ -54,7 +54,7 @@ std::vector<DaemonSetCase> DaemonSetCases() {
       {"bare binary", false, {}, {{"FAIL_ON_INIT_ERROR", "false"}}, "", "no subcommand given"},
       {"flags as args",
        true,
-       {"--mig-strategy=none", "--pass-device-specs=true", "--fail-on-init-error=true",
+       {"--mig-strategy=single", "--pass-device-specs=true", "--fail-on-init-error=true",
         "--device-list-strategy=envvar", "--nvidia-driver-root=/"},
        {},
        "",
