@@ -244,7 +244,8 @@ const std::vector<Setting>& Table() {
        K::kDuration,
        {},
        "longest single wait for NVML events (10ms to 1m); backoff after failed waits stops at "
-       "twice this, and /healthz fails when the health thread stalls 6 times this",
+       "twice this or 1s, whichever is less, and /healthz fails when the health thread stalls "
+       "4 times this plus that backoff",
        FIELD(health.event_wait_timeout)},
       {"kubelet.socket",
        "kubelet-socket",

@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/thread_name.h"
 
 namespace gpu_agent {
 namespace {
@@ -193,7 +194,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
                "); is the port in use, or the address not on this host?"));
   }
   httplib::Server* srv = m->server_.get();
-  m->thread_ = std::thread([srv] { srv->listen_after_bind(); });
+  m->thread_ = std::thread([srv] {
+    NameThisThread("metrics");
+    srv->listen_after_bind();
+  });
   LogInfo("metrics endpoint listening",
           {{"address", StrCat(hp->host, ":", m->port_)}, {"paths", "/metrics /healthz /readyz"}});
   return m;

@@ -7,6 +7,7 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/thread_name.h"
 
 namespace gpu_agent::apiserver {
 namespace {
@@ -67,8 +68,14 @@ absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
   if (!watch_rest.ok()) return watch_rest.status();
   r->watch_rest_ = *std::move(watch_rest);
   CapacityReconciler* raw = r.get();
-  r->loop_ = std::thread([raw] { raw->Loop(); });
-  r->watch_ = std::thread([raw] { raw->WatchLoop(); });
+  r->loop_ = std::thread([raw] {
+    NameThisThread("reconcile");
+    raw->Loop();
+  });
+  r->watch_ = std::thread([raw] {
+    NameThisThread("node-watch");
+    raw->WatchLoop();
+  });
   return r;
 }
 

@@ -1,7 +1,5 @@
-// The DevicePlugin gRPC service for one resource, on the callback API:
-// ListAndWatch is a write reactor fed by the DevicePublisher (one write in
-// flight, newer snapshots coalesced, Finish exactly once); the unary calls
-// answer from the current snapshot without locks on the hot path.
+// The DevicePlugin service's handlers and stream bookkeeping for one
+// resource; the gRPC transport is PluginServer's.
 #ifndef GPU_AGENT_DEVICEPLUGIN_DEVICE_PLUGIN_SERVICE_H_
 #define GPU_AGENT_DEVICEPLUGIN_DEVICE_PLUGIN_SERVICE_H_
 
@@ -10,9 +8,6 @@
 #include <functional>
 #include <iterator>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
-#include <vector>
 
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/api.grpc.pb.h"
@@ -41,52 +36,44 @@ struct ServiceStats {
   }
 };
 
-class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService {
+// The DevicePlugin service's logic for one resource, apart from the
+// transport (PluginServer drives it from its completion queue): the unary
+// calls answer from the current snapshot without locks on the hot path,
+// and the open ListAndWatch streams are counted here.
+class DevicePluginService {
  public:
   DevicePluginService(std::shared_ptr<DevicePublisher> publisher,
                       std::shared_ptr<const Allocator> allocator);
-  ~DevicePluginService() override;
 
-  grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx,
-                                                   const v1beta1::Empty* request,
-                                                   v1beta1::DevicePluginOptions* response) override;
-  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
-      grpc::CallbackServerContext* ctx, const v1beta1::Empty* request) override;
-  grpc::ServerUnaryReactor* GetPreferredAllocation(
-      grpc::CallbackServerContext* ctx, const v1beta1::PreferredAllocationRequest* request,
-      v1beta1::PreferredAllocationResponse* response) override;
-  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
-                                     const v1beta1::AllocateRequest* request,
-                                     v1beta1::AllocateResponse* response) override;
-  grpc::ServerUnaryReactor* PreStartContainer(
-      grpc::CallbackServerContext* ctx, const v1beta1::PreStartContainerRequest* request,
-      v1beta1::PreStartContainerResponse* response) override;
+  grpc::Status GetDevicePluginOptions(v1beta1::DevicePluginOptions* response) const;
+  grpc::Status Allocate(const v1beta1::AllocateRequest& request,
+                        v1beta1::AllocateResponse* response);
+  grpc::Status GetPreferredAllocation(const v1beta1::PreferredAllocationRequest& request,
+                                      v1beta1::PreferredAllocationResponse* response);
+  grpc::Status PreStartContainer(const v1beta1::PreStartContainerRequest& request,
+                                 v1beta1::PreStartContainerResponse* response) const;
+
+  DevicePublisher& publisher() const { return *publisher_; }
 
   // Called, without locks held, after a ListAndWatch stream opens or ends.
   // Set before the service is served.
   void SetStreamObserver(std::function<void()> observer) { observer_ = std::move(observer); }
+  // The transport says a stream opened (the kubelet called ListAndWatch) or
+  // ended (gRPC is done with it). Each calls the observer.
+  void StreamOpened();
+  void StreamEnded();
 
   // Finishes every open ListAndWatch stream (after its write in flight).
   void FinishStreams();
-  size_t OpenStreams() const;
+  size_t OpenStreams() const { return open_streams_.load(); }
   const ServiceStats& stats() const { return stats_; }
 
-  class StreamReactor;
-
  private:
-  friend class StreamReactor;
-  void Forget(StreamReactor* reactor);
-
   const std::shared_ptr<DevicePublisher> publisher_;
   const std::shared_ptr<const Allocator> allocator_;
   ServiceStats stats_;
   std::function<void()> observer_;
-
-  mutable std::mutex streams_mu_;
-  // Owns each open stream until gRPC calls its OnDone.
-  std::unordered_map<StreamReactor*, std::shared_ptr<StreamReactor>> streams_;
-  // Streams gRPC is done with, freed later (see Forget).
-  std::vector<std::shared_ptr<StreamReactor>> finished_;
+  std::atomic<size_t> open_streams_{0};
 };
 
 // Builds the ListAndWatch message for a snapshot.

@@ -4,9 +4,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 #include "absl/status/statusor.h"
 #include "deviceplugin/device_plugin_service.h"
@@ -18,6 +22,10 @@ namespace gpu_agent::deviceplugin {
 // another process is serving, or a file that is not a socket, is an error.
 absl::Status PrepareSocketPath(const std::string& path);
 
+// Serves the DevicePlugin API on gRPC's completion-queue API, driven by one
+// thread of its own that blocks with no deadline: idle, it never wakes. (The
+// callback API would add gRPC's "nexting" threads, which wake a few times a
+// second each and grow with the core count.)
 class PluginServer {
  public:
   // Serves `service` on `socket_path`; returns once the socket accepts calls.
@@ -38,19 +46,41 @@ class PluginServer {
   // path means someone replaced or removed it.
   ino_t socket_inode() const { return inode_; }
 
+  class Call;
+  class StreamCall;
+
  private:
-  PluginServer(std::string path, std::shared_ptr<DevicePluginService> service,
-               std::unique_ptr<grpc::Server> server, ino_t inode)
-      : socket_path_(std::move(path)),
-        service_(std::move(service)),
-        server_(std::move(server)),
-        inode_(inode) {}
+  template <class Request, class Response>
+  class UnaryCall;
+
+  PluginServer(std::string path, std::shared_ptr<DevicePluginService> service);
+  // Asks gRPC for the next call of each method.
+  void RequestCalls();
+  void RequestStream();
+  // The completion-queue thread: runs every call's next step.
+  void Drive();
+  // A stream gRPC is done with.
+  void Forget(StreamCall* call);
+  // Runs `start`, which starts one operation on the queue, unless the queue
+  // is shut; false then.
+  template <class F>
+  bool StartOp(F&& start);
 
   const std::string socket_path_;
-  std::shared_ptr<DevicePluginService> service_;
+  const std::shared_ptr<DevicePluginService> service_;
+  v1beta1::DevicePlugin::AsyncService async_;
   std::unique_ptr<grpc::Server> server_;
-  ino_t inode_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::thread driver_;
+  ino_t inode_ = 0;
   bool stopped_ = false;
+  std::atomic<bool> shutting_down_{false};  // no new call is asked for once set
+  std::mutex ops_mu_;                       // held while an operation starts
+  bool cq_open_ = true;                     // protected by ops_mu_
+
+  std::mutex streams_mu_;
+  // Owns each open stream until gRPC is done with it.
+  std::unordered_map<StreamCall*, std::shared_ptr<StreamCall>> streams_;
 };
 
 }  // namespace gpu_agent::deviceplugin

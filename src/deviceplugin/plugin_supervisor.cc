@@ -11,6 +11,7 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/thread_name.h"
 
 namespace gpu_agent::deviceplugin {
 absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
@@ -48,7 +49,10 @@ absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
     sup->watcher_ = *std::move(watcher);
   }
   sup->PublishStatus();
-  sup->control_ = std::thread([raw] { raw->ControlLoop(); });
+  sup->control_ = std::thread([raw] {
+    NameThisThread("supervisor");
+    raw->ControlLoop();
+  });
   return sup;
 }
 

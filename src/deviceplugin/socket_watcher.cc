@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/thread_name.h"
 
 namespace gpu_agent::deviceplugin {
 
@@ -33,7 +34,10 @@ absl::StatusOr<std::unique_ptr<SocketWatcher>> SocketWatcher::Start(const std::s
     return absl::ResourceExhaustedError(StrCat("eventfd: ", std::strerror(errno)));
   }
   std::unique_ptr<SocketWatcher> w(new SocketWatcher(in_fd, wake_fd, std::move(callback)));
-  w->thread_ = std::thread([p = w.get()] { p->Loop(); });
+  w->thread_ = std::thread([p = w.get()] {
+    NameThisThread("socket-watch");
+    p->Loop();
+  });
   return w;
 }
 

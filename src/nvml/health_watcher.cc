@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/thread_name.h"
 #include "nvml/event_registry.h"
 #include "nvml/nvml_library.h"
 #include "nvml/repair_state.h"
@@ -362,7 +363,10 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
     state->beat = Clock::now();
   }
   // The thread holds its own reference, so it may outlive the watcher.
-  std::thread([state] { state->Run(); }).detach();
+  std::thread([state] {
+    NameThisThread("health");
+    state->Run();
+  }).detach();
   return std::unique_ptr<HealthWatcher>(new HealthWatcher(state));
 }
 

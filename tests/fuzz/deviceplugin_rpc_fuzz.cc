@@ -1,13 +1,12 @@
 // The device-plugin RPCs the kubelet sends: serialized AllocateRequest,
 // PreferredAllocationRequest and PreStartContainerRequest bytes, parsed as
 // gRPC parses them and handed to DevicePluginService's handlers (called
-// directly, with grpc's DefaultReactorTestPeer standing in for the call),
+// directly, as PluginServer calls them for each request),
 // against an 8-GPU NVLink node: whole GPUs, or 4 time-sliced replicas each,
 // with two GPUs out.
 //
 // Input: one byte choosing the RPC, the resource and the Allocate options,
 // then the request's protobuf bytes.
-#include <grpcpp/test/default_reactor_test_peer.h>
 #include <sys/stat.h>
 
 #include <memory>
@@ -93,16 +92,6 @@ const World& TheWorld() {
   return *world;
 }
 
-// Runs one handler and returns the status it finished with.
-template <typename Handler>
-grpc::Status Call(Handler handler) {
-  grpc::CallbackServerContext ctx;
-  grpc::testing::DefaultReactorTestPeer peer(&ctx);
-  handler(&ctx);
-  fuzz::Check(peer.test_status_set(), "a handler returned without finishing the call");
-  return peer.test_status();
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -126,8 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1beta1::AllocateRequest req;
       if (!req.ParseFromArray(bytes, n)) return 0;
       v1beta1::AllocateResponse resp;
-      const grpc::Status s =
-          Call([&](grpc::CallbackServerContext* ctx) { service.Allocate(ctx, &req, &resp); });
+      const grpc::Status s = service.Allocate(req, &resp);
       if (s.ok()) {
         fuzz::Check(resp.container_responses_size() == req.container_requests_size(),
                     "Allocate answered another number of containers");
@@ -142,9 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1beta1::PreferredAllocationRequest req;
       if (!req.ParseFromArray(bytes, n)) return 0;
       v1beta1::PreferredAllocationResponse resp;
-      const grpc::Status s = Call([&](grpc::CallbackServerContext* ctx) {
-        service.GetPreferredAllocation(ctx, &req, &resp);
-      });
+      const grpc::Status s = service.GetPreferredAllocation(req, &resp);
       if (s.ok()) {
         for (int i = 0; i < req.container_requests_size(); ++i) {
           fuzz::Check(resp.container_responses(i).deviceids_size() ==
@@ -161,8 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1beta1::PreStartContainerRequest req;
       if (!req.ParseFromArray(bytes, n)) return 0;
       v1beta1::PreStartContainerResponse resp;
-      const grpc::Status s = Call(
-          [&](grpc::CallbackServerContext* ctx) { service.PreStartContainer(ctx, &req, &resp); });
+      const grpc::Status s = service.PreStartContainer(req, &resp);
       fuzz::Check(s.ok(), "PreStartContainer failed");
       break;
     }

@@ -18,7 +18,11 @@ extern char** environ;
 
 namespace gpu_agent::testing {
 
-std::string BinaryPath() { return GPU_AGENT_BINARY; }
+std::string BinaryPath() {
+  // A benchmark may compare another build of the agent.
+  const char* other = std::getenv("GPU_AGENT_BINARY");
+  return other != nullptr && *other != '\0' ? other : GPU_AGENT_BINARY;
+}
 std::string FakeNvmlDir() { return GPU_AGENT_FAKE_NVML_DIR; }
 std::string FakeNvmlTool() { return GPU_AGENT_FAKE_NVML_TOOL; }
 std::string SourceDir() { return GPU_AGENT_SOURCE_DIR; }
