@@ -154,7 +154,7 @@ std::string Fmt(double v, const char* unit, int precision = 1) {
 // Idle: registered with an open stream, nothing happening. Adds the rows,
 // and prints each thread's wake-ups (where a floor comes from).
 template <typename Judge>
-bool MeasureIdle(Env& env, int idle_seconds, Judge judge, std::vector<Row>* rows) {
+bool MeasureIdle(Env& env, int idle_seconds, int allocates, Judge judge, std::vector<Row>* rows) {
   KubeletSimulator idle_sim(env.dir.path());
   if (!idle_sim.Start()) return false;
   auto idle_agent = StartAgent(env, idle_sim);
@@ -177,6 +177,24 @@ bool MeasureIdle(Env& env, int idle_seconds, Judge judge, std::vector<Row>* rows
   rows->push_back({"idle threads", Fmt(static_cast<double>(s1.thread_switches.size()), "", 0),
                    "<= 6", judge(s1.thread_switches.size() <= 6)});
   rows->push_back({"idle CPU", Fmt(cpu_pct, "% of a core", 3), "< 0.1%", judge(cpu_pct < 0.1)});
+  // RSS after a burst of work: 100,000 Allocates, then back to idle.
+  if (allocates > 0) {
+    auto stub = idle_sim.Stub(kGpu);
+    const std::vector<v1beta1::Device> devices = idle_sim.Devices(kGpu);
+    v1beta1::AllocateRequest alloc;
+    alloc.add_container_requests()->add_devices_ids(devices.at(2).id());
+    int failed = 0;
+    for (int i = 0; i < allocates; ++i) {
+      grpc::ClientContext ctx;
+      v1beta1::AllocateResponse r;
+      if (!stub->Allocate(&ctx, alloc, &r).ok()) ++failed;
+    }
+    const ProcSample s2 = Sample(idle_agent->pid());
+    const double grew_mib = static_cast<double>(s2.rss_kib - s1.rss_kib) / 1024.0;
+    rows->push_back({"VmRSS growth after " + std::to_string(allocates) + " Allocates (" +
+                         std::to_string(failed) + " failed)",
+                     Fmt(grew_mib, "MiB", 2), "<= 1 MiB", judge(grew_mib <= 1.0 && failed == 0)});
+  }
   std::printf("idle wake-ups per thread (%d s, %ld cores%s):\n", idle_seconds,
               g_cores > 0 ? long{g_cores} : sysconf(_SC_NPROCESSORS_ONLN),
               g_cores > 0 ? " as the agent is told" : "");
@@ -212,7 +230,7 @@ int Main(int argc, char** argv) {
   if (idle_only) {
     Env env;
     (void)WriteFixtureSysfs(env.fixture, env.sys);
-    if (!MeasureIdle(env, idle_seconds, judge, &rows)) return 1;
+    if (!MeasureIdle(env, idle_seconds, /*allocates=*/100000, judge, &rows)) return 1;
     for (const Row& r : rows) {
       std::printf("| %s | %s | %s | %s |\n", r.figure.c_str(), r.value.c_str(), r.budget.c_str(),
                   r.verdict.c_str());
@@ -315,7 +333,7 @@ int Main(int argc, char** argv) {
   agent->Signal(SIGTERM);
   agent->Wait();
   sim.Stop();
-  if (!MeasureIdle(env, idle_seconds, judge, &rows)) return 1;
+  if (!MeasureIdle(env, idle_seconds, smoke ? 100 : 100000, judge, &rows)) return 1;
 
   // 5. Static mode against the API server stand-in: requests sent while
   // nothing changes, and how fast a zeroed capacity is repaired. Two
