@@ -11,8 +11,8 @@
 #     --regress    only run each target once over its checked-in corpus
 # A finding (crash, an input taking over 1 s, over 256 MiB of memory) is
 # written to build-fuzz/findings/<target>/ and makes the script exit 1; a
-# timeout that does not happen again when its input is run alone (the
-# machine stalled) is counted under "stalls" and fuzzing goes on. The
+# timeout whose input, run alone, finishes using under 1 s of CPU (the
+# machine stalled the process) is counted under "stalls" and fuzzing goes on. The
 # corpus grown by a run is kept in build-fuzz/corpus/<target>/ and reused by
 # the next; the checked-in seeds and regressions are in tests/fuzz/<target>/.
 set -euo pipefail
@@ -78,6 +78,18 @@ if [ "$regress" -eq 1 ]; then
   exit $failed
 fi
 
+# True when a timeout input was the machine, not the code: run alone with
+# 10 s of wall time it finishes, having used under 1 s of CPU. A hang (still
+# running after 10 s) or an input that really takes a CPU second is a finding.
+stalled() {
+  local t=$1 input=$2 log=$3 out rc=0
+  local TIMEFORMAT='%U %S'
+  out=$( { time "$build/fuzz/fuzz_$t" -timeout=10 -runs=1 -artifact_prefix="$build/logs/rerun-" \
+             "$input" >>"$log" 2>&1 || echo failed; } 2>&1 )
+  [[ $out == *failed* ]] && return 1
+  awk -v u="${out%% *}" -v s="${out##* }" 'BEGIN { exit !(u + s < 1.0) }'
+}
+
 # One target: fuzz, then write its row to $build/logs/<t>.row. libFuzzer's
 # -timeout is wall time, so a busy machine that stalls the process for a
 # second reports a timeout: each timeout input is run again on its own, and
@@ -112,9 +124,7 @@ run_one() {
     [ -z "$new" ] && [ "$cpu_goal" -eq 0 ] && break
     local resumed=0
     for f in $new; do
-      if [[ $f == timeout-* ]] &&
-        "$build/fuzz/fuzz_$t" -timeout=1 -runs=3 -artifact_prefix="$build/logs/rerun-" \
-          "$findings/$f" >>"$log" 2>&1; then
+      if [[ $f == timeout-* ]] && stalled "$t" "$findings/$f" "$log"; then
         mv "$findings/$f" "$findings/unconfirmed-$f"
         unconfirmed=$((unconfirmed + 1))
         resumed=1
