@@ -320,6 +320,7 @@ absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Start(
   self->cq_ = builder.AddCompletionQueue();
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr) {
+    self->stopped_ = true;  // nothing to stop: the destructor leaves it
     self->cq_->Shutdown();  // nothing was asked of it: drained at once
     void* tag;
     bool ok;
