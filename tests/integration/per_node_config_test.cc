@@ -44,7 +44,7 @@ size_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-class NodeConfigTest : public ::testing::Test {
+class PerNodeConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     configs_ = dir_.Join("configs");
@@ -91,7 +91,7 @@ class NodeConfigTest : public ::testing::Test {
   int port_ = -1;
 };
 
-TEST_F(NodeConfigTest, StaticModeReloadsWhenTheLabelChangesAndFallsBackToTheDefault) {
+TEST_F(PerNodeConfigTest, StaticModeReloadsWhenTheLabelChangesAndFallsBackToTheDefault) {
   api_.SetLabel(kNode, kLabel, "two");
   StartStatic();
   ASSERT_TRUE(CapacityIs("16")) << Log();
@@ -113,7 +113,7 @@ TEST_F(NodeConfigTest, StaticModeReloadsWhenTheLabelChangesAndFallsBackToTheDefa
   EXPECT_GT(api_.watch_count(), watches) << "each reload watches afresh";
 }
 
-TEST_F(NodeConfigTest, UnknownOrBrokenNamedConfigKeepsTheRunningOneAndSaysWhy) {
+TEST_F(PerNodeConfigTest, UnknownOrBrokenNamedConfigKeepsTheRunningOneAndSaysWhy) {
   dir_.Write("configs/broken", "version: v1\nsharing:\n  timeSlicing: [oops\n");
   api_.SetLabel(kNode, kLabel, "two");
   StartStatic();
@@ -143,7 +143,7 @@ TEST_F(NodeConfigTest, UnknownOrBrokenNamedConfigKeepsTheRunningOneAndSaysWhy) {
   ASSERT_TRUE(CapacityIs("24")) << Log();
 }
 
-TEST_F(NodeConfigTest, PluginModeWatchesItsNodeAndReregistersWithTheNamedConfig) {
+TEST_F(PerNodeConfigTest, PluginModeWatchesItsNodeAndReregistersWithTheNamedConfig) {
   KubeletSimulator sim(dir_.path());
   ASSERT_TRUE(sim.Start());
   ASSERT_TRUE(WriteFixtureSysfs(FixturePath("8-gpu-nvlink.yaml"), dir_.Join("sys")));
@@ -182,7 +182,7 @@ TEST_F(NodeConfigTest, PluginModeWatchesItsNodeAndReregistersWithTheNamedConfig)
   EXPECT_EQ(api_.calls(), granted);
 }
 
-TEST_F(NodeConfigTest, BadSettingsAreNamed) {
+TEST_F(PerNodeConfigTest, BadSettingsAreNamed) {
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
   env["KUBERNETES_SERVICE_HOST"] = "<unset>";
   struct Case {
