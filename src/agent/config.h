@@ -157,6 +157,15 @@ struct Config {
     }
   } node_labels;
 
+  // One of several named configs per node, chosen by a node label, as
+  // NVIDIA's config-manager does (agent/node_config.h). Off while dir is
+  // empty. Read at start; a reload keeps the values the agent started with.
+  struct NodeConfig {
+    std::string dir;  // folder of named config files (a ConfigMap's keys)
+    std::string label = "nvidia.com/device-plugin.config";
+    std::string default_name;  // used when the label is absent; empty: the --config file
+  } node_config;
+
   struct ApiServer {
     std::string kubeconfig;
     std::string context;

@@ -5,6 +5,7 @@
 
 #include "agent/device_selection.h"
 #include "agent/metrics_server.h"
+#include "agent/node_config.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "base/text.h"
@@ -318,6 +319,29 @@ const std::vector<Setting>& Table() {
        {},
        "nodeLabels.output nfd: the node-feature-discovery local feature file to write",
        FIELD(node_labels.nfd_file)},
+      {"nodeConfig.dir",
+       "node-config-dir",
+       "GPU_AGENT_NODE_CONFIG_DIR",
+       K::kString,
+       {},
+       "folder of named config files (a ConfigMap's keys); the node label nodeConfig.label "
+       "picks one, reloaded when it changes (empty: off)",
+       FIELD(node_config.dir)},
+      {"nodeConfig.label",
+       "node-config-label",
+       "GPU_AGENT_NODE_CONFIG_LABEL",
+       K::kString,
+       {},
+       "node label whose value names the config file in nodeConfig.dir",
+       FIELD(node_config.label)},
+      {"nodeConfig.default",
+       "node-config-default",
+       "GPU_AGENT_NODE_CONFIG_DEFAULT",
+       K::kString,
+       {},
+       "config in nodeConfig.dir used while the node has no such label (empty: the --config "
+       "file)",
+       FIELD(node_config.default_name)},
       {"apiServer.kubeconfig",
        "kubeconfig",
        "KUBECONFIG",
@@ -449,6 +473,10 @@ const std::vector<SettingAlias>& SettingAliases() {
       {"flags.plugin.containerDriverRoot", "driver-root-ctr-path", "DRIVER_ROOT_CTR_PATH"},
       {"flags.nvidiaDriverRoot", "driver-root", ""},
       {"flags.nvidiaDevRoot", "nvidia-dev-root", ""},
+      // The names NVIDIA's config-manager sidecar reads.
+      {"nodeConfig.dir", "", "CONFIG_FILE_SRCDIR"},
+      {"nodeConfig.label", "", "NODE_LABEL"},
+      {"nodeConfig.default", "", "DEFAULT_CONFIG"},
   };
   return *aliases;
 }
@@ -707,6 +735,7 @@ absl::Status ValidateConfig(const Config& c) {
                "\" must be an absolute file path (node-feature-discovery reads "
                "/etc/kubernetes/node-feature-discovery/features.d/<file>)"));
   }
+  if (absl::Status s = ValidateNodeConfigSettings(c); !s.ok()) return s;
   if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");
   }

@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "agent/signals.h"
+#include "agent/version.h"
+#include "apiserver/node_client.h"
+#include "apiserver/rest_client.h"
 #include "base/log.h"
 #include "base/strings.h"
 
@@ -65,11 +68,50 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
   return m;
 }
 
+absl::StatusOr<std::unique_ptr<NodeConfigSelector>> StartNodeConfig(const ConfigRequest& request,
+                                                                    LoadedConfig* loaded) {
+  if (loaded->config.node_config.dir.empty()) return std::unique_ptr<NodeConfigSelector>();
+  absl::StatusOr<std::unique_ptr<NodeConfigSelector>> selector =
+      NodeConfigSelector::Create(*loaded);
+  if (!selector.ok()) return selector.status();
+  const Config& c = loaded->config;
+  absl::StatusOr<apiserver::Connection> conn =
+      apiserver::ResolveConnection(ConnectionOptionsFrom(c), ProcessEnv());
+  if (!conn.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("nodeConfig.dir needs the API server, to read the node's ", c.node_config.label,
+               " label: ", conn.status().message()));
+  }
+  apiserver::RestOptions rest;
+  rest.user_agent = StrCat("gpu-agent/", kVersion);
+  rest.read_timeout = c.api_server.request_timeout;
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> client =
+      apiserver::RestClient::Create(*conn, rest);
+  if (!client.ok()) return client.status();
+  apiserver::NodeClient node(client->get(), c.node_name);
+  if (absl::StatusOr<apiserver::NodeView> view = node.Get(); view.ok()) {
+    auto it = view->labels.find(c.node_config.label);
+    (*selector)->SetInitialLabel(it == view->labels.end() ? std::nullopt
+                                                          : std::optional<std::string>(it->second));
+  } else {
+    LogWarning("cannot read the node's config label; starting without it until the watch sees it",
+               {{"node", c.node_name},
+                {"label", c.node_config.label},
+                {"error", std::string(view.status().message())}});
+  }
+  absl::StatusOr<LoadedConfig> chosen = (*selector)->Load(request, /*at_start=*/true);
+  if (!chosen.ok()) return chosen.status();
+  *loaded = *std::move(chosen);
+  return selector;
+}
+
 std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Config& running,
                                         const nvml::Inventory& running_inventory,
-                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib) {
+                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib,
+                                        NodeConfigSelector* node_config) {
   LogInfo("SIGHUP: reloading config and re-discovering GPUs");
-  absl::StatusOr<LoadedConfig> next = LoadConfig(request);
+  absl::StatusOr<LoadedConfig> next =
+      node_config ? node_config->Load(request, /*at_start=*/false) : LoadConfig(request);
   if (!next.ok()) {
     LogError("config reload failed; keeping the running config",
              {{"error", std::string(next.status().message())}});

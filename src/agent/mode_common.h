@@ -10,6 +10,7 @@
 
 #include "agent/config_loader.h"
 #include "agent/metrics_server.h"
+#include "agent/node_config.h"
 #include "apiserver/connection.h"
 #include "nvml/health_watcher.h"
 #include "nvml/inventory.h"
@@ -35,7 +36,16 @@ struct Reloaded {
   nvml::Inventory inventory;
 };
 
-// On SIGHUP: loads the config again (settings that need a restart keep
+// nodeConfig.dir set: checks the settings, reads the node's config label
+// (one GET; a failure is logged and the label counts as unknown until the
+// watch sees it) and replaces `loaded` with the config it chooses. Null,
+// leaving `loaded` alone, when nodeConfig.dir is empty. An error is a bad
+// setting, already naming it.
+absl::StatusOr<std::unique_ptr<NodeConfigSelector>> StartNodeConfig(const ConfigRequest& request,
+                                                                    LoadedConfig* loaded);
+
+// On SIGHUP: loads the config again (through `node_config` when there is
+// one, so the node's label chooses the file; settings that need a restart keep
 // their running values, with a warning) and re-discovers the GPUs when NVML
 // is there. nullopt, after logging why, when the running state should stay.
 // `running_inventory`: what the running generation was planned from. A GPU
@@ -45,7 +55,8 @@ struct Reloaded {
 // reset, instead of leaving the node until the agent restarts.
 std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Config& running,
                                         const nvml::Inventory& running_inventory,
-                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib);
+                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib,
+                                        NodeConfigSelector* node_config);
 
 }  // namespace gpu_agent
 

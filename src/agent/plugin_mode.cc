@@ -12,6 +12,8 @@
 #include "agent/nfd_feature_file.h"
 #include "agent/plugin_plan.h"
 #include "agent/version.h"
+#include "apiserver/connection.h"
+#include "apiserver/node_label_watch.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "deviceplugin/plugin_supervisor.h"
@@ -33,10 +35,12 @@ void AddXids(std::map<int, uint64_t>* into, const std::map<int, uint64_t>& from)
   for (const auto& [xid, n] : from) (*into)[xid] += n;
 }
 
-std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupervisor& sup) {
+std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupervisor& sup,
+                                const NodeConfigSelector* node_config) {
   PromText p;
   p.Family("gpu_agent_build_info", "gauge", "Build information.");
   p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "plugin"}}, 1);
+  if (node_config) node_config->RenderMetrics(&p);
   p.Family("gpu_agent_devices", "gauge", "Advertised devices by resource and health.");
   for (const ResourceRuntime& r : running.runtimes) {
     auto snap = r.publisher->Current();
@@ -136,10 +140,28 @@ deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
   return o;
 }
 
+// The watch that feeds the per-node config its label (null without one).
+absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> WatchConfigLabel(
+    const Config& config, NodeConfigSelector* node_config) {
+  if (!node_config) return std::unique_ptr<apiserver::NodeLabelWatch>();
+  absl::StatusOr<apiserver::Connection> conn =
+      apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
+  if (!conn.ok()) return conn.status();
+  apiserver::NodeLabelWatchOptions o;
+  o.node = config.node_name;
+  o.label = node_config->settings().label;
+  o.watch_timeout = config.static_mode.watch_timeout;
+  o.rest.user_agent = StrCat("gpu-agent/", kVersion);
+  o.rest.read_timeout = config.api_server.request_timeout;
+  return apiserver::NodeLabelWatch::Start(
+      *conn, o, [node_config](const std::optional<std::string>& v) { node_config->Observe(v); });
+}
+
 }  // namespace
 
 int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
-                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory) {
+                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory,
+                  NodeConfigSelector* node_config) {
   absl::StatusOr<PluginPlan> plan = PlanPlugin(loaded.config, inventory);
   if (!plan.ok()) {
     LogError("cannot plan the device plugin", {{"error", std::string(plan.status().message())}});
@@ -168,9 +190,9 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
   std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
   deviceplugin::PluginSupervisor* supervisor = sup->get();
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
-      loaded.config, {[&running, &running_mu, supervisor] {
+      loaded.config, {[&running, &running_mu, supervisor, node_config] {
                         std::lock_guard<std::mutex> lock(running_mu);
-                        return RenderPluginMetrics(running, *supervisor);
+                        return RenderPluginMetrics(running, *supervisor, node_config);
                       },
                       [supervisor](std::string* why) {
                         if (supervisor->Ready()) return true;
@@ -191,12 +213,24 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     return kExitFailure;
   }
 
+  absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
+      WatchConfigLabel(loaded.config, node_config);
+  if (!label_watch.ok()) {
+    LogError("cannot watch the node's config label",
+             {{"error", std::string(label_watch.status().message())}});
+    if (*metrics) (*metrics)->Stop();
+    if (running.health) running.health->Stop();
+    (*sup)->Stop();
+    cdi_spec.Remove();
+    return kExitFailure;
+  }
   auto vouch = [&running, &running_mu] {
     std::lock_guard<std::mutex> lock(running_mu);
     if (running.health) running.health->OperatorVouches();
   };
   while (WaitForReloadOrStop(vouch)) {
-    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, inventory, lib);
+    std::optional<Reloaded> next =
+        ReloadForSighup(request, loaded.config, inventory, lib, node_config);
     if (!next) continue;
     absl::StatusOr<PluginPlan> next_plan = PlanPlugin(next->loaded.config, next->inventory);
     if (!next_plan.ok()) {
@@ -239,6 +273,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     loaded = std::move(next->loaded);
     inventory = std::move(next->inventory);
   }
+  if (*label_watch) (*label_watch)->Stop();
   if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
   if (running.health) running.health->Stop();
   (*sup)->Stop();

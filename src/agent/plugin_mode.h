@@ -6,15 +6,19 @@
 #include <memory>
 
 #include "agent/config_loader.h"
+#include "agent/node_config.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent {
 
 // `lib` may be null (NVML failed and failOnInitError is false): the plugin
-// then serves no devices. Returns the exit code.
+// then serves no devices. `node_config`: null, or the per-node config, which
+// outlives the call; a light watch of the Node feeds it its label. Returns
+// the exit code.
 int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
-                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory);
+                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory,
+                  NodeConfigSelector* node_config);
 
 }  // namespace gpu_agent
 

@@ -1,5 +1,8 @@
+#include <cstdio>
+
 #include "agent/commands.h"
 #include "agent/driver_wait.h"
+#include "agent/mode_common.h"
 #include "agent/plugin_mode.h"
 #include "agent/signals.h"
 #include "agent/static_mode.h"
@@ -12,6 +15,16 @@ namespace gpu_agent {
 int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   // Before NVML or gRPC start any thread, so every thread inherits the mask.
   BlockShutdownSignals();
+  // The node's named config, before NVML: it may set where the driver is.
+  absl::StatusOr<std::unique_ptr<NodeConfigSelector>> node_config =
+      StartNodeConfig(request, &loaded);
+  if (!node_config.ok()) {
+    // As every other config error is reported: the message as it is.
+    std::fprintf(stderr, "gpu-agent: config error: %s\n",
+                 std::string(node_config.status().message()).c_str());
+    return node_config.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
+                                                                             : kExitFailure;
+  }
   const Config& config = loaded.config;
   for (const std::string& note : loaded.notes) LogInfo(note);
   std::shared_ptr<const nvml::NvmlLibrary> lib;
@@ -41,9 +54,11 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
                               {"mode", config.mode}});
   if (inventory.gpus.empty()) LogWarning("no GPUs found: advertising 0 devices");
   if (config.mode == "static") {
-    return RunStaticMode(request, std::move(loaded), std::move(lib), std::move(inventory));
+    return RunStaticMode(request, std::move(loaded), std::move(lib), std::move(inventory),
+                         node_config->get());
   }
-  return RunPluginMode(request, std::move(loaded), std::move(lib), std::move(inventory));
+  return RunPluginMode(request, std::move(loaded), std::move(lib), std::move(inventory),
+                       node_config->get());
 }
 
 }  // namespace gpu_agent

@@ -90,10 +90,11 @@ struct Running {
   std::unique_ptr<nvml::HealthWatcher> health;
 };
 
-std::string RenderStaticMetrics(const Running& r) {
+std::string RenderStaticMetrics(const Running& r, const NodeConfigSelector* node_config) {
   PromText p;
   p.Family("gpu_agent_build_info", "gauge", "Build information.");
   p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "static"}}, 1);
+  if (node_config) node_config->RenderMetrics(&p);
   if (!r.reconciler) return p.str();
   const apiserver::ReconcilerStats& s = r.reconciler->stats();
   p.Family("gpu_agent_static_desired", "gauge", "Value static mode keeps in the Node's capacity.");
@@ -182,7 +183,8 @@ bool StaticReady(const Running& r, std::string* why) {
 absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
                       const std::shared_ptr<const nvml::NvmlLibrary>& lib,
                       const apiserver::Capacities& retired,
-                      std::vector<nvml::HealthWatcher::Outage> carried, Running* out) {
+                      std::vector<nvml::HealthWatcher::Outage> carried,
+                      NodeConfigSelector* node_config, Running* out) {
   absl::StatusOr<PluginPlan> plan = PlanAdvertised(config, inv);
   if (!plan.ok()) return plan.status();
   for (const std::string& w : plan->warnings) LogWarning(w);
@@ -220,6 +222,15 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
       config.node_labels.Effective(config.mode) == "node" ? labels->labels : apiserver::Labels{};
   opts.rest.user_agent = StrCat("gpu-agent/", kVersion);
   opts.rest.read_timeout = config.api_server.request_timeout;
+  if (node_config) {
+    // The per-node config's label, from this same watch.
+    opts.on_node = [node_config,
+                    key = node_config->settings().label](const apiserver::NodeView& n) {
+      auto it = n.labels.find(key);
+      node_config->Observe(it == n.labels.end() ? std::nullopt
+                                                : std::optional<std::string>(it->second));
+    };
+  }
   std::string summary;
   for (const auto& [r, v] : desired) StrAppend(&summary, summary.empty() ? "" : ", ", r, "=", v);
   LogInfo("static mode: keeping node capacity",
@@ -251,7 +262,8 @@ void StopAll(Running* r, bool remove) {
 }  // namespace
 
 int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
-                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory) {
+                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory,
+                  NodeConfigSelector* node_config) {
   if (loaded.config.node_name.empty()) {
     LogError(
         "static mode needs this node's name: set nodeName, --node-name or NODE_NAME "
@@ -259,15 +271,16 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     return kExitUsage;
   }
   Running running;
-  if (absl::Status s = StartAll(loaded.config, inventory, lib, {}, {}, &running); !s.ok()) {
+  if (absl::Status s = StartAll(loaded.config, inventory, lib, {}, {}, node_config, &running);
+      !s.ok()) {
     LogError("cannot start static mode", {{"error", std::string(s.message())}});
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
-      loaded.config, {[&running, &running_mu] {
+      loaded.config, {[&running, &running_mu, node_config] {
                         std::lock_guard<std::mutex> lock(running_mu);
-                        return RenderStaticMetrics(running);
+                        return RenderStaticMetrics(running, node_config);
                       },
                       [&running, &running_mu](std::string* why) {
                         std::lock_guard<std::mutex> lock(running_mu);
@@ -286,7 +299,8 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     if (running.health) running.health->OperatorVouches();
   };
   while (WaitForReloadOrStop(vouch)) {
-    std::optional<Reloaded> next = ReloadForSighup(request, loaded.config, inventory, lib);
+    std::optional<Reloaded> next =
+        ReloadForSighup(request, loaded.config, inventory, lib, node_config);
     if (!next) continue;
     if (absl::StatusOr<PluginPlan> check = PlanAdvertised(next->loaded.config, next->inventory);
         !check.ok()) {
@@ -304,7 +318,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     }
     StopAll(&running, false);
     if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, before,
-                                  std::move(carried), &running);
+                                  std::move(carried), node_config, &running);
         !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
       return kExitFailure;

@@ -6,13 +6,17 @@
 #include <memory>
 
 #include "agent/config_loader.h"
+#include "agent/node_config.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent {
 
+// `node_config`: null, or the per-node config (read from this mode's Node
+// watch), which outlives the call.
 int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
-                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory);
+                  std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory,
+                  NodeConfigSelector* node_config);
 
 }  // namespace gpu_agent
 

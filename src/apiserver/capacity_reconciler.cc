@@ -191,6 +191,7 @@ std::chrono::milliseconds CapacityReconciler::Backoff(int failures) const {
 }
 
 void CapacityReconciler::Observe(NodeView node) {
+  if (options_.on_node) options_.on_node(node);
   std::lock_guard<std::mutex> lock(mu_);
   bool drift = false;
   for (const auto& [r, v] : desired_) {

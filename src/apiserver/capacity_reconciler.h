@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,10 @@ struct ReconcilerOptions {
   // as capacity; empty: only the agent's own earlier labels are removed;
   // nullopt: labels are not looked at.
   std::optional<Labels> labels;
+  // Called on the watch thread with every state of the Node a LIST or a
+  // watch event shows (the per-node config reads its label here, so one
+  // watch serves both). Must not block.
+  std::function<void(const NodeView&)> on_node;
   RestOptions rest;
 };
 

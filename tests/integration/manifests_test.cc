@@ -503,11 +503,32 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
               (tag != std::string::npos && tag > image.rfind('/')))
       << "image \"" << image << "\" has no tag or digest";
 
-  if (plugin) {
+  if (plugin && v.Has("node-config")) {
+    // A config per node: plugin mode reads and watches its own Node, with
+    // the RBAC of components/node-config/rbac.yaml, unchanged, bound to the
+    // pod's service account; the named configs are the ConfigMap's files.
+    EXPECT_EQ(Str(pod["automountServiceAccountToken"]), "true");
+    std::multiset<std::string> kinds(rbac_kinds.begin(), rbac_kinds.end());
+    EXPECT_EQ(kinds,
+              (std::multiset<std::string>{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}));
+    EXPECT_EQ(Rules(docs), Rules(Docs("components/node-config/rbac.yaml")));
+    for (const YAML::Node& d : docs) {
+      if (Str(d["kind"]) != "ClusterRoleBinding") continue;
+      ASSERT_TRUE(d["subjects"].IsSequence() && d["subjects"].size() == 1u);
+      EXPECT_EQ(Str(d["subjects"][0]["name"]), Str(pod["serviceAccountName"]));
+      EXPECT_EQ(Str(At(d, {"roleRef", "name"})), "gpu-agent-node-config");
+    }
+    const Mount named = MountAt(pod, c, Str(At(config, {"nodeConfig", "dir"})));
+    ASSERT_TRUE(named.mount.IsDefined()) << "nothing is mounted at nodeConfig.dir";
+    EXPECT_EQ(Str(At(named.volume, {"configMap", "name"})),
+              Str(At(configmap, {"metadata", "name"})));
+  } else if (plugin) {
     EXPECT_EQ(Str(pod["automountServiceAccountToken"]), "false")
         << "plugin mode never talks to the API server: no token";
     EXPECT_TRUE(rbac_kinds.empty()) << "plugin mode needs no RBAC objects";
     EXPECT_FALSE(pod["serviceAccountName"].IsDefined());
+  }
+  if (plugin) {
     // The kubelet's folder: the config's socket folder is mounted from the
     // host's (kubelet root)/device-plugins.
     const std::string socket = Str(At(config, {"kubelet", "socket"}));
@@ -616,7 +637,7 @@ TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
 // overlay: each driver way, with and without MIG, on each kubelet folder.
 TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
   REQUIRE_KUBECTL();
-  std::set<std::string> used = {"mig"};
+  std::set<std::string> used = {"mig", "node-config"};
   for (const std::string& d : kDriverComponents) used.insert(d);
   for (const auto& [c, path] : kKubeletDevicePlugins) {
     if (!c.empty()) used.insert(c);
@@ -641,6 +662,9 @@ TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
         for (size_t i = 1; i < v.components.size(); ++i) v.name += " + " + v.components[i];
         variants.push_back(v);
       }
+      Variant nc{"plugin + " + driver + " + node-config", "plugin", {driver, "node-config"}};
+      if (mig) nc.components.push_back("mig");
+      variants.push_back(nc);
     }
   }
   for (const Variant& v : variants) {
