@@ -104,6 +104,9 @@ absl::StatusOr<std::string> TokenSource::Token() {
   if (token.empty()) {
     return absl::FailedPreconditionError(StrCat("token file \"", path_, "\" is empty"));
   }
+  if (absl::Status bad = CheckBearerToken(token); !bad.ok()) {
+    return absl::FailedPreconditionError(StrCat("token file \"", path_, "\": ", bad.message()));
+  }
   token_ = std::move(token);
   read_at_ = now;
   valid_ = true;

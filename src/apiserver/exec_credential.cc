@@ -64,7 +64,11 @@ absl::StatusOr<ExecCredential> ParseExecCredential(std::string_view json) {
     }
     return absl::InvalidArgumentError("the exec plugin's ExecCredential has no status.token");
   }
-  out.token = token->value.GetString();
+  out.token.assign(token->value.GetString(), token->value.GetStringLength());
+  if (absl::Status bad = CheckBearerToken(out.token); !bad.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("the exec plugin's ExecCredential status.token: ", bad.message()));
+  }
   auto exp = status->value.FindMember("expirationTimestamp");
   if (exp != status->value.MemberEnd() && exp->value.IsString()) {
     out.expires = ParseRfc3339(std::string(exp->value.GetString(), exp->value.GetStringLength()));

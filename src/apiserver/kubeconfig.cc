@@ -71,6 +71,20 @@ bool Base64Decode(std::string_view in, std::string* out) {
   return absl::Base64Unescape(absl::string_view(in.data(), in.size()), out);
 }
 
+absl::Status CheckBearerToken(std::string_view token) {
+  if (token.empty()) return absl::InvalidArgumentError("the token is empty");
+  for (size_t i = 0; i < token.size(); ++i) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    if (c < 0x21 || c > 0x7e) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      return absl::InvalidArgumentError(
+          StrCat("the token has byte 0x", std::string{kHex[c >> 4], kHex[c & 15]}, " at offset ", i,
+                 ", which an HTTP header cannot carry (printable ASCII without blanks only)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
                                                    const std::string& context) {
   std::map<std::string, Named> clusters, users, contexts;
@@ -168,6 +182,12 @@ absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
       const std::string& uf = us->second.file;
       const YAML::Node& u = us->second.node;
       GA_ASSIGN_OR_RETURN(sel.token, Str(u, "token", uf));
+      if (!sel.token.empty()) {
+        if (absl::Status bad = CheckBearerToken(sel.token); !bad.ok()) {
+          return absl::InvalidArgumentError(
+              StrCat(Where(uf, u), ": user \"", *user_name, "\" token: ", bad.message()));
+        }
+      }
       std::string tf;
       GA_ASSIGN_OR_RETURN(tf, Str(u, "tokenFile", uf));
       sel.token_file = Resolve(uf, tf);

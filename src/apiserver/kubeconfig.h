@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct KubeconfigSelection {
   std::string client_cert_pem, client_key_pem;  // from the -data forms
   std::optional<ExecConfig> exec;
 };
+
+// A bearer token goes into the Authorization header as it is: printable
+// ASCII without blanks (RFC 6750's b64token, and every token Kubernetes
+// issues, fit). Anything else (a NUL, a line break that would end the header
+// early, bytes of another encoding) is refused, naming the first bad byte's
+// offset and value, never the token.
+absl::Status CheckBearerToken(std::string_view token);
 
 // `paths`: one file, or several separated by ':'. Errors name the file
 // (file:line:column for YAML), the context, cluster or user.

@@ -396,6 +396,52 @@ TEST(ExecCredentialTest, ParsesAndRejects) {
           .ok());
 }
 
+// A token goes into the Authorization header as it is. The fuzzer found an
+// ExecCredential whose token began with \u0000: it was taken as an empty
+// token (cut at the NUL) and sent. A NUL, a line break (which would end the
+// header and start another) or any byte outside printable ASCII is refused
+// from every source, with the offset and never the token in the message.
+TEST(BearerTokenTest, OnlyWhatAnHttpHeaderCarriesIsAccepted) {
+  EXPECT_TRUE(CheckBearerToken("eyJhbGciOi.JSUzI1NiJ9-_~+/=").ok());
+  for (const std::string& bad :
+       {std::string("", 0), std::string("\0abc", 4), std::string("abc\r\nX-Evil: 1"),
+        std::string("a b"), std::string("tok\xff")}) {
+    absl::Status s = CheckBearerToken(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    if (!bad.empty() && bad != "a b") {
+      EXPECT_EQ(std::string(s.message()).find("Evil"), std::string::npos) << s.message();
+    }
+  }
+  EXPECT_NE(std::string(CheckBearerToken("abc\r\n").message()).find("byte 0x0d at offset 3"),
+            std::string::npos);
+
+  auto nul = ParseExecCredential(
+      std::string(R"({"kind":"ExecCredential","status":{"token":"\u0000abc"}})"));
+  ASSERT_FALSE(nul.ok());
+  EXPECT_NE(std::string(nul.status().message()).find("status.token: the token has byte 0x00"),
+            std::string::npos)
+      << nul.status();
+  EXPECT_FALSE(
+      ParseExecCredential(R"({"kind":"ExecCredential","status":{"token":"a\r\nX-Evil: 1"}})").ok());
+
+  TempDir dir;
+  const std::string file = dir.Write("token", "abc\r\nX-Evil: 1\n");
+  auto from_file = TokenSource::FromFile(file)->Token();
+  ASSERT_FALSE(from_file.ok());
+  EXPECT_NE(std::string(from_file.status().message()).find(file), std::string::npos);
+
+  const std::string kc = dir.Write(
+      "kubeconfig",
+      "current-context: c\nclusters:\n- name: a\n  cluster: {server: https://a}\ncontexts:\n- "
+      "name: c\n  context: {cluster: a, user: u}\nusers:\n- name: u\n  user:\n    token: "
+      "\"abc\\r\\nX-Evil: 1\"\n");
+  auto loaded = LoadKubeconfig(kc, "");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(std::string(loaded.status().message()).find("user \"u\" token: the token has byte"),
+            std::string::npos)
+      << loaded.status();
+}
+
 // The hand-written strptime parse took trailing text after the zone
 // ("...Zjunk"), and a year past 2262 overflowed system_clock (undefined
 // behaviour); absl::ParseTime reads RFC 3339 exactly.
