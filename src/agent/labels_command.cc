@@ -7,8 +7,6 @@
 #include "agent/commands.h"
 #include "agent/mode_common.h"
 #include "agent/node_labels.h"
-#include "agent/version.h"
-#include "apiserver/connection.h"
 #include "apiserver/label_plan.h"
 #include "apiserver/node_client.h"
 #include "base/resource_name.h"
@@ -61,20 +59,10 @@ int LabelsCommand(const LoadedConfig& loaded, const LabelsRequest& req) {
     std::printf("%s", text.c_str());
     return kExitOk;
   }
-  absl::StatusOr<apiserver::Connection> conn =
-      apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
-  if (!conn.ok()) {
-    return Fail(
-        conn.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure,
-        std::string(conn.status().message()));
-  }
-  apiserver::RestOptions opts;
-  opts.user_agent = StrCat("gpu-agent/", kVersion);
-  opts.read_timeout = config.api_server.request_timeout;
-  opts.connect_timeout = std::min(opts.connect_timeout, config.api_server.request_timeout);
+  int exit_code = kExitFailure;
   absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
-      apiserver::RestClient::Create(*conn, opts);
-  if (!rest.ok()) return Fail(kExitFailure, std::string(rest.status().message()));
+      CommandRestClient(config, &exit_code);
+  if (!rest.ok()) return Fail(exit_code, std::string(rest.status().message()));
   apiserver::NodeClient client(rest->get(), node);
   // Which keys are the agent's is on the Node: even a dry run reads it.
   std::vector<std::string> foreign;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "agent/commands.h"
 #include "agent/signals.h"
 #include "agent/version.h"
 #include "apiserver/node_client.h"
@@ -42,6 +43,22 @@ apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& c) {
     o.service_account_dir = *dir;
   }
   return o;
+}
+
+absl::StatusOr<std::unique_ptr<apiserver::RestClient>> CommandRestClient(const Config& config,
+                                                                         int* exit_code) {
+  *exit_code = kExitFailure;
+  absl::StatusOr<apiserver::Connection> conn =
+      apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
+  if (!conn.ok()) {
+    if (conn.status().code() == absl::StatusCode::kInvalidArgument) *exit_code = kExitUsage;
+    return conn.status();
+  }
+  apiserver::RestOptions opts;
+  opts.user_agent = StrCat("gpu-agent/", kVersion);
+  opts.read_timeout = config.api_server.request_timeout;
+  opts.connect_timeout = std::min(opts.connect_timeout, config.api_server.request_timeout);
+  return apiserver::RestClient::Create(*conn, opts);
 }
 
 bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1) {

@@ -1,4 +1,4 @@
-// What plugin mode, static mode and the capacity command share: the health
+// What plugin mode, static mode and the one-shot commands share: the health
 // policy and API server connection built from the config, and the SIGHUP
 // steps (re-read the config, re-discover the GPUs).
 #ifndef GPU_AGENT_AGENT_MODE_COMMON_H_
@@ -12,6 +12,7 @@
 #include "agent/metrics_server.h"
 #include "agent/node_config.h"
 #include "apiserver/connection.h"
+#include "apiserver/rest_client.h"
 #include "nvml/health_watcher.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
@@ -20,6 +21,12 @@ namespace gpu_agent {
 
 nvml::HealthPolicy HealthPolicyFrom(const Config& config);
 apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& config);
+
+// The API server client of a one-shot command (capacity, labels): the
+// config's connection, its request timeout bounding connects too. On a
+// failure, `*exit_code` is how to exit: kExitUsage for a setting in error.
+absl::StatusOr<std::unique_ptr<apiserver::RestClient>> CommandRestClient(const Config& config,
+                                                                         int* exit_code);
 
 // Waits for a signal: true for SIGHUP (reload), false for SIGTERM or SIGINT
 // (after logging which). SIGUSR1 (an operator vouching that GPUs held for a

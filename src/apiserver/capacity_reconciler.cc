@@ -56,26 +56,26 @@ absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
     Connection connection, ReconcilerOptions options, Capacities desired) {
   std::unique_ptr<CapacityReconciler> r(
       new CapacityReconciler(connection, std::move(options), std::move(desired)));
-  absl::StatusOr<std::unique_ptr<RestClient>> rest =
-      RestClient::Create(connection, r->options_.rest);
-  if (!rest.ok()) return rest.status();
-  r->rest_ = *std::move(rest);
-  RestOptions watch_opts = r->options_.rest;
-  // A watch of a quiet Node may send nothing until the server ends it.
-  watch_opts.read_timeout = 2 * r->options_.watch_timeout + std::chrono::minutes(1);
-  absl::StatusOr<std::unique_ptr<RestClient>> watch_rest =
-      RestClient::Create(connection, watch_opts);
-  if (!watch_rest.ok()) return watch_rest.status();
-  r->watch_rest_ = *std::move(watch_rest);
+  absl::StatusOr<NodeWatchClients> clients =
+      CreateNodeWatchClients(connection, r->options_.rest, r->options_.watch_timeout);
+  if (!clients.ok()) return clients.status();
+  r->rest_ = std::move(clients->rest);
+  r->watch_rest_ = std::move(clients->watch);
   CapacityReconciler* raw = r.get();
   r->loop_ = std::thread([raw] {
     NameThisThread("reconcile");
     raw->Loop();
   });
-  r->watch_ = std::thread([raw] {
-    NameThisThread("node-watch");
-    raw->WatchLoop();
-  });
+  NodeWatchOptions w;
+  w.node = r->options_.node;
+  w.watch_timeout = r->options_.watch_timeout;
+  w.reconnect_spread = r->options_.reconnect_spread;
+  w.backoff_initial = r->options_.backoff_initial;
+  w.backoff_max = r->options_.backoff_max;
+  w.watch_if_list_forbidden = true;
+  w.thread_name = "node-watch";
+  r->watch_ = std::make_unique<NodeWatch>(std::move(w), r->rest_.get(), r->watch_rest_.get(),
+                                          r->WatchCallbacks(), &r->stats_);
   return r;
 }
 
@@ -180,6 +180,21 @@ void CapacityReconciler::ReportForeign(const std::vector<std::string>& keys) {
 
 void CapacityReconciler::MarkInSync() { stats_.last_success_unix = UnixNow(); }
 
+NodeWatchCallbacks CapacityReconciler::WatchCallbacks() {
+  NodeWatchCallbacks c;
+  c.on_node = [this](NodeView node) { Observe(std::move(node)); };
+  c.on_deleted = [this] {
+    LogWarning("the node was deleted; waiting for it to come back", {{"node", options_.node}});
+    std::lock_guard<std::mutex> lock(mu_);
+    last_seen_ok_ = false;
+  };
+  c.on_in_sync = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last_seen_ok_) MarkInSync();
+  };
+  return c;
+}
+
 std::chrono::milliseconds CapacityReconciler::QuietBound() const {
   return std::max(options_.resync * 3 / 2, options_.watch_timeout * 2);
 }
@@ -275,17 +290,10 @@ absl::Status CapacityReconciler::Stop(bool remove) {
     stop_ = true;
   }
   cv_.notify_all();
-  // A cancel can land just before the watch opens its next stream or LIST;
-  // repeat it until the watch thread says it is out. (No thread ran if
-  // Start() failed.)
-  while (watch_.joinable()) {
-    watch_rest_->Cancel();
-    rest_->Cancel();  // a LIST in flight; the loop's request too
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return watch_done_; })) break;
-  }
+  // The watch's Stop cancels requests of rest_ until the watch is out: the
+  // loop's request too. (No watch ran if Start() failed.)
+  if (watch_) watch_->Stop();
   if (loop_.joinable()) loop_.join();
-  if (watch_.joinable()) watch_.join();
   if (!remove) return absl::OkStatus();
   NodeClient client(rest_.get(), options_.node);
   std::set<std::string> resources;

@@ -4,15 +4,10 @@
 // re-reads it on a rare randomized timer, and sends no request while
 // nothing changes but the watch's renewals and that re-read.
 //
-// Watching follows client-go's reflector: LIST the Node by name (the list's
-// resourceVersion is the server's current revision), WATCH from there, and
-// take every later version from the watch's own events and bookmarks. Never
-// from the Node's own resourceVersion: that is the revision of its last
-// change, which a quiet Node keeps until it falls out of the API server's
-// watch window, after which every watch from it answers 410 Gone. A 410
-// means list again; a second one in a row, or a watch that fails or ends at
-// once, backs off with jitter. Watch timeouts and re-reads are drawn at
-// random, so a fleet started together does not stay in step.
+// Watching is apiserver/node_watch.h's: LIST the Node, WATCH from the
+// list's version, list again on 410 Gone, back off with jitter after
+// failures. Re-reads are drawn at random, so a fleet started together does
+// not stay in step.
 //
 // A value reset again and again is a fight with another writer: reported
 // once and then only re-checked on the re-read timer. Errors back off with
@@ -37,6 +32,7 @@
 #include "apiserver/connection.h"
 #include "apiserver/label_plan.h"
 #include "apiserver/node.h"
+#include "apiserver/node_watch.h"
 #include "apiserver/rest_client.h"
 
 namespace gpu_agent::apiserver {
@@ -73,7 +69,9 @@ struct ReconcilerOptions {
   RestOptions rest;
 };
 
-struct ReconcilerStats {
+// The watch's counters (lists, watches, watch_expired, watch_failures) and
+// the reconciler's own.
+struct ReconcilerStats : NodeWatchStats {
   std::atomic<uint64_t> patches{0};
   std::atomic<uint64_t> drift_repairs{0};
   // Views that differed from the desired value but were no newer than the
@@ -86,12 +84,6 @@ struct ReconcilerStats {
   // Wanted label keys another writer holds with another value (left alone).
   std::atomic<uint64_t> foreign_labels{0};
   std::atomic<uint64_t> errors{0};
-  std::atomic<uint64_t> lists{0};
-  std::atomic<uint64_t> watches{0};
-  // Watches answered 410 Gone: the version was older than the server keeps.
-  std::atomic<uint64_t> watch_expired{0};
-  // Watches that failed, answered an error, or ended at once.
-  std::atomic<uint64_t> watch_failures{0};
   // When the agent last knew the Node had the desired value (Unix time): a
   // reconcile, a LIST or a watch event showing it, or a watch that ended
   // normally with nothing changed.
@@ -125,7 +117,8 @@ class CapacityReconciler {
  private:
   CapacityReconciler(Connection c, ReconcilerOptions o, Capacities desired);
   void Loop();
-  void WatchLoop();
+  // What the Node watch reports, handed to Observe and MarkInSync.
+  NodeWatchCallbacks WatchCallbacks();
   // One reconcile from `node` (or a fresh GET); returns when done or failed.
   absl::Status ReconcileOnce(std::optional<NodeView> node);
   // A state of the Node seen in a LIST or a watch event: repaired by the
@@ -157,12 +150,11 @@ class CapacityReconciler {
   std::vector<std::chrono::steady_clock::time_point> resets_;  // protected by mu_
   bool last_seen_ok_ = false;  // protected by mu_: the last state seen had the value
   uint64_t written_ = 0;       // protected by mu_: version of the agent's last PATCH
-  bool watch_done_ = false;    // protected by mu_
   std::atomic<bool> labels_refused_{false};
   std::set<std::string> foreign_reported_;  // used by the loop thread only
 
   std::thread loop_;
-  std::thread watch_;
+  std::unique_ptr<NodeWatch> watch_;  // after the clients: stopped before they go
 };
 
 }  // namespace gpu_agent::apiserver

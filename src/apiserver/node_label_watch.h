@@ -1,33 +1,27 @@
 // A light watch of one Node's label, for plugin mode's per-node config
 // (static mode reads the label from its reconciler's own watch). Watches as
-// the reconciler does (see capacity_reconciler.h): LIST the Node by name,
-// WATCH from the list's version, list again on 410 Gone, back off with
-// jitter after failures, spread reconnects and watch timeouts at random.
+// the reconciler does (see node_watch.h): LIST the Node by name, WATCH from
+// the list's version, list again on 410 Gone, back off with jitter after
+// failures, spread reconnects and watch timeouts at random.
 #ifndef GPU_AGENT_APISERVER_NODE_LABEL_WATCH_H_
 #define GPU_AGENT_APISERVER_NODE_LABEL_WATCH_H_
 
-#include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "apiserver/connection.h"
+#include "apiserver/node_watch.h"
 #include "apiserver/rest_client.h"
 
 namespace gpu_agent::apiserver {
 
-struct NodeLabelWatchOptions {
-  std::string node;
+// The watch's own settings (node, watch_timeout, reconnect_spread, backoff)
+// and the label's; log_prefix, list_failed and node_flag are set by Start.
+struct NodeLabelWatchOptions : NodeWatchOptions {
   std::string label;
-  std::chrono::milliseconds watch_timeout{std::chrono::minutes(10)};
-  std::chrono::milliseconds reconnect_spread{std::chrono::seconds(10)};
-  std::chrono::milliseconds backoff_initial{500};
-  std::chrono::milliseconds backoff_max{30000};
   RestOptions rest;
 };
 
@@ -44,21 +38,10 @@ class NodeLabelWatch {
   void Stop();
 
  private:
-  NodeLabelWatch(NodeLabelWatchOptions o, OnValue v) : options_(std::move(o)), on_value_(v) {}
-  void Loop();
-  // Waits `d` unless stopped; false when stopped.
-  bool Wait(std::chrono::milliseconds d);
-  std::chrono::milliseconds Backoff(int failures) const;
+  NodeLabelWatch() = default;
 
-  const NodeLabelWatchOptions options_;
-  const OnValue on_value_;
-  std::unique_ptr<RestClient> rest_;        // LIST
-  std::unique_ptr<RestClient> watch_rest_;  // the watch stream
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // protected by mu_
-  bool done_ = false;  // protected by mu_: the loop returned
-  std::thread thread_;
+  NodeWatchClients clients_;
+  std::unique_ptr<NodeWatch> watch_;  // after the clients: stopped before they go
 };
 
 }  // namespace gpu_agent::apiserver

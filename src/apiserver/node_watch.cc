@@ -1,13 +1,13 @@
-// The reconciler's watch of its Node (see capacity_reconciler.h): LIST,
-// WATCH from the list's version, every state seen handed to Observe.
+#include "apiserver/node_watch.h"
+
 #include <algorithm>
 
-#include "apiserver/capacity_reconciler.h"
 #include "apiserver/line_buffer.h"
 #include "apiserver/node_client.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/thread_name.h"
 
 namespace gpu_agent::apiserver {
 namespace {
@@ -20,74 +20,134 @@ constexpr std::chrono::seconds kShortestWatch{1};
 
 }  // namespace
 
-void CapacityReconciler::WatchLoop() {
+absl::StatusOr<NodeWatchClients> CreateNodeWatchClients(const Connection& connection,
+                                                        const RestOptions& rest,
+                                                        std::chrono::milliseconds watch_timeout) {
+  NodeWatchClients out;
+  absl::StatusOr<std::unique_ptr<RestClient>> list = RestClient::Create(connection, rest);
+  if (!list.ok()) return list.status();
+  out.rest = *std::move(list);
+  RestOptions watch_opts = rest;
+  // A watch of a quiet Node may send nothing until the server ends it.
+  watch_opts.read_timeout = 2 * watch_timeout + std::chrono::minutes(1);
+  absl::StatusOr<std::unique_ptr<RestClient>> watch = RestClient::Create(connection, watch_opts);
+  if (!watch.ok()) return watch.status();
+  out.watch = *std::move(watch);
+  return out;
+}
+
+NodeWatch::NodeWatch(NodeWatchOptions options, RestClient* rest, RestClient* watch_rest,
+                     NodeWatchCallbacks callbacks, NodeWatchStats* stats)
+    : options_(std::move(options)),
+      rest_(rest),
+      watch_rest_(watch_rest),
+      callbacks_(std::move(callbacks)),
+      stats_(stats != nullptr ? stats : &own_stats_) {
+  thread_ = std::thread([this] {
+    if (!options_.thread_name.empty()) NameThisThread(options_.thread_name);
+    Loop();
+  });
+}
+
+NodeWatch::~NodeWatch() { Stop(); }
+
+void NodeWatch::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (!thread_.joinable()) return;
+  // A cancel can land just before the loop opens its next stream or LIST;
+  // repeat it until the loop says it is out.
+  for (;;) {
+    watch_rest_->Cancel();
+    rest_->Cancel();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return done_; })) break;
+  }
+  thread_.join();
+}
+
+bool NodeWatch::Wait(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (d.count() > 0) cv_.wait_for(lock, d, [this] { return stop_; });
+  return !stop_;
+}
+
+bool NodeWatch::Stopped() { return !Wait(std::chrono::milliseconds(0)); }
+
+std::chrono::milliseconds NodeWatch::Backoff(int failures) const {
+  auto d = options_.backoff_initial;
+  for (int i = 1; i < failures && d < options_.backoff_max; ++i) d *= 2;
+  return Jitter(std::min(d, options_.backoff_max));
+}
+
+void NodeWatch::Loop() {
   struct Done {
-    CapacityReconciler* self;
+    NodeWatch* self;
     ~Done() {
       std::lock_guard<std::mutex> lock(self->mu_);
-      self->watch_done_ = true;
+      self->done_ = true;
       self->cv_.notify_all();
     }
   } done{this};
-  NodeClient lister(rest_.get(), options_.node);
+  const std::string& p = options_.log_prefix;
+  NodeClient lister(rest_, options_.node);
   std::string version;  // where the next watch starts; empty: list first
   bool may_list = true;
   int failures = 0;        // attempts in a row that failed or ended at once
   int expired_in_row = 0;  // 410s with no good watch between them
   std::chrono::milliseconds wait{0};
-  auto failed = [&](const char* what, const std::string& error,
+  auto failed = [&](const std::string& what, const std::string& error,
                     std::chrono::milliseconds at_least = std::chrono::milliseconds(0)) {
     ++failures;
     wait = std::max(Backoff(failures), at_least);
     LogWarning(
-        what,
+        StrCat(p, what),
         {{"node", options_.node}, {"error", error}, {"retry_in", StrCat(wait.count(), "ms")}});
   };
-  auto watch_failed = [&](const char* what, const std::string& error,
+  auto watch_failed = [&](const std::string& what, const std::string& error,
                           std::chrono::milliseconds at_least = std::chrono::milliseconds(0)) {
-    ++stats_.watch_failures;
+    ++stats_->watch_failures;
     failed(what, error, at_least);
   };
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (wait.count() > 0) cv_.wait_for(lock, wait, [this] { return stop_; });
-      if (stop_) return;
-    }
+  while (Wait(wait)) {
     wait = std::chrono::milliseconds(0);
     if (version.empty() && may_list) {
-      ++stats_.lists;
+      ++stats_->lists;
       absl::StatusOr<NodeList> list = lister.List();
-      if (!list.ok() && list.status().code() == absl::StatusCode::kPermissionDenied) {
+      if (!list.ok() && list.status().code() == absl::StatusCode::kPermissionDenied &&
+          options_.watch_if_list_forbidden) {
         // An older ClusterRole without `list`: a watch with no version
         // starts with the current Node, at a higher cost to the server.
         may_list = false;
         LogWarning(
-            "may not list nodes: watching without a version instead (it starts with the whole "
-            "Node); grant nodes list (see manifests/static/agent/rbac.yaml)",
+            StrCat(p,
+                   "may not list nodes: watching without a version instead (it starts with the "
+                   "whole Node); grant nodes list (see manifests/static/agent/rbac.yaml)"),
             {{"node", options_.node}, {"error", std::string(list.status().message())}});
         continue;
       }
       if (!list.ok()) {
-        failed("cannot read the node; will retry", std::string(list.status().message()));
+        failed(options_.list_failed, std::string(list.status().message()));
         continue;
       }
       if (list->items.empty()) {
-        failed("cannot read the node; will retry",
+        failed(options_.list_failed,
                StrCat("node \"", options_.node,
-                      "\" not found (the API server lists no node of that name); check --node / "
-                      "NODE_NAME"));
+                      "\" not found (the API server lists no node of that name); check ",
+                      options_.node_flag));
         continue;
       }
       version = list->resource_version;
-      Observe(std::move(list->items.front()));
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
+      if (callbacks_.on_node) callbacks_.on_node(std::move(list->items.front()));
+      if (Stopped()) return;
     }
     const auto timeout = std::max<int64_t>(
         1, std::chrono::duration_cast<std::chrono::seconds>(Spread(options_.watch_timeout, 1, 2))
                .count());
-    ++stats_.watches;
+    ++stats_->watches;
     const std::string from = version;
     bool delivered = false, expired = false;
     std::string expired_message, error_event;
@@ -95,16 +155,13 @@ void CapacityReconciler::WatchLoop() {
     const auto started = Clock::now();
     absl::StatusOr<int> status = watch_rest_->Stream(
         lister.WatchPath(version, std::chrono::seconds(timeout)), [&](std::string_view chunk) {
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (stop_) return false;
-          }
+          if (Stopped()) return false;
           buffer.Append(chunk);
           while (std::optional<std::string> line = buffer.NextLine()) {
             if (line->empty()) continue;
             absl::StatusOr<WatchEvent> ev = ParseWatchEvent(*line);
             if (!ev.ok()) {
-              LogWarning("unreadable watch event ignored",
+              LogWarning(StrCat(p, "unreadable watch event ignored"),
                          {{"node", options_.node}, {"error", std::string(ev.status().message())}});
               continue;
             }
@@ -117,27 +174,21 @@ void CapacityReconciler::WatchLoop() {
                   error_event = StrCat("error event ", ev->code, ": ", ev->message);
                 }
                 return false;
-              case WatchEvent::Type::kBookmark: {
+              case WatchEvent::Type::kBookmark:
                 version = ev->resource_version;
                 delivered = true;
-                std::lock_guard<std::mutex> lock(mu_);
-                if (last_seen_ok_) MarkInSync();
+                if (callbacks_.on_in_sync) callbacks_.on_in_sync();
                 break;
-              }
-              case WatchEvent::Type::kDeleted: {
+              case WatchEvent::Type::kDeleted:
                 version = ev->resource_version;
                 delivered = true;
-                LogWarning("the node was deleted; waiting for it to come back",
-                           {{"node", options_.node}});
-                std::lock_guard<std::mutex> lock(mu_);
-                last_seen_ok_ = false;
+                if (callbacks_.on_deleted) callbacks_.on_deleted();
                 break;
-              }
               case WatchEvent::Type::kAdded:
               case WatchEvent::Type::kModified:
                 version = ev->resource_version;
                 delivered = true;
-                Observe(std::move(ev->node));
+                if (callbacks_.on_node) callbacks_.on_node(std::move(ev->node));
                 break;
             }
           }
@@ -147,10 +198,7 @@ void CapacityReconciler::WatchLoop() {
           }
           return true;
         });
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-    }
+    if (Stopped()) return;
     // A watch that delivered, or ran longer than the longest backoff, was a
     // good one whatever ended it (a load balancer cuts idle ones): the
     // failure counts start over.
@@ -162,14 +210,14 @@ void CapacityReconciler::WatchLoop() {
     if (expired) {
       // The server no longer holds `from`: list again, at once the first
       // time, after a backoff if it happens again before a good watch.
-      ++stats_.watch_expired;
+      ++stats_->watch_expired;
       if (expired_in_row++ == 0) {
-        LogWarning(
-            "node watch: the API server no longer has this version (410 Gone); listing "
-            "the node again",
-            {{"node", options_.node},
-             {"version", from.empty() ? "none" : from},
-             {"server", expired_message}});
+        LogWarning(StrCat(p,
+                          "node watch: the API server no longer has this version (410 Gone); "
+                          "listing the node again"),
+                   {{"node", options_.node},
+                    {"version", from.empty() ? "none" : from},
+                    {"server", expired_message}});
       } else {
         ++failures;
         wait = Backoff(failures);
@@ -200,8 +248,7 @@ void CapacityReconciler::WatchLoop() {
     // A watch that ran its course: renew it from the last version seen.
     failures = 0;
     expired_in_row = 0;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (last_seen_ok_) MarkInSync();
+    if (callbacks_.on_in_sync) callbacks_.on_in_sync();
   }
 }
 
