@@ -67,7 +67,9 @@ step "1. The GPUs NVML reports (the stand-in, loaded through dlopen; fixture $fi
 "$build"/gpu-agent devices --sysfs-root "$work/sys"
 
 step "2. The effective config of config/time-slicing.yaml, and where each value came from"
-MIG_STRATEGY=none "$build"/gpu-agent config --config config/time-slicing.yaml --device-id-strategy index | head -n 24
+# sed, not head: sed reads to the end, while head's early exit would leave
+# the agent writing into a closed pipe (SIGPIPE, and pipefail ends the demo).
+MIG_STRATEGY=none "$build"/gpu-agent config --config config/time-slicing.yaml --device-id-strategy index | sed -n 1,24p
 
 step "3. A config mistake is reported with file:line:column"
 printf 'version: v1\nflags:\n  migStrategy: singel\n' >"$work/bad.yaml"
