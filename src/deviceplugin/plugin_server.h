@@ -14,13 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "deviceplugin/device_plugin_service.h"
+#include "deviceplugin/socket_path.h"
 
 namespace gpu_agent::deviceplugin {
-
-// Checks that `path` can be a unix socket path (at most 107 bytes) in an
-// existing, writable folder. A stale socket file there is removed; a socket
-// another process is serving, or a file that is not a socket, is an error.
-absl::Status PrepareSocketPath(const std::string& path);
 
 // Serves the DevicePlugin API on gRPC's completion-queue API, driven by one
 // thread of its own that blocks with no deadline: idle, it never wakes. (The

@@ -1,0 +1,79 @@
+#include "deviceplugin/socket_path.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent::deviceplugin {
+namespace {
+
+constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;  // 107 on Linux
+
+std::string Folder(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// True when a process accepts connections on the socket at `path`.
+bool SomeoneServes(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+absl::Status PrepareSocketPath(const std::string& path) {
+  if (path.size() > kMaxSocketPath) {
+    return absl::InvalidArgumentError(
+        StrCat("socket path \"", path, "\" is ", path.size(), " bytes; unix sockets allow at most ",
+               kMaxSocketPath, ". Use a shorter kubelet.socket folder or kubelet.endpoint"));
+  }
+  const std::string folder = Folder(path);
+  struct stat st;
+  if (::stat(folder.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        StrCat("socket folder \"", folder, "\" does not exist (", std::strerror(errno),
+               "); is the kubelet's device-plugins folder mounted into this container?"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(StrCat("\"", folder, "\" is not a folder"));
+  }
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    return absl::FailedPreconditionError(StrCat("socket folder \"", folder,
+                                                "\" is not writable by this process (",
+                                                std::strerror(errno), ")"));
+  }
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          StrCat("\"", path, "\" exists and is not a socket; refusing to replace it"));
+    }
+    if (SomeoneServes(path)) {
+      return absl::FailedPreconditionError(
+          StrCat("socket \"", path,
+                 "\" is served by another live process (another gpu-agent, or NVIDIA's device "
+                 "plugin, for the same resource?)"));
+    }
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot remove stale socket \"", path, "\": ", std::strerror(errno)));
+    }
+    LogInfo("removed stale socket", {{"path", path}});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpu_agent::deviceplugin
