@@ -288,7 +288,9 @@ TEST_F(NodeLabelsTest, LabelsAndCapacityGoInOnePatchOfNodeStatus) {
   EXPECT_EQ(api_.patch_count(), 1);
   EXPECT_EQ(Owned(), Keys(A100Pcie()));
   // The status subresource carries the labels: no patch of the Node itself,
-  // so no RBAC rule beyond what capacity needs.
+  // so no RBAC rule beyond what capacity needs. (The watch opens after the
+  // first PATCH, which may land first.)
+  ASSERT_TRUE(WaitFor([&] { return api_.watch_count() >= 1; })) << Log();
   EXPECT_EQ(api_.calls(),
             (std::set<std::string>{"list nodes", "watch nodes", "patch nodes/status"}));
 }

@@ -247,9 +247,11 @@ TEST_F(StaticModeTest, EtcdRestoredFromABackupIsRepairedWithoutWaitingForTheResy
   ASSERT_TRUE(CapacityIs(api, "7")) << Log();
   api.RestoreBackup(/*bump=*/1000);
   ASSERT_EQ(api.Capacity("gpu-node-1", kGpu), "8");
-  // The broken watch is opened again within the reconnect spread (10 s).
+  // The broken watch is opened again within the reconnect spread (10 s),
+  // answered 410, and lists. (A request of the agent's cut off by the
+  // restart may be sent again first and repair it sooner: either way, not
+  // the resync timer.)
   ASSERT_TRUE(CapacityIs(api, "7", std::chrono::seconds(20))) << Log();
-  EXPECT_GE(api.expired_count(), 1) << Log();
   EXPECT_EQ(Log().find("could not reconcile"), std::string::npos) << Log();
 }
 
