@@ -288,45 +288,6 @@ absl::Status ApplyHealthEnv(const EnvLookup& env, LoadedConfig* out) {
   return absl::OkStatus();
 }
 
-// NVIDIA's flags and env vars that gpu-agent accepts without acting on them:
-// a bad value is still an error; a good one leaves a note, logged at start.
-absl::Status NoteIgnoredNvidiaOptions(const ConfigRequest& request, LoadedConfig* out) {
-  for (const IgnoredNvidiaFlag& f : IgnoredNvidiaFlags()) {
-    std::string where;
-    std::optional<std::string> value;
-    for (const auto& [flag, raw] : request.ignored_flags) {
-      if (flag == f.flag) {
-        where = StrCat("flag --", f.flag);
-        value = raw;
-      }
-    }
-    if (!value) {
-      value = request.env(std::string(f.env));
-      if (!value || value->empty()) continue;
-      where = StrCat("env ", f.env);
-    }
-    if (absl::Status s = CheckIgnoredValue(f, *value); !s.ok()) {
-      return absl::InvalidArgumentError(StrCat(where, ": ", s.message()));
-    }
-    out->notes.push_back(IgnoredNote(f, where, *value));
-  }
-  // Settings kept only so NVIDIA's flags and files load: noted when they ask
-  // for something.
-  const std::pair<const char*, bool> unused[] = {
-      {"flags.gdsEnabled", out->config.flags.gds_enabled},
-      {"flags.mofedEnabled", out->config.flags.mofed_enabled},
-  };
-  for (const auto& [key, on] : unused) {
-    if (!on) continue;
-    const Setting* s = FindSetting(key);
-    auto it = out->origins.find(key);
-    const std::string from = it == out->origins.end() ? "" : StrCat(" (", it->second.detail, ")");
-    // The setting's help says why ("ignored: ...").
-    out->notes.push_back(StrCat(key, "=true", from, " is ", s->help));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 EnvLookup ProcessEnv() {

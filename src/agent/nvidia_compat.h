@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "agent/config_loader.h"
 
 namespace gpu_agent {
 
@@ -32,6 +33,12 @@ absl::Status CheckIgnoredValue(const IgnoredNvidiaFlag& f, std::string_view valu
 
 // The line logged at start: `<where>=<value> is ignored: <reason>`.
 std::string IgnoredNote(const IgnoredNvidiaFlag& f, std::string_view where, std::string_view value);
+
+// Checks the values of the NVIDIA flags and env vars given that gpu-agent
+// does not act on, and of the settings kept only so NVIDIA's files load;
+// each one given (and good) adds a note to `out`, logged at start. A bad
+// value is an error naming the flag or env var.
+absl::Status NoteIgnoredNvidiaOptions(const ConfigRequest& request, LoadedConfig* out);
 
 // Program names under which the binary runs as `gpu-agent run`.
 inline constexpr std::string_view kNvidiaPluginProgram = "nvidia-device-plugin";
