@@ -4,7 +4,7 @@
 
 #include "agent/commands.h"
 #include "agent/mode_common.h"
-#include "agent/plugin_plan.h"
+#include "agent/resource_plan.h"
 #include "apiserver/node_client.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
@@ -25,7 +25,7 @@ absl::StatusOr<int64_t> DiscoverCount(const Config& config, const std::string& r
   if (!lib.ok()) return lib.status();
   absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(**lib, config.sysfs_root);
   if (!inv.ok()) return inv.status();
-  absl::StatusOr<PluginPlan> plan = PlanAdvertised(config, *inv);
+  absl::StatusOr<ResourcePlan> plan = PlanAdvertised(config, *inv);
   if (!plan.ok()) return plan.status();
   std::vector<std::string> names;
   for (const deviceplugin::ResourceSpec& r : plan->resources) {

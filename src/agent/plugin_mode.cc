@@ -10,7 +10,7 @@
 #include "agent/metrics_server.h"
 #include "agent/mode_common.h"
 #include "agent/nfd_feature_file.h"
-#include "agent/plugin_plan.h"
+#include "agent/resource_plan.h"
 #include "agent/version.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_label_watch.h"
@@ -103,7 +103,7 @@ std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupe
   return p.str();
 }
 
-std::vector<ResourceRuntime> MakeRuntimes(const PluginPlan& plan) {
+std::vector<ResourceRuntime> MakeRuntimes(const ResourcePlan& plan) {
   auto allocator = std::make_shared<const deviceplugin::Allocator>(plan.allocate);
   std::vector<ResourceRuntime> out;
   for (const deviceplugin::ResourceSpec& spec : plan.resources) {
@@ -118,7 +118,7 @@ std::vector<ResourceRuntime> MakeRuntimes(const PluginPlan& plan) {
 // `carried`: what the previous watcher had out (a reload keeps it out).
 std::unique_ptr<nvml::HealthWatcher> WatchHealth(
     const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
-    const PluginPlan& plan, const std::vector<ResourceRuntime>& runtimes,
+    const ResourcePlan& plan, const std::vector<ResourceRuntime>& runtimes,
     std::vector<nvml::HealthWatcher::Outage> carried = {}) {
   if (!lib) return nullptr;
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> WatchConfigLabel(
 int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
                   std::shared_ptr<const nvml::NvmlLibrary> lib, nvml::Inventory inventory,
                   NodeConfigSelector* node_config) {
-  absl::StatusOr<PluginPlan> plan = PlanPlugin(loaded.config, inventory);
+  absl::StatusOr<ResourcePlan> plan = PlanResources(loaded.config, inventory);
   if (!plan.ok()) {
     LogError("cannot plan the device plugin", {{"error", std::string(plan.status().message())}});
     return kExitUsage;
@@ -232,7 +232,7 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     std::optional<Reloaded> next =
         ReloadForSighup(request, loaded.config, inventory, lib, node_config);
     if (!next) continue;
-    absl::StatusOr<PluginPlan> next_plan = PlanPlugin(next->loaded.config, next->inventory);
+    absl::StatusOr<ResourcePlan> next_plan = PlanResources(next->loaded.config, next->inventory);
     if (!next_plan.ok()) {
       LogError("reloaded config cannot be served; keeping the running one",
                {{"error", std::string(next_plan.status().message())}});

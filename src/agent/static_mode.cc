@@ -8,7 +8,7 @@
 #include "agent/mode_common.h"
 #include "agent/nfd_feature_file.h"
 #include "agent/node_labels.h"
-#include "agent/plugin_plan.h"
+#include "agent/resource_plan.h"
 #include "agent/version.h"
 #include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"
@@ -27,7 +27,7 @@ class DesiredCapacities {
   // health, reports otherwise; it reports what is out at start (lost at
   // discovery, carried over a reload, a reset pending) before the first
   // PATCH is computed (see StartAll).
-  explicit DesiredCapacities(const PluginPlan& plan)
+  explicit DesiredCapacities(const ResourcePlan& plan)
       : resources_(plan.resources),
         uuids_(plan.gpu_uuids),
         initially_unhealthy_(plan.initially_unhealthy) {}
@@ -185,7 +185,7 @@ absl::Status StartAll(const Config& config, const nvml::Inventory& inv,
                       const apiserver::Capacities& retired,
                       std::vector<nvml::HealthWatcher::Outage> carried,
                       NodeConfigSelector* node_config, Running* out) {
-  absl::StatusOr<PluginPlan> plan = PlanAdvertised(config, inv);
+  absl::StatusOr<ResourcePlan> plan = PlanAdvertised(config, inv);
   if (!plan.ok()) return plan.status();
   for (const std::string& w : plan->warnings) LogWarning(w);
   absl::StatusOr<LabelResult> labels = ComputeNodeLabels(config, inv);
@@ -302,7 +302,7 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     std::optional<Reloaded> next =
         ReloadForSighup(request, loaded.config, inventory, lib, node_config);
     if (!next) continue;
-    if (absl::StatusOr<PluginPlan> check = PlanAdvertised(next->loaded.config, next->inventory);
+    if (absl::StatusOr<ResourcePlan> check = PlanAdvertised(next->loaded.config, next->inventory);
         !check.ok()) {
       LogError("reloaded config cannot be served; keeping the running one",
                {{"error", std::string(check.status().message())}});

@@ -1,13 +1,16 @@
-// The plan from inventory and config to resources: MIG strategies, device
-// selection, time-slicing subsets, MIG capability minors. Pure functions on
-// hand-made inventories, so each case states exactly what the node has.
-#include "agent/plugin_plan.h"
+// The resource plan from inventory and config: MIG strategies, device
+// selection, time-slicing subsets, MIG capability minors, socket names and
+// link scores. Pure functions on hand-made inventories, so each case states
+// exactly what the node has.
+#include "agent/resource_plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "agent/config_schema.h"
 #include "agent/device_selection.h"
+#include "agent/endpoint_names.h"
+#include "agent/link_score.h"
 #include "base/strings.h"
 #include "deviceplugin/device_publisher.h"
 #include "nvml/mig_minors.h"
@@ -77,7 +80,7 @@ nvml::Inventory PlainNode(unsigned n) {
   return inv;
 }
 
-const ResourceSpec* Find(const PluginPlan& p, const std::string& name) {
+const ResourceSpec* Find(const ResourcePlan& p, const std::string& name) {
   for (const ResourceSpec& r : p.resources) {
     if (r.resource_name == name) return &r;
   }
@@ -90,11 +93,11 @@ std::vector<std::string> Ids(const ResourceSpec& r) {
   return out;
 }
 
-std::string Error(const absl::StatusOr<PluginPlan>& p) {
+std::string Error(const absl::StatusOr<ResourcePlan>& p) {
   return p.ok() ? "<ok>" : std::string(p.status().message());
 }
 
-std::string AllWarnings(const PluginPlan& p) { return StrJoin(p.warnings, "\n"); }
+std::string AllWarnings(const ResourcePlan& p) { return StrJoin(p.warnings, "\n"); }
 
 // A query that fails for want of privilege (the memory of a MIG-enabled
 // GPU in an unprivileged container answers NO_PERMISSION) leaves a GPU that
@@ -108,7 +111,7 @@ TEST(PlanHealthTest, OnlyALostGpuStartsOutUnhealthy) {
   lost.lost = true;
   inv.gpus = {denied, lost, Gpu(2)};
   inv.links.assign(3, std::vector<nvml::GpuLink>(3));
-  absl::StatusOr<PluginPlan> p = PlanPlugin(Config{}, inv);
+  absl::StatusOr<ResourcePlan> p = PlanResources(Config{}, inv);
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   std::map<std::string, bool> healthy;
@@ -120,7 +123,7 @@ TEST(PlanHealthTest, OnlyALostGpuStartsOutUnhealthy) {
 
 TEST(PlanMigTest, NoneAdvertisesMigGpusWholeAndSaysSo) {
   Config c;
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(Ids(p->resources[0]), (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
@@ -131,7 +134,7 @@ TEST(PlanMigTest, NoneAdvertisesMigGpusWholeAndSaysSo) {
 TEST(PlanMigTest, MixedHasOneResourceAndSocketPerProfile) {
   Config c;
   c.flags.mig_strategy = "mixed";
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 3u);
   const ResourceSpec* small = Find(*p, "nvidia.com/mig-1g.10gb");
@@ -154,7 +157,7 @@ TEST(PlanMigTest, IndexStrategyNamesMigDevicesGpuColonMig) {
   Config c;
   c.flags.mig_strategy = "mixed";
   c.flags.plugin.device_id_strategy = "index";
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb")), (std::vector<std::string>{"0:1", "0:2"}));
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu")), (std::vector<std::string>{"1"}));
@@ -163,7 +166,7 @@ TEST(PlanMigTest, IndexStrategyNamesMigDevicesGpuColonMig) {
 TEST(PlanMigTest, SingleExposesMigDevicesAsTheGpuResource) {
   Config c;
   c.flags.mig_strategy = "single";
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, AllMigNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, AllMigNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(p->resources[0].resource_name, "nvidia.com/gpu");
@@ -176,7 +179,7 @@ TEST(PlanMigTest, SingleExposesMigDevicesAsTheGpuResource) {
 TEST(PlanMigTest, SingleOnANodeWithoutMigAdvertisesWholeGpus) {
   Config c;
   c.flags.mig_strategy = "single";
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(2));
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(2));
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(p->resources[0].resource_name, "nvidia.com/gpu");
@@ -187,12 +190,12 @@ TEST(PlanMigTest, SingleOnANodeWithoutMigAdvertisesWholeGpus) {
 TEST(PlanMigTest, SingleOnMixedMigAndWholeGpusIsAnError) {
   Config c;
   c.flags.mig_strategy = "single";
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
   EXPECT_THAT(Error(p), HasSubstr("flags.migStrategy single needs every GPU in MIG mode, but "
                                   "GPU(s) 1 are not"));
   // Leaving the whole GPU out makes it valid... but GPU 0 has two profiles.
   c.devices.exclude = {"index:1"};
-  p = PlanPlugin(c, MixedNode());
+  p = PlanResources(c, MixedNode());
   EXPECT_THAT(Error(p), HasSubstr("needs one MIG profile on every GPU, found 2"));
   EXPECT_THAT(Error(p), HasSubstr("1g.10gb: MIG device 0:1 (MIG-b), MIG device 0:2 (MIG-c)"));
   EXPECT_THAT(Error(p), HasSubstr("2g.20gb: MIG device 0:0 (MIG-a)"));
@@ -203,10 +206,10 @@ TEST(PlanMigTest, SingleWithAMigGpuWithoutDevicesIsAnError) {
   c.flags.mig_strategy = "single";
   nvml::Inventory inv = AllMigNode();
   inv.gpus[1].mig_devices.clear();
-  EXPECT_THAT(Error(PlanPlugin(c, inv)), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG "
-                                                   "devices"));
+  EXPECT_THAT(Error(PlanResources(c, inv)), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG "
+                                                      "devices"));
   c.flags.mig_strategy = "mixed";
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_THAT(AllWarnings(*p), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG devices"));
 }
@@ -224,7 +227,7 @@ TEST(PlanMigTest, GpuWhoseMigModeIsUnknownIsLeftOutUnderAMigStrategy) {
   for (const std::string strategy : {"mixed", "single"}) {
     Config c;
     c.flags.mig_strategy = strategy;
-    for (const auto& plan : {PlanPlugin(c, inv), PlanAdvertised(c, inv)}) {
+    for (const auto& plan : {PlanResources(c, inv), PlanAdvertised(c, inv)}) {
       ASSERT_TRUE(plan.ok()) << strategy << ": " << Error(plan);
       for (const ResourceSpec& r : plan->resources) {
         for (const PluginDevice& d : r.devices) {
@@ -240,7 +243,7 @@ TEST(PlanMigTest, GpuWhoseMigModeIsUnknownIsLeftOutUnderAMigStrategy) {
                                    strategy)));
     }
   }
-  absl::StatusOr<PluginPlan> none = PlanPlugin(Config{}, inv);
+  absl::StatusOr<ResourcePlan> none = PlanResources(Config{}, inv);
   ASSERT_TRUE(none.ok()) << Error(none);
   EXPECT_EQ(Ids(none->resources[0]),
             (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa", "GPU-2aaa"}));
@@ -251,7 +254,7 @@ TEST(PlanMigTest, ProfileWithNoNameIsLeftOutAndNamed) {
   c.flags.mig_strategy = "mixed";
   nvml::Inventory inv = MixedNode();
   inv.gpus[0].mig_devices[1].gpu_instance_slices = 0;  // NVML gave no attributes
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb")), (std::vector<std::string>{"MIG-c"}));
   EXPECT_THAT(AllWarnings(*p), HasSubstr("MIG device 0:1 (MIG-b) has no profile name"));
@@ -269,7 +272,7 @@ TEST(PlanMigTest, MigDeviceSpecsCarryParentAndCapabilityNodes) {
   c.flags.plugin.pass_device_specs = true;
   c.flags.nvidia_dev_root = dir.Join("dev");
   c.proc_root = dir.Join("proc");
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   const ResourceSpec* small = Find(*p, "nvidia.com/mig-1g.10gb");
   EXPECT_EQ(small->devices[0].device_nodes,
@@ -287,23 +290,23 @@ TEST(PlanMigTest, MissingOrMalformedMigMinorsIsAClearError) {
   c.flags.plugin.pass_device_specs = true;
   c.proc_root = dir.Join("proc");
   const std::string file = dir.Join("proc/driver/nvidia-caps/mig-minors");
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
               HasSubstr(StrCat(file, ": cannot read it (missing)")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access twelve\n");
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
               HasSubstr(StrCat(file, ":2: minor \"twelve\" is not a whole number")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access\n");
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
               HasSubstr(StrCat(file, ":2: expected \"<capability> <minor>\"")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access 12\n");
   EXPECT_THAT(
-      Error(PlanPlugin(c, MixedNode())),
+      Error(PlanResources(c, MixedNode())),
       HasSubstr(StrCat("MIG device 0:0 (MIG-a): ", file, " has no entry \"gpu0/gi1/ci0/access\"")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "");
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())), HasSubstr(StrCat(file, ": empty")));
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())), HasSubstr(StrCat(file, ": empty")));
   // Without device specs the file is not needed at all.
   c.flags.plugin.pass_device_specs = false;
-  EXPECT_TRUE(PlanPlugin(c, MixedNode()).ok());
+  EXPECT_TRUE(PlanResources(c, MixedNode()).ok());
 }
 
 TEST(SelectorTest, ParsesEveryFormAndRefusesUnknownOnes) {
@@ -338,7 +341,7 @@ TEST(SelectionTest, IncludeExcludeAndCap) {
               Gpu(2, "NVIDIA H100 80GB HBM3", 0x233010de), Gpu(3, "NVIDIA L40S", 0x26b910de)};
   Config c;
   auto chosen = [&] {
-    absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+    absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
     EXPECT_TRUE(p.ok()) << Error(p);
     return p.ok() ? Ids(p->resources[0]) : std::vector<std::string>{};
   };
@@ -353,7 +356,7 @@ TEST(SelectionTest, IncludeExcludeAndCap) {
   c.devices.exclude = {"index:0"};
   c.devices.max = 2;
   EXPECT_EQ(chosen(), (std::vector<std::string>{"GPU-1aaa", "GPU-2aaa"}));
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, inv);
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
   EXPECT_THAT(AllWarnings(*p), HasSubstr("devices.max 2 leaves out GPU(s) 3"));
 }
 
@@ -361,7 +364,7 @@ TEST(SelectionTest, OverlappingSelectorsAreAnError) {
   Config c;
   c.devices.include = {"index:1"};
   c.devices.exclude = {"uuid:GPU-1aaa"};
-  EXPECT_THAT(Error(PlanPlugin(c, PlainNode(2))),
+  EXPECT_THAT(Error(PlanResources(c, PlainNode(2))),
               HasSubstr("GPU 1 (GPU-1aaa) is named by devices.include[0] \"index:1\" and excluded "
                         "by devices.exclude[0] \"uuid:GPU-1aaa\"; the two overlap"));
   c.devices.exclude = {"index:1"};
@@ -375,7 +378,7 @@ TEST(SelectionTest, OverlappingSelectorsAreAnError) {
 TEST(SelectionTest, SelectorMatchingNothingIsNamedAndTheRestServed) {
   Config c;
   c.devices.include = {"index:0", "uuid:GPU-nothere"};
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(2));
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(2));
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(p->resources[0]), (std::vector<std::string>{"GPU-0aaa"}));
   EXPECT_THAT(AllWarnings(*p), HasSubstr("devices.include[1] \"uuid:GPU-nothere\" matches no GPU"));
@@ -396,7 +399,7 @@ TEST(SharingTest, SubsetByListSharesOnlyThoseAndTheRestStayWhole) {
   Config c;
   c.sharing.time_slicing.resources = {
       Share("nvidia.com/gpu", 2, {"1", "GPU-3aaa"}, "nvidia.com/gpu.shared")};
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(4));
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(4));
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 2u);
   const ResourceSpec* whole = Find(*p, "nvidia.com/gpu");
@@ -416,7 +419,7 @@ TEST(SharingTest, SubsetByCountWithRenameByDefault) {
   TimeSlicingResource r = Share("nvidia.com/gpu", 3, {});
   r.device_count = 1;
   c.sharing.time_slicing.resources = {r};
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(3));
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(3));
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu.shared")),
             (std::vector<std::string>{"GPU-0aaa::0", "GPU-0aaa::1", "GPU-0aaa::2"}));
@@ -426,7 +429,7 @@ TEST(SharingTest, SubsetByCountWithRenameByDefault) {
 TEST(SharingTest, SubsetWithoutANewNameIsAnError) {
   Config c;
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"0"})};
-  EXPECT_THAT(Error(PlanPlugin(c, PlainNode(2))),
+  EXPECT_THAT(Error(PlanResources(c, PlainNode(2))),
               HasSubstr("sharing.timeSlicing.resources[0].devices shares 1 of 2 nvidia.com/gpu "
                         "devices: the replicas need a name of their own"));
 }
@@ -434,7 +437,7 @@ TEST(SharingTest, SubsetWithoutANewNameIsAnError) {
 TEST(SharingTest, AllSharedKeepsTheSingleSocket) {
   Config c;
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2)};
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, PlainNode(2));
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(2));
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(p->resources[0].endpoint, "nvidia-gpu.sock");
@@ -446,7 +449,7 @@ TEST(SharingTest, MigResourceIsSharedByMigUuidOrIndex) {
   c.flags.mig_strategy = "mixed";
   c.sharing.time_slicing.resources = {
       Share("nvidia.com/mig-1g.10gb", 2, {"0:1"}, "nvidia.com/mig-1g.10gb.shared")};
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb.shared")),
             (std::vector<std::string>{"MIG-b::0", "MIG-b::1"}));
@@ -458,22 +461,22 @@ TEST(SharingTest, ReplicasOnAMigDeviceWhereNotAllowed) {
   c.flags.mig_strategy = "mixed";
   // A MIG device named under the whole-GPU resource.
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"MIG-b"}, "nvidia.com/x")};
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
               HasSubstr("\"MIG-b\" is MIG device 0:1 (MIG-b), advertised as "
                         "nvidia.com/mig-1g.10gb, not nvidia.com/gpu"));
   // A MIG-mode GPU named where its MIG devices are the units.
   c.sharing.time_slicing.resources = {
       Share("nvidia.com/mig-1g.10gb", 2, {"0"}, "nvidia.com/mig-1g.10gb.shared")};
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
               HasSubstr("\"0\" is GPU 0, which is in MIG mode: replicas go on its MIG devices"));
   // Under migStrategy none there are no MIG devices to share.
   c.flags.mig_strategy = "none";
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"0:2"}, "nvidia.com/x")};
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
               HasSubstr("\"0:2\" is a MIG device, and nvidia.com/gpu has no MIG devices under "
                         "flags.migStrategy none; replicas are not allowed on it here"));
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"7"}, "nvidia.com/x")};
-  EXPECT_THAT(Error(PlanPlugin(c, MixedNode())),
+  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
               HasSubstr("\"7\" matches no nvidia.com/gpu device"));
 }
 
@@ -481,7 +484,7 @@ TEST(SharingTest, EntryForAResourceThisNodeLacksIsOnlyAWarning) {
   Config c;
   c.flags.mig_strategy = "mixed";
   c.sharing.time_slicing.resources = {Share("nvidia.com/mig-3g.40gb", 2)};
-  absl::StatusOr<PluginPlan> p = PlanPlugin(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_THAT(AllWarnings(*p), HasSubstr("no device on this node is advertised as "
                                          "nvidia.com/mig-3g.40gb"));
@@ -557,6 +560,37 @@ TEST(MigMinorsTest, ReadsARealDriverTable) {
                                               "/dev/nvidia-caps/nvidia-cap157"}));
   EXPECT_THAT(std::string(m->DeviceNodes(32, 1, 0).status().message()),
               HasSubstr("has no entry \"gpu32/gi1/access\""));
+}
+
+// The main resource keeps the configured socket (or the only resource
+// does, whatever its name); the others get names from theirs, made unique.
+TEST(EndpointNamesTest, ConfiguredForTheMainDerivedAndUniqueForTheRest) {
+  EXPECT_EQ(AssignEndpoints(
+                {"nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "example.org/a b", "example.org/a_b"},
+                "nvidia.com/gpu", "nvidia-gpu.sock"),
+            (std::vector<std::string>{"nvidia-gpu.sock", "nvidia-mig-1g.10gb.sock",
+                                      "example-a_b.sock", "example-a_b-2.sock"}));
+  EXPECT_EQ(AssignEndpoints({"nvidia.com/gpu.shared"}, "nvidia.com/gpu", "nvidia-gpu.sock"),
+            (std::vector<std::string>{"nvidia-gpu.sock"}));
+  // A derived name never takes the configured one.
+  EXPECT_EQ(AssignEndpoints({"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"}, "nvidia.com/gpu",
+                            "nvidia-mig-1g.10gb.sock"),
+            (std::vector<std::string>{"nvidia-mig-1g.10gb.sock", "nvidia-mig-1g.10gb-2.sock"}));
+  EXPECT_EQ(DerivedEndpoint("nvidia.com/gpu"), "nvidia-gpu.sock");
+}
+
+TEST(LinkScoreTest, NvlinksThenPcieDistanceAndOneGpuAboveAll) {
+  EXPECT_EQ(LinkScore({.nvlinks = 2, .pcie_level = 50}), 260);
+  EXPECT_EQ(LinkScore({.nvlinks = 0, .pcie_level = 10}), 50);
+  EXPECT_EQ(LinkScore({.nvlinks = 0, .pcie_level = 50}), 10);
+  EXPECT_EQ(LinkScore({}), 0);
+  nvml::Inventory inv = PlainNode(2);
+  inv.links.assign(2, std::vector<nvml::GpuLink>(2));
+  inv.links[0][1] = inv.links[1][0] = {.nvlinks = 4, .pcie_level = 0};
+  // Units: two MIG devices of GPU 0, then GPU 1, then a GPU with no links known.
+  const std::vector<std::vector<int>> m = LinkScoreMatrix(inv, {0, 0, 1, 7});
+  EXPECT_EQ(m, (std::vector<std::vector<int>>{
+                   {0, 10000, 460, 0}, {10000, 0, 460, 0}, {460, 460, 0, 0}, {0, 0, 0, 0}}));
 }
 
 }  // namespace

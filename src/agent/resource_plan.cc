@@ -1,11 +1,11 @@
-#include "agent/plugin_plan.h"
+#include "agent/resource_plan.h"
 
-#include <cctype>
 #include <map>
 #include <optional>
-#include <set>
 
 #include "agent/device_selection.h"
+#include "agent/endpoint_names.h"
+#include "agent/link_score.h"
 #include "base/file_util.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
@@ -38,13 +38,10 @@ struct Unit {
   }
 };
 
+// Units advertised under one resource name, each as `replicas` devices
+// (time-slicing). Grouping by resource comes first (replicas 1); sharing may
+// then split a group into its whole units and its replicated ones.
 struct Group {
-  std::string resource;
-  std::vector<Unit> units;
-};
-
-// What one socket serves: units of one resource, each as `replicas` devices.
-struct Spec {
   std::string resource;
   std::vector<Unit> units;
   int replicas = 1;
@@ -52,9 +49,12 @@ struct Spec {
 
 class Planner {
  public:
-  Planner(const Config& c, const nvml::Inventory& inv) : c_(c), inv_(inv) {}
+  // `serving`: plan what plugin mode serves, device nodes of MIG devices
+  // included when passDeviceSpecs asks; otherwise only what is advertised.
+  Planner(const Config& c, const nvml::Inventory& inv, bool serving)
+      : c_(c), inv_(inv), pass_device_specs_(serving && c.flags.plugin.pass_device_specs) {}
 
-  absl::StatusOr<PluginPlan> Run() {
+  absl::StatusOr<ResourcePlan> Run() {
     absl::StatusOr<GpuChoice> choice = ChooseGpus(c_.devices, inv_.gpus);
     if (!choice.ok()) return choice.status();
     plan_.warnings = choice->warnings;
@@ -89,7 +89,7 @@ class Planner {
     }
     AssignEndpoints();
     plan_.allocate.device_list_strategy = c_.flags.plugin.device_list_strategy;
-    plan_.allocate.pass_device_specs = c_.flags.plugin.pass_device_specs;
+    plan_.allocate.pass_device_specs = pass_device_specs_;
     plan_.allocate.dev_root = c_.flags.nvidia_dev_root;
     plan_.allocate.dev_root_here = c_.flags.DevRootHere();
     plan_.allocate.cdi_annotation_prefix = c_.flags.plugin.cdi_annotation_prefix;
@@ -127,7 +127,7 @@ class Planner {
   absl::StatusOr<Unit> MigUnit(size_t pos, const nvml::MigRecord& m) {
     const nvml::GpuRecord& g = inv_.gpus[pos];
     Unit u{&g, &m, pos, ById() ? m.uuid : StrCat(g.index, ":", m.index), ParentNode(g)};
-    if (c_.flags.plugin.pass_device_specs) {
+    if (pass_device_specs_) {
       if (!minors_) {
         absl::StatusOr<nvml::MigMinors> read = nvml::MigMinors::Read(c_.proc_root);
         if (!read.ok()) {
@@ -281,7 +281,7 @@ class Planner {
   absl::Status Share(Group& group) {
     const TimeSlicingResource* r = SharingFor(group.resource);
     if (!r) {
-      specs_.push_back({group.resource, group.units, 1});
+      served_.push_back(group);
       return absl::OkStatus();
     }
     size_t index = 0;
@@ -325,55 +325,26 @@ class Planner {
                  " devices: the replicas need a name of their own so the rest stay whole; set "
                  "rename, or sharing.timeSlicing.renameByDefault: true"));
     }
-    if (!whole.empty()) specs_.push_back({group.resource, std::move(whole), 1});
-    specs_.push_back({name, std::move(sliced), r->replicas});
+    if (!whole.empty()) served_.push_back({group.resource, std::move(whole), 1});
+    served_.push_back({name, std::move(sliced), r->replicas});
     return absl::OkStatus();
   }
 
-  std::string DerivedEndpoint(const std::string& resource) const {
-    const size_t slash = resource.find('/');
-    const std::string domain = resource.substr(0, slash);
-    std::string out = StrCat(domain.substr(0, domain.find('.')), "-", resource.substr(slash + 1));
-    for (char& ch : out) {
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') {
-        ch = '_';
-      }
-    }
-    return out + ".sock";
-  }
-
   void AssignEndpoints() {
-    std::set<std::string> used;
-    auto take = [&](std::string e) {
-      std::string candidate = e;
-      for (int n = 2; !used.insert(candidate).second; ++n) {
-        candidate = StrCat(e.substr(0, e.size() - 5), "-", n, ".sock");
-      }
-      return candidate;
-    };
-    // The configured endpoint goes to the resource named resourceName, or
-    // to the only resource; the others get names derived from theirs.
-    std::optional<size_t> main;
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      if (specs_.size() == 1 || specs_[i].resource == c_.resource_name) main = i;
-    }
-    if (main) used.insert(c_.kubelet.endpoint);
-    for (size_t i = 0; i < specs_.size(); ++i) {
+    std::vector<std::string> names;
+    for (const Group& g : served_) names.push_back(g.resource);
+    const std::vector<std::string> endpoints =
+        gpu_agent::AssignEndpoints(names, c_.resource_name, c_.kubelet.endpoint);
+    for (size_t i = 0; i < served_.size(); ++i) {
       ResourceSpec spec;
-      spec.resource_name = specs_[i].resource;
-      spec.endpoint = main == i ? c_.kubelet.endpoint : take(DerivedEndpoint(spec.resource_name));
-      Fill(specs_[i], &spec);
+      spec.resource_name = served_[i].resource;
+      spec.endpoint = endpoints[i];
+      Fill(served_[i], &spec);
       plan_.resources.push_back(std::move(spec));
     }
   }
 
-  int Score(const Unit& a, const Unit& b) const {
-    if (a.gpu_pos == b.gpu_pos) return 10000;  // two MIG devices of one GPU
-    if (a.gpu_pos >= inv_.links.size() || b.gpu_pos >= inv_.links[a.gpu_pos].size()) return 0;
-    return LinkScore(inv_.links[a.gpu_pos][b.gpu_pos]);
-  }
-
-  void Fill(const Spec& s, ResourceSpec* spec) const {
+  void Fill(const Group& s, ResourceSpec* spec) const {
     spec->replicated = s.replicas > 1;
     spec->pack_replicas = c_.sharing.time_slicing.allocation_policy == "packed";
     for (size_t p = 0; p < s.units.size(); ++p) {
@@ -394,38 +365,29 @@ class Planner {
         spec->devices.push_back(std::move(d));
       }
     }
-    spec->link_score.assign(s.units.size(), std::vector<int>(s.units.size(), 0));
-    for (size_t i = 0; i < s.units.size(); ++i) {
-      for (size_t j = 0; j < s.units.size(); ++j) {
-        if (i != j) spec->link_score[i][j] = Score(s.units[i], s.units[j]);
-      }
-    }
+    std::vector<size_t> positions;
+    for (const Unit& u : s.units) positions.push_back(u.gpu_pos);
+    spec->link_score = LinkScoreMatrix(inv_, positions);
   }
 
   const Config& c_;
   const nvml::Inventory& inv_;
-  PluginPlan plan_;
-  std::vector<Group> groups_;
-  std::vector<Spec> specs_;
+  const bool pass_device_specs_;
+  ResourcePlan plan_;
+  std::vector<Group> groups_;  // by resource, before sharing
+  std::vector<Group> served_;  // one per socket, after sharing
   std::optional<nvml::MigMinors> minors_;
 };
 
 }  // namespace
 
-int LinkScore(const nvml::GpuLink& link) {
-  if (link.nvlinks > 0) return 100 * link.nvlinks + 60;
-  if (link.pcie_level <= 0) return 0;
-  return std::max(1, 60 - link.pcie_level);  // 10 (same switch) -> 50 ... 50 (SYS) -> 10
+absl::StatusOr<ResourcePlan> PlanResources(const Config& config, const nvml::Inventory& inventory) {
+  return Planner(config, inventory, /*serving=*/true).Run();
 }
 
-absl::StatusOr<PluginPlan> PlanPlugin(const Config& config, const nvml::Inventory& inventory) {
-  return Planner(config, inventory).Run();
-}
-
-absl::StatusOr<PluginPlan> PlanAdvertised(const Config& config, const nvml::Inventory& inventory) {
-  Config c = config;
-  c.flags.plugin.pass_device_specs = false;
-  return Planner(c, inventory).Run();
+absl::StatusOr<ResourcePlan> PlanAdvertised(const Config& config,
+                                            const nvml::Inventory& inventory) {
+  return Planner(config, inventory, /*serving=*/false).Run();
 }
 
 }  // namespace gpu_agent
