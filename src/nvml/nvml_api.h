@@ -92,35 +92,33 @@ typedef struct nvmlDeviceAttributes_st {
 // first struct, nvmlDeviceGetGpuInstanceProfileInfoV (R510+) the second,
 // with the profile's name. `profile` is an NVML_GPU_INSTANCE_PROFILE_* index
 // (0 ... 16 in R590's nvml.h); `id` is the profile's id within the GPU.
-typedef struct nvmlGpuInstanceProfileInfo_st {
-  unsigned int id;
-  unsigned int isP2pSupported;
-  unsigned int sliceCount;
-  unsigned int instanceCount;
-  unsigned int multiprocessorCount;
-  unsigned int copyEngineCount;
-  unsigned int decoderCount;
-  unsigned int encoderCount;
-  unsigned int jpegCount;
-  unsigned int ofaCount;
+// The fields both versions share, in NVIDIA's order. Spelled once; each
+// struct keeps its own layout (v2's `version` comes first, so v1 cannot
+// simply be embedded: its 8-byte alignment would move every field).
+#define GPU_AGENT_NVML_GPU_INSTANCE_PROFILE_FIELDS \
+  unsigned int id;                                 \
+  unsigned int isP2pSupported;                     \
+  unsigned int sliceCount;                         \
+  unsigned int instanceCount;                      \
+  unsigned int multiprocessorCount;                \
+  unsigned int copyEngineCount;                    \
+  unsigned int decoderCount;                       \
+  unsigned int encoderCount;                       \
+  unsigned int jpegCount;                          \
+  unsigned int ofaCount;                           \
   unsigned long long memorySizeMB;
+
+typedef struct nvmlGpuInstanceProfileInfo_st {
+  GPU_AGENT_NVML_GPU_INSTANCE_PROFILE_FIELDS
 } nvmlGpuInstanceProfileInfo_t;
 
 typedef struct nvmlGpuInstanceProfileInfo_v2_st {
   unsigned int version;  // nvmlGpuInstanceProfileInfo_v2
-  unsigned int id;
-  unsigned int isP2pSupported;
-  unsigned int sliceCount;
-  unsigned int instanceCount;
-  unsigned int multiprocessorCount;
-  unsigned int copyEngineCount;
-  unsigned int decoderCount;
-  unsigned int encoderCount;
-  unsigned int jpegCount;
-  unsigned int ofaCount;
-  unsigned long long memorySizeMB;
+  GPU_AGENT_NVML_GPU_INSTANCE_PROFILE_FIELDS
   char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];  // "MIG 1g.10gb"
 } nvmlGpuInstanceProfileInfo_v2_t;
+
+#undef GPU_AGENT_NVML_GPU_INSTANCE_PROFILE_FIELDS
 
 // NVML_STRUCT_VERSION(GpuInstanceProfileInfo, 2): the size, version in the top byte.
 enum : unsigned int {
