@@ -45,8 +45,8 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
     return lib;
   }
 
-  using Clock = std::chrono::steady_clock;
-  const auto started = Clock::now();
+  using SteadyClock = std::chrono::steady_clock;
+  const auto started = SteadyClock::now();
   const auto deadline = started + config.driver.wait_timeout;
   std::mutex mu;
   std::string last_error(lib.status().message());  // protected by mu
@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
   auto next_log = started + std::chrono::minutes(1);
   auto next_try = started + Jitter(backoff);
   for (;;) {
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (now >= deadline) break;
     if (now < next_try) {
       // A signal other than a stop neither ends nor restarts the wait.
@@ -97,14 +97,14 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
       continue;
     }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
-    next_try = Clock::now() + Jitter(backoff);
+    next_try = SteadyClock::now() + Jitter(backoff);
     lib = StartNvml(config);
     {
       std::lock_guard<std::mutex> lock(mu);
       ++attempts;
       if (!lib.ok()) last_error = std::string(lib.status().message());
     }
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(SteadyClock::now() - started);
     if (lib.ok()) {
       LogInfo("NVIDIA driver found",
               {{"waited", StrCat(waited.count(), "s")}, {"attempts", StrCat(attempts)}});
@@ -115,7 +115,7 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
                  {{"error", last_error}});
       break;
     }
-    if (Clock::now() >= next_log) {  // once a minute, not once a try
+    if (SteadyClock::now() >= next_log) {  // once a minute, not once a try
       next_log += std::chrono::minutes(1);
       LogWarning("still waiting for the NVIDIA driver", {{"error", last_error},
                                                          {"waited", StrCat(waited.count(), "s")},

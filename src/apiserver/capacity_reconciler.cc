@@ -12,8 +12,6 @@
 namespace gpu_agent::apiserver {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // A resourceVersion as a number, 0 when it is not one. Versions are opaque
 // to clients; this is used only to skip states older than the agent's own
 // write, and any server that numbers them otherwise just skips nothing.
@@ -102,7 +100,7 @@ void CapacityReconciler::SetDesired(Capacities value) {
 
 void CapacityReconciler::NoteReset() {
   // REQUIRES: mu_ held.
-  const auto now = Clock::now();
+  const auto now = options_.clock->Now();
   resets_.push_back(now);
   while (!resets_.empty() && now - resets_.front() > options_.fight_window) {
     resets_.erase(resets_.begin());
@@ -255,10 +253,11 @@ void CapacityReconciler::Loop() {
   int failures = 0;  // reconciles in a row that failed
   // The first reconcile starts from the watch's LIST; this timer only
   // re-reads the Node, rarely.
-  auto next_resync = Clock::now() + Spread(options_.resync, 0.5, 1.5);
+  auto next_resync = options_.clock->Now() + Spread(options_.resync, 0.5, 1.5);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    cv_.wait_until(lock, next_resync, [this] { return stop_ || dirty_ || pending_view_; });
+    cv_.wait_for(lock, options_.clock->Until(next_resync),
+                 [this] { return stop_ || dirty_ || pending_view_; });
     if (stop_) break;
     std::optional<NodeView> view = std::move(pending_view_);
     pending_view_.reset();
@@ -269,7 +268,7 @@ void CapacityReconciler::Loop() {
     lock.lock();
     if (s.ok()) {
       failures = 0;
-      next_resync = Clock::now() + Spread(options_.resync, 0.5, 1.5);
+      next_resync = options_.clock->Now() + Spread(options_.resync, 0.5, 1.5);
       continue;
     }
     ++stats_.errors;
@@ -278,7 +277,7 @@ void CapacityReconciler::Loop() {
                {{"node", options_.node},
                 {"error", std::string(s.message())},
                 {"retry_in", StrCat(wait.count(), "ms")}});
-    next_resync = Clock::now() + wait;
+    next_resync = options_.clock->Now() + wait;
     dirty_ = false;
   }
 }

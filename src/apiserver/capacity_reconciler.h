@@ -34,6 +34,7 @@
 #include "apiserver/node.h"
 #include "apiserver/node_watch.h"
 #include "apiserver/rest_client.h"
+#include "base/clock.h"
 
 namespace gpu_agent::apiserver {
 
@@ -67,6 +68,10 @@ struct ReconcilerOptions {
   // watch serves both). Must not block.
   std::function<void(const NodeView&)> on_node;
   RestOptions rest;
+  // What the fight window and the resync timer are read on; must outlive
+  // the reconciler. Waits stay real (a fake clock's test advances it and
+  // then makes the reconciler look, with a change of the Node).
+  const Clock* clock = Clock::Real();
 };
 
 // The watch's counters (lists, watches, watch_expired, watch_failures) and
@@ -147,9 +152,9 @@ class CapacityReconciler {
   std::optional<NodeView> pending_view_;  // protected by mu_: from a LIST or watch event
   bool observed_ = false;                 // protected by mu_: a LIST or event was seen
   bool fighting_ = false;                 // protected by mu_
-  std::vector<std::chrono::steady_clock::time_point> resets_;  // protected by mu_
-  bool last_seen_ok_ = false;  // protected by mu_: the last state seen had the value
-  uint64_t written_ = 0;       // protected by mu_: version of the agent's last PATCH
+  std::vector<Clock::TimePoint> resets_;  // protected by mu_
+  bool last_seen_ok_ = false;             // protected by mu_: the last state seen had the value
+  uint64_t written_ = 0;                  // protected by mu_: version of the agent's last PATCH
   std::atomic<bool> labels_refused_{false};
   std::set<std::string> foreign_reported_;  // used by the loop thread only
 

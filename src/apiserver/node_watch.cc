@@ -12,7 +12,7 @@
 namespace gpu_agent::apiserver {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // A watch that ends sooner than this without delivering anything did not
 // really run: it counts as a failure and the next one waits.
@@ -152,7 +152,7 @@ void NodeWatch::Loop() {
     bool delivered = false, expired = false;
     std::string expired_message, error_event;
     LineBuffer buffer;
-    const auto started = Clock::now();
+    const auto started = SteadyClock::now();
     absl::StatusOr<int> status = watch_rest_->Stream(
         lister.WatchPath(version, std::chrono::seconds(timeout)), [&](std::string_view chunk) {
           if (Stopped()) return false;
@@ -202,7 +202,7 @@ void NodeWatch::Loop() {
     // A watch that delivered, or ran longer than the longest backoff, was a
     // good one whatever ended it (a load balancer cuts idle ones): the
     // failure counts start over.
-    if (delivered || Clock::now() - started >= options_.backoff_max) {
+    if (delivered || SteadyClock::now() - started >= options_.backoff_max) {
       failures = 0;
       expired_in_row = 0;
     }
@@ -241,7 +241,7 @@ void NodeWatch::Loop() {
       watch_failed("node watch failed; retrying", StrCat("HTTP ", *status));
       continue;
     }
-    if (!delivered && Clock::now() - started < kShortestWatch) {
+    if (!delivered && SteadyClock::now() - started < kShortestWatch) {
       watch_failed("node watch ended at once; retrying", "the server closed it with no event");
       continue;
     }
