@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "nvml/gpu_handles.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent::nvml {
@@ -29,9 +30,9 @@ nvmlReturn_t EventRegistry::RegisterIn(nvmlEventSet_t set, const std::string& uu
                                        std::map<nvmlDevice_t, std::string>* into,
                                        std::string* error) {
   const NvmlFunctions& f = lib_.fn();
-  nvmlDevice_t dev = nullptr;
-  nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
-  if (r != NVML_SUCCESS) {
+  nvmlReturn_t r = NVML_SUCCESS;
+  nvmlDevice_t dev = handles_->Find(uuid, &r);
+  if (dev == nullptr) {
     *error = lib_.ErrorText(r);
     LogWarning("cannot watch GPU health", {{"uuid", uuid}, {"error", *error}});
     return r;

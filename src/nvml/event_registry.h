@@ -21,12 +21,14 @@
 
 namespace gpu_agent::nvml {
 
+class GpuHandles;
 class NvmlLibrary;
 
 class EventRegistry {
  public:
-  // REQUIRES: `lib` outlives this object.
-  explicit EventRegistry(const NvmlLibrary& lib) : lib_(lib) {}
+  // REQUIRES: `lib` and `handles` outlive this object. GPUs are registered
+  // by the handles `handles` keeps (never a fresh lookup by UUID).
+  EventRegistry(const NvmlLibrary& lib, GpuHandles* handles) : lib_(lib), handles_(handles) {}
   ~EventRegistry() { Free(); }
   EventRegistry(const EventRegistry&) = delete;
   EventRegistry& operator=(const EventRegistry&) = delete;
@@ -66,6 +68,7 @@ class EventRegistry {
                           std::map<nvmlDevice_t, std::string>* into, std::string* error);
 
   const NvmlLibrary& lib_;
+  GpuHandles* const handles_;
   nvmlEventSet_t set_ = nullptr;
   std::map<nvmlDevice_t, std::string> uuid_by_handle_;
 };

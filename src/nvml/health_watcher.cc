@@ -11,18 +11,29 @@
 #include "base/strings.h"
 #include "base/thread_name.h"
 #include "nvml/event_registry.h"
+#include "nvml/gpu_handles.h"
 #include "nvml/nvml_library.h"
+#include "nvml/outage_book.h"
 #include "nvml/repair_state.h"
 
 namespace gpu_agent::nvml {
 
-using Clock = std::chrono::steady_clock;
-
 struct HealthWatcher::State {
-  std::shared_ptr<const NvmlLibrary> lib;
-  std::vector<std::string> uuids;
-  HealthPolicy policy;
-  Callback callback;
+  State(std::shared_ptr<const NvmlLibrary> l, std::vector<std::string> u, HealthPolicy p,
+        Callback cb, const Clock* c)
+      : lib(std::move(l)),
+        uuids(std::move(u)),
+        policy(std::move(p)),
+        callback(std::move(cb)),
+        clock(c),
+        book(c, policy.recovery_period) {}
+
+  // Constant after construction.
+  const std::shared_ptr<const NvmlLibrary> lib;
+  const std::vector<std::string> uuids;
+  const HealthPolicy policy;
+  const Callback callback;
+  const Clock* const clock;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -33,31 +44,16 @@ struct HealthWatcher::State {
   std::map<int, uint64_t> xids;  // protected by mu
   bool vouched = false;          // protected by mu: OperatorVouches() not yet acted on
   bool running = false;          // protected by mu: the thread was started
-  Clock::time_point beat;        // protected by mu: the thread last came round its loop
-  std::vector<HealthWatcher::Outage> outages;  // protected by mu: a copy of `unhealthy`
+  Clock::TimePoint beat;         // protected by mu: the thread last came round its loop
+  std::vector<Outage> outages;   // protected by mu: book.Snapshot() as last changed
 
   // Thread-only state.
+  std::unique_ptr<GpuHandles> handles;    // set by Setup()
   std::unique_ptr<EventRegistry> events;  // null when no event API
-  // What is out: a whole GPU (instance ids -1) or one MIG instance.
-  using Target = std::tuple<std::string, int, int>;
-  struct Bad {
-    Clock::time_point since;
-    Clock::time_point next_probe;
-    std::string reason;
-    int xid = -1;
-    bool needs_reset = false;  // comes back only with evidence of a reset
-    bool was_lost = false;     // NVML answered GPU_IS_LOST for it meanwhile
-    bool waiting_said = false;
-  };
-  std::map<Target, Bad> unhealthy;
-
-  static Target Whole(const std::string& uuid) { return {uuid, -1, -1}; }
-  static std::string Describe(const Target& t) {
-    const auto& [uuid, gi, ci] = t;
-    if (gi < 0) return uuid;
-    return ci < 0 ? StrCat(uuid, " GPU instance ", gi)
-                  : StrCat(uuid, " GPU instance ", gi, " compute instance ", ci);
-  }
+  OutageBook book;                        // what is out; the thread's alone
+  using Target = OutageBook::Target;
+  static Target Whole(const std::string& uuid) { return OutageBook::Whole(uuid); }
+  static std::string Describe(const Target& t) { return OutageBook::Describe(t); }
 
   // Calls out without holding `mu`: the callback takes its own locks (the
   // device publisher's, the reconciler's) and may read XidCounts(); Stop()
@@ -91,19 +87,7 @@ struct HealthWatcher::State {
 
   void MarkBad(const Target& target, const std::string& reason, int xid, bool needs_reset = false,
                bool was_lost = false) {
-    const auto now = Clock::now();
-    auto found = unhealthy.find(target);
-    const bool was_healthy = found == unhealthy.end();
-    Bad& bad = unhealthy[target];
-    bad.since = now;
-    bad.next_probe = now + policy.recovery_period;
-    if (needs_reset && !bad.needs_reset) bad.waiting_said = false;  // say why it now waits
-    bad.needs_reset = bad.needs_reset || needs_reset;
-    bad.was_lost = bad.was_lost || was_lost;
-    if (was_healthy || needs_reset) {
-      bad.reason = reason;
-      bad.xid = xid;
-    }
+    const bool was_healthy = book.Mark(target, reason, xid, needs_reset, was_lost);
     MirrorOutages();
     if (was_healthy) {
       const auto& [uuid, gi, ci] = target;
@@ -111,28 +95,33 @@ struct HealthWatcher::State {
                  {{"uuid", uuid},
                   {"target", Describe(target)},
                   {"reason", reason},
-                  {"returns", bad.needs_reset ? "once NVML shows a reset, or on SIGUSR1"
-                                              : "after the quiet period, once NVML answers"}});
+                  {"returns", book.entries().at(target).needs_reset
+                                  ? "once NVML shows a reset, or on SIGUSR1"
+                                  : "after the quiet period, once NVML answers"}});
       Report({uuid, gi, ci, false, reason, xid});
     }
   }
 
   void MirrorOutages() {
-    std::vector<HealthWatcher::Outage> copy;
-    for (const auto& [t, b] : unhealthy) {
-      copy.push_back({std::get<0>(t), std::get<1>(t), std::get<2>(t), b.reason, b.xid,
-                      b.needs_reset, b.was_lost});
-    }
+    std::vector<Outage> copy = book.Snapshot();
     std::lock_guard<std::mutex> lock(mu);
     outages = std::move(copy);
+  }
+
+  // Whether `uuid` answers, asked on its own handle: GPU_IS_LOST for this
+  // GPU alone (a lookup by UUID would answer it for any lost GPU).
+  nvmlReturn_t AnswerFor(const std::string& uuid) {
+    nvmlReturn_t r = NVML_SUCCESS;
+    nvmlDevice_t dev = handles->Find(uuid, &r);
+    return dev == nullptr ? r : Answer(*lib, dev);
   }
 
   void ProbeForLostGpus() {
     int lost = 0;
     for (const std::string& uuid : uuids) {
-      if (unhealthy.count(Whole(uuid))) continue;
+      if (book.IsOut(Whole(uuid))) continue;
       // Only GPU_IS_LOST means lost; another error says nothing of health.
-      if (Answer(*lib, uuid) != NVML_ERROR_GPU_IS_LOST) continue;
+      if (AnswerFor(uuid) != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
       MarkBad(Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
               /*needs_reset=*/true, /*was_lost=*/true);
@@ -150,24 +139,27 @@ struct HealthWatcher::State {
       vouched = false;
     }
     if (policy.recovery_period.count() == 0 && !vouched_now) return;
-    const auto now = Clock::now();
+    const auto now = clock->Now();
     bool changed = false;
+    auto& unhealthy = book.entries();
     for (auto it = unhealthy.begin(); it != unhealthy.end();) {
-      Bad& bad = it->second;
+      OutageBook::Entry& bad = it->second;
       const bool vouched_for = vouched_now && bad.needs_reset;
       if (bad.next_probe > now && !vouched_for) {
         ++it;
         continue;
       }
       const auto [uuid, gi, ci] = it->first;
-      const nvmlReturn_t r = Answer(*lib, uuid);
+      nvmlReturn_t r = NVML_SUCCESS;
+      nvmlDevice_t dev = handles->Find(uuid, &r);
+      if (dev != nullptr) r = Answer(*lib, dev);
       if (r == NVML_ERROR_GPU_IS_LOST && !bad.was_lost) {
         bad.was_lost = true;
         changed = true;
       }
       std::string missing;
       if (r == NVML_SUCCESS && bad.needs_reset && !vouched_for &&
-          !ShowsReset(*lib, uuid, bad.xid, bad.was_lost, &missing)) {
+          !ShowsReset(*lib, dev, bad.xid, bad.was_lost, &missing)) {
         if (!bad.waiting_said) {
           bad.waiting_said = true;
           LogWarning(
@@ -200,7 +192,7 @@ struct HealthWatcher::State {
         }
         // Marked again meanwhile (NVML lost it between the probe and the
         // registration): it stays out, and says so itself.
-        if (unhealthy.count(target)) continue;
+        if (book.IsOut(target)) continue;
         LogInfo(
             gi < 0 ? "GPU healthy again" : "MIG instance healthy again",
             {{"uuid", uuid},
@@ -217,14 +209,8 @@ struct HealthWatcher::State {
   }
 
   std::chrono::milliseconds NextTimeout() const {
-    auto timeout = policy.wait_timeout;
-    if (policy.recovery_period.count() == 0) return timeout;
-    const auto now = Clock::now();
-    for (const auto& [uuid, bad] : unhealthy) {
-      auto until = std::chrono::ceil<std::chrono::milliseconds>(bad.next_probe - now);
-      timeout = std::min(timeout, std::max(until, std::chrono::milliseconds(1)));
-    }
-    return timeout;
+    if (policy.recovery_period.count() == 0) return policy.wait_timeout;
+    return book.UntilNextProbe(policy.wait_timeout);
   }
 
   void HandleEvent(const nvmlEventData_t& ev) {
@@ -258,31 +244,31 @@ struct HealthWatcher::State {
 
   // Creates the event set and registers every GPU. Runs on the caller's
   // thread, so events are watched once Start() returns. False: no events.
-  bool Setup(const std::set<std::string>& initially_unhealthy,
-             const std::vector<HealthWatcher::Outage>& carried) {
+  bool Setup(const std::set<std::string>& initially_unhealthy, const std::vector<Outage>& carried) {
+    handles = std::make_unique<GpuHandles>(*lib, uuids);
     for (const std::string& uuid : initially_unhealthy) {
       MarkBad(Whole(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1, /*needs_reset=*/true,
               /*was_lost=*/true);
     }
-    for (const HealthWatcher::Outage& o : carried) {
+    for (const Outage& o : carried) {
       if (std::find(uuids.begin(), uuids.end(), o.uuid) == uuids.end()) continue;  // deselected
       MarkBad({o.uuid, o.gpu_instance, o.compute_instance}, o.reason, o.xid, o.needs_reset,
               o.was_lost);
     }
     // A GPU the driver still asks to be reset (from before the agent
     // started) starts out, as if its XID had just come.
-    for (const auto& [uuid, what, xid] : PendingRepairs(*lib, uuids)) {
-      if (!unhealthy.count(Whole(uuid))) {
+    for (const auto& [uuid, what, xid] : PendingRepairs(*lib, *handles, uuids)) {
+      if (!book.IsOut(Whole(uuid))) {
         MarkBad(Whole(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
       }
     }
-    events = std::make_unique<EventRegistry>(*lib);
+    events = std::make_unique<EventRegistry>(*lib, handles.get());
     if (!events->Create()) {
       events.reset();
       return false;
     }
     for (const std::string& uuid : uuids) {
-      if (!initially_unhealthy.count(uuid) && !unhealthy.count(Whole(uuid))) Register(uuid);
+      if (!initially_unhealthy.count(uuid) && !book.IsOut(Whole(uuid))) Register(uuid);
     }
     return true;
   }
@@ -294,7 +280,7 @@ struct HealthWatcher::State {
     while (!Stopping()) {
       {
         std::lock_guard<std::mutex> lock(mu);
-        beat = Clock::now();
+        beat = clock->Now();
       }
       nvmlEventData_t ev{};
       r = events->Wait(&ev, NextTimeout());
@@ -325,6 +311,7 @@ struct HealthWatcher::State {
 
   void Finish() {
     events.reset();
+    handles.reset();
     std::lock_guard<std::mutex> lock(mu);
     exited = true;
     cv.notify_all();
@@ -335,12 +322,10 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
                                                     std::vector<std::string> uuids,
                                                     std::set<std::string> initially_unhealthy,
                                                     HealthPolicy policy, Callback callback,
-                                                    std::vector<Outage> carried) {
-  auto state = std::make_shared<State>();
-  state->lib = std::move(lib);
-  state->uuids = std::move(uuids);
-  state->policy = std::move(policy);
-  state->callback = std::move(callback);
+                                                    std::vector<Outage> carried,
+                                                    const Clock* clock) {
+  auto state = std::make_shared<State>(std::move(lib), std::move(uuids), std::move(policy),
+                                       std::move(callback), clock);
   if (state->policy.disabled) {
     LogInfo("GPU health checks are disabled by config");
     // No XIDs are watched, but a GPU NVML calls lost is out all the same;
@@ -360,7 +345,7 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
   {
     std::lock_guard<std::mutex> lock(state->mu);
     state->running = true;
-    state->beat = Clock::now();
+    state->beat = clock->Now();
   }
   // The thread holds its own reference, so it may outlive the watcher.
   std::thread([state] {
@@ -377,7 +362,7 @@ bool HealthWatcher::Alive(std::string* why) const {
   if (!state_->running || state_->exited) return true;
   // Each turn waits at most wait_timeout, or backs off at most max_backoff.
   const auto bound = 4 * state_->policy.wait_timeout + state_->policy.max_backoff;
-  const auto quiet = Clock::now() - state_->beat;
+  const auto quiet = state_->clock->Now() - state_->beat;
   if (quiet <= bound) return true;
   using std::chrono::duration_cast, std::chrono::milliseconds;
   *why = StrCat("the GPU health thread has not come round its loop for ",
@@ -386,7 +371,7 @@ bool HealthWatcher::Alive(std::string* why) const {
   return false;
 }
 
-std::vector<HealthWatcher::Outage> HealthWatcher::Outages() const {
+std::vector<Outage> HealthWatcher::Outages() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->outages;
 }

@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
+#include "nvml/outage_book.h"
+
 namespace gpu_agent::nvml {
 
 class NvmlLibrary;
@@ -64,25 +67,20 @@ class HealthWatcher {
 
   // What is out, carried from one watcher to the next (a SIGHUP reload), so
   // a reload never brings back a GPU that is still broken.
-  struct Outage {
-    std::string uuid;
-    int gpu_instance = -1;
-    int compute_instance = -1;
-    std::string reason;
-    int xid = -1;
-    bool needs_reset = false;
-    bool was_lost = false;
-  };
+  using Outage = nvml::Outage;
 
   // Starts the thread. `initially_unhealthy` GPUs start out and are probed
   // for recovery like any other; `carried` outages start out as they were. `callback` runs on the
   // watcher's thread and is never called after Stop() returns. It is called without the watcher's
   // lock held, so it may take locks of its own and call XidCounts(); it must not call Stop().
+  // Quiet periods and the liveness bound are read on `clock`, which must outlive the watcher's
+  // thread (Clock::Real() does); its waits stay real and at most policy.wait_timeout long.
   static std::unique_ptr<HealthWatcher> Start(std::shared_ptr<const NvmlLibrary> lib,
                                               std::vector<std::string> uuids,
                                               std::set<std::string> initially_unhealthy,
                                               HealthPolicy policy, Callback callback,
-                                              std::vector<Outage> carried = {});
+                                              std::vector<Outage> carried = {},
+                                              const Clock* clock = Clock::Real());
   ~HealthWatcher();  // Stop()
 
   // Stops reporting at once. The thread ends when its current NVML wait

@@ -1,6 +1,7 @@
 #include "nvml/repair_state.h"
 
 #include "base/strings.h"
+#include "nvml/gpu_handles.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent::nvml {
@@ -54,24 +55,23 @@ bool RepairPending(const RepairState& st, std::string* what, int* xid) {
 
 }  // namespace
 
-std::vector<PendingRepair> PendingRepairs(const NvmlLibrary& lib,
+std::vector<PendingRepair> PendingRepairs(const NvmlLibrary& lib, GpuHandles& handles,
                                           const std::vector<std::string>& uuids) {
   std::vector<PendingRepair> out;
   for (const std::string& uuid : uuids) {
-    nvmlDevice_t dev = nullptr;
-    if (lib.fn().DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) continue;
+    nvmlReturn_t why = NVML_SUCCESS;
+    nvmlDevice_t dev = handles.Find(uuid, &why);
+    if (dev == nullptr) continue;
     PendingRepair p{uuid, "", -1};
     if (RepairPending(ReadRepairState(lib, dev), &p.what, &p.xid)) out.push_back(std::move(p));
   }
   return out;
 }
 
-nvmlReturn_t Answer(const NvmlLibrary& lib, const std::string& uuid) {
+nvmlReturn_t Answer(const NvmlLibrary& lib, nvmlDevice_t dev) {
   const NvmlFunctions& f = lib.fn();
-  nvmlDevice_t dev = nullptr;
-  nvmlReturn_t r = f.DeviceGetHandleByUUID(uuid.c_str(), &dev);
   nvmlMemory_t mem{};
-  if (r == NVML_SUCCESS) r = f.DeviceGetMemoryInfo(dev, &mem);
+  nvmlReturn_t r = f.DeviceGetMemoryInfo(dev, &mem);
   unsigned current = 0, pending = 0;
   if (r == NVML_ERROR_NO_PERMISSION && f.DeviceGetMigMode) {
     r = f.DeviceGetMigMode(dev, &current, &pending);
@@ -79,14 +79,8 @@ nvmlReturn_t Answer(const NvmlLibrary& lib, const std::string& uuid) {
   return r;
 }
 
-bool ShowsReset(const NvmlLibrary& lib, const std::string& uuid, int xid, bool was_lost,
+bool ShowsReset(const NvmlLibrary& lib, nvmlDevice_t dev, int xid, bool was_lost,
                 std::string* missing) {
-  const NvmlFunctions& f = lib.fn();
-  nvmlDevice_t dev = nullptr;
-  if (f.DeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS) {
-    *missing = "NVML has no handle for it";
-    return false;
-  }
   // A healthy GPU has no remap or retirement pending either: that status
   // shows a repair only after a memory error. After any other XID only
   // the driver's recovery action, or the GPU coming back on the bus, does.

@@ -12,6 +12,7 @@
 
 namespace gpu_agent::nvml {
 
+class GpuHandles;
 class NvmlLibrary;
 
 // Each only where NVML answered.
@@ -32,24 +33,24 @@ struct PendingRepair {
   std::string what;
   int xid = -1;
 };
-std::vector<PendingRepair> PendingRepairs(const NvmlLibrary& lib,
+std::vector<PendingRepair> PendingRepairs(const NvmlLibrary& lib, GpuHandles& handles,
                                           const std::vector<std::string>& uuids);
 
-// Whether the GPU answers: its handle and a basic query. NVML_SUCCESS when
-// it does; GPU_IS_LOST when it is off the bus. In MIG mode the GPU's memory
+// Whether the GPU answers a basic query on its handle. NVML_SUCCESS when it
+// does; GPU_IS_LOST when it is off the bus. In MIG mode the GPU's memory
 // needs privilege, so a refusal is asked again with a query open to all.
-nvmlReturn_t Answer(const NvmlLibrary& lib, const std::string& uuid);
+nvmlReturn_t Answer(const NvmlLibrary& lib, nvmlDevice_t dev);
 
 // Memory errors, whose repair NVML shows as no remap or retirement pending
 // (NVIDIA's GPU memory error management guide).
 bool IsMemoryXid(int xid);
 
-// Whether NVML shows that the GPU `uuid`, which answers, was reset or
+// Whether NVML shows that the GPU `dev`, which answers, was reset or
 // repaired since it went out for `xid` (-1: none): nothing the driver still
 // asks for (its recovery action, R550+), no row remap or page retirement
 // pending or failed, and at least one such sign read (or `was_lost`: it fell
 // off the bus and is back). Otherwise false, with what is missing.
-bool ShowsReset(const NvmlLibrary& lib, const std::string& uuid, int xid, bool was_lost,
+bool ShowsReset(const NvmlLibrary& lib, nvmlDevice_t dev, int xid, bool was_lost,
                 std::string* missing);
 
 }  // namespace gpu_agent::nvml

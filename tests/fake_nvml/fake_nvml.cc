@@ -482,9 +482,14 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   SYSTEM_PROLOGUE();
   if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // nvml.h: GPU_IS_LOST "if any GPU has fallen off the bus or is otherwise
+  // inaccessible" (the search for the UUID touches every GPU), unlike the
+  // lookup by index, which answers it for the target GPU alone.
+  for (auto& g : s.gpus) {
+    if (g->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+  }
   for (auto& g : s.gpus) {
     if (g->gpu.uuid == uuid) {
-      if (g->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
       *device = g.get();
       return NVML_SUCCESS;
     }

@@ -11,6 +11,7 @@
 
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
+#include "support/fake_clock.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::nvml {
@@ -40,13 +41,16 @@ class HealthWatcherTest : public ::testing::Test {
     for (const auto& g : inv->gpus) uuids_.push_back(g.uuid);
   }
 
-  void StartWatcher(HealthPolicy policy, std::set<std::string> bad = {}) {
+  void StartWatcher(HealthPolicy policy, std::set<std::string> bad = {},
+                    const Clock* clock = Clock::Real()) {
     policy.wait_timeout = std::chrono::milliseconds(200);
-    watcher_ =
-        HealthWatcher::Start(lib_, uuids_, std::move(bad), policy, [this](const HealthChange& c) {
+    watcher_ = HealthWatcher::Start(
+        lib_, uuids_, std::move(bad), policy,
+        [this](const HealthChange& c) {
           std::lock_guard<std::mutex> lock(mu_);
           changes_.push_back(c);
-        });
+        },
+        {}, clock);
   }
 
   std::vector<HealthChange> Changes() {
@@ -106,6 +110,34 @@ TEST_F(HealthWatcherTest, GpuIsLostFromTheWaitFindsTheLostGpu) {
   EXPECT_TRUE(Changes()[1].healthy);
 }
 
+// One GPU off the bus keeps no other out: each GPU is asked on its own
+// handle (NVML answers a lookup by UUID with GPU_IS_LOST while any GPU is
+// lost), so another GPU's recoverable XID still ends after its quiet period,
+// and an XID on a third GPU is still seen.
+TEST_F(HealthWatcherTest, AGpuOffTheBusKeepsNoOtherGpuOut) {
+  HealthPolicy policy;
+  policy.recovery_period = std::chrono::milliseconds(100);
+  StartWatcher(policy);
+  Send("vanish 4");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 1; })) << "no GPU marked";
+  Send("xid 2 94");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }))
+      << "GPU 2 did not come back while GPU 4 is off the bus";
+  auto c = Changes();
+  EXPECT_EQ(c[0].uuid, uuids_[4]);
+  EXPECT_EQ(c[1].uuid, uuids_[2]);
+  EXPECT_FALSE(c[1].healthy);
+  EXPECT_EQ(c[2].uuid, uuids_[2]);
+  EXPECT_TRUE(c[2].healthy);
+  Send("xid 6 79");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 4; }));
+  EXPECT_EQ(Changes()[3].uuid, uuids_[6]);
+  Send("reset 4");
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 5; }));
+  EXPECT_EQ(Changes()[4].uuid, uuids_[4]);
+  EXPECT_TRUE(Changes()[4].healthy);
+}
+
 // The reset that brings a lost GPU back also drops its event registration
 // (the driver's state for the GPU goes with a reset, and NVML cannot take
 // one GPU out of a set): the watcher builds its event set afresh, so the
@@ -130,6 +162,54 @@ TEST_F(HealthWatcherTest, GpuResetAfterFallingOffTheBusIsWatchedAgain) {
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 4; }));
   EXPECT_EQ(Changes()[3].uuid, uuids_[2]);
   EXPECT_EQ(watcher_->XidCounts(), (std::map<int, uint64_t>{{48, 1}, {79, 1}}));
+}
+
+// The quiet period is read on the watcher's clock: with the default of a
+// minute, a GPU out for a recoverable XID stays out a second short of it and
+// comes back once it has passed, stepped here rather than waited for. The
+// thread comes round every wait_timeout (200 ms) of real time to look.
+TEST_F(HealthWatcherTest, QuietPeriodIsReadOnTheWatchersClock) {
+  gpu_agent::testing::FakeClock clock;
+  HealthPolicy policy;
+  ASSERT_EQ(policy.recovery_period, std::chrono::minutes(1));
+  StartWatcher(policy, {}, &clock);
+  Send("xid 3 94");  // contained ECC: back after the quiet period
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 1; }));
+  EXPECT_FALSE(Changes()[0].healthy);
+  clock.Advance(std::chrono::seconds(59));
+  EXPECT_FALSE(WaitFor([&] { return Changes().size() > 1; }, std::chrono::milliseconds(700)))
+      << "back before the quiet period had passed";
+  clock.Advance(std::chrono::seconds(2));
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }, std::chrono::seconds(3)))
+      << "not back once the quiet period had passed";
+  EXPECT_TRUE(Changes()[1].healthy);
+  EXPECT_EQ(Changes()[1].uuid, uuids_[3]);
+}
+
+// The liveness bound is read on the same clock: a thread that has not come
+// round its loop for longer than 4 x wait_timeout + max_backoff of the
+// watcher's time is reported, whatever the wall clock says.
+TEST_F(HealthWatcherTest, LivenessBoundIsReadOnTheWatchersClock) {
+  gpu_agent::testing::FakeClock clock;
+  HealthPolicy policy;
+  policy.max_backoff = std::chrono::seconds(1);
+  StartWatcher(policy, {}, &clock);  // wait_timeout 200 ms: bound 1.8 s
+  std::string why;
+  EXPECT_TRUE(watcher_->Alive(&why)) << why;
+  Send("hang-wait");
+  // Once the thread is blocked in its wait it no longer comes round to note
+  // the time; the watcher's clock moving past the bound then shows it stuck
+  // (steps of 10 s: the first may come before the thread reaches the wait).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        clock.Advance(std::chrono::seconds(10));
+        return !watcher_->Alive(&why);
+      },
+      std::chrono::milliseconds(1000)))  // under the 1.8 s bound of real time
+      << "a hung wait went unnoticed on the watcher's clock";
+  EXPECT_NE(why.find("has not come round its loop"), std::string::npos) << why;
+  Send("unhang-wait");
+  EXPECT_TRUE(WaitFor([&] { return watcher_->Alive(&why); })) << why;
 }
 
 // XIDs after which NVIDIA asks for a GPU reset: NVML keeps answering (48)

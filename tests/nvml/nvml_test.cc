@@ -451,6 +451,33 @@ TEST(FakeNvmlTest, OnlyAResetBringsALostGpuBack) {
   EXPECT_EQ(answer(), NVML_SUCCESS);
 }
 
+// As nvml.h documents: a lookup by UUID answers GPU_IS_LOST while ANY GPU
+// is off the bus, a lookup by index only for the lost GPU itself, and a
+// handle taken before answers for its own GPU.
+TEST(FakeNvmlTest, UuidLookupsFailWhileAnyGpuIsLost) {
+  DriverRoot root;
+  TempDir dir;
+  const std::string ctl = dir.Join("ctl");
+  ::setenv("FAKE_NVML_CONTROL", ctl.c_str(), 1);
+  auto lib = OpenWithFixture(root, FixturePath("8-gpu-pcie.yaml"));
+  ASSERT_TRUE(lib && lib->Init().ok());
+  const NvmlFunctions& f = lib->fn();
+  nvmlDevice_t two = nullptr;
+  ASSERT_EQ(f.DeviceGetHandleByIndex(2, &two), NVML_SUCCESS);
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  ASSERT_EQ(f.DeviceGetUUID(two, uuid, sizeof uuid), NVML_SUCCESS);
+  nvmlDevice_t dev = nullptr;
+  ASSERT_EQ(f.DeviceGetHandleByUUID(uuid, &dev), NVML_SUCCESS);
+  ASSERT_TRUE(WriteFifo(ctl, "lose 5"));
+  EXPECT_EQ(f.DeviceGetHandleByUUID(uuid, &dev), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(f.DeviceGetHandleByIndex(2, &dev), NVML_SUCCESS);
+  EXPECT_EQ(f.DeviceGetHandleByIndex(5, &dev), NVML_ERROR_GPU_IS_LOST);
+  nvmlMemory_t mem{};
+  EXPECT_EQ(f.DeviceGetMemoryInfo(two, &mem), NVML_SUCCESS);
+  ASSERT_TRUE(WriteFifo(ctl, "reset 5"));
+  EXPECT_EQ(f.DeviceGetHandleByUUID(uuid, &dev), NVML_SUCCESS);
+}
+
 TEST(InventoryTest, SysfsAddressForm) {
   EXPECT_EQ(SysfsPciAddress("00000000:3B:00.0"), "0000:3b:00.0");
   EXPECT_EQ(SysfsPciAddress("0000:3b:00.0"), "0000:3b:00.0");
