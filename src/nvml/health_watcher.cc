@@ -5,7 +5,6 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <tuple>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -52,8 +51,6 @@ struct HealthWatcher::State {
   std::unique_ptr<EventRegistry> events;  // null when no event API
   OutageBook book;                        // what is out; the thread's alone
   using Target = OutageBook::Target;
-  static Target Whole(const std::string& uuid) { return OutageBook::Whole(uuid); }
-  static std::string Describe(const Target& t) { return OutageBook::Describe(t); }
 
   // Calls out without holding `mu`: the callback takes its own locks (the
   // device publisher's, the reconciler's) and may read XidCounts(); Stop()
@@ -81,7 +78,7 @@ struct HealthWatcher::State {
 
   void Register(const std::string& uuid) {
     if (absl::Status st = events->Register(uuid); !st.ok()) {
-      MarkBad(Whole(uuid), std::string(st.message()), -1);
+      MarkBad(OutageBook::Whole(uuid), std::string(st.message()), -1);
     }
   }
 
@@ -93,7 +90,7 @@ struct HealthWatcher::State {
       const auto& [uuid, gi, ci] = target;
       LogWarning(gi < 0 ? "GPU marked unhealthy" : "MIG instance marked unhealthy",
                  {{"uuid", uuid},
-                  {"target", Describe(target)},
+                  {"target", OutageBook::Describe(target)},
                   {"reason", reason},
                   {"returns", book.entries().at(target).needs_reset
                                   ? "once NVML shows a reset, or on SIGUSR1"
@@ -108,22 +105,17 @@ struct HealthWatcher::State {
     outages = std::move(copy);
   }
 
-  // Whether `uuid` answers, asked on its own handle: GPU_IS_LOST for this
-  // GPU alone (a lookup by UUID would answer it for any lost GPU).
-  nvmlReturn_t AnswerFor(const std::string& uuid) {
-    nvmlReturn_t r = NVML_SUCCESS;
-    nvmlDevice_t dev = handles->Find(uuid, &r);
-    return dev == nullptr ? r : Answer(*lib, dev);
-  }
-
   void ProbeForLostGpus() {
     int lost = 0;
     for (const std::string& uuid : uuids) {
-      if (book.IsOut(Whole(uuid))) continue;
+      if (book.IsOut(OutageBook::Whole(uuid))) continue;
       // Only GPU_IS_LOST means lost; another error says nothing of health.
-      if (AnswerFor(uuid) != NVML_ERROR_GPU_IS_LOST) continue;
+      // Asked on its own handle: a lookup by UUID answers GPU_IS_LOST for any lost GPU.
+      nvmlReturn_t r = NVML_SUCCESS;
+      nvmlDevice_t dev = handles->Find(uuid, &r);
+      if ((dev == nullptr ? r : Answer(*lib, dev)) != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
-      MarkBad(Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
+      MarkBad(OutageBook::Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
               /*needs_reset=*/true, /*was_lost=*/true);
     }
     if (lost == 0) {
@@ -165,7 +157,7 @@ struct HealthWatcher::State {
           LogWarning(
               "GPU answers but still needs a reset: keeping it out",
               {{"uuid", uuid},
-               {"target", Describe(it->first)},
+               {"target", OutageBook::Describe(it->first)},
                {"reason", bad.reason},
                {"missing", missing},
                {"once_repaired", "reset the GPU (nvidia-smi -r), or send SIGUSR1 to gpu-agent"}});
@@ -176,7 +168,7 @@ struct HealthWatcher::State {
       }
       if (r == NVML_SUCCESS) {
         changed = true;
-        const std::string what = Describe(it->first);
+        const std::string what = OutageBook::Describe(it->first);
         const bool was_reset = gi < 0 && (bad.was_lost || bad.needs_reset);
         const Target target = it->first;
         it = unhealthy.erase(it);  // std::map: marks below leave `it` valid
@@ -185,7 +177,7 @@ struct HealthWatcher::State {
           // its driver state: only a fresh one sees its next XID.
           for (const auto& [lost, why] :
                events->Rebuild(uuid, [this](const nvmlEventData_t& ev) { HandleEvent(ev); })) {
-            MarkBad(Whole(lost), why, -1);
+            MarkBad(OutageBook::Whole(lost), why, -1);
           }
         } else if (events && !events->Watches(uuid)) {
           Register(uuid);
@@ -229,7 +221,7 @@ struct HealthWatcher::State {
       // An event NVML could not tie to one GPU: every GPU is suspect.
       LogWarning("XID without a known GPU; marking all GPUs unhealthy", {{"xid", StrCat(xid)}});
       for (const std::string& u : uuids) {
-        MarkBad(Whole(u), StrCat("XID ", xid), xid, policy.NeedsReset(xid));
+        MarkBad(OutageBook::Whole(u), StrCat("XID ", xid), xid, policy.NeedsReset(xid));
       }
       return;
     }
@@ -247,7 +239,8 @@ struct HealthWatcher::State {
   bool Setup(const std::set<std::string>& initially_unhealthy, const std::vector<Outage>& carried) {
     handles = std::make_unique<GpuHandles>(*lib, uuids);
     for (const std::string& uuid : initially_unhealthy) {
-      MarkBad(Whole(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1, /*needs_reset=*/true,
+      MarkBad(OutageBook::Whole(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1,
+              /*needs_reset=*/true,
               /*was_lost=*/true);
     }
     for (const Outage& o : carried) {
@@ -258,8 +251,8 @@ struct HealthWatcher::State {
     // A GPU the driver still asks to be reset (from before the agent
     // started) starts out, as if its XID had just come.
     for (const auto& [uuid, what, xid] : PendingRepairs(*lib, *handles, uuids)) {
-      if (!book.IsOut(Whole(uuid))) {
-        MarkBad(Whole(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
+      if (!book.IsOut(OutageBook::Whole(uuid))) {
+        MarkBad(OutageBook::Whole(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
       }
     }
     events = std::make_unique<EventRegistry>(*lib, handles.get());
@@ -268,7 +261,7 @@ struct HealthWatcher::State {
       return false;
     }
     for (const std::string& uuid : uuids) {
-      if (!initially_unhealthy.count(uuid) && !book.IsOut(Whole(uuid))) Register(uuid);
+      if (!initially_unhealthy.count(uuid) && !book.IsOut(OutageBook::Whole(uuid))) Register(uuid);
     }
     return true;
   }
