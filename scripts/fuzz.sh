@@ -36,7 +36,8 @@ while [ $# -gt 0 ]; do
 done
 
 all=(config cli kubeconfig exec_credential node_json watch_stream api_error json_patch
-     device_selector duration_quantity mig_minors deviceplugin_rpc cdi_names log_json)
+     device_selector duration_quantity mig_minors deviceplugin_rpc deviceplugin_socket cdi_names
+     log_json)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 # Longest input per target: a little over the largest realistic one.
@@ -45,7 +46,7 @@ max_len() {
     watch_stream) echo 16384 ;;
     config|kubeconfig|node_json) echo 8192 ;;
     exec_credential|api_error|mig_minors) echo 4096 ;;
-    deviceplugin_rpc) echo 2048 ;;
+    deviceplugin_rpc|deviceplugin_socket) echo 2048 ;;
     cdi_names|duration_quantity) echo 256 ;;
     *) echo 1024 ;;
   esac

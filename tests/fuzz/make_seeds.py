@@ -37,7 +37,7 @@ def clear_seeds(target):
 
 TARGETS = ["config", "cli", "kubeconfig", "exec_credential", "node_json", "watch_stream",
            "api_error", "json_patch", "device_selector", "duration_quantity", "mig_minors",
-           "deviceplugin_rpc", "cdi_names", "log_json"]
+           "deviceplugin_rpc", "deviceplugin_socket", "cdi_names", "log_json"]
 for t in TARGETS:
     clear_seeds(t)
 
@@ -247,6 +247,13 @@ for name, choice, body in [("allocate", 0x00, alloc), ("allocate-cdi-specs", 0x3
                            ("preferred", 0x01, pref), ("preferred-shared", 0x05, pref_shared),
                            ("preferred-packed", 0x09, pref_shared), ("prestart", 0x02, prestart)]:
     write("deviceplugin_rpc", name, bytes([choice]) + body)
+# deviceplugin_socket: the method in the low 2 bits (0 Allocate, 1 preferred,
+# 2 PreStartContainer, 3 GetDevicePluginOptions), then the request; the
+# server serves the replicas, so shared IDs are the ones it knows.
+for name, choice, body in [("allocate", 0, alloc_shared), ("allocate-bad", 0, alloc_bad),
+                           ("preferred", 1, pref_shared), ("prestart", 2, prestart),
+                           ("options", 3, b""), ("not-a-message", 0, b"\x0a\xff\xff\xff\x0f")]:
+    write("deviceplugin_socket", name, bytes([choice]) + body)
 
 
 # Dictionaries. libFuzzer's format: name="bytes", with \\, \" and \xNN escapes.
@@ -322,4 +329,6 @@ dict_file("log_json", ["\0", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\x
                        "\xc0\x80", "\xf4\x90\x80\x80", "\xff", '"', "\\", "\n", "\t", "\x7f"])
 dict_file("deviceplugin_rpc", ["\x0a", "\x12", "\x18", "GPU-0a1b2c3-0000-1111-2222-333344445555",
                                "::0", "::3", "\x00", "\x01", "\x02", "\x05", "\x30"])
+dict_file("deviceplugin_socket", ["\x0a", "\x12", "\x18", "\x00", "\x01", "\x02", "\x03",
+                                  "GPU-0a1b2c3-0000-1111-2222-333344445555", "::0", "::3"])
 print("seeds and dictionaries written under", FUZZ)
