@@ -4,7 +4,7 @@
 #include <set>
 
 #include "agent/device_selection.h"
-#include "agent/metrics_server.h"
+#include "agent/listen_address.h"
 #include "agent/node_config.h"
 #include "base/resource_name.h"
 #include "base/strings.h"

@@ -74,17 +74,6 @@ bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
-    const Config& config, MetricsServer::Handlers handlers) {
-  if (config.metrics.address.empty()) return std::unique_ptr<MetricsServer>();
-  absl::StatusOr<std::unique_ptr<MetricsServer>> m =
-      MetricsServer::Start(config.metrics.address, std::move(handlers));
-  if (!m.ok()) {
-    LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
-  }
-  return m;
-}
-
 absl::StatusOr<std::unique_ptr<NodeConfigSelector>> StartNodeConfig(const ConfigRequest& request,
                                                                     LoadedConfig* loaded) {
   if (loaded->config.node_config.dir.empty()) return std::unique_ptr<NodeConfigSelector>();

@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "agent/config_loader.h"
-#include "agent/metrics_server.h"
 #include "agent/node_config.h"
 #include "apiserver/connection.h"
 #include "apiserver/rest_client.h"
@@ -32,11 +31,6 @@ absl::StatusOr<std::unique_ptr<apiserver::RestClient>> CommandRestClient(const C
 // (after logging which). SIGUSR1 (an operator vouching that GPUs held for a
 // reset were reset) calls `on_sigusr1` and waits on.
 bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1);
-
-// Starts /metrics, /healthz and /readyz when metrics.address is set (null
-// when it is not). An error is logged here; the caller cleans up and exits.
-absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
-    const Config& config, MetricsServer::Handlers handlers);
 
 struct Reloaded {
   LoadedConfig loaded;

@@ -11,6 +11,7 @@
 #include "agent/mode_common.h"
 #include "agent/nfd_feature_file.h"
 #include "agent/plugin_plan.h"
+#include "agent/prom_text.h"
 #include "agent/version.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_label_watch.h"

@@ -9,6 +9,7 @@
 #include "agent/nfd_feature_file.h"
 #include "agent/node_labels.h"
 #include "agent/plugin_plan.h"
+#include "agent/prom_text.h"
 #include "agent/version.h"
 #include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"
