@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
+#include "agent/api_connection.h"
 #include "agent/commands.h"
-#include "agent/mode_common.h"
 #include "agent/plugin_plan.h"
 #include "apiserver/node_client.h"
 #include "base/resource_name.h"

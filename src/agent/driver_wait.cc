@@ -8,7 +8,6 @@
 
 #include "agent/commands.h"
 #include "agent/metrics_server.h"
-#include "agent/mode_common.h"
 #include "agent/prom_text.h"
 #include "agent/signals.h"
 #include "agent/version.h"

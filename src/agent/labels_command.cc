@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <set>
 
+#include "agent/api_connection.h"
 #include "agent/commands.h"
-#include "agent/mode_common.h"
 #include "agent/node_labels.h"
 #include "apiserver/label_plan.h"
 #include "apiserver/node_client.h"

@@ -2,8 +2,8 @@
 
 #include "agent/commands.h"
 #include "agent/driver_wait.h"
-#include "agent/mode_common.h"
 #include "agent/plugin_mode.h"
+#include "agent/reload.h"
 #include "agent/signals.h"
 #include "agent/static_mode.h"
 #include "base/log.h"
