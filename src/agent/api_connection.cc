@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "agent/commands.h"
 #include "agent/config_loader.h"
+#include "agent/exit_code.h"
 #include "agent/version.h"
 #include "base/strings.h"
 

@@ -3,7 +3,8 @@
 #include <cstdio>
 
 #include "agent/api_connection.h"
-#include "agent/commands.h"
+#include "agent/exit_code.h"
+#include "agent/nvml_start.h"
 #include "agent/plugin_plan.h"
 #include "apiserver/node_client.h"
 #include "base/resource_name.h"

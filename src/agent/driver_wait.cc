@@ -6,8 +6,8 @@
 #include <chrono>
 #include <mutex>
 
-#include "agent/commands.h"
 #include "agent/metrics_server.h"
+#include "agent/nvml_start.h"
 #include "agent/prom_text.h"
 #include "agent/signals.h"
 #include "agent/version.h"

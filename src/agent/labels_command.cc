@@ -5,8 +5,9 @@
 #include <set>
 
 #include "agent/api_connection.h"
-#include "agent/commands.h"
+#include "agent/exit_code.h"
 #include "agent/node_labels.h"
+#include "agent/nvml_start.h"
 #include "apiserver/label_plan.h"
 #include "apiserver/node_client.h"
 #include "base/resource_name.h"

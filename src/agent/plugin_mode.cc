@@ -7,7 +7,7 @@
 
 #include "agent/api_connection.h"
 #include "agent/cdi_command.h"
-#include "agent/commands.h"
+#include "agent/exit_code.h"
 #include "agent/health_policy.h"
 #include "agent/metrics_server.h"
 #include "agent/nfd_feature_file.h"

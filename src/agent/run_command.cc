@@ -1,7 +1,9 @@
+#include "agent/run_command.h"
+
 #include <cstdio>
 
-#include "agent/commands.h"
 #include "agent/driver_wait.h"
+#include "agent/exit_code.h"
 #include "agent/plugin_mode.h"
 #include "agent/reload.h"
 #include "agent/signals.h"

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "agent/api_connection.h"
-#include "agent/commands.h"
+#include "agent/exit_code.h"
 #include "agent/health_policy.h"
 #include "agent/metrics_server.h"
 #include "agent/nfd_feature_file.h"
