@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/config_schema.h"
+#include "agent/config_validation.h"
 #include "agent/device_selection.h"
 #include "base/strings.h"
 #include "deviceplugin/device_publisher.h"
