@@ -2,8 +2,9 @@
 
 #include <cstdio>
 
-#include "agent/commands.h"
-#include "agent/mode_common.h"
+#include "agent/api_connection.h"
+#include "agent/exit_code.h"
+#include "agent/nvml_start.h"
 #include "agent/resource_plan.h"
 #include "apiserver/node_client.h"
 #include "base/resource_name.h"

@@ -8,7 +8,8 @@
 #include <filesystem>
 
 #include "agent/cdi_generator.h"
-#include "agent/commands.h"
+#include "agent/exit_code.h"
+#include "agent/nvml_start.h"
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"

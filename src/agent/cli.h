@@ -8,8 +8,10 @@
 
 #include "agent/capacity_command.h"
 #include "agent/cdi_command.h"
-#include "agent/commands.h"
+#include "agent/config_report.h"
+#include "agent/devices_command.h"
 #include "agent/labels_command.h"
+#include "agent/run_command.h"
 
 namespace gpu_agent {
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "agent/config_schema.h"
+#include "agent/config_validation.h"
 #include "agent/nvidia_compat.h"
 #include "base/status_macros.h"
 #include "base/strings.h"

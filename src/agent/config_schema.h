@@ -59,9 +59,6 @@ absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& item
 // The value as it would be written in YAML (lists as "[a, b]").
 std::string FormatSetting(const Setting& s, Config& config);
 
-// Checks rules across settings (resource names, replicas, ...). Errors name the key.
-absl::Status ValidateConfig(const Config& config);
-
 }  // namespace gpu_agent
 
 #endif  // GPU_AGENT_AGENT_CONFIG_SCHEMA_H_

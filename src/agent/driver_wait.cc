@@ -6,9 +6,9 @@
 #include <chrono>
 #include <mutex>
 
-#include "agent/commands.h"
 #include "agent/metrics_server.h"
-#include "agent/mode_common.h"
+#include "agent/nvml_start.h"
+#include "agent/prom_text.h"
 #include "agent/signals.h"
 #include "agent/version.h"
 #include "base/duration.h"
@@ -104,7 +104,8 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
       ++attempts;
       if (!lib.ok()) last_error = std::string(lib.status().message());
     }
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(SteadyClock::now() - started);
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::seconds>(SteadyClock::now() - started);
     if (lib.ok()) {
       LogInfo("NVIDIA driver found",
               {{"waited", StrCat(waited.count(), "s")}, {"attempts", StrCat(attempts)}});

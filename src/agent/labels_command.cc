@@ -4,9 +4,10 @@
 #include <cstdio>
 #include <set>
 
-#include "agent/commands.h"
-#include "agent/mode_common.h"
+#include "agent/api_connection.h"
+#include "agent/exit_code.h"
 #include "agent/node_labels.h"
+#include "agent/nvml_start.h"
 #include "apiserver/label_plan.h"
 #include "apiserver/node_client.h"
 #include "base/resource_name.h"

@@ -2,93 +2,18 @@
 
 #include <httplib.h>
 
-#include <cmath>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "agent/listen_address.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
 
 namespace gpu_agent {
-namespace {
-
-std::string EscapeLabel(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-struct HostPort {
-  std::string host;
-  int port = -1;
-};
-
-absl::StatusOr<HostPort> Split(const std::string& address) {
-  auto bad = [&](const std::string& why) {
-    return absl::InvalidArgumentError(
-        StrCat("metrics.address \"", address, "\": ", why, " (use host:port, as in 0.0.0.0:9400)"));
-  };
-  HostPort hp;
-  std::string_view rest = address;
-  if (!rest.empty() && rest.front() == '[') {
-    const size_t close = rest.find(']');
-    if (close == std::string_view::npos) return bad("unclosed '['");
-    hp.host = std::string(rest.substr(1, close - 1));
-    rest.remove_prefix(close + 1);
-    if (rest.empty() || rest.front() != ':') return bad("missing :port");
-    rest.remove_prefix(1);
-  } else {
-    const size_t colon = rest.rfind(':');
-    if (colon == std::string_view::npos) return bad("missing :port");
-    hp.host = std::string(rest.substr(0, colon));
-    rest.remove_prefix(colon + 1);
-  }
-  if (!ParseInt(rest, &hp.port) || hp.port < 0 || hp.port > 65535) {
-    return bad(StrCat("invalid port \"", rest, "\""));
-  }
-  if (hp.host.empty()) hp.host = "0.0.0.0";
-  return hp;
-}
-
-}  // namespace
-
-void PromText::Family(const std::string& name, const std::string& type, const std::string& help) {
-  StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-}
-
-void PromText::Sample(const std::string& name, const Labels& labels, double value) {
-  out_ += name;
-  if (!labels.empty()) {
-    out_ += "{";
-    for (size_t i = 0; i < labels.size(); ++i) {
-      StrAppend(&out_, i ? "," : "", labels[i].first, "=\"", EscapeLabel(labels[i].second), "\"");
-    }
-    out_ += "}";
-  }
-  char buf[64];
-  if (value == std::floor(value) && std::fabs(value) < 1e15) {
-    std::snprintf(buf, sizeof buf, " %.0f\n", value);
-  } else {
-    std::snprintf(buf, sizeof buf, " %.9g\n", value);
-  }
-  out_ += buf;
-}
-
 namespace {
 
 // Connections served by threads started on demand, at most `max` at once,
@@ -140,14 +65,9 @@ class OnDemandQueue final : public httplib::TaskQueue {
 
 }  // namespace
 
-absl::Status ValidateListenAddress(const std::string& address) {
-  absl::StatusOr<HostPort> hp = Split(address);
-  return hp.ok() ? absl::OkStatus() : hp.status();
-}
-
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
                                                                     Handlers handlers) {
-  absl::StatusOr<HostPort> hp = Split(address);
+  absl::StatusOr<HostPort> hp = ParseListenAddress(address);
   if (!hp.ok()) return hp.status();
   std::unique_ptr<MetricsServer> m(new MetricsServer);
   m->server_ = std::make_unique<httplib::Server>();
@@ -210,6 +130,17 @@ void MetricsServer::Stop() {
   server_->stop();
   if (thread_.joinable()) thread_.join();
   server_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
+    const Config& config, MetricsServer::Handlers handlers) {
+  if (config.metrics.address.empty()) return std::unique_ptr<MetricsServer>();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> m =
+      MetricsServer::Start(config.metrics.address, std::move(handlers));
+  if (!m.ok()) {
+    LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
+  }
+  return m;
 }
 
 }  // namespace gpu_agent

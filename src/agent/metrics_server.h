@@ -8,32 +8,15 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <utility>
-#include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/config.h"
 
 namespace httplib {
 class Server;
 }
 
 namespace gpu_agent {
-
-// Builds Prometheus text exposition format: one HELP and TYPE per family,
-// label values escaped.
-class PromText {
- public:
-  using Labels = std::vector<std::pair<std::string, std::string>>;
-  void Family(const std::string& name, const std::string& type, const std::string& help);
-  void Sample(const std::string& name, const Labels& labels, double value);
-  const std::string& str() const { return out_; }
-
- private:
-  std::string out_;
-};
-
-// "host:port", ":port" (all addresses) or "[v6]:port"; port 0 picks one.
-absl::Status ValidateListenAddress(const std::string& address);
 
 class MetricsServer {
  public:
@@ -58,6 +41,11 @@ class MetricsServer {
   std::thread thread_;
   int port_ = 0;
 };
+
+// Starts /metrics, /healthz and /readyz when metrics.address is set (null
+// when it is not). An error is logged here; the caller cleans up and exits.
+absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
+    const Config& config, MetricsServer::Handlers handlers);
 
 }  // namespace gpu_agent
 

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "agent/config.h"
 #include "agent/config_loader.h"
-#include "agent/metrics_server.h"
+#include "agent/prom_text.h"
 
 namespace gpu_agent {
 

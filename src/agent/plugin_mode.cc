@@ -5,12 +5,16 @@
 #include <map>
 #include <mutex>
 
+#include "agent/api_connection.h"
 #include "agent/cdi_command.h"
-#include "agent/commands.h"
+#include "agent/exit_code.h"
+#include "agent/health_policy.h"
 #include "agent/metrics_server.h"
-#include "agent/mode_common.h"
 #include "agent/nfd_feature_file.h"
+#include "agent/prom_text.h"
+#include "agent/reload.h"
 #include "agent/resource_plan.h"
+#include "agent/signals.h"
 #include "agent/version.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_label_watch.h"

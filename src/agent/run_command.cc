@@ -1,9 +1,11 @@
+#include "agent/run_command.h"
+
 #include <cstdio>
 
-#include "agent/commands.h"
 #include "agent/driver_wait.h"
-#include "agent/mode_common.h"
+#include "agent/exit_code.h"
 #include "agent/plugin_mode.h"
+#include "agent/reload.h"
 #include "agent/signals.h"
 #include "agent/static_mode.h"
 #include "base/log.h"

@@ -5,6 +5,8 @@
 
 #include <ctime>
 
+#include "base/log.h"
+
 namespace gpu_agent {
 namespace {
 
@@ -46,6 +48,19 @@ int WaitForSignalFor(std::chrono::milliseconds timeout) {
     const int sig = sigtimedwait(&set, nullptr, &ts);
     if (sig > 0) return sig;
     if (errno == EAGAIN) return 0;  // timed out; EINTR: wait on
+  }
+}
+
+bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1) {
+  for (;;) {
+    const int sig = WaitForSignal();
+    if (sig == SIGUSR1) {
+      on_sigusr1();
+      continue;
+    }
+    if (sig == SIGHUP) return true;
+    LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    return false;
   }
 }
 

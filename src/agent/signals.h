@@ -4,6 +4,7 @@
 #define GPU_AGENT_AGENT_SIGNALS_H_
 
 #include <chrono>
+#include <functional>
 
 namespace gpu_agent {
 
@@ -16,6 +17,11 @@ int WaitForSignal();
 
 // The same, for at most `timeout`: 0 when none came.
 int WaitForSignalFor(std::chrono::milliseconds timeout);
+
+// Waits for a signal: true for SIGHUP (reload), false for SIGTERM or SIGINT
+// (after logging which). SIGUSR1 (an operator vouching that GPUs held for a
+// reset were reset) calls `on_sigusr1` and waits on.
+bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1);
 
 }  // namespace gpu_agent
 

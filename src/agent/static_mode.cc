@@ -3,12 +3,16 @@
 #include <mutex>
 #include <set>
 
-#include "agent/commands.h"
+#include "agent/api_connection.h"
+#include "agent/exit_code.h"
+#include "agent/health_policy.h"
 #include "agent/metrics_server.h"
-#include "agent/mode_common.h"
 #include "agent/nfd_feature_file.h"
 #include "agent/node_labels.h"
+#include "agent/prom_text.h"
+#include "agent/reload.h"
 #include "agent/resource_plan.h"
+#include "agent/signals.h"
 #include "agent/version.h"
 #include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"

@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/config_schema.h"
+#include "agent/config_validation.h"
 #include "agent/device_selection.h"
 #include "agent/endpoint_names.h"
 #include "agent/link_score.h"

@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "agent/commands.h"
 #include "agent/config_loader.h"
+#include "agent/config_report.h"
 #include "agent/config_schema.h"
 #include "fuzz_support.h"
 

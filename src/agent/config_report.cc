@@ -1,13 +1,13 @@
-#include "agent/commands.h"
+// The `config` subcommand's report: every setting as YAML, each value
+// commented with where it came from.
+#include "agent/config_report.h"
 
 #include <cstdio>
-#include <set>
+#include <vector>
 
 #include "agent/config_schema.h"
-#include "agent/device_report.h"
-#include "base/log.h"
+#include "agent/exit_code.h"
 #include "base/strings.h"
-#include "nvml/inventory.h"
 
 namespace gpu_agent {
 namespace {
@@ -37,33 +37,6 @@ void EmitLine(std::string* out, int depth, const std::string& text, const std::s
 }
 
 }  // namespace
-
-absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvml(const Config& config) {
-  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib =
-      nvml::NvmlLibrary::Open(config.flags.DriverRootHere());
-  if (!lib.ok()) return lib.status();
-  if (absl::Status s = (*lib)->Init(); !s.ok()) return s;
-  LogDebug("NVML loaded", {{"path", (*lib)->path()}});
-  return lib;
-}
-
-int DevicesCommand(const LoadedConfig& loaded, const std::string& output) {
-  absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> lib = StartNvml(loaded.config);
-  if (!lib.ok()) {
-    std::fprintf(stderr, "gpu-agent: %s\n", std::string(lib.status().message()).c_str());
-    return kExitFailure;
-  }
-  absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(**lib, loaded.config.sysfs_root);
-  if (!inv.ok()) {
-    std::fprintf(stderr, "gpu-agent: %s\n", std::string(inv.status().message()).c_str());
-    return kExitFailure;
-  }
-  std::string text = output == "json"   ? DevicesAsJson(*inv)
-                     : output == "yaml" ? DevicesAsYaml(*inv)
-                                        : DevicesAsTable(*inv);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return kExitOk;
-}
 
 std::string ConfigReport(LoadedConfig& loaded) {
   std::string out =

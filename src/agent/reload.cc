@@ -1,89 +1,18 @@
-#include "agent/mode_common.h"
+// The node config at start and the SIGHUP reload steps.
+#include "agent/reload.h"
 
-#include <signal.h>
+#include <string>
+#include <utility>
 
-#include <algorithm>
-
-#include "agent/commands.h"
-#include "agent/signals.h"
+#include "agent/api_connection.h"
 #include "agent/version.h"
+#include "apiserver/connection.h"
 #include "apiserver/node_client.h"
 #include "apiserver/rest_client.h"
 #include "base/log.h"
 #include "base/strings.h"
 
 namespace gpu_agent {
-
-nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
-  nvml::HealthPolicy p;
-  p.disabled = c.health.disabled;
-  p.ignored_xids = {c.health.ignored_xids.begin(), c.health.ignored_xids.end()};
-  p.critical_xids = {c.health.critical_xids.begin(), c.health.critical_xids.end()};
-  p.reset_xids = {c.health.reset_xids.begin(), c.health.reset_xids.end()};
-  p.recovery_period = c.health.recovery_period;
-  p.wait_timeout = c.health.event_wait_timeout;
-  // Short: the thread sees no XID while it backs off, so a burst of failed
-  // waits must not blind it for long (21 failures at a 10 s cap were 2.5
-  // minutes in the soak); 1 s is still far from spinning.
-  p.max_backoff = std::min<std::chrono::milliseconds>(2 * p.wait_timeout, std::chrono::seconds(1));
-  return p;
-}
-
-apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& c) {
-  apiserver::ConnectionOptions o;
-  o.proxy = c.api_server.proxy;
-  o.server = c.api_server.server;
-  o.token_file = c.api_server.token_file;
-  o.certificate_authority = c.api_server.certificate_authority;
-  o.insecure_skip_tls_verify = c.api_server.insecure_skip_tls_verify;
-  o.kubeconfig = c.api_server.kubeconfig;
-  o.context = c.api_server.context;
-  // For tests and unusual pods: where the service account is mounted.
-  if (auto dir = ProcessEnv()("GPU_AGENT_SERVICE_ACCOUNT_DIR"); dir && !dir->empty()) {
-    o.service_account_dir = *dir;
-  }
-  return o;
-}
-
-absl::StatusOr<std::unique_ptr<apiserver::RestClient>> CommandRestClient(const Config& config,
-                                                                         int* exit_code) {
-  *exit_code = kExitFailure;
-  absl::StatusOr<apiserver::Connection> conn =
-      apiserver::ResolveConnection(ConnectionOptionsFrom(config), ProcessEnv());
-  if (!conn.ok()) {
-    if (conn.status().code() == absl::StatusCode::kInvalidArgument) *exit_code = kExitUsage;
-    return conn.status();
-  }
-  apiserver::RestOptions opts;
-  opts.user_agent = StrCat("gpu-agent/", kVersion);
-  opts.read_timeout = config.api_server.request_timeout;
-  opts.connect_timeout = std::min(opts.connect_timeout, config.api_server.request_timeout);
-  return apiserver::RestClient::Create(*conn, opts);
-}
-
-bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1) {
-  for (;;) {
-    const int sig = WaitForSignal();
-    if (sig == SIGUSR1) {
-      on_sigusr1();
-      continue;
-    }
-    if (sig == SIGHUP) return true;
-    LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-    return false;
-  }
-}
-
-absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
-    const Config& config, MetricsServer::Handlers handlers) {
-  if (config.metrics.address.empty()) return std::unique_ptr<MetricsServer>();
-  absl::StatusOr<std::unique_ptr<MetricsServer>> m =
-      MetricsServer::Start(config.metrics.address, std::move(handlers));
-  if (!m.ok()) {
-    LogError("cannot start the metrics endpoint", {{"error", std::string(m.status().message())}});
-  }
-  return m;
-}
 
 absl::StatusOr<std::unique_ptr<NodeConfigSelector>> StartNodeConfig(const ConfigRequest& request,
                                                                     LoadedConfig* loaded) {

@@ -1,42 +1,18 @@
-// What plugin mode, static mode and the one-shot commands share: the health
-// policy and API server connection built from the config, and the SIGHUP
-// steps (re-read the config, re-discover the GPUs).
-#ifndef GPU_AGENT_AGENT_MODE_COMMON_H_
-#define GPU_AGENT_AGENT_MODE_COMMON_H_
+// Choosing and re-reading the config while the agent runs: the node's named
+// config at start, and the SIGHUP reload (config again, GPUs re-discovered).
+#ifndef GPU_AGENT_AGENT_RELOAD_H_
+#define GPU_AGENT_AGENT_RELOAD_H_
 
-#include <functional>
 #include <memory>
 #include <optional>
 
+#include "absl/status/statusor.h"
 #include "agent/config_loader.h"
-#include "agent/metrics_server.h"
 #include "agent/node_config.h"
-#include "apiserver/connection.h"
-#include "apiserver/rest_client.h"
-#include "nvml/health_watcher.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent {
-
-nvml::HealthPolicy HealthPolicyFrom(const Config& config);
-apiserver::ConnectionOptions ConnectionOptionsFrom(const Config& config);
-
-// The API server client of a one-shot command (capacity, labels): the
-// config's connection, its request timeout bounding connects too. On a
-// failure, `*exit_code` is how to exit: kExitUsage for a setting in error.
-absl::StatusOr<std::unique_ptr<apiserver::RestClient>> CommandRestClient(const Config& config,
-                                                                         int* exit_code);
-
-// Waits for a signal: true for SIGHUP (reload), false for SIGTERM or SIGINT
-// (after logging which). SIGUSR1 (an operator vouching that GPUs held for a
-// reset were reset) calls `on_sigusr1` and waits on.
-bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1);
-
-// Starts /metrics, /healthz and /readyz when metrics.address is set (null
-// when it is not). An error is logged here; the caller cleans up and exits.
-absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsIfConfigured(
-    const Config& config, MetricsServer::Handlers handlers);
 
 struct Reloaded {
   LoadedConfig loaded;
@@ -67,4 +43,4 @@ std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Conf
 
 }  // namespace gpu_agent
 
-#endif  // GPU_AGENT_AGENT_MODE_COMMON_H_
+#endif  // GPU_AGENT_AGENT_RELOAD_H_
