@@ -232,24 +232,18 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     std::lock_guard<std::mutex> lock(running_mu);
     if (running.health) running.health->OperatorVouches();
   };
-  while (WaitForReloadOrStop(vouch)) {
-    std::optional<Reloaded> next =
-        ReloadForSighup(request, loaded.config, inventory, lib, node_config);
-    if (!next) continue;
-    absl::StatusOr<ResourcePlan> next_plan = PlanResources(next->loaded.config, next->inventory);
-    if (!next_plan.ok()) {
-      LogError("reloaded config cannot be served; keeping the running one",
-               {{"error", std::string(next_plan.status().message())}});
-      continue;
-    }
-    for (const std::string& w : next_plan->warnings) LogWarning(w);
+  while (std::optional<PlannedReload> reload = NextReload(request, loaded.config, inventory, lib,
+                                                          node_config, /*serving=*/true, vouch)) {
+    Reloaded& next = reload->next;
+    const ResourcePlan& next_plan = reload->plan;
+    for (const std::string& w : next_plan.warnings) LogWarning(w);
     // On reload a failure keeps the running agent and the spec written
     // before (it still names the devices of the running config).
-    if (absl::Status s = cdi_spec.Update(next->loaded.config, next->inventory); !s.ok()) {
+    if (absl::Status s = cdi_spec.Update(next.loaded.config, next.inventory); !s.ok()) {
       LogError("cannot write the CDI spec for the reloaded config; the previous one stays",
                {{"error", std::string(s.message())}});
     }
-    ApplyNfdOutput(next->loaded.config, next->inventory);
+    ApplyNfdOutput(next.loaded.config, next.inventory);
     // Scrapes and probes read `running` meanwhile: the lock is held only to
     // read and swap it, never across Reload (which may wait behind a
     // Register a kubelet holds for seconds). The old watcher, stopped, stays
@@ -262,9 +256,9 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
         carried = running.health->Outages();
       }
     }
-    std::vector<ResourceRuntime> runtimes = MakeRuntimes(*next_plan);
+    std::vector<ResourceRuntime> runtimes = MakeRuntimes(next_plan);
     std::unique_ptr<nvml::HealthWatcher> health =
-        WatchHealth(lib, next->loaded.config, *next_plan, runtimes, std::move(carried));
+        WatchHealth(lib, next.loaded.config, next_plan, runtimes, std::move(carried));
     if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed; trying again",
                {{"error", std::string(s.message())}});
@@ -273,9 +267,9 @@ int RunPluginMode(const ConfigRequest& request, LoadedConfig loaded,
     if (running.health) AddXids(&running.xids_before, running.health->XidCounts());
     running.health = std::move(health);
     running.runtimes = std::move(runtimes);
-    LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
-    loaded = std::move(next->loaded);
-    inventory = std::move(next->inventory);
+    LogInfo("reload done", {{"gpus", StrCat(next.inventory.gpus.size())}});
+    loaded = std::move(next.loaded);
+    inventory = std::move(next.inventory);
   }
   if (*label_watch) (*label_watch)->Stop();
   if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "agent/api_connection.h"
+#include "agent/signals.h"
 #include "agent/version.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_client.h"
@@ -97,6 +98,28 @@ std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Conf
   }
   out.loaded = *std::move(next);
   return out;
+}
+
+std::optional<PlannedReload> NextReload(const ConfigRequest& request, const Config& running,
+                                        const nvml::Inventory& running_inventory,
+                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib,
+                                        NodeConfigSelector* node_config, bool serving,
+                                        const std::function<void()>& on_sigusr1) {
+  while (WaitForReloadOrStop(on_sigusr1)) {
+    std::optional<Reloaded> next =
+        ReloadForSighup(request, running, running_inventory, lib, node_config);
+    if (!next) continue;
+    absl::StatusOr<ResourcePlan> plan = serving
+                                            ? PlanResources(next->loaded.config, next->inventory)
+                                            : PlanAdvertised(next->loaded.config, next->inventory);
+    if (!plan.ok()) {
+      LogError("reloaded config cannot be served; keeping the running one",
+               {{"error", std::string(plan.status().message())}});
+      continue;
+    }
+    return PlannedReload{*std::move(next), *std::move(plan)};
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpu_agent

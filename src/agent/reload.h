@@ -3,12 +3,14 @@
 #ifndef GPU_AGENT_AGENT_RELOAD_H_
 #define GPU_AGENT_AGENT_RELOAD_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "absl/status/statusor.h"
 #include "agent/config_loader.h"
 #include "agent/node_config.h"
+#include "agent/resource_plan.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
 
@@ -40,6 +42,23 @@ std::optional<Reloaded> ReloadForSighup(const ConfigRequest& request, const Conf
                                         const nvml::Inventory& running_inventory,
                                         const std::shared_ptr<const nvml::NvmlLibrary>& lib,
                                         NodeConfigSelector* node_config);
+
+// A generation a SIGHUP asked for, with its resource plan.
+struct PlannedReload {
+  Reloaded next;
+  ResourcePlan plan;
+};
+
+// Waits for signals (WaitForReloadOrStop; SIGUSR1 calls `on_sigusr1`) and,
+// on each SIGHUP, loads what it asks for (ReloadForSighup) and plans it: what
+// plugin mode would serve (`serving`), or only what it would advertise. A
+// generation that cannot load or cannot be planned is logged and the running
+// one stays; the wait goes on. nullopt on SIGTERM or SIGINT.
+std::optional<PlannedReload> NextReload(const ConfigRequest& request, const Config& running,
+                                        const nvml::Inventory& running_inventory,
+                                        const std::shared_ptr<const nvml::NvmlLibrary>& lib,
+                                        NodeConfigSelector* node_config, bool serving,
+                                        const std::function<void()>& on_sigusr1);
 
 }  // namespace gpu_agent
 

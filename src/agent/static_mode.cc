@@ -302,16 +302,9 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
     std::lock_guard<std::mutex> lock(running_mu);
     if (running.health) running.health->OperatorVouches();
   };
-  while (WaitForReloadOrStop(vouch)) {
-    std::optional<Reloaded> next =
-        ReloadForSighup(request, loaded.config, inventory, lib, node_config);
-    if (!next) continue;
-    if (absl::StatusOr<ResourcePlan> check = PlanAdvertised(next->loaded.config, next->inventory);
-        !check.ok()) {
-      LogError("reloaded config cannot be served; keeping the running one",
-               {{"error", std::string(check.status().message())}});
-      continue;
-    }
+  while (std::optional<PlannedReload> reload = NextReload(request, loaded.config, inventory, lib,
+                                                          node_config, /*serving=*/false, vouch)) {
+    Reloaded& next = reload->next;
     std::lock_guard<std::mutex> lock(running_mu);
     const apiserver::Capacities before =
         running.reconciler ? running.reconciler->desired() : apiserver::Capacities{};
@@ -321,14 +314,14 @@ int RunStaticMode(const ConfigRequest& request, LoadedConfig loaded,
       carried = running.health->Outages();
     }
     StopAll(&running, false);
-    if (absl::Status s = StartAll(next->loaded.config, next->inventory, lib, before,
+    if (absl::Status s = StartAll(next.loaded.config, next.inventory, lib, before,
                                   std::move(carried), node_config, &running);
         !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
       return kExitFailure;
     }
-    loaded = std::move(next->loaded);
-    inventory = std::move(next->inventory);
+    loaded = std::move(next.loaded);
+    inventory = std::move(next.inventory);
   }
   if (*metrics) (*metrics)->Stop();
   StopAll(&running, loaded.config.static_mode.remove_on_exit);
