@@ -1,6 +1,7 @@
 // One table of every scalar setting: its YAML key, flag, env var, type and
-// accepted values. Parsing (file, env, flags), validation and the `config`
-// subcommand's report all walk this table, so a setting is declared once.
+// accepted values. Parsing (file, env, flags), the check of each value and
+// the `config` subcommand's report all walk this table, so a setting is
+// declared once; rules across settings are in config_validation.h.
 #ifndef GPU_AGENT_AGENT_CONFIG_SCHEMA_H_
 #define GPU_AGENT_AGENT_CONFIG_SCHEMA_H_
 

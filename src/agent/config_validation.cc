@@ -14,9 +14,10 @@
 #include "deviceplugin/cdi_spec.h"
 
 namespace gpu_agent {
+namespace {
 
-static absl::Status ValidateSharedDevices(const std::vector<std::string>& devices,
-                                          const std::string& where) {
+absl::Status ValidateSharedDevices(const std::vector<std::string>& devices,
+                                   const std::string& where) {
   std::set<std::string> seen;
   for (size_t i = 0; i < devices.size(); ++i) {
     const std::string& d = devices[i];
@@ -31,6 +32,8 @@ static absl::Status ValidateSharedDevices(const std::vector<std::string>& device
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::Status ValidateConfig(const Config& c) {
   if (absl::Status s = ValidateExtendedResourceName(c.resource_name); !s.ok()) {
