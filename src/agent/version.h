@@ -1,3 +1,5 @@
+// The agent's version, as `gpu-agent version`, the User-Agent and
+// gpu_agent_build_info report it.
 #ifndef GPU_AGENT_AGENT_VERSION_H_
 #define GPU_AGENT_AGENT_VERSION_H_
 
