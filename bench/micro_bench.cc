@@ -7,6 +7,7 @@
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_plugin_service.h"
 #include "deviceplugin/preferred_allocation.h"
+#include "support/plugin_devices.h"
 
 namespace gpu_agent::deviceplugin {
 namespace {
@@ -35,18 +36,9 @@ ResourceSpec Spec(int gpus, int replicas, bool nvlink) {
   ResourceSpec spec;
   spec.resource_name = "nvidia.com/gpu";
   spec.replicated = replicas > 1;
-  for (int g = 0; g < gpus; ++g) {
-    for (int r = 0; r < replicas; ++r) {
-      PluginDevice d;
-      d.gpu_uuid = "GPU-" + std::to_string(g) + "-0000-1111-2222-333333333333";
-      d.gpu_id = d.gpu_uuid;
-      d.id = replicas > 1 ? d.gpu_id + "::" + std::to_string(r) : d.gpu_id;
-      d.physical = g;
-      d.numa_node = g / 4;
-      d.device_nodes = {"/dev/nvidia" + std::to_string(g)};
-      spec.devices.push_back(d);
-    }
-  }
+  spec.devices = testing::GpuDevices(gpus, replicas, [](int g) {
+    return "GPU-" + std::to_string(g) + "-0000-1111-2222-333333333333";
+  });
   spec.link_score = Topology(gpus, nvlink);
   return spec;
 }

@@ -5,19 +5,12 @@
 #include <algorithm>
 #include <set>
 
+#include "support/plugin_devices.h"
+
 namespace gpu_agent::deviceplugin {
 namespace {
 
-// DGX-1 hybrid cube-mesh scores: NV2 = 260, NV1 = 160, otherwise SYS = 10.
-std::vector<std::vector<int>> CubeMesh() {
-  std::vector<std::vector<int>> s(8, std::vector<int>(8, 10));
-  const int pairs[][3] = {{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {0, 4, 2}, {1, 2, 2}, {1, 3, 1},
-                          {1, 5, 2}, {2, 3, 2}, {2, 6, 1}, {3, 7, 1}, {4, 5, 1}, {4, 6, 1},
-                          {4, 7, 2}, {5, 6, 2}, {5, 7, 1}, {6, 7, 2}};
-  for (auto& p : pairs) s[p[0]][p[1]] = s[p[1]][p[0]] = 100 * p[2] + 60;
-  for (int i = 0; i < 8; ++i) s[i][i] = 0;
-  return s;
-}
+std::vector<std::vector<int>> CubeMesh() { return gpu_agent::testing::CubeMeshScores(); }
 
 ResourceSpec Spec(const std::vector<std::vector<int>>& score, int replicas = 1) {
   ResourceSpec spec;

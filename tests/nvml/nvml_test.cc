@@ -431,13 +431,24 @@ TEST(FakeNvmlTest, AnotherClientCanEnumerate) {
 
 // Hardware has no way back from off the bus but a reset: the stand-in has
 // no "restore", and a lost GPU answers again only after "reset".
-TEST(FakeNvmlTest, OnlyAResetBringsALostGpuBack) {
+// The 8-GPU PCIe stand-in with its control FIFO, for tests that drive it.
+struct ControlledNvml {
   DriverRoot root;
   TempDir dir;
   const std::string ctl = dir.Join("ctl");
-  ::setenv("FAKE_NVML_CONTROL", ctl.c_str(), 1);
-  auto lib = OpenWithFixture(root, FixturePath("8-gpu-pcie.yaml"));
-  ASSERT_TRUE(lib && lib->Init().ok());
+  std::unique_ptr<NvmlLibrary> lib = Open(root, ctl);
+
+  static std::unique_ptr<NvmlLibrary> Open(const DriverRoot& root, const std::string& ctl) {
+    ::setenv("FAKE_NVML_CONTROL", ctl.c_str(), 1);
+    return OpenWithFixture(root, FixturePath("8-gpu-pcie.yaml"));
+  }
+};
+
+TEST(FakeNvmlTest, OnlyAResetBringsALostGpuBack) {
+  ControlledNvml nvml;
+  ASSERT_TRUE(nvml.lib && nvml.lib->Init().ok());
+  NvmlLibrary* lib = nvml.lib.get();
+  const std::string& ctl = nvml.ctl;
   auto answer = [&] {
     nvmlDevice_t dev = nullptr;
     return lib->fn().DeviceGetHandleByIndex(3, &dev);
@@ -455,12 +466,10 @@ TEST(FakeNvmlTest, OnlyAResetBringsALostGpuBack) {
 // is off the bus, a lookup by index only for the lost GPU itself, and a
 // handle taken before answers for its own GPU.
 TEST(FakeNvmlTest, UuidLookupsFailWhileAnyGpuIsLost) {
-  DriverRoot root;
-  TempDir dir;
-  const std::string ctl = dir.Join("ctl");
-  ::setenv("FAKE_NVML_CONTROL", ctl.c_str(), 1);
-  auto lib = OpenWithFixture(root, FixturePath("8-gpu-pcie.yaml"));
-  ASSERT_TRUE(lib && lib->Init().ok());
+  ControlledNvml nvml;
+  ASSERT_TRUE(nvml.lib && nvml.lib->Init().ok());
+  NvmlLibrary* lib = nvml.lib.get();
+  const std::string& ctl = nvml.ctl;
   const NvmlFunctions& f = lib->fn();
   nvmlDevice_t two = nullptr;
   ASSERT_EQ(f.DeviceGetHandleByIndex(2, &two), NVML_SUCCESS);
