@@ -48,6 +48,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// Sends a control line to an agent's NVML stand-in. Its FIFO has a reader
+// only once the agent's NVML is initialised: a line sent right after the
+// agent was started again (the previous value already right, so the step
+// before did not wait for the new process) would find none and be lost,
+// and the schedule's model of which GPUs are out would part from the
+// agent's. False when no reader came within 10 s.
+bool SendToStandIn(const std::string& fifo, const std::string& line) {
+  return WaitFor([&] { return WriteFifo(fifo, line); }, std::chrono::seconds(10));
+}
 constexpr const char* kGpu = "nvidia.com/gpu";
 constexpr const char* kNode = "soak-node";
 
@@ -362,7 +372,9 @@ class PluginSide {
   void Nvml(const std::string& cmd) {
     if (std::getenv("SOAK_VERBOSE") != nullptr)
       std::fprintf(stderr, "soak: plugin nvml: %s\n", cmd.c_str());
-    WriteFifo(dir_.Join("nvml.ctl"), cmd);
+    if (!SendToStandIn(dir_.Join("nvml.ctl"), cmd)) {
+      report_->Violation("plugin", seed_, -1, "the NVML stand-in took no \"" + cmd + "\" in 10 s");
+    }
   }
   void Disturbed() { disturbed_ = Clock::now().time_since_epoch().count(); }
 
@@ -567,7 +579,11 @@ class StaticSide {
                    env);
   }
   std::string Expected() const { return std::to_string(8 - out_.size()); }
-  void Nvml(const std::string& cmd) { WriteFifo(dir_.Join("nvml.ctl"), cmd); }
+  void Nvml(const std::string& cmd) {
+    if (!SendToStandIn(dir_.Join("nvml.ctl"), cmd)) {
+      report_->Violation("static", seed_, -1, "the NVML stand-in took no \"" + cmd + "\" in 10 s");
+    }
+  }
   // The GPUs' state changes: the value the agent writes next may be the
   // old one (a PATCH already on its way) or the new one.
   void OutChanged() { allowed_.insert(Expected()); }
