@@ -65,7 +65,7 @@ bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1) {
     if (sig == 0) {
       // Started (or reloaded) and settled: what only the start touched goes.
       const size_t bytes = ReleaseStartupMemory();
-      LogDebug("start-up memory released", {{"code_bytes_advised", StrCat(bytes)}});
+      LogDebug("start-up memory released", {{"bytes_advised", StrCat(bytes)}});
       released = true;
       continue;
     }

@@ -12,12 +12,13 @@
 namespace gpu_agent {
 
 // Advises the kernel that the process no longer needs the pages of its
-// read-only, file-backed code mappings (MADV_DONTNEED on each r-xp mapping
-// of a file: text pages are never written, so each is read back from the
+// read-only file mappings (MADV_DONTNEED on each r-xp and r--p mapping of a
+// file that holds no private copy of a page, `Anonymous: 0` in smaps: code
+// and read-only data, never written, so each page is read back from the
 // page cache, where it stays, at its next use), then returns free heap to
 // the kernel (malloc_trim). Does nothing under a debugger or tracer
-// (TracerPid set): its breakpoints live in private copies of code pages that
-// this would drop. Returns the bytes of code advised.
+// (TracerPid set): its breakpoints live in private copies of code pages.
+// Returns the bytes of mappings advised.
 size_t ReleaseStartupMemory();
 
 }  // namespace gpu_agent

@@ -1,5 +1,7 @@
 #include "nvml/gpu_handles.h"
 
+#include <set>
+
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent::nvml {
@@ -13,12 +15,17 @@ nvmlReturn_t GpuHandles::ResolveMissing() {
   const NvmlFunctions& f = lib_.fn();
   unsigned count = 0;
   if (f.DeviceGetCount(&count) != NVML_SUCCESS) return NVML_SUCCESS;
+  std::set<nvmlDevice_t> known;
+  for (const auto& [uuid, dev] : handles_) {
+    if (dev != nullptr) known.insert(dev);
+  }
   nvmlReturn_t result = NVML_SUCCESS;
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t dev = nullptr;
     const nvmlReturn_t r = f.DeviceGetHandleByIndex(i, &dev);
     if (r == NVML_ERROR_GPU_IS_LOST) result = r;
-    if (r != NVML_SUCCESS) continue;
+    // A GPU already resolved is not asked for its UUID again.
+    if (r != NVML_SUCCESS || known.count(dev)) continue;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
     const nvmlReturn_t u = f.DeviceGetUUID(dev, uuid, sizeof uuid);
     if (u == NVML_ERROR_GPU_IS_LOST) result = u;

@@ -105,15 +105,22 @@ struct HealthWatcher::State {
     outages = std::move(copy);
   }
 
+  // Whether `uuid` answers, asked on its own handle (`*dev`, null when it has
+  // none): GPU_IS_LOST for this GPU alone, where a lookup by UUID would
+  // answer it while any GPU is lost.
+  nvmlReturn_t AnswerFor(const std::string& uuid, nvmlDevice_t* dev) {
+    nvmlReturn_t r = NVML_SUCCESS;
+    *dev = handles->Find(uuid, &r);
+    return *dev == nullptr ? r : Answer(*lib, *dev);
+  }
+
   void ProbeForLostGpus() {
     int lost = 0;
     for (const std::string& uuid : uuids) {
       if (book.IsOut(OutageBook::Whole(uuid))) continue;
       // Only GPU_IS_LOST means lost; another error says nothing of health.
-      // Asked on its own handle: a lookup by UUID answers GPU_IS_LOST for any lost GPU.
-      nvmlReturn_t r = NVML_SUCCESS;
-      nvmlDevice_t dev = handles->Find(uuid, &r);
-      if ((dev == nullptr ? r : Answer(*lib, dev)) != NVML_ERROR_GPU_IS_LOST) continue;
+      nvmlDevice_t dev = nullptr;
+      if (AnswerFor(uuid, &dev) != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
       MarkBad(OutageBook::Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
               /*needs_reset=*/true, /*was_lost=*/true);
@@ -142,9 +149,8 @@ struct HealthWatcher::State {
         continue;
       }
       const auto [uuid, gi, ci] = it->first;
-      nvmlReturn_t r = NVML_SUCCESS;
-      nvmlDevice_t dev = handles->Find(uuid, &r);
-      if (dev != nullptr) r = Answer(*lib, dev);
+      nvmlDevice_t dev = nullptr;
+      const nvmlReturn_t r = AnswerFor(uuid, &dev);
       if (r == NVML_ERROR_GPU_IS_LOST && !bad.was_lost) {
         bad.was_lost = true;
         changed = true;

@@ -16,18 +16,17 @@ std::string OutageBook::Describe(const Target& target) {
 bool OutageBook::Mark(const Target& target, const std::string& reason, int xid, bool needs_reset,
                       bool was_lost) {
   const Clock::TimePoint now = clock_->Now();
-  const bool was_in = entries_.find(target) == entries_.end();
+  const bool is_new = entries_.find(target) == entries_.end();
   Entry& e = entries_[target];
-  e.since = now;
   e.next_probe = now + recovery_period_;
   if (needs_reset && !e.needs_reset) e.waiting_said = false;  // say why it now waits
   e.needs_reset = e.needs_reset || needs_reset;
   e.was_lost = e.was_lost || was_lost;
-  if (was_in || needs_reset) {
+  if (is_new || needs_reset) {
     e.reason = reason;
     e.xid = xid;
   }
-  return was_in;
+  return is_new;
 }
 
 std::chrono::milliseconds OutageBook::UntilNextProbe(std::chrono::milliseconds cap) const {

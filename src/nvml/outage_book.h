@@ -35,7 +35,6 @@ class OutageBook {
   // (uuid, GPU instance, compute instance); instances -1: the whole GPU.
   using Target = std::tuple<std::string, int, int>;
   struct Entry {
-    Clock::TimePoint since;
     Clock::TimePoint next_probe;
     std::string reason;
     int xid = -1;

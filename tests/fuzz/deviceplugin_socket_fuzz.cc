@@ -79,10 +79,39 @@ grpc::Status Call(const std::string& method, const std::string& body, std::strin
   return status;
 }
 
-template <class Request>
-bool Parses(const std::string& body) {
-  Request r;
-  return r.ParseFromString(body);
+// Calls `method` with `body` and checks the answer: in time; OK or
+// INVALID_ARGUMENT when the body is a Request, INTERNAL when it is not; and
+// an OK answer a Response that `answers(request, response)` accepts.
+template <class Request, class Response>
+void Exercise(const std::string& method, const std::string& body,
+              bool (*answers)(const Request&, const Response&), const char* what) {
+  std::string answer;
+  const grpc::Status s = Call(method, body, &answer);
+  const grpc::StatusCode code = s.error_code();
+  fuzz::Check(code != grpc::StatusCode::DEADLINE_EXCEEDED && code != grpc::StatusCode::UNAVAILABLE,
+              "the plugin server did not answer (stuck or gone)");
+  Request req;
+  if (!req.ParseFromString(body)) {
+    fuzz::Check(code == grpc::StatusCode::INTERNAL,
+                "bytes that are not the request message answered other than INTERNAL");
+    return;
+  }
+  fuzz::Check(code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT,
+              "a well-formed request answered other than OK or INVALID_ARGUMENT");
+  if (!s.ok()) return;
+  Response resp;
+  fuzz::Check(resp.ParseFromString(answer) && answers(req, resp), what);
+}
+
+// One response per container asked for.
+template <class Request, class Response>
+bool PerContainer(const Request& req, const Response& resp) {
+  return resp.container_responses_size() == req.container_requests_size();
+}
+
+template <class Request, class Response>
+bool Any(const Request&, const Response&) {
+  return true;
 }
 
 }  // namespace
@@ -96,52 +125,28 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
-  std::string response;
-  grpc::Status s;
-  bool parses = false;
+  using namespace v1beta1;
   switch (data[0] & 3) {
-    case 0: {
-      s = Call("/v1beta1.DevicePlugin/Allocate", body, &response);
-      parses = Parses<v1beta1::AllocateRequest>(body);
-      if (s.ok()) {
-        v1beta1::AllocateRequest req;
-        v1beta1::AllocateResponse resp;
-        fuzz::Check(req.ParseFromString(body) && resp.ParseFromString(response) &&
-                        resp.container_responses_size() == req.container_requests_size(),
-                    "Allocate answered OK, but not one response per container");
-      }
+    case 0:
+      Exercise<AllocateRequest, AllocateResponse>(
+          "/v1beta1.DevicePlugin/Allocate", body, PerContainer,
+          "Allocate answered OK, but not one response per container");
       break;
-    }
-    case 1: {
-      s = Call("/v1beta1.DevicePlugin/GetPreferredAllocation", body, &response);
-      parses = Parses<v1beta1::PreferredAllocationRequest>(body);
-      if (s.ok()) {
-        v1beta1::PreferredAllocationRequest req;
-        v1beta1::PreferredAllocationResponse resp;
-        fuzz::Check(req.ParseFromString(body) && resp.ParseFromString(response) &&
-                        resp.container_responses_size() == req.container_requests_size(),
-                    "GetPreferredAllocation answered OK, but not one response per container");
-      }
+    case 1:
+      Exercise<PreferredAllocationRequest, PreferredAllocationResponse>(
+          "/v1beta1.DevicePlugin/GetPreferredAllocation", body, PerContainer,
+          "GetPreferredAllocation answered OK, but not one response per container");
       break;
-    }
     case 2:
-      s = Call("/v1beta1.DevicePlugin/PreStartContainer", body, &response);
-      parses = Parses<v1beta1::PreStartContainerRequest>(body);
+      Exercise<PreStartContainerRequest, PreStartContainerResponse>(
+          "/v1beta1.DevicePlugin/PreStartContainer", body, Any,
+          "PreStartContainer answered OK with something else than its response");
       break;
     case 3:
-      s = Call("/v1beta1.DevicePlugin/GetDevicePluginOptions", body, &response);
-      parses = Parses<v1beta1::Empty>(body);
+      Exercise<Empty, DevicePluginOptions>(
+          "/v1beta1.DevicePlugin/GetDevicePluginOptions", body, Any,
+          "GetDevicePluginOptions answered OK with something else than its options");
       break;
-  }
-  const grpc::StatusCode code = s.error_code();
-  fuzz::Check(code != grpc::StatusCode::DEADLINE_EXCEEDED && code != grpc::StatusCode::UNAVAILABLE,
-              "the plugin server did not answer (stuck or gone)");
-  if (parses) {
-    fuzz::Check(code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT,
-                "a well-formed request answered other than OK or INVALID_ARGUMENT");
-  } else {
-    fuzz::Check(code == grpc::StatusCode::INTERNAL,
-                "bytes that are not the request message answered other than INTERNAL");
   }
   return 0;
 }
