@@ -150,10 +150,10 @@ struct Config {
     // agent's own earlier ones are removed).
     std::string output = "auto";
     std::string nfd_file = "/etc/kubernetes/node-feature-discovery/features.d/gpu-agent";
-    // The output after `auto` is resolved for `mode`.
-    std::string Effective(const std::string& mode) const {
+    // The output after `auto` is resolved for the agent's mode.
+    std::string Effective(const std::string& agent_mode) const {
       if (output != "auto") return output;
-      return mode == "static" ? "node" : "none";
+      return agent_mode == "static" ? "node" : "none";
     }
   } node_labels;
 
