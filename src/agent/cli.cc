@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/text.h"
+#include "deviceplugin/library_logs.h"
 
 namespace gpu_agent {
 namespace {
@@ -72,6 +73,7 @@ Invocation ResolveInvocation(std::vector<std::string>* args) {
 }  // namespace
 
 int RunCli(int argc, char** argv, const CliCommands& commands) {
+  deviceplugin::RouteLibraryLogs();
   std::vector<std::string> args(argv, argv + argc);
   if (args.empty()) args.push_back("gpu-agent");
   const Invocation how = ResolveInvocation(&args);

@@ -1,6 +1,7 @@
 // Plugin mode end to end: the real gpu-agent binary, the kubelet simulator
 // on real unix sockets, and the NVML stand-in driven through its FIFO.
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <regex>
 #include <set>
 
+#include "absl/strings/str_split.h"
 #include "base/strings.h"
 #include "deviceplugin/kubelet_client.h"
 #include "fixture.h"
@@ -421,6 +423,41 @@ TEST_F(PluginModeTest, GarbageBytesOnThePluginSocketAreHarmless) {
   EXPECT_TRUE(sim_.GetDevicePluginOptions(kGpu, &opts).ok());
   EXPECT_TRUE(agent_->Running());
   EXPECT_EQ(sim_.registrations(), 1);
+}
+
+// A request gRPC cannot parse (a string field that is not UTF-8) is refused,
+// and what protobuf says of it reaches stderr as one of the agent's own JSON
+// lines, not as protobuf's text: every line stays valid JSON.
+TEST_F(PluginModeTest, LibraryLogLinesKeepTheAgentsJsonFormat) {
+  StartAgent({"--log-format", "json"});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  v1beta1::AllocateRequest bad;
+  bad.add_container_requests()->add_devices_ids("GPU-\xff\xfe");
+  v1beta1::AllocateResponse resp;
+  const grpc::Status s = sim_.Allocate(kGpu, bad, &resp);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  ASSERT_TRUE(agent_->WaitForStderr("\"source\":\"protobuf\"")) << Dump();
+  v1beta1::AllocateRequest ok;
+  ok.add_container_requests()->add_devices_ids(FixtureUuids(FixturePath("8-gpu-nvlink.yaml"))[0]);
+  EXPECT_TRUE(sim_.Allocate(kGpu, ok, &resp).ok());
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Dump();
+  int protobuf_lines = 0;
+  const std::vector<std::string> lines = absl::StrSplit(agent_->Stderr(), '\n', absl::SkipEmpty());
+  for (const std::string& line : lines) {
+    rapidjson::Document doc;
+    doc.Parse(line.c_str());
+    ASSERT_FALSE(doc.HasParseError()) << line;
+    ASSERT_TRUE(doc.IsObject()) << line;
+    if (doc.HasMember("source") && std::string(doc["source"].GetString()) == "protobuf") {
+      ++protobuf_lines;
+      EXPECT_EQ(std::string(doc["level"].GetString()), "warning") << line;
+      EXPECT_NE(std::string(doc["msg"].GetString()).find("invalid UTF-8"), std::string::npos)
+          << line;
+    }
+  }
+  EXPECT_EQ(protobuf_lines, 1) << Dump();
 }
 
 TEST_F(PluginModeTest, SigtermFinishesCleanly) {
