@@ -209,6 +209,12 @@ std::string Tail(const std::string& log, size_t n = 4000) {
   return kept.size() <= n ? kept : "..." + kept.substr(kept.size() - n);
 }
 
+// The agent's last log lines for a side's first violation only (one is
+// enough to start from; SOAK_LOG_DIR keeps whole logs), else nothing.
+std::string FirstTail(int* said, Subprocess& agent) {
+  return (*said)++ ? "" : "; the agent's log ends:\n" + Tail(agent.Stderr());
+}
+
 bool SanitizerSaid(const std::string& err) {
   return err.find("ERROR: AddressSanitizer") != std::string::npos ||
          err.find("ERROR: LeakSanitizer") != std::string::npos ||
@@ -346,8 +352,9 @@ class PluginSide {
       report_->Time("plugin: registered after a SIGKILL and start", Ms(Clock::now() - t0));
     } else {
       const bool late = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(30));
-      report_->Violation("plugin", seed_, step, late,
-                         "not registered within 3 s of starting again after a SIGKILL");
+      report_->Violation(
+          "plugin", seed_, step, late,
+          "not registered within 3 s of starting again after a SIGKILL" + FirstLogTail());
     }
     ExpectAllocatable(step, "a SIGKILL and start", std::chrono::seconds(2));
   }
@@ -377,6 +384,7 @@ class PluginSide {
     }
   }
   void Disturbed() { disturbed_ = Clock::now().time_since_epoch().count(); }
+  std::string FirstLogTail() { return FirstTail(&said_, agent()); }
 
   // Waits (up to `limit`) for the kubelet's allocatable to be `want`. After
   // a violation it waits on (30 s more) so the next step starts from a
@@ -391,8 +399,7 @@ class PluginSide {
       report_->Violation("plugin", seed_, step, late,
                          after + ": allocatable " + std::to_string(seen) + ", want " +
                              std::to_string(Expected()) + " within " +
-                             std::to_string(limit.count()) + " ms" +
-                             (said_++ ? "" : "; the agent's log ends:\n" + Tail(agent().Stderr())));
+                             std::to_string(limit.count()) + " ms" + FirstLogTail());
     }
   }
 
@@ -409,7 +416,7 @@ class PluginSide {
       } else {
         const bool late = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(30));
         report_->Violation("plugin", seed_, step, late,
-                           "not registered again within 1 s of a restart");
+                           "not registered again within 1 s of a restart" + FirstLogTail());
       }
       ExpectAllocatable(step, "a kubelet restart", std::chrono::seconds(2));
     } else if (kind < 32) {
@@ -427,7 +434,7 @@ class PluginSide {
       if (!sim_.WaitForRegistrations(before + 1, std::chrono::seconds(2))) {
         const bool late = sim_.WaitForRegistrations(before + 1, std::chrono::seconds(30));
         report_->Violation("plugin", seed_, step, late,
-                           "not registered again within 2 s of SIGHUP");
+                           "not registered again within 2 s of SIGHUP" + FirstLogTail());
       }
       ExpectAllocatable(step, "a SIGHUP reload", std::chrono::seconds(2));
     } else if (kind < 65) {
@@ -568,6 +575,7 @@ class StaticSide {
 
  private:
   Subprocess& agent() { return agents_.current(); }
+  std::string FirstLogTail() { return FirstTail(&said_, agent()); }
   void Launch() {
     auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
     env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
@@ -673,8 +681,7 @@ class StaticSide {
                                 std::chrono::seconds(30));
       report_->Violation("static", seed_, step, late,
                          after + ": capacity " + seen + ", want " + Expected() + " within " +
-                             std::to_string(limit.count()) + " ms" +
-                             (said_++ ? "" : "; the agent's log ends:\n" + Tail(agent().Stderr())));
+                             std::to_string(limit.count()) + " ms" + FirstLogTail());
     }
   }
 
