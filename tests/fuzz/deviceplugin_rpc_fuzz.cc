@@ -14,6 +14,7 @@
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_plugin_service.h"
 #include "deviceplugin/device_publisher.h"
+#include "deviceplugin/library_logs.h"
 #include "fuzz_support.h"
 #include "plugin_world.h"
 
@@ -22,6 +23,7 @@ using namespace gpu_agent::deviceplugin;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fuzz::QuietLogs();
+  deviceplugin::RouteLibraryLogs();  // as the agent runs: protobuf's lines go through ours
   (void)fuzz::TheWorld();
   return 0;
 }
