@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,10 +32,11 @@ class PluginServer {
   // Stops (see Stop) if still running.
   ~PluginServer();
 
-  // Finishes the ListAndWatch streams, stops the server (calls still running
-  // after `deadline` are cancelled) and removes the socket file if it is
-  // still ours.
+  // Finishes the ListAndWatch streams, waits up to `deadline` for the calls
+  // in flight to end (then cancels the rest), stops gRPC's server (within
+  // kShutdownGrace more) and removes the socket file if it is still ours.
   void Stop(std::chrono::milliseconds deadline);
+  static constexpr std::chrono::milliseconds kShutdownGrace{100};
 
   const std::string& socket_path() const { return socket_path_; }
   DevicePluginService& service() { return *service_; }
@@ -57,6 +59,9 @@ class PluginServer {
   void Drive();
   // A stream gRPC is done with.
   void Forget(StreamCall* call);
+  // A call that had arrived (unary or stream) was freed: wakes Stop, which
+  // waits for them.
+  void CallFreed();
   // Runs `start`, which starts one operation on the queue, unless the queue
   // is shut; false then.
   template <class F>
@@ -71,8 +76,12 @@ class PluginServer {
   ino_t inode_ = 0;
   bool stopped_ = false;
   std::atomic<bool> shutting_down_{false};  // no new call is asked for once set
+  std::atomic<int> unary_open_{0};          // unary calls arrived and not yet freed
   std::mutex ops_mu_;                       // held while an operation starts
   bool cq_open_ = true;                     // protected by ops_mu_
+
+  std::mutex drain_mu_;  // with drain_cv_: Stop waits for the calls to end
+  std::condition_variable drain_cv_;
 
   std::mutex streams_mu_;
   // Owns each open stream until gRPC is done with it.
