@@ -38,16 +38,17 @@ void GrpcLine(gpr_log_func_args* args) {
       {{"source", "grpc"}, {"at", Where(args->file, args->line)}});
 }
 
-// protobuf's ERROR lines are about bad input it refused (the caller gets the
-// failure too), so they are warnings here. FATAL: protobuf aborts once the
-// handler returns, so the line is an error, written first.
+// protobuf's ERROR covers refused input (a string that is not UTF-8) and
+// misuse (DFATAL in a release build) alike, so it stays an error. FATAL: once
+// the handler returns, protobuf throws FatalException (or aborts, built
+// without exceptions), so the line is written first.
 LogLevel FromProtobuf(google::protobuf::LogLevel l) {
   switch (l) {
     case google::protobuf::LOGLEVEL_INFO:
       return LogLevel::kInfo;
     case google::protobuf::LOGLEVEL_WARNING:
-    case google::protobuf::LOGLEVEL_ERROR:
       return LogLevel::kWarning;
+    case google::protobuf::LOGLEVEL_ERROR:
     case google::protobuf::LOGLEVEL_FATAL:
       break;
   }

@@ -8,10 +8,12 @@
 
 namespace gpu_agent::deviceplugin {
 
-// Installs the handlers; call once, before any gRPC or protobuf use (neither
-// library's setter is thread-safe). gRPC's own threshold (GRPC_VERBOSITY,
-// ERROR unless set) still decides which of its lines are written; the
-// agent's level then applies as for any line.
+// Installs the handlers (gpr_set_log_function, and protobuf 3.21's
+// SetLogHandler: later protobufs log through abseil instead). Call it before
+// other threads use protobuf, whose setter is not thread-safe; calling it
+// again installs the same handlers. gRPC's own threshold (GRPC_VERBOSITY,
+// ERROR unless set, once gRPC is initialised) still decides which of its
+// lines are written; the agent's level then applies as for any line.
 void RouteLibraryLogs();
 
 }  // namespace gpu_agent::deviceplugin
