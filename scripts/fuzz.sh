@@ -52,17 +52,18 @@ max_len() {
   esac
 }
 
-# ASan options a target adds to $ASAN_OPTIONS while it fuzzes. The two
-# device-plugin targets run Debian's protobuf and gRPC, built without frame
-# pointers: ASan's fast unwinder, recording each malloc's stack, follows a
-# frame pointer that is really a heap address, so many stacks end in a
-# different bogus frame and ASan's stack store (never freed) grows ~16 bytes
-# per execution, past the 256 MiB limit after ~11 million runs while the live
-# heap stays at 27 MiB. Two frames (the allocation and its caller) stop the
-# bogus ones. Re-run a finding with fast_unwind_on_malloc=0 for whole stacks.
+# ASan options a target puts before $ASAN_OPTIONS while it fuzzes (read
+# last, $ASAN_OPTIONS can override them). The two device-plugin targets run
+# Debian's protobuf and gRPC, built without frame pointers: ASan's fast
+# unwinder, recording each malloc's stack, follows a frame pointer that is
+# really a heap address, so many stacks end in a different bogus frame and
+# ASan's stack store (never freed) grows ~16 bytes per execution, past the
+# 256 MiB limit after ~11 million runs while the live heap stays at 27.7 MB.
+# Two frames (the allocation and its caller) stop the bogus ones. To see a
+# finding's whole stacks, run its input with fast_unwind_on_malloc=0.
 asan_extra() {
   case "$1" in
-    deviceplugin_rpc|deviceplugin_socket) echo ":malloc_context_size=2" ;;
+    deviceplugin_rpc|deviceplugin_socket) echo "malloc_context_size=2:" ;;
   esac
 }
 
@@ -121,7 +122,7 @@ run_one() {
   while :; do
     local seg=$build/logs/$t.segment cpu user sys
     ls "$findings" >"$seg.before"
-    cpu=$( { time env ASAN_OPTIONS="$ASAN_OPTIONS$(asan_extra "$t")" \
+    cpu=$( { time env ASAN_OPTIONS="$(asan_extra "$t")$ASAN_OPTIONS" \
                "$build/fuzz/fuzz_$t" "$corpus" "tests/fuzz/$t/corpus" \
                -dict="tests/fuzz/$t/dict" -max_len="$(max_len "$t")" -timeout=1 \
                -rss_limit_mb=256 -malloc_limit_mb=256 -max_total_time="$left" \
