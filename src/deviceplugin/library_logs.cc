@@ -32,9 +32,7 @@ LogLevel FromGrpc(gpr_log_severity s) {
 }
 
 void GrpcLine(gpr_log_func_args* args) {
-  const LogLevel level = FromGrpc(args->severity);
-  if (!LogEnabled(level)) return;
-  Log(level, args->message != nullptr ? args->message : "",
+  Log(FromGrpc(args->severity), args->message != nullptr ? args->message : "",
       {{"source", "grpc"}, {"at", Where(args->file, args->line)}});
 }
 
@@ -57,9 +55,7 @@ LogLevel FromProtobuf(google::protobuf::LogLevel l) {
 
 void ProtobufLine(google::protobuf::LogLevel l, const char* file, int line,
                   const std::string& message) {
-  const LogLevel level = FromProtobuf(l);
-  if (!LogEnabled(level)) return;
-  Log(level, message, {{"source", "protobuf"}, {"at", Where(file, line)}});
+  Log(FromProtobuf(l), message, {{"source", "protobuf"}, {"at", Where(file, line)}});
 }
 
 }  // namespace

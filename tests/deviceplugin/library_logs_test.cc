@@ -73,10 +73,11 @@ TEST(LibraryLogsTest, GrpcAndProtobufLinesAreTheAgentsJsonLines) {
     gpr_log(GPR_DEBUG, "%s", "below the agent's level");
     GOOGLE_LOG(WARNING) << "protobuf says \xfe";
     GOOGLE_LOG(ERROR) << "String field contains invalid UTF-8 data";
+    gpr_log_message(nullptr, 0, GPR_LOG_SEVERITY_ERROR, "");  // no file: "?"
     lines = capture.Lines();
   }
   SetLogOptions(LogLevel::kInfo, LogFormat::kText);
-  ASSERT_EQ(lines.size(), 3u);
+  ASSERT_EQ(lines.size(), 4u);
   const rapidjson::Document grpc = ParseLine(lines[0]);
   EXPECT_EQ(Field(grpc, "level"), "error");
   EXPECT_EQ(Field(grpc, "msg"), "socket \"x\xef\xbf\xbd\" gone");  // U+FFFD for the bad byte
@@ -89,6 +90,9 @@ TEST(LibraryLogsTest, GrpcAndProtobufLinesAreTheAgentsJsonLines) {
   const rapidjson::Document error = ParseLine(lines[2]);
   EXPECT_EQ(Field(error, "level"), "error");
   EXPECT_EQ(Field(error, "source"), "protobuf");
+  const rapidjson::Document nameless = ParseLine(lines[3]);
+  EXPECT_EQ(Field(nameless, "at"), "?:0");
+  EXPECT_EQ(Field(nameless, "msg"), "");
 }
 
 }  // namespace

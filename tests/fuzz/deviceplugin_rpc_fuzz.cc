@@ -7,8 +7,6 @@
 //
 // Input: one byte choosing the RPC, the resource and the Allocate options,
 // then the request's protobuf bytes.
-#include <google/protobuf/stubs/logging.h>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,10 +21,7 @@ using namespace gpu_agent;
 using namespace gpu_agent::deviceplugin;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::QuietLogs();
-  // protobuf logs an error for every string field that is not UTF-8, a
-  // line per input that would swamp the run: dropped here.
-  google::protobuf::SetLogHandler(nullptr);
+  fuzz::QuietPluginLogs();
   (void)fuzz::TheWorld();
   return 0;
 }

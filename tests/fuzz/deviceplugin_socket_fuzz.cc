@@ -13,7 +13,6 @@
 //
 // Input: one byte whose low 2 bits choose the method (the rest are unused:
 // one server per process), then the request's bytes.
-#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -118,10 +117,7 @@ bool Any(const Request&, const Response&) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::QuietLogs();
-  // protobuf logs an error for every string field that is not UTF-8, a
-  // line per input that would swamp the run: dropped here.
-  google::protobuf::SetLogHandler(nullptr);
+  fuzz::QuietPluginLogs();
   (void)TheClient();
   return 0;
 }

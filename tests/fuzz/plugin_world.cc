@@ -1,5 +1,6 @@
 #include "plugin_world.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <sys/stat.h>
 
 #include <string>
@@ -60,6 +61,11 @@ const World& TheWorld() {
     return w;
   }();
   return *world;
+}
+
+void QuietPluginLogs() {
+  QuietLogs();
+  google::protobuf::SetLogHandler(nullptr);
 }
 
 }  // namespace gpu_agent::fuzz

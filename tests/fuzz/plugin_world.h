@@ -22,6 +22,10 @@ struct World {
 // Made once per process.
 const World& TheWorld();
 
+// QuietLogs(), and protobuf's own lines dropped: it logs an error for every
+// string field that is not UTF-8, a line per input that would swamp the run.
+void QuietPluginLogs();
+
 }  // namespace gpu_agent::fuzz
 
 #endif  // GPU_AGENT_TESTS_FUZZ_PLUGIN_WORLD_H_
