@@ -3,7 +3,7 @@
 // message for 1,000 devices, config parsing.
 #include <benchmark/benchmark.h>
 
-#include "agent/config_loader.h"
+#include "agent/config/config_loader.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_plugin_service.h"
 #include "deviceplugin/preferred_allocation.h"

@@ -52,6 +52,14 @@ max_len() {
   esac
 }
 
+# Seed folders a target reads beside its own corpus: fixtures the tests
+# already hold, so no seed is checked in twice.
+seed_dirs() {
+  case "$1" in
+    mig_minors) echo tests/fixtures/proc ;;
+  esac
+}
+
 # ASan options a target puts before $ASAN_OPTIONS while it fuzzes (read
 # last, $ASAN_OPTIONS can override them). The two device-plugin targets run
 # Debian's protobuf and gRPC, built without frame pointers: ASan's fast
@@ -84,8 +92,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 if [ "$regress" -eq 1 ]; then
   failed=0
   for t in "${targets[@]}"; do
+    # shellcheck disable=SC2046
     if "$build/fuzz/fuzz_$t" -runs=0 -timeout=5 -rss_limit_mb=512 "tests/fuzz/$t/corpus" \
-        >"$build/regress-$t.log" 2>&1; then
+        $(seed_dirs "$t") >"$build/regress-$t.log" 2>&1; then
       echo "fuzz.sh: $t: $(ls "tests/fuzz/$t/corpus" | wc -l) inputs ok"
     else
       echo "fuzz.sh: $t: FAILED (see $build/regress-$t.log)"; failed=1
@@ -123,7 +132,7 @@ run_one() {
     local seg=$build/logs/$t.segment cpu user sys
     ls "$findings" >"$seg.before"
     cpu=$( { time env ASAN_OPTIONS="$(asan_extra "$t")$ASAN_OPTIONS" \
-               "$build/fuzz/fuzz_$t" "$corpus" "tests/fuzz/$t/corpus" \
+               "$build/fuzz/fuzz_$t" "$corpus" "tests/fuzz/$t/corpus" $(seed_dirs "$t") \
                -dict="tests/fuzz/$t/dict" -max_len="$(max_len "$t")" -timeout=1 \
                -rss_limit_mb=256 -malloc_limit_mb=256 -max_total_time="$left" \
                -artifact_prefix="$findings/" -print_final_stats=1 >"$seg" 2>&1 || true; } 2>&1 )

@@ -66,4 +66,11 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   return absl::OkStatus();
 }
 
+std::string TrimRoot(std::string_view root) {
+  while (root.size() > 1 && root.back() == '/') root.remove_suffix(1);
+  return root.empty() ? "/" : std::string(root);
+}
+
+bool SameRoot(std::string_view a, std::string_view b) { return TrimRoot(a) == TrimRoot(b); }
+
 }  // namespace gpu_agent

@@ -18,6 +18,11 @@ ino_t InodeOf(const std::string& path);
 // `root` + `path` with one '/' between: ("/run/driver/", "/dev/x") ->
 // "/run/driver/dev/x"; root "/" or "" leaves `path`.
 std::string JoinRoot(std::string_view root, std::string_view path);
+// A root folder without its trailing '/'s, "/" staying "/" and "" becoming
+// "/": the one spelling two roots are compared by.
+std::string TrimRoot(std::string_view root);
+// Whether two roots name the same folder as written ("/run/d/" and "/run/d").
+bool SameRoot(std::string_view a, std::string_view b);
 
 // Replaces (or creates) `path` with `content`, mode 0644, so a reader sees
 // the old file or the new one, never a part: written to a temporary file in

@@ -22,17 +22,13 @@ std::string ListIds(const std::vector<std::string>& ids, size_t max) {
 }
 
 Allocator::Allocator(AllocateOptions options) : options_(std::move(options)) {
-  auto trimmed = [](std::string root) {
-    while (!root.empty() && root.back() == '/') root.pop_back();
-    return root;
-  };
-  dev_root_ = trimmed(options_.dev_root);
+  dev_root_ = TrimRoot(options_.dev_root);
   dev_root_here_ =
-      trimmed(options_.dev_root_here.empty() ? options_.dev_root : options_.dev_root_here);
+      TrimRoot(options_.dev_root_here.empty() ? options_.dev_root : options_.dev_root_here);
   if (options_.pass_device_specs) {
     for (const char* node :
          {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}) {
-      if (PathExists(dev_root_here_ + node)) control_nodes_.emplace_back(node);
+      if (PathExists(JoinRoot(dev_root_here_, node))) control_nodes_.emplace_back(node);
     }
   }
 }
@@ -64,7 +60,9 @@ bool Allocator::Has(const std::string& strategy) const {
                    strategy) != options_.device_list_strategy.end();
 }
 
-std::string Allocator::HostPath(const std::string& dev_path) const { return dev_root_ + dev_path; }
+std::string Allocator::HostPath(const std::string& dev_path) const {
+  return JoinRoot(dev_root_, dev_path);
+}
 
 absl::Status Allocator::AllocateContainer(const DeviceSnapshot& snap,
                                           const v1beta1::ContainerAllocateRequest& request,

@@ -59,8 +59,8 @@ class Allocator {
 
   const AllocateOptions options_;
   std::vector<std::string> control_nodes_;  // present driver-wide nodes
-  std::string dev_root_;                    // without trailing '/'
-  std::string dev_root_here_;               // without trailing '/'
+  std::string dev_root_;                    // TrimRoot form
+  std::string dev_root_here_;               // TrimRoot form
 };
 
 // "a, b, c and 7 more" for error messages.

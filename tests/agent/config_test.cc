@@ -4,8 +4,8 @@
 
 #include <map>
 
-#include "agent/config_loader.h"
-#include "agent/config_report.h"
+#include "agent/config/config_loader.h"
+#include "agent/cli/config_report.h"
 #include "support/test_support.h"
 
 namespace gpu_agent {

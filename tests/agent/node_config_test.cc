@@ -1,7 +1,7 @@
 // The per-node config: settings checks, finding a named config in the
 // folder, and what Load chooses for a label value (or none), including a
 // missing or broken named config.
-#include "agent/node_config.h"
+#include "agent/config/node_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -2,15 +2,15 @@
 // selection, time-slicing subsets, MIG capability minors, socket names and
 // link scores. Pure functions on hand-made inventories, so each case states
 // exactly what the node has.
-#include "agent/resource_plan.h"
+#include "agent/plan/resource_plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/config_validation.h"
-#include "agent/device_selection.h"
-#include "agent/endpoint_names.h"
-#include "agent/link_score.h"
+#include "agent/config/config_validation.h"
+#include "agent/config/device_selection.h"
+#include "agent/plan/endpoint_names.h"
+#include "agent/plan/link_score.h"
 #include "base/strings.h"
 #include "deviceplugin/device_publisher.h"
 #include "nvml/mig_minors.h"
@@ -93,6 +93,25 @@ std::vector<std::string> Ids(const ResourceSpec& r) {
   return out;
 }
 
+// The plan as a generation builds it: devices.* applied once, then the
+// plan of the chosen GPUs, with the selection's warnings first (the
+// generation logs them in that order).
+absl::StatusOr<ResourcePlan> Planned(const Config& c, const nvml::Inventory& inv, bool serving) {
+  absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
+  if (!choice.ok()) return choice.status();
+  absl::StatusOr<ResourcePlan> p =
+      serving ? PlanResources(c, inv, *choice) : PlanAdvertised(c, inv, *choice);
+  if (p.ok())
+    p->warnings.insert(p->warnings.begin(), choice->warnings.begin(), choice->warnings.end());
+  return p;
+}
+absl::StatusOr<ResourcePlan> ServedPlan(const Config& c, const nvml::Inventory& inv) {
+  return Planned(c, inv, /*serving=*/true);
+}
+absl::StatusOr<ResourcePlan> AdvertisedPlan(const Config& c, const nvml::Inventory& inv) {
+  return Planned(c, inv, /*serving=*/false);
+}
+
 std::string Error(const absl::StatusOr<ResourcePlan>& p) {
   return p.ok() ? "<ok>" : std::string(p.status().message());
 }
@@ -111,7 +130,7 @@ TEST(PlanHealthTest, OnlyALostGpuStartsOutUnhealthy) {
   lost.lost = true;
   inv.gpus = {denied, lost, Gpu(2)};
   inv.links.assign(3, std::vector<nvml::GpuLink>(3));
-  absl::StatusOr<ResourcePlan> p = PlanResources(Config{}, inv);
+  absl::StatusOr<ResourcePlan> p = ServedPlan(Config{}, inv);
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   std::map<std::string, bool> healthy;
@@ -123,7 +142,7 @@ TEST(PlanHealthTest, OnlyALostGpuStartsOutUnhealthy) {
 
 TEST(PlanMigTest, NoneAdvertisesMigGpusWholeAndSaysSo) {
   Config c;
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(Ids(p->resources[0]), (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
@@ -134,7 +153,7 @@ TEST(PlanMigTest, NoneAdvertisesMigGpusWholeAndSaysSo) {
 TEST(PlanMigTest, MixedHasOneResourceAndSocketPerProfile) {
   Config c;
   c.flags.mig_strategy = "mixed";
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 3u);
   const ResourceSpec* small = Find(*p, "nvidia.com/mig-1g.10gb");
@@ -157,7 +176,7 @@ TEST(PlanMigTest, IndexStrategyNamesMigDevicesGpuColonMig) {
   Config c;
   c.flags.mig_strategy = "mixed";
   c.flags.plugin.device_id_strategy = "index";
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb")), (std::vector<std::string>{"0:1", "0:2"}));
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu")), (std::vector<std::string>{"1"}));
@@ -166,7 +185,7 @@ TEST(PlanMigTest, IndexStrategyNamesMigDevicesGpuColonMig) {
 TEST(PlanMigTest, SingleExposesMigDevicesAsTheGpuResource) {
   Config c;
   c.flags.mig_strategy = "single";
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, AllMigNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, AllMigNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(p->resources[0].resource_name, "nvidia.com/gpu");
@@ -179,7 +198,7 @@ TEST(PlanMigTest, SingleExposesMigDevicesAsTheGpuResource) {
 TEST(PlanMigTest, SingleOnANodeWithoutMigAdvertisesWholeGpus) {
   Config c;
   c.flags.mig_strategy = "single";
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(2));
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, PlainNode(2));
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(p->resources[0].resource_name, "nvidia.com/gpu");
@@ -190,12 +209,12 @@ TEST(PlanMigTest, SingleOnANodeWithoutMigAdvertisesWholeGpus) {
 TEST(PlanMigTest, SingleOnMixedMigAndWholeGpusIsAnError) {
   Config c;
   c.flags.mig_strategy = "single";
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, MixedNode());
   EXPECT_THAT(Error(p), HasSubstr("flags.migStrategy single needs every GPU in MIG mode, but "
                                   "GPU(s) 1 are not"));
   // Leaving the whole GPU out makes it valid... but GPU 0 has two profiles.
   c.devices.exclude = {"index:1"};
-  p = PlanResources(c, MixedNode());
+  p = ServedPlan(c, MixedNode());
   EXPECT_THAT(Error(p), HasSubstr("needs one MIG profile on every GPU, found 2"));
   EXPECT_THAT(Error(p), HasSubstr("1g.10gb: MIG device 0:1 (MIG-b), MIG device 0:2 (MIG-c)"));
   EXPECT_THAT(Error(p), HasSubstr("2g.20gb: MIG device 0:0 (MIG-a)"));
@@ -206,10 +225,10 @@ TEST(PlanMigTest, SingleWithAMigGpuWithoutDevicesIsAnError) {
   c.flags.mig_strategy = "single";
   nvml::Inventory inv = AllMigNode();
   inv.gpus[1].mig_devices.clear();
-  EXPECT_THAT(Error(PlanResources(c, inv)), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG "
-                                                      "devices"));
+  EXPECT_THAT(Error(ServedPlan(c, inv)), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG "
+                                                   "devices"));
   c.flags.mig_strategy = "mixed";
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, inv);
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_THAT(AllWarnings(*p), HasSubstr("GPU 1 (GPU-1aaa) is in MIG mode with no MIG devices"));
 }
@@ -227,7 +246,7 @@ TEST(PlanMigTest, GpuWhoseMigModeIsUnknownIsLeftOutUnderAMigStrategy) {
   for (const std::string strategy : {"mixed", "single"}) {
     Config c;
     c.flags.mig_strategy = strategy;
-    for (const auto& plan : {PlanResources(c, inv), PlanAdvertised(c, inv)}) {
+    for (const auto& plan : {ServedPlan(c, inv), AdvertisedPlan(c, inv)}) {
       ASSERT_TRUE(plan.ok()) << strategy << ": " << Error(plan);
       for (const ResourceSpec& r : plan->resources) {
         for (const PluginDevice& d : r.devices) {
@@ -243,7 +262,7 @@ TEST(PlanMigTest, GpuWhoseMigModeIsUnknownIsLeftOutUnderAMigStrategy) {
                                    strategy)));
     }
   }
-  absl::StatusOr<ResourcePlan> none = PlanResources(Config{}, inv);
+  absl::StatusOr<ResourcePlan> none = ServedPlan(Config{}, inv);
   ASSERT_TRUE(none.ok()) << Error(none);
   EXPECT_EQ(Ids(none->resources[0]),
             (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa", "GPU-2aaa"}));
@@ -254,7 +273,7 @@ TEST(PlanMigTest, ProfileWithNoNameIsLeftOutAndNamed) {
   c.flags.mig_strategy = "mixed";
   nvml::Inventory inv = MixedNode();
   inv.gpus[0].mig_devices[1].gpu_instance_slices = 0;  // NVML gave no attributes
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, inv);
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb")), (std::vector<std::string>{"MIG-c"}));
   EXPECT_THAT(AllWarnings(*p), HasSubstr("MIG device 0:1 (MIG-b) has no profile name"));
@@ -272,7 +291,7 @@ TEST(PlanMigTest, MigDeviceSpecsCarryParentAndCapabilityNodes) {
   c.flags.plugin.pass_device_specs = true;
   c.flags.nvidia_dev_root = dir.Join("dev");
   c.proc_root = dir.Join("proc");
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   const ResourceSpec* small = Find(*p, "nvidia.com/mig-1g.10gb");
   EXPECT_EQ(small->devices[0].device_nodes,
@@ -290,23 +309,23 @@ TEST(PlanMigTest, MissingOrMalformedMigMinorsIsAClearError) {
   c.flags.plugin.pass_device_specs = true;
   c.proc_root = dir.Join("proc");
   const std::string file = dir.Join("proc/driver/nvidia-caps/mig-minors");
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())),
               HasSubstr(StrCat(file, ": cannot read it (missing)")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access twelve\n");
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())),
               HasSubstr(StrCat(file, ":2: minor \"twelve\" is not a whole number")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access\n");
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())),
               HasSubstr(StrCat(file, ":2: expected \"<capability> <minor>\"")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "config 1\ngpu0/gi1/access 12\n");
   EXPECT_THAT(
-      Error(PlanResources(c, MixedNode())),
+      Error(ServedPlan(c, MixedNode())),
       HasSubstr(StrCat("MIG device 0:0 (MIG-a): ", file, " has no entry \"gpu0/gi1/ci0/access\"")));
   dir.Write("proc/driver/nvidia-caps/mig-minors", "");
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())), HasSubstr(StrCat(file, ": empty")));
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())), HasSubstr(StrCat(file, ": empty")));
   // Without device specs the file is not needed at all.
   c.flags.plugin.pass_device_specs = false;
-  EXPECT_TRUE(PlanResources(c, MixedNode()).ok());
+  EXPECT_TRUE(ServedPlan(c, MixedNode()).ok());
 }
 
 TEST(SelectorTest, ParsesEveryFormAndRefusesUnknownOnes) {
@@ -341,7 +360,7 @@ TEST(SelectionTest, IncludeExcludeAndCap) {
               Gpu(2, "NVIDIA H100 80GB HBM3", 0x233010de), Gpu(3, "NVIDIA L40S", 0x26b910de)};
   Config c;
   auto chosen = [&] {
-    absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
+    absl::StatusOr<ResourcePlan> p = ServedPlan(c, inv);
     EXPECT_TRUE(p.ok()) << Error(p);
     return p.ok() ? Ids(p->resources[0]) : std::vector<std::string>{};
   };
@@ -356,7 +375,7 @@ TEST(SelectionTest, IncludeExcludeAndCap) {
   c.devices.exclude = {"index:0"};
   c.devices.max = 2;
   EXPECT_EQ(chosen(), (std::vector<std::string>{"GPU-1aaa", "GPU-2aaa"}));
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, inv);
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, inv);
   EXPECT_THAT(AllWarnings(*p), HasSubstr("devices.max 2 leaves out GPU(s) 3"));
 }
 
@@ -364,7 +383,7 @@ TEST(SelectionTest, OverlappingSelectorsAreAnError) {
   Config c;
   c.devices.include = {"index:1"};
   c.devices.exclude = {"uuid:GPU-1aaa"};
-  EXPECT_THAT(Error(PlanResources(c, PlainNode(2))),
+  EXPECT_THAT(Error(ServedPlan(c, PlainNode(2))),
               HasSubstr("GPU 1 (GPU-1aaa) is named by devices.include[0] \"index:1\" and excluded "
                         "by devices.exclude[0] \"uuid:GPU-1aaa\"; the two overlap"));
   c.devices.exclude = {"index:1"};
@@ -378,7 +397,7 @@ TEST(SelectionTest, OverlappingSelectorsAreAnError) {
 TEST(SelectionTest, SelectorMatchingNothingIsNamedAndTheRestServed) {
   Config c;
   c.devices.include = {"index:0", "uuid:GPU-nothere"};
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(2));
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, PlainNode(2));
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(p->resources[0]), (std::vector<std::string>{"GPU-0aaa"}));
   EXPECT_THAT(AllWarnings(*p), HasSubstr("devices.include[1] \"uuid:GPU-nothere\" matches no GPU"));
@@ -399,7 +418,7 @@ TEST(SharingTest, SubsetByListSharesOnlyThoseAndTheRestStayWhole) {
   Config c;
   c.sharing.time_slicing.resources = {
       Share("nvidia.com/gpu", 2, {"1", "GPU-3aaa"}, "nvidia.com/gpu.shared")};
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(4));
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, PlainNode(4));
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 2u);
   const ResourceSpec* whole = Find(*p, "nvidia.com/gpu");
@@ -419,7 +438,7 @@ TEST(SharingTest, SubsetByCountWithRenameByDefault) {
   TimeSlicingResource r = Share("nvidia.com/gpu", 3, {});
   r.device_count = 1;
   c.sharing.time_slicing.resources = {r};
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(3));
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, PlainNode(3));
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu.shared")),
             (std::vector<std::string>{"GPU-0aaa::0", "GPU-0aaa::1", "GPU-0aaa::2"}));
@@ -429,7 +448,7 @@ TEST(SharingTest, SubsetByCountWithRenameByDefault) {
 TEST(SharingTest, SubsetWithoutANewNameIsAnError) {
   Config c;
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"0"})};
-  EXPECT_THAT(Error(PlanResources(c, PlainNode(2))),
+  EXPECT_THAT(Error(ServedPlan(c, PlainNode(2))),
               HasSubstr("sharing.timeSlicing.resources[0].devices shares 1 of 2 nvidia.com/gpu "
                         "devices: the replicas need a name of their own"));
 }
@@ -437,7 +456,7 @@ TEST(SharingTest, SubsetWithoutANewNameIsAnError) {
 TEST(SharingTest, AllSharedKeepsTheSingleSocket) {
   Config c;
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2)};
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, PlainNode(2));
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, PlainNode(2));
   ASSERT_TRUE(p.ok()) << Error(p);
   ASSERT_EQ(p->resources.size(), 1u);
   EXPECT_EQ(p->resources[0].endpoint, "nvidia-gpu.sock");
@@ -449,7 +468,7 @@ TEST(SharingTest, MigResourceIsSharedByMigUuidOrIndex) {
   c.flags.mig_strategy = "mixed";
   c.sharing.time_slicing.resources = {
       Share("nvidia.com/mig-1g.10gb", 2, {"0:1"}, "nvidia.com/mig-1g.10gb.shared")};
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/mig-1g.10gb.shared")),
             (std::vector<std::string>{"MIG-b::0", "MIG-b::1"}));
@@ -461,22 +480,22 @@ TEST(SharingTest, ReplicasOnAMigDeviceWhereNotAllowed) {
   c.flags.mig_strategy = "mixed";
   // A MIG device named under the whole-GPU resource.
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"MIG-b"}, "nvidia.com/x")};
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())),
               HasSubstr("\"MIG-b\" is MIG device 0:1 (MIG-b), advertised as "
                         "nvidia.com/mig-1g.10gb, not nvidia.com/gpu"));
   // A MIG-mode GPU named where its MIG devices are the units.
   c.sharing.time_slicing.resources = {
       Share("nvidia.com/mig-1g.10gb", 2, {"0"}, "nvidia.com/mig-1g.10gb.shared")};
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())),
               HasSubstr("\"0\" is GPU 0, which is in MIG mode: replicas go on its MIG devices"));
   // Under migStrategy none there are no MIG devices to share.
   c.flags.mig_strategy = "none";
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"0:2"}, "nvidia.com/x")};
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())),
               HasSubstr("\"0:2\" is a MIG device, and nvidia.com/gpu has no MIG devices under "
                         "flags.migStrategy none; replicas are not allowed on it here"));
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"7"}, "nvidia.com/x")};
-  EXPECT_THAT(Error(PlanResources(c, MixedNode())),
+  EXPECT_THAT(Error(ServedPlan(c, MixedNode())),
               HasSubstr("\"7\" matches no nvidia.com/gpu device"));
 }
 
@@ -484,7 +503,7 @@ TEST(SharingTest, EntryForAResourceThisNodeLacksIsOnlyAWarning) {
   Config c;
   c.flags.mig_strategy = "mixed";
   c.sharing.time_slicing.resources = {Share("nvidia.com/mig-3g.40gb", 2)};
-  absl::StatusOr<ResourcePlan> p = PlanResources(c, MixedNode());
+  absl::StatusOr<ResourcePlan> p = ServedPlan(c, MixedNode());
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_THAT(AllWarnings(*p), HasSubstr("no device on this node is advertised as "
                                          "nvidia.com/mig-3g.40gb"));

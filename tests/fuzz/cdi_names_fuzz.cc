@@ -5,7 +5,7 @@
 #include <rapidjson/document.h>
 #include <yaml-cpp/yaml.h>
 
-#include "deviceplugin/cdi_spec.h"
+#include "cdi/spec.h"
 #include "fuzz_support.h"
 
 using namespace gpu_agent;

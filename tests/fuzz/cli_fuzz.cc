@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli.h"
+#include "agent/cli/cli.h"
 #include "fuzz_support.h"
 
 using namespace gpu_agent;

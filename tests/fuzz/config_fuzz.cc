@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
-#include "agent/config_loader.h"
-#include "agent/config_report.h"
-#include "agent/config_schema.h"
+#include "agent/config/config_loader.h"
+#include "agent/cli/config_report.h"
+#include "agent/config/config_schema.h"
 #include "fuzz_support.h"
 
 using namespace gpu_agent;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "agent/device_selection.h"
+#include "agent/config/device_selection.h"
 #include "fuzz_support.h"
 
 using namespace gpu_agent;

@@ -202,8 +202,8 @@ for s in ["0", "250ms", "1h30m", "1.5s", "90s", "5m", "-5s", "inf", "1us", "8760
           "gpu-node-1.example.com", "requests.nvidia.com/gpu"]:
     write("duration_quantity", s.replace("/", "_").replace(".", "_")[:40], s)
 
-# mig_minors
-write("mig_minors", "fixture", read("tests/fixtures/proc/mig-minors"))
+# mig_minors (the full fixture, tests/fixtures/proc/mig-minors, is read as a
+# seed folder by scripts/fuzz.sh, not copied here)
 write("mig_minors", "bad", b"config 1\ngpu0/gi1/access\ngpu0/gi1/access 2\ngpu0/gi1/access 3\n")
 
 # cdi_names: "<vendor>\0<class>\0<name>"

@@ -1,0 +1,140 @@
+#include "agent/cli/capacity_command.h"
+
+#include <cstdio>
+
+#include "agent/config/api_connection.h"
+#include "agent/plan/generation.h"
+#include "apiserver/node_client.h"
+#include "base/exit_code.h"
+#include "base/resource_name.h"
+#include "base/strings.h"
+
+namespace gpu_agent {
+namespace {
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "gpu-agent capacity: %s\n", msg.c_str());
+  return code;
+}
+
+// Healthy devices of `resource`, as static mode would advertise them (MIG
+// strategy, device selection and time-slicing applied).
+absl::StatusOr<int64_t> DiscoverCount(const LoadedConfig& loaded, const std::string& resource) {
+  GenerationOptions counting;
+  counting.serving = false;
+  counting.cdi = GenerationOptions::Cdi::kNever;
+  absl::StatusOr<std::shared_ptr<const Generation>> gen = DiscoverGeneration(loaded, counting);
+  if (!gen.ok()) return gen.status();
+  const ResourcePlan& plan = (*gen)->plan;
+  std::vector<std::string> names;
+  for (const deviceplugin::ResourceSpec& r : plan.resources) {
+    names.push_back(r.resource_name);
+    if (r.resource_name != resource) continue;
+    int64_t n = 0;
+    for (const deviceplugin::PluginDevice& d : r.devices) n += d.healthy ? 1 : 0;
+    return n;
+  }
+  if (plan.resources.empty()) return 0;
+  return absl::InvalidArgumentError(StrCat("this node advertises no ", resource,
+                                           " (its resources: ", StrJoin(names, ", "),
+                                           "); pick one with --resource"));
+}
+
+std::string Quote(const std::optional<std::string>& v) {
+  return v ? StrCat("\"", *v, "\"") : "null";
+}
+
+}  // namespace
+
+int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
+  const Config& config = loaded.config;
+  const std::string node = req.node.empty() ? config.node_name : req.node;
+  if (node.empty()) return Fail(kExitUsage, "no node: pass --node or set NODE_NAME");
+  if (absl::Status s = ValidateNodeName(node); !s.ok()) {
+    return Fail(kExitUsage, StrCat("--node: ", s.message()));
+  }
+  const std::string resource = req.resource.empty() ? config.resource_name : req.resource;
+  if (absl::Status s = ValidateExtendedResourceName(resource); !s.ok()) {
+    return Fail(kExitUsage, StrCat("--resource: ", s.message()));
+  }
+  int64_t count = 0;
+  if (req.verb == "set") {
+    if (req.count.has_value() == req.discover) {
+      return Fail(kExitUsage, "capacity set needs exactly one of --count K and --discover");
+    }
+    if (req.count) {
+      if (!ParseInt(*req.count, &count) || count < 0) {
+        return Fail(kExitUsage,
+                    StrCat("--count: \"", *req.count, "\" is not a whole number of 0 or more"));
+      }
+    } else {
+      absl::StatusOr<int64_t> found = DiscoverCount(loaded, resource);
+      if (!found.ok()) return Fail(kExitFailure, std::string(found.status().message()));
+      count = *found;
+    }
+  }
+  int exit_code = kExitFailure;
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
+      CommandRestClient(config, &exit_code);
+  if (!rest.ok()) return Fail(exit_code, std::string(rest.status().message()));
+  apiserver::NodeClient client(rest->get(), node);
+  const bool allocatable = config.static_mode.allocatable;
+
+  if (req.dry_run) {
+    if (req.verb == "get") {
+      std::printf("%s", (*rest)->Describe("GET", client.NodePath(), "", "").c_str());
+      return kExitOk;
+    }
+    // Without asking the server, plan against a Node that has both maps.
+    apiserver::NodeView assumed;
+    assumed.has_status = assumed.has_capacity = assumed.has_allocatable = true;
+    apiserver::JsonPatch patch;
+    if (req.verb == "set") {
+      patch = apiserver::PlanSetCapacity(assumed, resource, count, allocatable);
+    } else {
+      assumed.capacity[resource] = assumed.allocatable[resource] = "0";
+      patch = apiserver::PlanRemoveCapacity(assumed, resource, allocatable);
+    }
+    std::printf("%s", (*rest)
+                          ->Describe("PATCH", client.StatusPath(), patch.ToJson(),
+                                     apiserver::kJsonPatchType)
+                          .c_str());
+    return kExitOk;
+  }
+
+  if (req.verb == "get") {
+    absl::StatusOr<apiserver::NodeView> view = client.Get();
+    if (!view.ok()) return Fail(kExitFailure, std::string(view.status().message()));
+    const auto cap = view->Capacity(resource);
+    const auto alloc = view->Allocatable(resource);
+    if (req.output == "json") {
+      std::printf("{\"node\":\"%s\",\"resource\":\"%s\",\"capacity\":%s,\"allocatable\":%s}\n",
+                  node.c_str(), resource.c_str(), Quote(cap).c_str(), Quote(alloc).c_str());
+    } else {
+      std::printf("node %s, %s: capacity %s, allocatable %s\n", node.c_str(), resource.c_str(),
+                  cap ? cap->c_str() : "(none)", alloc ? alloc->c_str() : "(none)");
+    }
+    return kExitOk;
+  }
+
+  // set / remove: read, plan, patch (re-read and re-planned if the Node moves on).
+  absl::StatusOr<apiserver::NodeClient::Applied> applied =
+      client.Apply([&](const apiserver::NodeView& n) {
+        return req.verb == "set" ? apiserver::PlanSetCapacity(n, resource, count, allocatable)
+                                 : apiserver::PlanRemoveCapacity(n, resource, allocatable);
+      });
+  if (!applied.ok()) return Fail(kExitFailure, std::string(applied.status().message()));
+  if (!applied->patched) {
+    std::printf("node %s: %s %s\n", node.c_str(), resource.c_str(),
+                req.verb == "set" ? StrCat("is already ", count).c_str() : "is not set");
+  } else if (req.verb == "set") {
+    std::printf("node %s: %s capacity %s (was %s)\n", node.c_str(), resource.c_str(),
+                StrCat(count).c_str(),
+                applied->before.Capacity(resource).value_or("not set").c_str());
+  } else {
+    std::printf("node %s: %s removed\n", node.c_str(), resource.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,105 @@
+// The `config` subcommand's report: every setting as YAML, each value
+// commented with where it came from.
+#include "agent/cli/config_report.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "agent/config/config_schema.h"
+#include "base/exit_code.h"
+#include "base/strings.h"
+
+namespace gpu_agent {
+namespace {
+
+bool NeedsYamlQuotes(const std::string& v) {
+  if (v.empty() || v == "\"\"") return false;
+  if (v.front() == '[') return false;  // our own list rendering
+  if (v.front() == ' ' || v.back() == ' ') return true;
+  return v.find_first_of(":#{}&*!|>'\"%@`,") != std::string::npos;
+}
+
+std::string OriginText(const LoadedConfig& loaded, std::string_view key) {
+  auto it = loaded.origins.find(std::string(key));
+  if (it == loaded.origins.end()) return "default";
+  switch (it->second.source) {
+    case ValueSource::kFile:
+      return StrCat("file ", it->second.detail);
+    default:
+      return it->second.detail;
+  }
+}
+
+void EmitLine(std::string* out, int depth, const std::string& text, const std::string& origin) {
+  std::string line = std::string(static_cast<size_t>(depth) * 2, ' ') + text;
+  if (line.size() < 52) line.resize(52, ' ');
+  StrAppend(out, line, "  # ", origin, "\n");
+}
+
+}  // namespace
+
+std::string ConfigReport(LoadedConfig& loaded) {
+  std::string out =
+      StrCat("# gpu-agent effective configuration",
+             loaded.file.empty() ? " (no config file)" : StrCat(" (file ", loaded.file, ")"),
+             "\n# precedence: flag > env > file > default\n");
+  std::vector<std::string> open;  // currently open mapping path segments
+  auto open_to = [&](const std::vector<std::string>& parents) {
+    size_t common = 0;
+    while (common < open.size() && common < parents.size() && open[common] == parents[common]) {
+      ++common;
+    }
+    open.resize(common);
+    for (size_t i = common; i < parents.size(); ++i) {
+      StrAppend(&out, std::string(i * 2, ' '), parents[i], ":\n");
+      open.push_back(parents[i]);
+    }
+  };
+  auto split = [](std::string_view key) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t dot; (dot = key.find('.', start)) != std::string_view::npos; start = dot + 1) {
+      parts.emplace_back(key.substr(start, dot - start));
+    }
+    parts.emplace_back(key.substr(start));
+    return parts;
+  };
+  for (const Setting& s : Settings()) {
+    std::vector<std::string> parts = split(s.key);
+    const std::string leaf = parts.back();
+    parts.pop_back();
+    open_to(parts);
+    std::string value = FormatSetting(s, loaded.config);
+    if (NeedsYamlQuotes(value)) value = StrCat("\"", value, "\"");
+    EmitLine(&out, static_cast<int>(parts.size()), StrCat(leaf, ": ", value),
+             OriginText(loaded, s.key));
+    if (s.key == "sharing.timeSlicing.failRequestsGreaterThanOne") {
+      const auto& resources = loaded.config.sharing.time_slicing.resources;
+      const std::string origin = OriginText(loaded, "sharing.timeSlicing.resources");
+      if (resources.empty()) {
+        EmitLine(&out, 2, "resources: []", origin);
+      } else {
+        EmitLine(&out, 2, "resources:", origin);
+        for (const TimeSlicingResource& r : resources) {
+          StrAppend(&out, "    - name: ", r.name, "\n      replicas: ", r.replicas, "\n");
+          if (!r.rename.empty()) StrAppend(&out, "      rename: ", r.rename, "\n");
+          if (r.device_count > 0) {
+            StrAppend(&out, "      devices: ", r.device_count, "\n");
+          } else {
+            StrAppend(&out, "      devices: [", StrJoin(r.devices, ", "), "]\n");
+          }
+        }
+      }
+    }
+  }
+  for (const std::string& note : loaded.notes) StrAppend(&out, "# note: ", note, "\n");
+  return out;
+}
+
+int ConfigCommand(LoadedConfig& loaded) {
+  const std::string text = ConfigReport(loaded);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return kExitOk;
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,375 @@
+#include "agent/config/config_loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "agent/config/config_schema.h"
+#include "agent/config/config_validation.h"
+#include "agent/config/nvidia_compat.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "base/text.h"
+
+namespace gpu_agent {
+namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+// Errors inside the YAML walk carry the node's position.
+class YamlWalker {
+ public:
+  YamlWalker(const std::string& filename, LoadedConfig* out) : filename_(filename), out_(out) {}
+
+  absl::Status Walk(const YAML::Node& root) {
+    if (!root.IsMap()) {
+      return Error(root, StrCat("the top level must be a mapping of keys (such as "
+                                "\"version: v1\"), not ",
+                                Describe(root)));
+    }
+    return WalkMap(root, "");
+  }
+
+ private:
+  std::string Where(const YAML::Node& n) const {
+    const YAML::Mark m = n.Mark();
+    if (m.is_null()) return filename_;
+    return StrCat(filename_, ":", m.line + 1, ":", m.column + 1);
+  }
+  absl::Status Error(const YAML::Node& n, std::string_view msg) const {
+    return absl::InvalidArgumentError(StrCat(Where(n), ": ", msg));
+  }
+  static std::string Describe(const YAML::Node& n) {
+    switch (n.Type()) {
+      case YAML::NodeType::Map:
+        return "a mapping";
+      case YAML::NodeType::Sequence:
+        return "a list";
+      case YAML::NodeType::Scalar:
+        return StrCat("the value \"", Printable(n.Scalar(), 40), "\"");
+      default:
+        return "nothing";
+    }
+  }
+
+  absl::Status WalkMap(const YAML::Node& map, const std::string& prefix) {
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) return Error(kv.first, "keys must be plain names");
+      const std::string key = kv.first.Scalar();
+      const std::string path = prefix.empty() ? key : StrCat(prefix, ".", key);
+      const YAML::Node& value = kv.second;
+      if (path == "sharing.timeSlicing.resources") {
+        GA_RETURN_IF_ERROR(WalkResources(value));
+        continue;
+      }
+      if (path == "sharing.mps") {
+        return Error(kv.first,
+                     "sharing.mps (CUDA MPS) is not supported by gpu-agent; use "
+                     "sharing.timeSlicing");
+      }
+      if (IsIgnoredCompatKey(path)) {
+        out_->notes.push_back(StrCat(Where(kv.first), ": ", path,
+                                     " is accepted for compatibility and has no effect"));
+        continue;
+      }
+      if (const Setting* s = FindSetting(path)) {
+        GA_RETURN_IF_ERROR(ApplyNode(*s, kv.first, value));
+        continue;
+      }
+      if (IsSettingPrefix(path)) {
+        if (value.IsNull()) continue;
+        if (!value.IsMap()) {
+          return Error(value, StrCat(path, " must be a mapping, not ", Describe(value)));
+        }
+        GA_RETURN_IF_ERROR(WalkMap(value, path));
+        continue;
+      }
+      std::string msg =
+          StrCat("unknown key \"", key, "\"", prefix.empty() ? "" : StrCat(" in ", prefix));
+      if (std::string near = ClosestMatch(key, ChildKeys(prefix)); !near.empty()) {
+        StrAppend(&msg, "; did you mean \"", near, "\"?");
+      }
+      return Error(kv.first, msg);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ApplyNode(const Setting& s, const YAML::Node& key, const YAML::Node& value) {
+    if (value.IsNull()) return absl::OkStatus();  // "key:" with nothing keeps the default
+    std::vector<std::string> items;
+    const bool list_kind = s.kind == SettingKind::kStringList || s.kind == SettingKind::kIntList;
+    if (value.IsScalar()) {
+      items.push_back(value.Scalar());
+    } else if (value.IsSequence() && list_kind) {
+      for (const YAML::Node& item : value) {
+        if (!item.IsScalar()) {
+          return Error(item,
+                       StrCat(s.key, " must be a list of plain values, not of ", Describe(item)));
+        }
+        items.push_back(item.Scalar());
+      }
+    } else {
+      return Error(value, StrCat(s.key, " must be ",
+                                 list_kind ? "a value or a list of values" : "a single value",
+                                 ", not ", Describe(value)));
+    }
+    if (s.key == "version" && items[0] != "v1") {
+      return Error(value, StrCat("unknown config version \"", Printable(items[0], 40),
+                                 "\"; gpu-agent reads version v1"));
+    }
+    absl::Status st = ApplySetting(s, items, &out_->config);
+    if (!st.ok()) return Error(value, std::string(st.message()));
+    out_->origins[std::string(s.key)] = Origin{ValueSource::kFile, Where(key)};
+    return absl::OkStatus();
+  }
+
+  absl::Status WalkResources(const YAML::Node& list) {
+    if (list.IsNull()) return absl::OkStatus();
+    if (!list.IsSequence()) {
+      return Error(list, "sharing.timeSlicing.resources must be a list of {name, replicas}");
+    }
+    std::vector<TimeSlicingResource> resources;
+    for (const YAML::Node& item : list) {
+      if (!item.IsMap()) {
+        return Error(item, StrCat("each sharing.timeSlicing.resources entry must be a "
+                                  "mapping with name and replicas, not ",
+                                  Describe(item)));
+      }
+      TimeSlicingResource r;
+      bool has_replicas = false;
+      for (const auto& kv : item) {
+        const std::string key = kv.first.Scalar();
+        const YAML::Node& v = kv.second;
+        if (key == "name" || key == "rename") {
+          if (!v.IsScalar()) return Error(v, StrCat(key, " must be a resource name"));
+          (key == "name" ? r.name : r.rename) = v.Scalar();
+        } else if (key == "replicas") {
+          int n = 0;
+          if (!v.IsScalar() || !ParseInt(v.Scalar(), &n)) {
+            return Error(v, StrCat("replicas must be a whole number, not ", Describe(v)));
+          }
+          r.replicas = n;
+          has_replicas = true;
+        } else if (key == "devices") {
+          if (v.IsScalar()) {
+            int n = 0;
+            if (v.Scalar() == "all") {
+              r.devices.push_back("all");
+            } else if (ParseInt(v.Scalar(), &n) && n >= 1) {
+              r.device_count = n;
+            } else {
+              return Error(v, StrCat("devices must be \"all\", a count of 1 or more, or a list of "
+                                     "indexes or UUIDs, not \"",
+                                     v.Scalar(), "\""));
+            }
+          } else if (v.IsSequence()) {
+            for (const YAML::Node& d : v) {
+              if (!d.IsScalar() || d.Scalar().empty()) {
+                return Error(d, "devices entries are GPU indexes, UUIDs, MIG UUIDs or <gpu>:<mig>");
+              }
+              r.devices.push_back(d.Scalar());
+            }
+            if (r.devices.empty())
+              return Error(v, "devices is an empty list; omit it to share all");
+          } else {
+            return Error(v, "devices must be \"all\", a count, or a list of indexes or UUIDs");
+          }
+        } else {
+          std::string msg =
+              StrCat("unknown key \"", key, "\" in a sharing.timeSlicing.resources entry");
+          if (std::string near = ClosestMatch(key, {"name", "rename", "replicas", "devices"});
+              !near.empty()) {
+            StrAppend(&msg, "; did you mean \"", near, "\"?");
+          }
+          return Error(kv.first, msg);
+        }
+      }
+      if (r.name.empty()) return Error(item, "a sharing.timeSlicing.resources entry needs a name");
+      if (!has_replicas) {
+        return Error(item, "a sharing.timeSlicing.resources entry needs replicas");
+      }
+      if (r.replicas < 2) {
+        return Error(item["replicas"], StrCat("replicas: ", r.replicas,
+                                              " is too few; time-slicing needs at least 2"));
+      }
+      if (r.devices.empty() && r.device_count == 0) r.devices.push_back("all");
+      resources.push_back(std::move(r));
+    }
+    out_->config.sharing.time_slicing.resources = std::move(resources);
+    out_->origins["sharing.timeSlicing.resources"] = Origin{ValueSource::kFile, Where(list)};
+    return absl::OkStatus();
+  }
+
+  const std::string& filename_;
+  LoadedConfig* out_;
+};
+
+absl::StatusOr<std::string> ReadConfigFile(const std::string& path, const std::string& origin) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    const std::string why = StrCat("cannot read config file \"", path, "\" (named by ", origin,
+                                   "): ", std::strerror(err));
+    if (err == EACCES) return absl::PermissionDeniedError(why);
+    return absl::NotFoundError(why);
+  }
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes) {
+      return absl::InvalidArgumentError(StrCat(path, ": config file is larger than ",
+                                               kMaxConfigBytes, " bytes; is it the right file?"));
+    }
+  }
+  if (in.bad()) {
+    return absl::InvalidArgumentError(StrCat(path, ": read error (is it a directory?)"));
+  }
+  return text;
+}
+
+std::vector<std::string> SplitList(std::string_view raw) {
+  std::vector<std::string> items;
+  for (std::string_view part : StrSplit(raw, ',')) {
+    items.emplace_back(StripWhitespace(part));
+  }
+  return items;
+}
+
+// Raw text of an env var or flag as items: lists split on ','.
+std::vector<std::string> ItemsOf(const Setting& s, const std::string& raw) {
+  if (s.kind == SettingKind::kStringList || s.kind == SettingKind::kIntList) return SplitList(raw);
+  return {raw};
+}
+
+absl::Status ApplyHealthEnv(const EnvLookup& env, LoadedConfig* out) {
+  Config::Health& h = out->config.health;
+  if (std::optional<std::string> v = env("DP_DISABLE_HEALTHCHECKS"); v && !v->empty()) {
+    for (const std::string& item : SplitList(*v)) {
+      if (item.empty()) continue;
+      int xid = 0;
+      if (item == "all" || item == "xids") {
+        h.disabled = true;
+        out->origins["health.disabled"] = Origin{ValueSource::kEnv, "env DP_DISABLE_HEALTHCHECKS"};
+      } else if (ParseInt(item, &xid) && xid >= 0) {
+        h.ignored_xids.push_back(xid);
+        out->origins["health.ignoredXids"] =
+            Origin{ValueSource::kEnv, "env DP_DISABLE_HEALTHCHECKS"};
+      } else {
+        return absl::InvalidArgumentError(StrCat("env DP_DISABLE_HEALTHCHECKS=\"", *v, "\": \"",
+                                                 item,
+                                                 "\" is neither all, xids nor an XID number"));
+      }
+    }
+  }
+  if (std::optional<std::string> v = env("DP_ENABLE_HEALTHCHECKS"); v && !v->empty()) {
+    for (const std::string& item : SplitList(*v)) {
+      if (item.empty()) continue;
+      int xid = 0;
+      if (item == "all" || item == "xids") {
+        h.disabled = false;
+        h.ignored_xids.clear();
+        out->origins["health.ignoredXids"] =
+            Origin{ValueSource::kEnv, "env DP_ENABLE_HEALTHCHECKS"};
+      } else if (ParseInt(item, &xid) && xid >= 0) {
+        h.critical_xids.push_back(xid);
+        out->origins["health.criticalXids"] =
+            Origin{ValueSource::kEnv, "env DP_ENABLE_HEALTHCHECKS"};
+      } else {
+        return absl::InvalidArgumentError(StrCat("env DP_ENABLE_HEALTHCHECKS=\"", *v, "\": \"",
+                                                 item,
+                                                 "\" is neither all, xids nor an XID number"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+EnvLookup ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+absl::Status ParseConfigYaml(std::string_view text, const std::string& filename,
+                             LoadedConfig* out) {
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        StrCat(filename, ": not a YAML text file (a NUL byte at offset ", nul, ")"));
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        StrCat(filename, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+  if (root.IsNull()) {
+    return absl::InvalidArgumentError(
+        StrCat(filename, ": the config file is empty; a minimal one is \"version: v1\""));
+  }
+  try {
+    YamlWalker walker(filename, out);
+    return walker.Walk(root);
+  } catch (const YAML::Exception& e) {
+    // Not expected (the walker checks node types first); kept so no
+    // exception ever leaves the parser.
+    return absl::InvalidArgumentError(
+        StrCat(filename, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+}
+
+absl::StatusOr<LoadedConfig> LoadConfig(const ConfigRequest& request) {
+  LoadedConfig out;
+  if (!request.file.empty()) {
+    absl::StatusOr<std::string> text = ReadConfigFile(request.file, request.file_origin);
+    if (!text.ok()) return text.status();
+    out.file = request.file;
+    if (absl::Status s = ParseConfigYaml(*text, request.file, &out); !s.ok()) return s;
+  }
+  for (const Setting& s : Settings()) {
+    if (s.env.empty()) continue;
+    std::string_view env = s.env;
+    std::optional<std::string> v = request.env(std::string(env));
+    for (const SettingAlias& a : SettingAliases()) {
+      if ((!v || v->empty()) && a.key == s.key && !a.env.empty()) {
+        env = a.env;
+        v = request.env(std::string(env));
+      }
+    }
+    if (!v || v->empty()) continue;
+    if (absl::Status st = ApplySetting(s, ItemsOf(s, *v), &out.config); !st.ok()) {
+      return absl::InvalidArgumentError(StrCat("env ", env, ": ", st.message()));
+    }
+    out.origins[std::string(s.key)] = Origin{ValueSource::kEnv, StrCat("env ", env)};
+  }
+  if (absl::Status s = ApplyHealthEnv(request.env, &out); !s.ok()) return s;
+  for (const auto& [key, raw] : request.flags) {
+    const Setting* s = FindSetting(key);
+    if (s == nullptr) return absl::InternalError(StrCat("no setting ", key));
+    if (absl::Status st = ApplySetting(*s, ItemsOf(*s, raw), &out.config); !st.ok()) {
+      return absl::InvalidArgumentError(StrCat("flag --", s->flag, ": ", st.message()));
+    }
+    out.origins[key] = Origin{ValueSource::kFlag, StrCat("flag --", s->flag)};
+  }
+  if (absl::Status s = NoteIgnoredNvidiaOptions(request, &out); !s.ok()) return s;
+  if (absl::Status s = ValidateConfig(out.config); !s.ok()) {
+    // Point at where the offending value came from when we know it.
+    std::string msg(s.message());
+    const std::string key = msg.substr(0, msg.find_first_of(":[ "));
+    auto it = out.origins.find(key);
+    if (it != out.origins.end()) msg = StrCat(it->second.detail, ": ", msg);
+    return absl::InvalidArgumentError(msg);
+  }
+  return out;
+}
+
+}  // namespace gpu_agent

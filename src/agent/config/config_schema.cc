@@ -1,0 +1,618 @@
+#include "agent/config/config_schema.h"
+
+#include <algorithm>
+#include <set>
+
+#include "base/strings.h"
+#include "base/text.h"
+
+namespace gpu_agent {
+namespace {
+
+using K = SettingKind;
+
+#define FIELD(expr) [](Config& c) -> FieldRef { return &c.expr; }
+
+const std::vector<Setting>& Table() {
+  static const std::vector<Setting>* table = new std::vector<Setting>{
+      {"version", "", "", K::kEnum, {"v1"}, "config schema version", FIELD(version)},
+      {"mode",
+       "mode",
+       "GPU_AGENT_MODE",
+       K::kEnum,
+       {"plugin", "static"},
+       "plugin: serve the kubelet device-plugin API; static: write Node capacity",
+       FIELD(mode)},
+      {"resourceName",
+       "resource-name",
+       "GPU_AGENT_RESOURCE_NAME",
+       K::kString,
+       {},
+       "extended resource advertised for whole GPUs",
+       FIELD(resource_name)},
+      {"nodeName",
+       "node-name",
+       "NODE_NAME",
+       K::kString,
+       {},
+       "this node's name (static mode)",
+       FIELD(node_name)},
+      {"sysfsRoot",
+       "sysfs-root",
+       "GPU_AGENT_SYSFS_ROOT",
+       K::kString,
+       {},
+       "where sysfs is mounted (NUMA nodes are read from it)",
+       FIELD(sysfs_root)},
+      {"procRoot",
+       "proc-root",
+       "GPU_AGENT_PROC_ROOT",
+       K::kString,
+       {},
+       "where procfs is mounted (MIG capability minors are read from it)",
+       FIELD(proc_root)},
+      {"devices.include",
+       "include-devices",
+       "GPU_AGENT_INCLUDE_DEVICES",
+       K::kStringList,
+       {},
+       "expose only these GPUs: uuid:, index:, pci: (device id) or name: (glob) selectors",
+       FIELD(devices.include)},
+      {"devices.exclude",
+       "exclude-devices",
+       "GPU_AGENT_EXCLUDE_DEVICES",
+       K::kStringList,
+       {},
+       "never expose these GPUs (same selectors as devices.include)",
+       FIELD(devices.exclude)},
+      {"devices.max",
+       "max-devices",
+       "GPU_AGENT_MAX_DEVICES",
+       K::kInt,
+       {},
+       "expose at most this many GPUs, lowest indexes first (0: no cap)",
+       FIELD(devices.max)},
+      {"flags.migStrategy",
+       "mig-strategy",
+       "MIG_STRATEGY",
+       K::kEnum,
+       {"none", "single", "mixed"},
+       "how MIG devices are exposed",
+       FIELD(flags.mig_strategy)},
+      {"flags.failOnInitError",
+       "fail-on-init-error",
+       "FAIL_ON_INIT_ERROR",
+       K::kBool,
+       {},
+       "exit when NVML cannot start (false: run with 0 devices)",
+       FIELD(flags.fail_on_init_error)},
+      {"flags.nvidiaDriverRoot",
+       "nvidia-driver-root",
+       "NVIDIA_DRIVER_ROOT",
+       K::kString,
+       {},
+       "root of the NVIDIA driver installation, as the host sees it",
+       FIELD(flags.nvidia_driver_root)},
+      {"flags.nvidiaDevRoot",
+       "dev-root",
+       "NVIDIA_DEV_ROOT",
+       K::kString,
+       {},
+       "root under which /dev/nvidia* device nodes are, as the host sees it",
+       FIELD(flags.nvidia_dev_root)},
+      {"flags.gdsEnabled",
+       "gds-enabled",
+       "GDS_ENABLED",
+       K::kBool,
+       {},
+       "ignored: Allocate sets no NVIDIA_GDS; give the pod NVIDIA_GDS=enabled itself",
+       FIELD(flags.gds_enabled)},
+      {"flags.mofedEnabled",
+       "mofed-enabled",
+       "MOFED_ENABLED",
+       K::kBool,
+       {},
+       "ignored: Allocate sets no NVIDIA_MOFED; give the pod NVIDIA_MOFED=enabled itself",
+       FIELD(flags.mofed_enabled)},
+      {"flags.plugin.passDeviceSpecs",
+       "pass-device-specs",
+       "PASS_DEVICE_SPECS",
+       K::kBool,
+       {},
+       "add /dev/nvidia* device specs to Allocate responses",
+       FIELD(flags.plugin.pass_device_specs)},
+      {"flags.plugin.deviceListStrategy",
+       "device-list-strategy",
+       "DEVICE_LIST_STRATEGY",
+       K::kStringList,
+       {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"},
+       "how allocated devices are passed to the container runtime",
+       FIELD(flags.plugin.device_list_strategy)},
+      {"flags.plugin.deviceIDStrategy",
+       "device-id-strategy",
+       "DEVICE_ID_STRATEGY",
+       K::kEnum,
+       {"uuid", "index"},
+       "device IDs advertised to the kubelet",
+       FIELD(flags.plugin.device_id_strategy)},
+      {"flags.plugin.cdiAnnotationPrefix",
+       "cdi-annotation-prefix",
+       "CDI_ANNOTATION_PREFIX",
+       K::kString,
+       {},
+       "prefix of CDI annotations",
+       FIELD(flags.plugin.cdi_annotation_prefix)},
+      {"flags.plugin.nvidiaCTKPath",
+       "nvidia-cdi-hook-path",
+       "NVIDIA_CDI_HOOK_PATH",
+       K::kString,
+       {},
+       "host path of nvidia-ctk (or nvidia-cdi-hook) for the CDI spec's hooks; where absent, "
+       "the spec mounts what the hooks would link (empty: no hooks)",
+       FIELD(flags.plugin.nvidia_ctk_path)},
+      {"flags.plugin.containerDriverRoot",
+       "container-driver-root",
+       "CONTAINER_DRIVER_ROOT",
+       K::kString,
+       {},
+       "where the host's driver root is mounted in this container (empty: at the same path)",
+       FIELD(flags.plugin.container_driver_root)},
+      {"cdi.vendor",
+       "cdi-vendor",
+       "GPU_AGENT_CDI_VENDOR",
+       K::kString,
+       {},
+       "vendor part of the CDI kind (<vendor>/<class>) of the spec and of Allocate's CDI names",
+       FIELD(cdi.vendor)},
+      {"cdi.class",
+       "cdi-class",
+       "GPU_AGENT_CDI_CLASS",
+       K::kString,
+       {},
+       "class part of the CDI kind",
+       FIELD(cdi.class_name)},
+      {"cdi.specDir",
+       "cdi-spec-dir",
+       "GPU_AGENT_CDI_SPEC_DIR",
+       K::kString,
+       {},
+       "where plugin mode writes the CDI spec when a cdi-* strategy is on (empty: write none)",
+       FIELD(cdi.spec_dir)},
+      {"sharing.timeSlicing.renameByDefault",
+       "",
+       "",
+       K::kBool,
+       {},
+       "advertise shared GPUs as <name>.shared",
+       FIELD(sharing.time_slicing.rename_by_default)},
+      {"sharing.timeSlicing.failRequestsGreaterThanOne",
+       "",
+       "",
+       K::kBool,
+       {},
+       "refuse requests for more than one shared replica",
+       FIELD(sharing.time_slicing.fail_requests_greater_than_one)},
+      {"sharing.timeSlicing.allocationPolicy",
+       "",
+       "",
+       K::kEnum,
+       {"distributed", "packed"},
+       "which replicas to suggest: spread over GPUs, or fill one GPU first",
+       FIELD(sharing.time_slicing.allocation_policy)},
+      {"health.disabled",
+       "",
+       "",
+       K::kBool,
+       {},
+       "turn off XID health checks",
+       FIELD(health.disabled)},
+      {"health.ignoredXids",
+       "",
+       "",
+       K::kIntList,
+       {},
+       "XIDs that never mark a GPU unhealthy",
+       FIELD(health.ignored_xids)},
+      {"health.criticalXids",
+       "",
+       "",
+       K::kIntList,
+       {},
+       "XIDs that always mark a GPU unhealthy, even if ignored above",
+       FIELD(health.critical_xids)},
+      {"health.resetXids",
+       "",
+       "",
+       K::kIntList,
+       {},
+       "XIDs after which a GPU needs a reset: back only once NVML shows one, or on SIGUSR1",
+       FIELD(health.reset_xids)},
+      {"health.recoveryPeriod",
+       "health-recovery-period",
+       "",
+       K::kDuration,
+       {},
+       "quiet time before an unhealthy GPU is offered again (0: never)",
+       FIELD(health.recovery_period)},
+      {"health.eventWaitTimeout",
+       "health-event-wait-timeout",
+       "",
+       K::kDuration,
+       {},
+       "longest single wait for NVML events (10ms to 1m); backoff after failed waits stops at "
+       "twice this or 1s, whichever is less, and /healthz fails when the health thread stalls "
+       "4 times this plus that backoff",
+       FIELD(health.event_wait_timeout)},
+      {"kubelet.socket",
+       "kubelet-socket",
+       "KUBELET_SOCKET",
+       K::kString,
+       {},
+       "the kubelet's registration socket; the plugin's socket goes beside it",
+       FIELD(kubelet.socket)},
+      {"kubelet.endpoint",
+       "endpoint",
+       "",
+       K::kString,
+       {},
+       "file name of the plugin's socket (one per resource: others get a suffix)",
+       FIELD(kubelet.endpoint)},
+      {"kubelet.streamGracePeriod",
+       "stream-grace-period",
+       "",
+       K::kDuration,
+       {},
+       "register again when the kubelet holds no ListAndWatch stream for this long",
+       FIELD(kubelet.stream_grace_period)},
+      {"driver.waitTimeout",
+       "driver-wait-timeout",
+       "GPU_AGENT_DRIVER_WAIT_TIMEOUT",
+       K::kDuration,
+       {},
+       "wait up to this long for the NVIDIA driver (NVML) to appear (0: do not wait)",
+       FIELD(driver.wait_timeout)},
+      {"static.resyncInterval",
+       "resync-interval",
+       "",
+       K::kDuration,
+       {},
+       "static mode: re-read the Node about this often (randomized: half to 1.5 times)",
+       FIELD(static_mode.resync_interval)},
+      {"static.watchTimeout",
+       "watch-timeout",
+       "",
+       K::kDuration,
+       {},
+       "static mode: each watch of the Node lasts between this and twice this (randomized)",
+       FIELD(static_mode.watch_timeout)},
+      {"static.allocatable",
+       "allocatable",
+       "",
+       K::kBool,
+       {},
+       "static mode: write status.allocatable too",
+       FIELD(static_mode.allocatable)},
+      {"static.removeOnExit",
+       "remove-on-exit",
+       "",
+       K::kBool,
+       {},
+       "static mode: remove the resource from the Node on exit",
+       FIELD(static_mode.remove_on_exit)},
+      {"nodeLabels.output",
+       "node-labels",
+       "GPU_AGENT_NODE_LABELS",
+       K::kEnum,
+       {"auto", "node", "nfd", "none"},
+       "GPU labels with gpu-feature-discovery's keys: node (on the Node, static mode), nfd (a "
+       "node-feature-discovery feature file), none; auto: node in static mode, none in plugin mode",
+       FIELD(node_labels.output)},
+      {"nodeLabels.nfdFile",
+       "nfd-feature-file",
+       "GPU_AGENT_NFD_FEATURE_FILE",
+       K::kString,
+       {},
+       "nodeLabels.output nfd: the node-feature-discovery local feature file to write",
+       FIELD(node_labels.nfd_file)},
+      {"nodeConfig.dir",
+       "node-config-dir",
+       "GPU_AGENT_NODE_CONFIG_DIR",
+       K::kString,
+       {},
+       "folder of named config files (a ConfigMap's keys); the node label nodeConfig.label "
+       "picks one, reloaded when it changes (empty: off)",
+       FIELD(node_config.dir)},
+      {"nodeConfig.label",
+       "node-config-label",
+       "GPU_AGENT_NODE_CONFIG_LABEL",
+       K::kString,
+       {},
+       "node label whose value names the config file in nodeConfig.dir",
+       FIELD(node_config.label)},
+      {"nodeConfig.default",
+       "node-config-default",
+       "GPU_AGENT_NODE_CONFIG_DEFAULT",
+       K::kString,
+       {},
+       "config in nodeConfig.dir used while the node has no such label (empty: the --config "
+       "file)",
+       FIELD(node_config.default_name)},
+      {"apiServer.kubeconfig",
+       "kubeconfig",
+       "KUBECONFIG",
+       K::kString,
+       {},
+       "kubeconfig file(s), ':'-separated",
+       FIELD(api_server.kubeconfig)},
+      {"apiServer.context",
+       "context",
+       "",
+       K::kString,
+       {},
+       "kubeconfig context",
+       FIELD(api_server.context)},
+      {"apiServer.server",
+       "server",
+       "",
+       K::kString,
+       {},
+       "API server URL",
+       FIELD(api_server.server)},
+      {"apiServer.proxy",
+       "proxy",
+       "",
+       K::kString,
+       {},
+       "kubectl proxy URL (plain HTTP)",
+       FIELD(api_server.proxy)},
+      {"apiServer.tokenFile",
+       "token-file",
+       "",
+       K::kString,
+       {},
+       "bearer token file",
+       FIELD(api_server.token_file)},
+      {"apiServer.certificateAuthority",
+       "certificate-authority",
+       "",
+       K::kString,
+       {},
+       "CA bundle for the API server",
+       FIELD(api_server.certificate_authority)},
+      {"apiServer.insecureSkipTLSVerify",
+       "insecure-skip-tls-verify",
+       "",
+       K::kBool,
+       {},
+       "do not verify the API server's certificate (unsafe)",
+       FIELD(api_server.insecure_skip_tls_verify)},
+      {"apiServer.requestTimeout",
+       "request-timeout",
+       "",
+       K::kDuration,
+       {},
+       "how long to wait for an API server answer",
+       FIELD(api_server.request_timeout)},
+      {"metrics.address",
+       "metrics-address",
+       "GPU_AGENT_METRICS_ADDRESS",
+       K::kString,
+       {},
+       "host:port of the /metrics, /healthz and /readyz endpoint (empty: off)",
+       FIELD(metrics.address)},
+      {"log.level",
+       "log-level",
+       "GPU_AGENT_LOG_LEVEL",
+       K::kEnum,
+       {"debug", "info", "warning", "error"},
+       "log threshold",
+       FIELD(log.level)},
+      {"log.format",
+       "log-format",
+       "GPU_AGENT_LOG_FORMAT",
+       K::kEnum,
+       {"text", "json"},
+       "log line format",
+       FIELD(log.format)},
+  };
+  return *table;
+}
+
+#undef FIELD
+
+// Keys of NVIDIA's schema that configure its feature-discovery sidecar or
+// features the agent does not have; accepted so their files load unchanged.
+const std::set<std::string_view>& IgnoredCompat() {
+  static const auto* keys = new std::set<std::string_view>{"flags.gfd",
+                                                           "flags.restartOnDeviceUnhealthy",
+                                                           "flags.useNodeFeatureAPI",
+                                                           "flags.deviceDiscoveryStrategy",
+                                                           "flags.gdrcopyEnabled",
+                                                           "flags.mpsRoot",
+                                                           "flags.plugin.cdiFeatureFlags",
+                                                           "resources",
+                                                           "imex"};
+  return *keys;
+}
+
+std::string Choices(const Setting& s) {
+  std::vector<std::string> out(s.choices.begin(), s.choices.end());
+  return StrJoin(out, ", ");
+}
+
+absl::Status BadChoice(const Setting& s, std::string_view value) {
+  std::vector<std::string> options(s.choices.begin(), s.choices.end());
+  std::string msg =
+      StrCat("invalid value \"", value, "\" for ", s.key, " (one of ", Choices(s), ")");
+  if (std::string near = ClosestMatch(value, options); !near.empty()) {
+    StrAppend(&msg, "; did you mean \"", near, "\"?");
+  }
+  return absl::InvalidArgumentError(msg);
+}
+
+absl::StatusOr<bool> ParseBool(std::string_view key, std::string_view v) {
+  const std::string lower = AsciiToLower(v);
+  if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
+  if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
+  return absl::InvalidArgumentError(
+      StrCat("invalid value \"", v, "\" for ", key, ": expected true or false"));
+}
+
+}  // namespace
+
+const std::vector<Setting>& Settings() { return Table(); }
+
+const std::vector<SettingAlias>& SettingAliases() {
+  static const auto* aliases = new std::vector<SettingAlias>{
+      {"flags.plugin.nvidiaCTKPath", "nvidia-ctk-path", "NVIDIA_CTK_PATH"},
+      {"flags.plugin.containerDriverRoot", "driver-root-ctr-path", "DRIVER_ROOT_CTR_PATH"},
+      {"flags.nvidiaDriverRoot", "driver-root", ""},
+      {"flags.nvidiaDevRoot", "nvidia-dev-root", ""},
+      // The names NVIDIA's config-manager sidecar reads.
+      {"nodeConfig.dir", "", "CONFIG_FILE_SRCDIR"},
+      {"nodeConfig.label", "", "NODE_LABEL"},
+      {"nodeConfig.default", "", "DEFAULT_CONFIG"},
+  };
+  return *aliases;
+}
+
+const Setting* FindSetting(std::string_view key) {
+  for (const Setting& s : Table()) {
+    if (s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+const Setting* FindSettingByFlag(std::string_view flag) {
+  for (const Setting& s : Table()) {
+    if (!s.flag.empty() && s.flag == flag) return &s;
+  }
+  return nullptr;
+}
+
+bool IsSettingPrefix(std::string_view key) {
+  const std::string prefix = StrCat(key, ".");
+  if (key == "sharing.timeSlicing.resources") return false;
+  for (const Setting& s : Table()) {
+    if (s.key.starts_with(prefix)) return true;
+  }
+  return key == "sharing" || key == "sharing.timeSlicing";
+}
+
+bool IsIgnoredCompatKey(std::string_view key) { return IgnoredCompat().count(key) > 0; }
+
+std::vector<std::string> ChildKeys(std::string_view prefix) {
+  std::set<std::string> out;
+  auto add = [&](std::string_view key) {
+    std::string_view rest = key;
+    if (!prefix.empty()) {
+      const std::string p = StrCat(prefix, ".");
+      if (!key.starts_with(p)) return;
+      rest = key.substr(p.size());
+    }
+    out.insert(std::string(rest.substr(0, rest.find('.'))));
+  };
+  for (const Setting& s : Table()) add(s.key);
+  for (std::string_view k : IgnoredCompat()) add(k);
+  add("sharing.timeSlicing.resources");
+  add("sharing.mps");
+  return {out.begin(), out.end()};
+}
+
+absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& items, Config* config) {
+  FieldRef ref = s.ref(*config);
+  const bool is_list = s.kind == K::kStringList || s.kind == K::kIntList;
+  if (!is_list && items.size() != 1) {
+    return absl::InvalidArgumentError(StrCat(s.key, " takes one value, not a list"));
+  }
+  switch (s.kind) {
+    case K::kString:
+      *std::get<std::string*>(ref) = items[0];
+      return absl::OkStatus();
+    case K::kEnum:
+      if (std::find(s.choices.begin(), s.choices.end(), items[0]) == s.choices.end()) {
+        return BadChoice(s, items[0]);
+      }
+      *std::get<std::string*>(ref) = items[0];
+      return absl::OkStatus();
+    case K::kBool: {
+      absl::StatusOr<bool> b = ParseBool(s.key, items[0]);
+      if (!b.ok()) return b.status();
+      *std::get<bool*>(ref) = *b;
+      return absl::OkStatus();
+    }
+    case K::kInt: {
+      int n = 0;
+      if (!ParseInt(StripWhitespace(items[0]), &n) || n < 0) {
+        return absl::InvalidArgumentError(StrCat("invalid value \"", items[0], "\" for ", s.key,
+                                                 ": expected a whole number of 0 or more"));
+      }
+      *std::get<int*>(ref) = n;
+      return absl::OkStatus();
+    }
+    case K::kDuration: {
+      absl::StatusOr<Duration> d = ParseDuration(items[0]);
+      if (!d.ok()) return absl::InvalidArgumentError(StrCat(s.key, ": ", d.status().message()));
+      *std::get<Duration*>(ref) = *d;
+      return absl::OkStatus();
+    }
+    case K::kStringList: {
+      std::vector<std::string> values;
+      for (const std::string& item : items) {
+        const std::string v(StripWhitespace(item));
+        if (v.empty()) continue;
+        if (!s.choices.empty() &&
+            std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end()) {
+          return BadChoice(s, v);
+        }
+        if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+      }
+      // A list of fixed choices must pick one; a list of selectors may be empty.
+      if (values.empty() && !s.choices.empty()) {
+        return absl::InvalidArgumentError(StrCat(s.key, " is empty"));
+      }
+      *std::get<std::vector<std::string>*>(ref) = std::move(values);
+      return absl::OkStatus();
+    }
+    case K::kIntList: {
+      std::vector<int> values;
+      for (const std::string& item : items) {
+        const std::string_view v = StripWhitespace(item);
+        if (v.empty()) continue;
+        int n = 0;
+        if (!ParseInt(v, &n) || n < 0) {
+          return absl::InvalidArgumentError(
+              StrCat("invalid value \"", v, "\" in ", s.key, ": expected a whole number"));
+        }
+        values.push_back(n);
+      }
+      *std::get<std::vector<int>*>(ref) = std::move(values);
+      return absl::OkStatus();
+    }
+  }
+  return absl::InternalError("unhandled setting kind");
+}
+
+std::string FormatSetting(const Setting& s, Config& config) {
+  FieldRef ref = s.ref(config);
+  switch (s.kind) {
+    case K::kString:
+    case K::kEnum: {
+      const std::string& v = *std::get<std::string*>(ref);
+      return v.empty() ? "\"\"" : v;
+    }
+    case K::kBool:
+      return *std::get<bool*>(ref) ? "true" : "false";
+    case K::kInt:
+      return StrCat(*std::get<int*>(ref));
+    case K::kDuration:
+      return FormatDuration(*std::get<Duration*>(ref));
+    case K::kStringList:
+      return StrCat("[", StrJoin(*std::get<std::vector<std::string>*>(ref), ", "), "]");
+    case K::kIntList:
+      return StrCat("[", StrJoin(*std::get<std::vector<int>*>(ref), ", "), "]");
+  }
+  return "";
+}
+
+}  // namespace gpu_agent

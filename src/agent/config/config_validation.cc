@@ -1,0 +1,156 @@
+// The rules across settings that parsing one setting cannot check.
+#include "agent/config/config_validation.h"
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/config/device_selection.h"
+#include "agent/config/node_config.h"
+#include "base/listen_address.h"
+#include "base/resource_name.h"
+#include "base/strings.h"
+#include "cdi/spec.h"
+
+namespace gpu_agent {
+namespace {
+
+absl::Status ValidateSharedDevices(const std::vector<std::string>& devices,
+                                   const std::string& where) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string& d = devices[i];
+    if (d.empty()) return absl::InvalidArgumentError(StrCat(where, ".devices[", i, "] is empty"));
+    if (d == "all" && devices.size() > 1) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ".devices: \"all\" cannot be listed with other devices"));
+    }
+    if (!seen.insert(AsciiToLower(d)).second) {
+      return absl::InvalidArgumentError(StrCat(where, ".devices: \"", d, "\" is listed twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateConfig(const Config& c) {
+  if (absl::Status s = ValidateExtendedResourceName(c.resource_name); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("resourceName: ", s.message()));
+  }
+  if (!c.node_name.empty()) {
+    if (absl::Status s = ValidateNodeName(c.node_name); !s.ok()) {
+      return absl::InvalidArgumentError(StrCat("nodeName: ", s.message()));
+    }
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < c.sharing.time_slicing.resources.size(); ++i) {
+    const TimeSlicingResource& r = c.sharing.time_slicing.resources[i];
+    const std::string where = StrCat("sharing.timeSlicing.resources[", i, "]");
+    if (absl::Status s = ValidateExtendedResourceName(r.name); !s.ok()) {
+      return absl::InvalidArgumentError(StrCat(where, ".name: ", s.message()));
+    }
+    const bool mig_resource = r.name.starts_with(kMigResourcePrefix);
+    if (mig_resource && c.flags.mig_strategy != "mixed") {
+      return absl::InvalidArgumentError(
+          StrCat(where, ".name: \"", r.name, "\" is a MIG profile resource, advertised only under ",
+                 "flags.migStrategy mixed (it is \"", c.flags.mig_strategy, "\")"));
+    }
+    if (!mig_resource && r.name != c.resource_name) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ".name: \"", r.name,
+                 "\" is not a resource this agent advertises (resourceName is \"", c.resource_name,
+                 "\"; under migStrategy mixed also ", kMigResourcePrefix, "<profile>)"));
+    }
+    if (absl::Status s = ValidateSharedDevices(r.devices, where); !s.ok()) return s;
+    if (r.device_count < 0) {
+      return absl::InvalidArgumentError(StrCat(where, ".devices: a count must be 1 or more"));
+    }
+    if (r.replicas < 2) {
+      return absl::InvalidArgumentError(StrCat(
+          where, ".replicas: ", r.replicas,
+          " is too few; time-slicing needs at least 2 replicas (remove the entry to not share)"));
+    }
+    if (!r.rename.empty()) {
+      if (absl::Status s = ValidateExtendedResourceName(r.rename); !s.ok()) {
+        return absl::InvalidArgumentError(StrCat(where, ".rename: ", s.message()));
+      }
+    }
+    if (!names.insert(r.name).second) {
+      return absl::InvalidArgumentError(StrCat(where, ".name: \"", r.name, "\" is listed twice"));
+    }
+  }
+  if (absl::Status s = ValidateDeviceSelection(c.devices); !s.ok()) return s;
+  if (absl::Status s = cdi::ValidateVendor(c.cdi.vendor); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("cdi.vendor: ", s.message()));
+  }
+  if (absl::Status s = cdi::ValidateClass(c.cdi.class_name); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("cdi.class: ", s.message()));
+  }
+  if (!c.cdi.spec_dir.empty() && c.cdi.spec_dir.front() != '/') {
+    return absl::InvalidArgumentError(
+        StrCat("cdi.specDir: \"", c.cdi.spec_dir, "\" must be an absolute path (or empty)"));
+  }
+  if (!c.flags.plugin.nvidia_ctk_path.empty() && c.flags.plugin.nvidia_ctk_path.front() != '/') {
+    return absl::InvalidArgumentError(
+        StrCat("flags.plugin.nvidiaCTKPath: \"", c.flags.plugin.nvidia_ctk_path,
+               "\" must be an absolute path on the host (or empty for no CDI hooks)"));
+  }
+  if (c.kubelet.endpoint.empty() || c.kubelet.endpoint.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        StrCat("kubelet.endpoint: \"", c.kubelet.endpoint,
+               "\" must be a bare socket file name (the kubelet joins it to its own folder)"));
+  }
+  if (c.kubelet.socket.empty() || c.kubelet.socket.front() != '/') {
+    return absl::InvalidArgumentError(
+        StrCat("kubelet.socket: \"", c.kubelet.socket, "\" must be an absolute path"));
+  }
+  if (!c.metrics.address.empty()) {
+    if (absl::Status s = ValidateListenAddress(c.metrics.address); !s.ok()) return s;
+  }
+  if (c.kubelet.stream_grace_period < std::chrono::milliseconds(100) ||
+      c.kubelet.stream_grace_period > std::chrono::minutes(5)) {
+    return absl::InvalidArgumentError("kubelet.streamGracePeriod must be between 100ms and 5m");
+  }
+  if (c.driver.wait_timeout < Duration::zero() || c.driver.wait_timeout > std::chrono::hours(24)) {
+    return absl::InvalidArgumentError("driver.waitTimeout must be between 0 and 24h");
+  }
+  if (c.health.event_wait_timeout < std::chrono::milliseconds(10) ||
+      c.health.event_wait_timeout > std::chrono::minutes(1)) {
+    return absl::InvalidArgumentError("health.eventWaitTimeout must be between 10ms and 1m");
+  }
+  if (c.mode == "plugin" && c.node_labels.output == "node") {
+    return absl::InvalidArgumentError(
+        "nodeLabels.output: \"node\" writes labels through the API server, which static mode "
+        "does; in plugin mode use \"nfd\" (a node-feature-discovery feature file) or \"none\"");
+  }
+  if (c.node_labels.Effective(c.mode) == "nfd" &&
+      (c.node_labels.nfd_file.empty() || c.node_labels.nfd_file.front() != '/' ||
+       c.node_labels.nfd_file.back() == '/')) {
+    return absl::InvalidArgumentError(
+        StrCat("nodeLabels.nfdFile: \"", c.node_labels.nfd_file,
+               "\" must be an absolute file path (node-feature-discovery reads "
+               "/etc/kubernetes/node-feature-discovery/features.d/<file>)"));
+  }
+  if (absl::Status s = ValidateNodeConfigSettings(c); !s.ok()) return s;
+  if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
+    return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");
+  }
+  if (c.static_mode.watch_timeout < std::chrono::seconds(1)) {
+    return absl::InvalidArgumentError("static.watchTimeout must be at least 1s");
+  }
+  if (!c.api_server.proxy.empty() && !c.api_server.server.empty()) {
+    return absl::InvalidArgumentError(
+        "apiServer.proxy and apiServer.server are both set; use one (proxy talks plain HTTP to "
+        "kubectl proxy, server talks to the API server directly)");
+  }
+  if (c.api_server.insecure_skip_tls_verify && !c.api_server.certificate_authority.empty()) {
+    return absl::InvalidArgumentError(
+        "apiServer.insecureSkipTLSVerify and apiServer.certificateAuthority are both set; a CA is "
+        "pointless when verification is off");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,61 @@
+#include "agent/plan/generation.h"
+
+#include <utility>
+
+#include "agent/plan/cdi_plan.h"
+#include "agent/plan/nvml_start.h"
+#include "base/strings.h"
+
+namespace gpu_agent {
+
+GenerationOptions GenerationOptionsFor(const Config& config) {
+  GenerationOptions o;
+  o.serving = config.mode != "static";
+  o.cdi = o.serving ? GenerationOptions::Cdi::kWhenWritten : GenerationOptions::Cdi::kNever;
+  return o;
+}
+
+absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
+    LoadedConfig loaded, nvml::Inventory inventory, const GenerationOptions& options) {
+  auto gen = std::make_shared<Generation>();
+  gen->loaded = std::move(loaded);
+  gen->inventory = std::move(inventory);
+  const Config& c = gen->loaded.config;
+  const nvml::Inventory& inv = gen->inventory;
+  absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
+  if (!choice.ok()) return choice.status();
+  gen->choice = *std::move(choice);
+  auto warn = [&gen](const std::vector<std::string>& w) {
+    gen->warnings.insert(gen->warnings.end(), w.begin(), w.end());
+  };
+  warn(gen->choice.warnings);
+  absl::StatusOr<ResourcePlan> plan =
+      options.serving ? PlanResources(c, inv, gen->choice) : PlanAdvertised(c, inv, gen->choice);
+  if (!plan.ok()) return plan.status();
+  gen->plan = *std::move(plan);
+  warn(gen->plan.warnings);
+  gen->labels = ComputeNodeLabels(c, inv, gen->choice);
+  warn(gen->labels.warnings);
+  const bool cdi = options.cdi == GenerationOptions::Cdi::kAlways ||
+                   (options.cdi == GenerationOptions::Cdi::kWhenWritten && CdiStrategyOn(c) &&
+                    !c.cdi.spec_dir.empty() && !inv.gpus.empty());
+  if (cdi) {
+    absl::StatusOr<cdi::Generated> spec = GenerateCdiSpec(c, inv, gen->choice);
+    if (!spec.ok()) {
+      return absl::Status(spec.status().code(),
+                          StrCat("cannot generate the CDI spec: ", spec.status().message()));
+    }
+    gen->cdi = *std::move(spec);
+    warn(gen->cdi->notes);
+  }
+  return std::shared_ptr<const Generation>(std::move(gen));
+}
+
+absl::StatusOr<std::shared_ptr<const Generation>> DiscoverGeneration(
+    const LoadedConfig& loaded, const GenerationOptions& options) {
+  absl::StatusOr<Discovered> found = DiscoverGpus(loaded.config);
+  if (!found.ok()) return found.status();
+  return BuildGeneration(loaded, std::move(found->inventory), options);
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,14 @@
+// The GPU health watcher's policy, from the health.* settings.
+#ifndef GPU_AGENT_AGENT_RUN_HEALTH_POLICY_H_
+#define GPU_AGENT_AGENT_RUN_HEALTH_POLICY_H_
+
+#include "agent/config/config.h"
+#include "nvml/health_watcher.h"
+
+namespace gpu_agent {
+
+nvml::HealthPolicy HealthPolicyFrom(const Config& config);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_HEALTH_POLICY_H_

@@ -1,0 +1,27 @@
+// What a mode of `run` runs with, the same from its start to its stop.
+#ifndef GPU_AGENT_AGENT_RUN_MODE_CONTEXT_H_
+#define GPU_AGENT_AGENT_RUN_MODE_CONTEXT_H_
+
+#include <memory>
+
+#include "agent/config/config_loader.h"
+#include "agent/config/node_config.h"
+#include "agent/run/run_events.h"
+#include "nvml/nvml_library.h"
+
+namespace gpu_agent {
+
+struct ModeContext {
+  const ConfigRequest& request;  // what a reload loads again
+  // Null when NVML failed and failOnInitError is false: no devices, no
+  // health watcher.
+  std::shared_ptr<const nvml::NvmlLibrary> lib;
+  // Null, or the per-node config, which outlives the mode; a watch of the
+  // Node feeds it the label and asks `events` for a reload when it changes.
+  NodeConfigSelector* node_config;
+  RunEvents* events;  // signals and posted reloads; main thread only reads it
+};
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_MODE_CONTEXT_H_

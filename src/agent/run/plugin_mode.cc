@@ -1,0 +1,292 @@
+#include "agent/run/plugin_mode.h"
+
+#include <cstdio>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+#include "agent/config/api_connection.h"
+#include "agent/labels/nfd_feature_file.h"
+#include "agent/plan/cdi_plan.h"
+#include "agent/run/health_policy.h"
+#include "agent/run/metrics_server.h"
+#include "agent/run/reload.h"
+#include "apiserver/connection.h"
+#include "apiserver/node_label_watch.h"
+#include "base/exit_code.h"
+#include "base/log.h"
+#include "base/prom_text.h"
+#include "base/strings.h"
+#include "base/version.h"
+#include "cdi/spec_file.h"
+#include "deviceplugin/plugin_supervisor.h"
+#include "nvml/health_watcher.h"
+
+namespace gpu_agent {
+namespace {
+
+using deviceplugin::DevicePublisher;
+using deviceplugin::ResourceRuntime;
+
+struct Running {
+  std::vector<ResourceRuntime> runtimes;
+  std::unique_ptr<nvml::HealthWatcher> health;
+  std::map<int, uint64_t> xids_before;  // counts of watchers replaced on SIGHUP
+};
+
+void AddXids(std::map<int, uint64_t>* into, const std::map<int, uint64_t>& from) {
+  for (const auto& [xid, n] : from) (*into)[xid] += n;
+}
+
+std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupervisor& sup,
+                                const NodeConfigSelector* node_config) {
+  PromText p;
+  p.Family("gpu_agent_build_info", "gauge", "Build information.");
+  p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "plugin"}}, 1);
+  if (node_config) node_config->RenderMetrics(&p);
+  p.Family("gpu_agent_devices", "gauge", "Advertised devices by resource and health.");
+  for (const ResourceRuntime& r : running.runtimes) {
+    auto snap = r.publisher->Current();
+    const double healthy = static_cast<double>(snap->HealthyCount());
+    p.Sample("gpu_agent_devices", {{"resource", snap->resource_name}, {"health", "healthy"}},
+             healthy);
+    p.Sample("gpu_agent_devices", {{"resource", snap->resource_name}, {"health", "unhealthy"}},
+             static_cast<double>(snap->devices.size()) - healthy);
+  }
+  const std::vector<deviceplugin::ResourceStatus> status = sup.Status();
+  auto each = [&](const std::string& name, const std::string& type, const std::string& help,
+                  auto value) {
+    p.Family(name, type, help);
+    for (const auto& s : status) p.Sample(name, {{"resource", s.resource_name}}, value(s));
+  };
+  each("gpu_agent_registered", "gauge", "1 when registered with the kubelet.",
+       [](const auto& s) { return s.registered ? 1.0 : 0.0; });
+  each("gpu_agent_registrations_total", "counter", "Successful registrations with the kubelet.",
+       [](const auto& s) { return static_cast<double>(s.registrations); });
+  each("gpu_agent_stream_lost_reregistrations_total", "counter",
+       "Registrations again because the kubelet held no ListAndWatch stream.",
+       [](const auto& s) { return static_cast<double>(s.stream_heals); });
+  each("gpu_agent_listandwatch_streams", "gauge", "Open ListAndWatch streams.",
+       [](const auto& s) { return static_cast<double>(s.open_streams); });
+  each("gpu_agent_allocate_requests_total", "counter", "Allocate calls.",
+       [](const auto& s) { return static_cast<double>(s.allocate_calls); });
+  each("gpu_agent_allocate_errors_total", "counter", "Allocate calls refused.",
+       [](const auto& s) { return static_cast<double>(s.allocate_errors); });
+  each("gpu_agent_preferred_allocation_requests_total", "counter", "GetPreferredAllocation calls.",
+       [](const auto& s) { return static_cast<double>(s.preferred_calls); });
+  p.Family("gpu_agent_allocate_duration_seconds", "histogram",
+           "Time to build an Allocate response, server side.");
+  for (const auto& s : status) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < s.allocate_latency_buckets.size(); ++i) {
+      cumulative += s.allocate_latency_buckets[i];
+      const bool inf = i == std::size(deviceplugin::ServiceStats::kBucketsUs);
+      char le[32];
+      if (!inf) {
+        std::snprintf(le, sizeof le, "%g",
+                      static_cast<double>(deviceplugin::ServiceStats::kBucketsUs[i]) / 1e6);
+      }
+      p.Sample("gpu_agent_allocate_duration_seconds_bucket",
+               {{"resource", s.resource_name}, {"le", inf ? "+Inf" : le}},
+               static_cast<double>(cumulative));
+    }
+    p.Sample("gpu_agent_allocate_duration_seconds_sum", {{"resource", s.resource_name}},
+             static_cast<double>(s.allocate_latency_ns_sum) / 1e9);
+    p.Sample("gpu_agent_allocate_duration_seconds_count", {{"resource", s.resource_name}},
+             static_cast<double>(cumulative));
+  }
+  p.Family("gpu_agent_kubelet_restarts_total", "counter", "Kubelet restarts seen.");
+  p.Sample("gpu_agent_kubelet_restarts_total", {}, static_cast<double>(sup.kubelet_restarts()));
+  std::map<int, uint64_t> xids = running.xids_before;
+  if (running.health) AddXids(&xids, running.health->XidCounts());
+  p.Family("gpu_agent_xid_events_total", "counter", "NVML XID events by code, ignored ones too.");
+  for (const auto& [xid, n] : xids) {
+    p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
+  }
+  return p.str();
+}
+
+std::vector<ResourceRuntime> MakeRuntimes(const ResourcePlan& plan) {
+  auto allocator = std::make_shared<const deviceplugin::Allocator>(plan.allocate);
+  std::vector<ResourceRuntime> out;
+  for (const deviceplugin::ResourceSpec& spec : plan.resources) {
+    LogInfo("advertising resource", {{"resource", spec.resource_name},
+                                     {"devices", StrCat(spec.devices.size())},
+                                     {"endpoint", spec.endpoint}});
+    out.push_back({std::make_shared<DevicePublisher>(spec), allocator});
+  }
+  return out;
+}
+
+// `carried`: what the previous watcher had out (a reload keeps it out).
+std::unique_ptr<nvml::HealthWatcher> WatchHealth(
+    const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
+    const ResourcePlan& plan, const std::vector<ResourceRuntime>& runtimes,
+    std::vector<nvml::HealthWatcher::Outage> carried = {}) {
+  if (!lib) return nullptr;
+  std::vector<std::shared_ptr<DevicePublisher>> publishers;
+  for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
+  return nvml::HealthWatcher::Start(
+      lib, plan.gpu_uuids, plan.initially_unhealthy, HealthPolicyFrom(config),
+      [publishers](const nvml::HealthChange& change) {
+        for (const auto& p : publishers)
+          p->SetHealth({change.uuid, change.gpu_instance, change.compute_instance}, change.healthy);
+      },
+      std::move(carried));
+}
+
+deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
+  deviceplugin::SupervisorOptions o;
+  o.kubelet_socket = c.kubelet.socket;
+  o.stream_grace =
+      std::chrono::duration_cast<std::chrono::milliseconds>(c.kubelet.stream_grace_period);
+  return o;
+}
+
+// The watch that feeds the per-node config its label (null without one).
+absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> WatchConfigLabel(
+    const Config& config, NodeConfigSelector* node_config, RunEvents* events) {
+  if (!node_config) return std::unique_ptr<apiserver::NodeLabelWatch>();
+  absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
+  if (!conn.ok()) return conn.status();
+  apiserver::NodeLabelWatchOptions o;
+  o.node = config.node_name;
+  o.label = node_config->settings().label;
+  o.watch_timeout = config.static_mode.watch_timeout;
+  o.rest = RestOptionsFor(config);
+  return apiserver::NodeLabelWatch::Start(
+      *conn, o, [node_config, events](const std::optional<std::string>& v) {
+        if (node_config->Observe(v)) events->PostReload("the node's config label changed");
+      });
+}
+
+// Writes the CDI spec of `gen` (when it has one) as the file `file` keeps;
+// otherwise removes the file it wrote, if any. Errors name the setting and
+// the file; on an error the file stays.
+absl::Status KeepCdiSpec(const Generation& gen, cdi::SpecFile* file) {
+  const Config& config = gen.config();
+  if (!gen.cdi) {
+    if (CdiStrategyOn(config)) {
+      LogInfo(config.cdi.spec_dir.empty()
+                  ? "cdi.specDir is empty: no CDI spec written; another tool must define the "
+                    "devices Allocate names"
+                  : "no GPUs: no CDI spec written",
+              {{"kind", config.cdi.Kind()}});
+    }
+    file->Remove();
+    return absl::OkStatus();
+  }
+  return file->Write(gen.cdi->spec, config.cdi.spec_dir, "cdi.specDir");
+}
+
+}  // namespace
+
+int RunPluginMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
+  const std::shared_ptr<const nvml::NvmlLibrary>& lib = ctx.lib;
+  NodeConfigSelector* node_config = ctx.node_config;
+  // Fatal at start, as in NVIDIA's plugin: without the spec every Allocate
+  // would name CDI devices no runtime can resolve (containers fail to start,
+  // or start without GPUs), which is worse than a pod that says why.
+  cdi::SpecFile cdi_spec;
+  if (absl::Status s = KeepCdiSpec(*gen, &cdi_spec); !s.ok()) {
+    LogError("cannot write the CDI spec", {{"error", std::string(s.message())}});
+    return kExitFailure;
+  }
+  ApplyNfdOutput(gen->config(), gen->labels.labels);
+  Running running;
+  running.runtimes = MakeRuntimes(gen->plan);
+  // Health first: by the time the kubelet sees a device, its XIDs count.
+  running.health = WatchHealth(lib, gen->config(), gen->plan, running.runtimes);
+  absl::StatusOr<std::unique_ptr<deviceplugin::PluginSupervisor>> sup =
+      deviceplugin::PluginSupervisor::Start(SupervisorFrom(gen->config()), running.runtimes);
+  if (!sup.ok()) {
+    LogError("cannot start the device plugin", {{"error", std::string(sup.status().message())}});
+    return kExitFailure;
+  }
+  std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
+  deviceplugin::PluginSupervisor* supervisor = sup->get();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
+      gen->config(), {[&running, &running_mu, supervisor, node_config] {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return RenderPluginMetrics(running, *supervisor, node_config);
+                      },
+                      [supervisor](std::string* why) {
+                        if (supervisor->Ready()) return true;
+                        *why = "not registered with the kubelet, or no ListAndWatch stream open";
+                        return false;
+                      },
+                      [&running, &running_mu, supervisor](std::string* why) {
+                        {
+                          std::lock_guard<std::mutex> lock(running_mu);
+                          if (running.health && !running.health->Alive(why)) return false;
+                        }
+                        // The gRPC servers answer a call, as the kubelet makes it.
+                        return supervisor->Alive(std::chrono::seconds(1), why);
+                      }});
+  if (!metrics.ok()) {
+    if (running.health) running.health->Stop();
+    (*sup)->Stop();
+    return kExitFailure;
+  }
+
+  absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
+      WatchConfigLabel(gen->config(), node_config, ctx.events);
+  if (!label_watch.ok()) {
+    LogError("cannot watch the node's config label",
+             {{"error", std::string(label_watch.status().message())}});
+    if (*metrics) (*metrics)->Stop();
+    if (running.health) running.health->Stop();
+    (*sup)->Stop();
+    cdi_spec.Remove();
+    return kExitFailure;
+  }
+  auto vouch = [&running, &running_mu] {
+    std::lock_guard<std::mutex> lock(running_mu);
+    if (running.health) running.health->OperatorVouches();
+  };
+  while (std::shared_ptr<const Generation> next =
+             NextGeneration(*ctx.events, ctx.request, *gen, lib, node_config, vouch)) {
+    for (const std::string& w : next->warnings) LogWarning(w);
+    // On reload a failure keeps the running agent and the spec written
+    // before (it still names the devices of the running config).
+    if (absl::Status s = KeepCdiSpec(*next, &cdi_spec); !s.ok()) {
+      LogError("cannot write the CDI spec for the reloaded config; the previous one stays",
+               {{"error", std::string(s.message())}});
+    }
+    ApplyNfdOutput(next->config(), next->labels.labels);
+    // Scrapes and probes read `running` meanwhile: the lock is held only to
+    // read and swap it, never across Reload (which may wait behind a
+    // Register a kubelet holds for seconds). The old watcher, stopped, stays
+    // readable until the swap.
+    std::vector<nvml::HealthWatcher::Outage> carried;
+    {
+      std::lock_guard<std::mutex> lock(running_mu);
+      if (running.health) {
+        running.health->Stop();
+        carried = running.health->Outages();
+      }
+    }
+    std::vector<ResourceRuntime> runtimes = MakeRuntimes(next->plan);
+    std::unique_ptr<nvml::HealthWatcher> health =
+        WatchHealth(lib, next->config(), next->plan, runtimes, std::move(carried));
+    if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
+      LogError("serving the reloaded resources failed; trying again",
+               {{"error", std::string(s.message())}});
+    }
+    std::lock_guard<std::mutex> lock(running_mu);
+    if (running.health) AddXids(&running.xids_before, running.health->XidCounts());
+    running.health = std::move(health);
+    running.runtimes = std::move(runtimes);
+    LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
+    gen = std::move(next);
+  }
+  if (*label_watch) (*label_watch)->Stop();
+  if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
+  if (running.health) running.health->Stop();
+  (*sup)->Stop();
+  cdi_spec.Remove();
+  LogInfo("stopped; sockets removed");
+  return kExitOk;
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,320 @@
+#include "agent/run/static_mode.h"
+
+#include <mutex>
+#include <set>
+
+#include "agent/config/api_connection.h"
+#include "agent/labels/nfd_feature_file.h"
+#include "agent/labels/node_labels.h"
+#include "agent/plan/resource_plan.h"
+#include "agent/run/health_policy.h"
+#include "agent/run/metrics_server.h"
+#include "agent/run/reload.h"
+#include "apiserver/capacity_reconciler.h"
+#include "apiserver/connection.h"
+#include "base/exit_code.h"
+#include "base/log.h"
+#include "base/prom_text.h"
+#include "base/strings.h"
+#include "base/version.h"
+#include "nvml/health_watcher.h"
+
+namespace gpu_agent {
+namespace {
+
+// What plugin mode would advertise, counted: healthy devices per resource,
+// updated from health changes.
+class DesiredCapacities {
+ public:
+  // Every device counts until the health watcher, the one source of device
+  // health, reports otherwise; it reports what is out at start (lost at
+  // discovery, carried over a reload, a reset pending) before the first
+  // PATCH is computed (see StartAll).
+  explicit DesiredCapacities(const ResourcePlan& plan)
+      : resources_(plan.resources),
+        uuids_(plan.gpu_uuids),
+        initially_unhealthy_(plan.initially_unhealthy) {}
+  apiserver::Capacities Value() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Count();
+  }
+  apiserver::Capacities Apply(const nvml::HealthChange& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ledger_.Set({c.uuid, c.gpu_instance, c.compute_instance}, c.healthy);
+    return Count();
+  }
+  const std::vector<std::string>& uuids() const { return uuids_; }
+  const std::set<std::string>& initially_unhealthy() const { return initially_unhealthy_; }
+
+ private:
+  apiserver::Capacities Count() const {
+    apiserver::Capacities out;
+    for (const deviceplugin::ResourceSpec& r : resources_) {
+      int64_t& n = out[r.resource_name];
+      for (const deviceplugin::PluginDevice& d : r.devices) n += ledger_.Healthy(d) ? 1 : 0;
+    }
+    return out;
+  }
+
+  mutable std::mutex mu_;
+  const std::vector<deviceplugin::ResourceSpec> resources_;
+  const std::vector<std::string> uuids_;
+  const std::set<std::string> initially_unhealthy_;
+  deviceplugin::HealthLedger ledger_;  // protected by mu_
+};
+
+// Where health reports go once the reconciler runs (the watcher starts
+// before it). The watcher is stopped before the reconciler goes.
+class ReconcilerSink {
+ public:
+  void SetDesired(const apiserver::Capacities& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r_ != nullptr) r_->SetDesired(c);
+  }
+  // `started_with`: what the reconciler was started with. A report that
+  // came since (and found no reconciler) is sent now; the count is taken
+  // under the lock, so a report racing this one is sent by its own call.
+  void Attach(apiserver::CapacityReconciler* r, const apiserver::Capacities& started_with,
+              const DesiredCapacities& desired) {
+    std::lock_guard<std::mutex> lock(mu_);
+    r_ = r;
+    const apiserver::Capacities now = desired.Value();
+    if (now != started_with) r_->SetDesired(now);
+  }
+
+ private:
+  std::mutex mu_;
+  apiserver::CapacityReconciler* r_ = nullptr;  // protected by mu_
+};
+
+struct Running {
+  std::shared_ptr<DesiredCapacities> desired;
+  std::unique_ptr<apiserver::CapacityReconciler> reconciler;
+  std::unique_ptr<nvml::HealthWatcher> health;
+};
+
+std::string RenderStaticMetrics(const Running& r, const NodeConfigSelector* node_config) {
+  PromText p;
+  p.Family("gpu_agent_build_info", "gauge", "Build information.");
+  p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "static"}}, 1);
+  if (node_config) node_config->RenderMetrics(&p);
+  if (!r.reconciler) return p.str();
+  const apiserver::ReconcilerStats& s = r.reconciler->stats();
+  p.Family("gpu_agent_static_desired", "gauge", "Value static mode keeps in the Node's capacity.");
+  for (const auto& [resource, value] : r.reconciler->desired()) {
+    p.Sample("gpu_agent_static_desired", {{"resource", resource}}, static_cast<double>(value));
+  }
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    p.Family(name, "counter", help);
+    p.Sample(name, {}, static_cast<double>(v));
+  };
+  counter("gpu_agent_static_patches_total", "PATCH requests sent.", s.patches.load());
+  counter("gpu_agent_static_drift_repairs_total", "Drift seen in a watch event and repaired.",
+          s.drift_repairs.load());
+  counter("gpu_agent_static_stale_views_total",
+          "Node views no newer than the agent's last write that differed from it; each made the "
+          "agent read the Node again.",
+          s.stale_views.load());
+  counter("gpu_agent_static_fights_total", "Fights with another writer detected.", s.fights.load());
+  counter("gpu_agent_static_label_refusals_total",
+          "PATCHes refused (403) for their label keys; after one, only capacity is kept.",
+          s.label_refusals.load());
+  p.Family("gpu_agent_static_foreign_labels", "gauge",
+           "Wanted node labels another writer holds with another value (left alone).");
+  p.Sample("gpu_agent_static_foreign_labels", {}, static_cast<double>(s.foreign_labels.load()));
+  counter("gpu_agent_static_reconcile_errors_total", "Reconciles that failed and were retried.",
+          s.errors.load());
+  counter("gpu_agent_static_lists_total", "LISTs of the Node, each followed by a watch.",
+          s.lists.load());
+  counter("gpu_agent_static_watches_total", "Watches of the Node opened.", s.watches.load());
+  counter("gpu_agent_static_watch_expired_total",
+          "Watches answered 410 Gone (version no longer held by the API server); each lists again.",
+          s.watch_expired.load());
+  counter("gpu_agent_static_watch_failures_total",
+          "Watches that failed, ended with an error event, or ended at once; each backs off.",
+          s.watch_failures.load());
+  counter("gpu_agent_api_requests_resent_total",
+          "Requests the API server cut off unanswered (a closed kept-alive connection), sent again "
+          "at once on a new connection.",
+          r.reconciler->Resent());
+  p.Family("gpu_agent_static_last_success_timestamp_seconds", "gauge",
+           "When the Node last had the desired value (Unix time).");
+  p.Sample("gpu_agent_static_last_success_timestamp_seconds", {},
+           static_cast<double>(s.last_success_unix.load()));
+  p.Family("gpu_agent_api_errors_total", "counter",
+           "API server answers of 400 or more by HTTP code; 0: no answer.");
+  for (const auto& [code, n] : r.reconciler->ApiErrors()) {
+    p.Sample("gpu_agent_api_errors_total", {{"code", StrCat(code)}}, static_cast<double>(n));
+  }
+  p.Family("gpu_agent_xid_events_total", "counter", "NVML XID events by code, ignored ones too.");
+  if (r.health) {
+    for (const auto& [xid, n] : r.health->XidCounts()) {
+      p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
+    }
+  }
+  return p.str();
+}
+
+bool StaticReady(const Running& r, std::string* why) {
+  if (!r.reconciler) {
+    *why = "not running";
+    return false;
+  }
+  const int64_t last = r.reconciler->stats().last_success_unix.load();
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  // News of the Node (a re-read, a watch event or bookmark, a watch ending
+  // normally) comes at least this often; allow a tenth more before saying no.
+  const int64_t allowed =
+      std::chrono::duration_cast<std::chrono::seconds>(r.reconciler->QuietBound()).count() * 11 /
+      10;
+  if (last == 0) {
+    *why = "the Node has not been reconciled yet";
+    return false;
+  }
+  if (now - last > allowed) {
+    *why = StrCat("last successful reconcile was ", now - last, " s ago");
+    return false;
+  }
+  return true;
+}
+
+// `retired`: resources an earlier config kept that this one does not; they
+// are set to 0 rather than left at their old counts. `carried`: what the
+// earlier health watcher had out, which stays out.
+absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
+                      const apiserver::Capacities& retired,
+                      std::vector<nvml::HealthWatcher::Outage> carried, Running* out) {
+  const Config& config = gen.config();
+  const std::shared_ptr<const nvml::NvmlLibrary>& lib = ctx.lib;
+  NodeConfigSelector* node_config = ctx.node_config;
+  absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
+  if (!conn.ok()) return conn.status();
+  ApplyNfdOutput(config, gen.labels.labels);
+  out->desired = std::make_shared<DesiredCapacities>(gen.plan);
+  std::shared_ptr<DesiredCapacities> d = out->desired;
+  // The watcher first: what it reports at start (Start returns after) is
+  // counted out from the first PATCH on. Later reports reach the reconciler
+  // once it runs.
+  auto sink = std::make_shared<ReconcilerSink>();
+  if (lib) {
+    out->health = nvml::HealthWatcher::Start(
+        lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
+        [sink, d](const nvml::HealthChange& c) { sink->SetDesired(d->Apply(c)); },
+        std::move(carried));
+  }
+  const apiserver::Capacities counted = d->Value();
+  apiserver::Capacities desired = counted;
+  if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
+  for (const auto& [r, v] : retired) desired.emplace(r, 0);
+  apiserver::ReconcilerOptions opts;
+  opts.node = config.node_name;
+  opts.allocatable = config.static_mode.allocatable;
+  opts.resync = config.static_mode.resync_interval;
+  opts.watch_timeout = config.static_mode.watch_timeout;
+  // Labels on the Node when they go there; else an empty set, so the
+  // agent's own earlier labels (if any) are removed and nothing else.
+  opts.labels =
+      config.node_labels.Effective(config.mode) == "node" ? gen.labels.labels : apiserver::Labels{};
+  opts.rest = RestOptionsFor(config);
+  if (node_config) {
+    // The per-node config's label, from this same watch.
+    opts.on_node = [node_config, events = ctx.events,
+                    key = node_config->settings().label](const apiserver::NodeView& n) {
+      auto it = n.labels.find(key);
+      if (node_config->Observe(it == n.labels.end() ? std::nullopt
+                                                    : std::optional<std::string>(it->second))) {
+        events->PostReload("the node's config label changed");
+      }
+    };
+  }
+  std::string summary;
+  for (const auto& [r, v] : desired) StrAppend(&summary, summary.empty() ? "" : ", ", r, "=", v);
+  LogInfo("static mode: keeping node capacity",
+          {{"node", opts.node}, {"capacity", summary}, {"api", conn->description}});
+  absl::StatusOr<std::unique_ptr<apiserver::CapacityReconciler>> rec =
+      apiserver::CapacityReconciler::Start(*conn, opts, desired);
+  if (!rec.ok()) {
+    if (out->health) out->health->Stop();
+    out->health.reset();
+    return rec.status();
+  }
+  out->reconciler = *std::move(rec);
+  // A report between the count above and now: send what it changed.
+  sink->Attach(out->reconciler.get(), counted, *d);
+  return absl::OkStatus();
+}
+
+void StopAll(Running* r, bool remove) {
+  if (r->health) r->health->Stop();
+  if (r->reconciler) {
+    absl::Status s = r->reconciler->Stop(remove);
+    if (!s.ok())
+      LogError("could not remove the resource on exit", {{"error", std::string(s.message())}});
+  }
+  r->health.reset();
+  r->reconciler.reset();
+}
+
+}  // namespace
+
+int RunStaticMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
+  NodeConfigSelector* node_config = ctx.node_config;
+  if (gen->config().node_name.empty()) {
+    LogError(
+        "static mode needs this node's name: set nodeName, --node-name or NODE_NAME "
+        "(in a pod, from the downward API: spec.nodeName)");
+    return kExitUsage;
+  }
+  Running running;
+  if (absl::Status s = StartAll(ctx, *gen, {}, {}, &running); !s.ok()) {
+    LogError("cannot start static mode", {{"error", std::string(s.message())}});
+    return ExitCodeFor(s);
+  }
+  std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
+      gen->config(), {[&running, &running_mu, node_config] {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return RenderStaticMetrics(running, node_config);
+                      },
+                      [&running, &running_mu](std::string* why) {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return StaticReady(running, why);
+                      },
+                      [&running, &running_mu](std::string* why) {
+                        std::lock_guard<std::mutex> lock(running_mu);
+                        return !running.health || running.health->Alive(why);
+                      }});
+  if (!metrics.ok()) {
+    StopAll(&running, false);
+    return kExitFailure;
+  }
+  auto vouch = [&running, &running_mu] {
+    std::lock_guard<std::mutex> lock(running_mu);
+    if (running.health) running.health->OperatorVouches();
+  };
+  while (std::shared_ptr<const Generation> next =
+             NextGeneration(*ctx.events, ctx.request, *gen, ctx.lib, node_config, vouch)) {
+    for (const std::string& w : next->warnings) LogWarning(w);
+    std::lock_guard<std::mutex> lock(running_mu);
+    const apiserver::Capacities before =
+        running.reconciler ? running.reconciler->desired() : apiserver::Capacities{};
+    std::vector<nvml::HealthWatcher::Outage> carried;
+    if (running.health) {
+      running.health->Stop();  // no outage after this read goes missing
+      carried = running.health->Outages();
+    }
+    StopAll(&running, false);
+    if (absl::Status s = StartAll(ctx, *next, before, std::move(carried), &running); !s.ok()) {
+      LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
+      return kExitFailure;
+    }
+    gen = std::move(next);
+  }
+  if (*metrics) (*metrics)->Stop();
+  StopAll(&running, gen->config().static_mode.remove_on_exit);
+  return kExitOk;
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,42 @@
+// Parsing and checking the metrics endpoint's "host:port".
+#include "base/listen_address.h"
+
+#include <string_view>
+
+#include "base/strings.h"
+
+namespace gpu_agent {
+
+absl::StatusOr<HostPort> ParseListenAddress(const std::string& address) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        StrCat("metrics.address \"", address, "\": ", why, " (use host:port, as in 0.0.0.0:9400)"));
+  };
+  HostPort hp;
+  std::string_view rest = address;
+  if (!rest.empty() && rest.front() == '[') {
+    const size_t close = rest.find(']');
+    if (close == std::string_view::npos) return bad("unclosed '['");
+    hp.host = std::string(rest.substr(1, close - 1));
+    rest.remove_prefix(close + 1);
+    if (rest.empty() || rest.front() != ':') return bad("missing :port");
+    rest.remove_prefix(1);
+  } else {
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string_view::npos) return bad("missing :port");
+    hp.host = std::string(rest.substr(0, colon));
+    rest.remove_prefix(colon + 1);
+  }
+  if (!ParseInt(rest, &hp.port) || hp.port < 0 || hp.port > 65535) {
+    return bad(StrCat("invalid port \"", rest, "\""));
+  }
+  if (hp.host.empty()) hp.host = "0.0.0.0";
+  return hp;
+}
+
+absl::Status ValidateListenAddress(const std::string& address) {
+  absl::StatusOr<HostPort> hp = ParseListenAddress(address);
+  return hp.ok() ? absl::OkStatus() : hp.status();
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,225 @@
+// One generation per start and reload: the GPUs chosen once, and every name
+// Allocate returns resolved by the CDI spec built with it, for every
+// device-list, device-ID and MIG strategy, with and without time-slicing.
+#include "agent/plan/generation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "base/strings.h"
+#include "deviceplugin/allocator.h"
+#include "deviceplugin/device_publisher.h"
+#include "support/test_support.h"
+
+namespace gpu_agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kDriver[] = "550.54.15";
+
+nvml::GpuRecord Gpu(unsigned index) {
+  nvml::GpuRecord g;
+  g.index = index;
+  g.uuid = StrCat("GPU-", index, "aaa");
+  g.name = "NVIDIA A100-SXM4-80GB";
+  g.memory_mib = 81920;
+  g.minor = static_cast<int>(index);
+  g.pci_device_id = 0x20b210de;
+  return g;
+}
+
+nvml::MigRecord Mig(unsigned index, unsigned gi, unsigned slices, uint64_t mib,
+                    const std::string& uuid) {
+  nvml::MigRecord m;
+  m.index = index;
+  m.uuid = uuid;
+  m.gpu_instance_id = gi;
+  m.gpu_instance_slices = slices;
+  m.compute_instance_slices = slices;
+  m.memory_mib = mib;
+  return m;
+}
+
+// GPU 0 in MIG mode (2g.20gb, 1g.10gb, 1g.10gb), GPU 1 whole.
+nvml::Inventory MixedNode() {
+  nvml::Inventory inv;
+  inv.driver_version = kDriver;
+  nvml::GpuRecord g0 = Gpu(0);
+  g0.mig_enabled = true;
+  g0.mig_devices = {Mig(0, 1, 2, 19968, "MIG-a"), Mig(1, 2, 1, 9856, "MIG-b"),
+                    Mig(2, 3, 1, 9856, "MIG-c")};
+  inv.gpus = {g0, Gpu(1)};
+  inv.links.assign(2, std::vector<nvml::GpuLink>(2));
+  return inv;
+}
+
+// Both GPUs in MIG mode, two 1g.10gb each: what migStrategy single serves.
+nvml::Inventory AllMigNode() {
+  nvml::Inventory inv;
+  inv.driver_version = kDriver;
+  for (unsigned i = 0; i < 2; ++i) {
+    nvml::GpuRecord g = Gpu(i);
+    g.mig_enabled = true;
+    g.mig_devices = {Mig(0, 1, 1, 9856, StrCat("MIG-", i, "x")),
+                     Mig(1, 2, 1, 9856, StrCat("MIG-", i, "y"))};
+    inv.gpus.push_back(g);
+  }
+  inv.links.assign(2, std::vector<nvml::GpuLink>(2));
+  return inv;
+}
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::WriteFakeDriverRoot(dir_.Join("driver"), kDriver));
+    testing::WriteFakeDevRoot(dir_.Join("dev"), {0, 1},
+                              {12, 13, 21, 22, 30, 31, 111, 112, 121, 122},
+                              /*char_devices=*/false);
+    dir_.Write("proc/driver/nvidia-caps/mig-minors",
+               "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+               "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\n"
+               "gpu0/gi3/ci0/access 31\ngpu1/gi1/access 111\ngpu1/gi1/ci0/access 112\n"
+               "gpu1/gi2/access 121\ngpu1/gi2/ci0/access 122\n");
+  }
+
+  Config Base() const {
+    Config c;
+    c.flags.nvidia_driver_root = dir_.Join("driver");
+    c.flags.nvidia_dev_root = dir_.Join("dev");
+    c.proc_root = dir_.Join("proc");
+    c.flags.plugin.nvidia_ctk_path = "";  // no hooks: the spec mounts the links
+    c.cdi.spec_dir = dir_.Join("cdi");
+    return c;
+  }
+
+  testing::TempDir dir_;
+};
+
+std::string Error(const absl::StatusOr<std::shared_ptr<const Generation>>& g) {
+  return g.ok() ? "<ok>" : std::string(g.status().message());
+}
+
+TEST_F(GenerationTest, EveryNameAllocateReturnsIsInTheCdiSpec) {
+  struct Mig {
+    std::string strategy;
+    nvml::Inventory inventory;
+  };
+  const std::vector<Mig> migs = {
+      {"none", MixedNode()}, {"mixed", MixedNode()}, {"single", AllMigNode()}};
+  size_t names_checked = 0;
+  for (const Mig& mig : migs) {
+    for (const char* list : {"cdi-cri", "cdi-annotations"}) {
+      for (const char* id_strategy : {"uuid", "index"}) {
+        for (int replicas : {1, 2}) {
+          SCOPED_TRACE(StrCat("migStrategy=", mig.strategy, " deviceListStrategy=", list,
+                              " deviceIDStrategy=", id_strategy, " replicas=", replicas));
+          LoadedConfig loaded;
+          loaded.config = Base();
+          loaded.config.flags.mig_strategy = mig.strategy;
+          loaded.config.flags.plugin.device_list_strategy = {list};
+          loaded.config.flags.plugin.device_id_strategy = id_strategy;
+          loaded.config.flags.plugin.pass_device_specs = true;
+          if (replicas > 1) {
+            for (const char* r : {"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"}) {
+              TimeSlicingResource t;
+              t.name = r;
+              t.replicas = replicas;
+              t.devices = {"all"};
+              loaded.config.sharing.time_slicing.resources.push_back(t);
+            }
+          }
+          absl::StatusOr<std::shared_ptr<const Generation>> gen =
+              BuildGeneration(loaded, mig.inventory, GenerationOptionsFor(loaded.config));
+          ASSERT_TRUE(gen.ok()) << Error(gen);
+          ASSERT_TRUE((*gen)->cdi.has_value()) << "a cdi-* strategy with a spec folder: a spec";
+          const cdi::Spec& spec = (*gen)->cdi->spec;
+          std::set<std::string> in_spec;
+          for (const cdi::Device& d : spec.devices) in_spec.insert(StrCat(spec.kind, "=", d.name));
+          const deviceplugin::Allocator allocator((*gen)->plan.allocate);
+          ASSERT_FALSE((*gen)->plan.resources.empty());
+          for (const deviceplugin::ResourceSpec& r : (*gen)->plan.resources) {
+            deviceplugin::DevicePublisher publisher(r);
+            std::shared_ptr<const deviceplugin::DeviceSnapshot> snap = publisher.Current();
+            for (const deviceplugin::PluginDevice& d : snap->devices) {
+              v1beta1::ContainerAllocateRequest req;
+              req.add_devices_ids(d.id);
+              v1beta1::ContainerAllocateResponse resp;
+              ASSERT_TRUE(allocator.AllocateContainer(*snap, req, &resp).ok()) << d.id;
+              std::vector<std::string> names;
+              for (const auto& c : resp.cdi_devices()) names.push_back(c.name());
+              for (const auto& [key, value] : resp.annotations()) {
+                for (std::string_view n : StrSplit(value, ',')) names.emplace_back(n);
+              }
+              ASSERT_FALSE(names.empty()) << d.id << " was given no CDI device";
+              for (const std::string& n : names) {
+                EXPECT_TRUE(in_spec.count(n)) << r.resource_name << " device " << d.id
+                                              << " is given " << n << ", which the spec lacks";
+                ++names_checked;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // 3 MIG strategies x 2 lists x 2 ID strategies x (1 + 2 replicas): each
+  // device of each resource at least once.
+  EXPECT_GE(names_checked, 3u * 2 * 2 * 3 * 2);
+}
+
+// devices.* is applied once and every part of the generation reads it: the
+// plan serves, the labels count and the CDI spec names only the chosen GPU.
+TEST_F(GenerationTest, TheGpusChosenOnceAreTheOnlyOnesAnyPartSees) {
+  LoadedConfig loaded;
+  loaded.config = Base();
+  loaded.config.devices.include = {"index:1", "uuid:GPU-9nothing"};
+  loaded.config.flags.plugin.device_list_strategy = {"cdi-cri"};
+  absl::StatusOr<std::shared_ptr<const Generation>> gen =
+      BuildGeneration(loaded, MixedNode(), GenerationOptionsFor(loaded.config));
+  ASSERT_TRUE(gen.ok()) << Error(gen);
+  const Generation& g = **gen;
+  EXPECT_EQ(g.choice.chosen, std::vector<size_t>{1});
+  ASSERT_EQ(g.plan.resources.size(), 1u);
+  ASSERT_EQ(g.plan.resources[0].devices.size(), 1u);
+  EXPECT_EQ(g.plan.resources[0].devices[0].id, "GPU-1aaa");
+  EXPECT_EQ(g.labels.labels.at("nvidia.com/gpu.count"), "1");
+  std::set<std::string> names;
+  for (const cdi::Device& d : g.cdi->spec.devices) names.insert(d.name);
+  EXPECT_EQ(names, (std::set<std::string>{"GPU-1aaa", "1", "all"}));
+  // The selector that matched nothing is said once, by the generation.
+  size_t said = 0;
+  for (const std::string& w : g.warnings) said += w.find("GPU-9nothing") != std::string::npos;
+  EXPECT_EQ(said, 1u);
+}
+
+TEST_F(GenerationTest, StaticModeAdvertisesAndBuildsNoCdiSpec) {
+  LoadedConfig loaded;
+  loaded.config = Base();
+  loaded.config.mode = "static";
+  loaded.config.flags.plugin.device_list_strategy = {"cdi-cri"};
+  const GenerationOptions o = GenerationOptionsFor(loaded.config);
+  EXPECT_FALSE(o.serving);
+  absl::StatusOr<std::shared_ptr<const Generation>> gen = BuildGeneration(loaded, MixedNode(), o);
+  ASSERT_TRUE(gen.ok()) << Error(gen);
+  EXPECT_FALSE((*gen)->cdi.has_value());
+}
+
+// A spec the node cannot back (the driver's libraries missing) fails the
+// generation, naming the CDI spec, so no Allocate would name devices no
+// runtime can resolve.
+TEST_F(GenerationTest, ACdiSpecThatCannotBeBuiltFailsTheGeneration) {
+  LoadedConfig loaded;
+  loaded.config = Base();
+  loaded.config.flags.nvidia_driver_root = dir_.Join("no-driver");
+  loaded.config.flags.plugin.device_list_strategy = {"cdi-annotations"};
+  absl::StatusOr<std::shared_ptr<const Generation>> gen =
+      BuildGeneration(loaded, MixedNode(), GenerationOptionsFor(loaded.config));
+  ASSERT_FALSE(gen.ok());
+  EXPECT_THAT(std::string(gen.status().message()), HasSubstr("cannot generate the CDI spec"));
+}
+
+}  // namespace
+}  // namespace gpu_agent

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Fails when a file under src/ includes a project header from a room its own
+# room may not use (tests/layering/rules), naming the file, line and rule.
+#   check_includes.sh [SRC_DIR [RULES]]   check a tree (default: this repo's src/)
+#   check_includes.sh --self-test         prove every rule fails when broken
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+# Rooms, deepest first, and what each may include.
+load_rules() {
+  local room deps
+  rooms=()
+  declare -gA allowed=()
+  while read -r room deps; do
+    [ -z "$room" ] && continue
+    case $room in \#*) continue ;; esac
+    rooms+=("$room")
+    allowed[$room]="$room $deps"
+  done <"$1"
+  # Deepest first, so agent/run wins over agent.
+  mapfile -t rooms < <(printf '%s\n' "${rooms[@]}" | awk -F/ '{print NF" "$0}' | sort -rn | cut -d' ' -f2-)
+}
+
+room_of() {  # path relative to src/
+  local r
+  for r in "${rooms[@]}"; do
+    case $1 in "$r"/*) echo "$r"; return ;; esac
+  done
+}
+
+# The room a project include names ("agent/plan/resource_plan.h" -> agent/plan),
+# or nothing for a header outside the project (absl/, grpcpp/, ...).
+target_room() {
+  local r
+  for r in "${rooms[@]}"; do
+    case $1 in "$r"/*)
+      # A header directly in a room's folder, not in a deeper room of it.
+      echo "$r"; return ;;
+    esac
+  done
+}
+
+check_tree() {  # src dir, rules file; prints violations, returns 1 if any
+  local src=$1 bad=0 file rel room line num inc target ok r
+  load_rules "$2"
+  while IFS= read -r file; do
+    rel=${file#"$src"/}
+    room=$(room_of "$rel")
+    [ -z "$room" ] && { echo "$rel: in no room of $2"; bad=1; continue; }
+    while IFS=: read -r num line; do
+      inc=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$line")
+      target=$(target_room "$inc")
+      [ -z "$target" ] && continue
+      ok=0
+      for r in ${allowed[$room]}; do [ "$r" = "$target" ] && ok=1; done
+      if [ $ok -eq 0 ]; then
+        echo "$rel:$num: includes \"$inc\": room $room may not use $target (allowed: ${allowed[$room]})"
+        bad=1
+      fi
+    done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file")
+  done < <(find "$src" -type f \( -name '*.h' -o -name '*.cc' \) | sort)
+  return $bad
+}
+
+self_test() {
+  local tmp fails=0 room target deps r all
+  tmp=$(mktemp -d)
+  load_rules "$here/rules"
+  all=("${rooms[@]}")
+  for room in "${all[@]}"; do
+    deps=${allowed[$room]}
+    for target in "${all[@]}"; do
+      # Only rooms this one may not use; a room may always use its own.
+      case " $deps " in *" $target "*) continue ;; esac
+      rm -rf "$tmp/src"; mkdir -p "$tmp/src/$room"
+      printf '#include "%s/x.h"\n' "$target" >"$tmp/src/$room/probe.cc"
+      if check_tree "$tmp/src" "$here/rules" >/dev/null; then
+        echo "self-test: $room including $target was NOT refused"; fails=1
+      fi
+      load_rules "$here/rules"
+    done
+    # Every allowed one passes.
+    rm -rf "$tmp/src"; mkdir -p "$tmp/src/$room"
+    for r in $deps; do printf '#include "%s/x.h"\n' "$r"; done >"$tmp/src/$room/probe.cc"
+    if ! check_tree "$tmp/src" "$here/rules"; then
+      echo "self-test: $room's allowed includes were refused"; fails=1
+    fi
+    load_rules "$here/rules"
+  done
+  rm -rf "$tmp"
+  [ $fails -eq 0 ] && echo "self-test: every rule refuses what it must and takes what it may"
+  return $fails
+}
+
+if [ "${1:-}" = "--self-test" ]; then
+  self_test
+  exit $?
+fi
+src=${1:-$here/../../src}
+rules=${2:-$here/rules}
+if check_tree "$(cd "$src" && pwd)" "$rules"; then
+  echo "check_includes: every include under src/ goes the allowed way"
+else
+  echo "check_includes: includes cross room boundaries the wrong way (see above; rules in $rules)"
+  exit 1
+fi
