@@ -609,7 +609,7 @@ TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
   for (const auto& [dir, kind] : Kustomizations()) {
     if (kind == "Kustomization") overlays.insert(dir);
   }
-  // The overlays the README names; a new one is added here and there.
+  // The overlays docs/install.md names; a new one is added here and there.
   EXPECT_EQ(overlays, (std::set<std::string>{"plugin", "plugin/host-driver", "plugin/gpu-operator",
                                              "plugin/mig", "static", "static/host-driver",
                                              "static/gpu-operator"}));

@@ -1,7 +1,7 @@
 // NVIDIA's command lines run gpu-agent unchanged: the real binary, started as
 // `gpu-agent` or through a link named nvidia-device-plugin, with the flags and
 // env of NVIDIA's own DaemonSets, registers with the kubelet simulator; every
-// flag in README's migration table is accepted; bad input is a usage error.
+// flag in docs/moving-from-nvidia.md's table is accepted; bad input is a usage error.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -211,7 +211,7 @@ TEST(NvidiaCliTest, RunHelpGroupsOptionsByMode) {
   EXPECT_EQ(section_of("--imex-channel-ids"), "ignored");
 }
 
-// One row of README's table in "Moving from NVIDIA's device plugin".
+// One row of the flag table in docs/moving-from-nvidia.md.
 struct FlagRow {
   std::vector<std::string> flags;
   std::vector<std::string> envs;
@@ -219,14 +219,14 @@ struct FlagRow {
   std::string effect;  // a setting key, or "ignored: ..."
 };
 
-std::vector<FlagRow> ReadmeFlagTable() {
-  const std::string readme = ReadFile(SourceDir() + "/README.md");
-  const size_t section = readme.find("## Moving from NVIDIA's device plugin");
-  const size_t header = readme.find("| NVIDIA flag | env | example | gpu-agent |", section);
-  EXPECT_NE(header, std::string::npos) << "README lost the NVIDIA flag table";
+std::vector<FlagRow> DocsFlagTable() {
+  const std::string doc = ReadFile(SourceDir() + "/docs/moving-from-nvidia.md");
+  const size_t section = doc.find("# Moving from NVIDIA's device plugin");
+  const size_t header = doc.find("| NVIDIA flag | env | example | gpu-agent |", section);
+  EXPECT_NE(header, std::string::npos) << "docs/moving-from-nvidia.md lost the NVIDIA flag table";
   std::vector<FlagRow> rows;
   if (header == std::string::npos) return rows;
-  std::istringstream lines(readme.substr(header));
+  std::istringstream lines(doc.substr(header));
   std::string line;
   std::getline(lines, line);  // header
   std::getline(lines, line);  // |---|
@@ -258,8 +258,8 @@ std::vector<FlagRow> ReadmeFlagTable() {
   return rows;
 }
 
-TEST(NvidiaCliTest, EveryFlagAndEnvInTheReadmeTableIsAccepted) {
-  const std::vector<FlagRow> rows = ReadmeFlagTable();
+TEST(NvidiaCliTest, EveryFlagAndEnvInTheDocsTableIsAccepted) {
+  const std::vector<FlagRow> rows = DocsFlagTable();
   ASSERT_GE(rows.size(), 20u);
   std::set<std::string> seen;
   TempDir dir;
@@ -328,7 +328,7 @@ TEST(NvidiaCliTest, EveryFlagAndEnvInTheReadmeTableIsAccepted) {
                            "--imex-channel-ids",
                            "--imex-required",
                            "--cdi-feature-flags"}) {
-    EXPECT_EQ(seen.count(name), 1u) << name << " missing from README's table";
+    EXPECT_EQ(seen.count(name), 1u) << name << " missing from docs/moving-from-nvidia.md's table";
   }
 }
 
