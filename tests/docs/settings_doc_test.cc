@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "agent/config/config_schema.h"
 #include "gtest/gtest.h"
 

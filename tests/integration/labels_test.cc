@@ -195,17 +195,6 @@ INSTANTIATE_TEST_SUITE_P(
                             {"nvidia.com/mig-2g.20gb.sharing-strategy", "none"}}),
                       MigAttributes("nvidia.com/mig-1g.10gb", "9856", "14", "1", "0")),
                  MigAttributes("nvidia.com/mig-2g.20gb", "19968", "28", "2", "1"))},
-        // GPU 1 is out of MIG mode and GPU 0 has two profiles: single does
-        // not fit, and says so as GFD does.
-        FixtureCase{
-            "MigSingleInvalid",
-            "2-gpu-mig.yaml",
-            {"--mig-strategy", "single"},
-            With(A100Sxm(), {{"nvidia.com/mig.strategy", "single"},
-                             {"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB-MIG-INVALID"},
-                             {"nvidia.com/gpu.count", "0"},
-                             {"nvidia.com/gpu.replicas", "0"},
-                             {"nvidia.com/gpu.memory", "0"}})},
         FixtureCase{
             "MigSingle",
             "single",
@@ -221,6 +210,24 @@ INSTANTIATE_TEST_SUITE_P(
                                    {"nvidia.com/gpu.compute.minor", "0"}}),
                  MigAttributes("nvidia.com/gpu", "9856", "14", "1", "0"))}),
     [](const ::testing::TestParamInfo<FixtureCase>& i) { return i.param.name; });
+
+// GPU 1 is out of MIG mode and GPU 0 has two profiles: migStrategy single
+// does not fit. `labels` builds the generation `run` builds, so it refuses
+// the config with run's own message instead of printing labels (GFD's
+// "-MIG-INVALID") for a node `run` would never serve.
+TEST(LabelsCliTest, RefusesWhatRunRefuses) {
+  const std::string why = "flags.migStrategy single needs every GPU in MIG mode, but GPU(s) 1";
+  RunResult labels =
+      RunAgent({"labels", "--mig-strategy", "single"}, FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
+  EXPECT_EQ(labels.code, 2);
+  EXPECT_EQ(labels.out, "");
+  EXPECT_NE(labels.err.find(why), std::string::npos) << labels.err;
+  RunResult run = RunAgent({"run", "--mode", "static", "--node-name", "n1", "--mig-strategy",
+                            "single", "--proxy", "http://127.0.0.1:1"},
+                           FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find(why), std::string::npos) << run.err;
+}
 
 TEST(LabelsCliTest, JsonAndYamlSayTheSame) {
   const auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));

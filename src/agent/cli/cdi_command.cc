@@ -42,7 +42,10 @@ int CdiGenerateCommand(const LoadedConfig& loaded, const std::string& format,
   options.serving = true;
   options.cdi = GenerationOptions::Cdi::kAlways;
   absl::StatusOr<std::shared_ptr<const Generation>> built = DiscoverGeneration(loaded, options);
-  if (!built.ok()) return Fail(built.status());
+  if (!built.ok()) {
+    std::fprintf(stderr, "gpu-agent: %s\n", std::string(built.status().message()).c_str());
+    return ExitCodeFor(built.status());
+  }
   for (const std::string& note : (*built)->warnings) {
     std::fprintf(stderr, "gpu-agent: note: %s\n", note.c_str());
   }

@@ -43,7 +43,7 @@ int LabelsCommand(const LoadedConfig& loaded, const LabelsRequest& req) {
     // refuses is refused here too.
     absl::StatusOr<std::shared_ptr<const Generation>> gen =
         DiscoverGeneration(loaded, GenerationOptionsFor(config));
-    if (!gen.ok()) return Fail(kExitFailure, std::string(gen.status().message()));
+    if (!gen.ok()) return Fail(ExitCodeFor(gen.status()), std::string(gen.status().message()));
     for (const std::string& w : (*gen)->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     want = (*gen)->labels.labels;
   }

@@ -31,7 +31,9 @@ absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
   warn(gen->choice.warnings);
   absl::StatusOr<ResourcePlan> plan =
       options.serving ? PlanResources(c, inv, gen->choice) : PlanAdvertised(c, inv, gen->choice);
-  if (!plan.ok()) return plan.status();
+  // Whatever the code (a mig-minors file missing is kNotFound), a plan the
+  // node cannot satisfy is the config's to fix: kInvalidArgument, exit 2.
+  if (!plan.ok()) return absl::InvalidArgumentError(plan.status().message());
   gen->plan = *std::move(plan);
   warn(gen->plan.warnings);
   gen->labels = ComputeNodeLabels(c, inv, gen->choice);
