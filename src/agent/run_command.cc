@@ -1,9 +1,12 @@
 #include "agent/run_command.h"
 
 #include <cstdio>
+#include <mutex>
 
 #include "agent/driver_wait.h"
 #include "agent/exit_code.h"
+#include "agent/metrics_server.h"
+#include "agent/nvml_start.h"
 #include "agent/plugin_mode.h"
 #include "agent/reload.h"
 #include "agent/signals.h"
@@ -13,6 +16,52 @@
 #include "nvml/inventory.h"
 
 namespace gpu_agent {
+namespace {
+
+// failOnInitError false and no NVML: serve /readyz (not ready, saying why)
+// and wait for a signal. SIGHUP retries NVML; SIGTERM/SIGINT end the wait
+// with kCancelled.
+absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> WaitWithoutNvml(const Config& config,
+                                                                   absl::Status error) {
+  std::mutex mu;
+  std::string why;
+  auto set_why = [&](const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    why = StrCat("NVML did not start (", s.message(),
+                 "); failOnInitError is false: waiting without registering (SIGHUP retries)");
+  };
+  set_why(error);
+  MetricsServer::Handlers handlers;
+  handlers.metrics = [] { return std::string(); };
+  handlers.ready = [&](std::string* out) {
+    std::lock_guard<std::mutex> lock(mu);
+    *out = why;
+    return false;
+  };
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+      StartMetricsIfConfigured(config, std::move(handlers));
+  if (!metrics.ok()) return metrics.status();
+  for (;;) {
+    LogWarning(
+        "cannot start NVML; failOnInitError is false: waiting without registering any resource "
+        "(the node's capacity is left as it is); send SIGHUP to try again",
+        {{"error", std::string(error.message())}});
+    if (!WaitForReloadOrStop([] {})) {
+      if (*metrics) (*metrics)->Stop();
+      return absl::CancelledError("stopped while waiting for NVML");
+    }
+    absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvml(config);
+    if (opened.ok()) {
+      if (*metrics) (*metrics)->Stop();
+      LogInfo("NVML started after SIGHUP");
+      return opened;
+    }
+    error = opened.status();
+    set_why(error);
+  }
+}
+
+}  // namespace
 
 int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   // Before NVML or gRPC start any thread, so every thread inherits the mask.
@@ -28,6 +77,7 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
                                                                              : kExitFailure;
   }
   const Config& config = loaded.config;
+  for (const std::string& w : loaded.warnings) LogWarning(w);
   for (const std::string& note : loaded.notes) LogInfo(note);
   std::shared_ptr<const nvml::NvmlLibrary> lib;
   nvml::Inventory inventory;
@@ -39,9 +89,13 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
                {{"error", std::string(opened.status().message())}});
       return kExitFailure;
     }
-    LogWarning("cannot start NVML; running with 0 devices because failOnInitError is false",
-               {{"error", std::string(opened.status().message())}});
-  } else {
+    // As NVIDIA's plugin: block without registering, so the node's
+    // capacity is left as it is. SIGHUP tries again.
+    opened = WaitWithoutNvml(config, opened.status());
+    if (!opened.ok())
+      return opened.status().code() == absl::StatusCode::kCancelled ? kExitOk : kExitFailure;
+  }
+  {
     lib = std::move(*opened);
     absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, config.sysfs_root);
     if (!inv.ok()) {
