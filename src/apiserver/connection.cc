@@ -1,5 +1,7 @@
 #include "apiserver/connection.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -131,8 +133,20 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& o, const G
     c.description = StrCat("kubectl proxy at ", c.endpoint.Url());
     return c;
   }
-  if (!o.kubeconfig.empty() && o.server.empty()) {
-    absl::StatusOr<KubeconfigSelection> kc = LoadKubeconfig(o.kubeconfig, o.context);
+  // As kubectl finds its kubeconfig: --kubeconfig, then KUBECONFIG (both
+  // arrive as o.kubeconfig), then ~/.kube/config where it exists, then the
+  // in-cluster service account.
+  std::string kubeconfig = o.kubeconfig;
+  std::string home_config;
+  if (const auto home = env("HOME"); home && !home->empty()) {
+    home_config = StrCat(*home, "/.kube/config");
+  }
+  if (kubeconfig.empty() && o.server.empty() && !home_config.empty() &&
+      ::access(home_config.c_str(), F_OK) == 0) {
+    kubeconfig = home_config;
+  }
+  if (!kubeconfig.empty() && o.server.empty()) {
+    absl::StatusOr<KubeconfigSelection> kc = LoadKubeconfig(kubeconfig, o.context);
     if (!kc.ok()) return kc.status();
     absl::StatusOr<Endpoint> e = ParseServerUrl(kc->server);
     if (!e.ok()) return e.status();
@@ -165,9 +179,13 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& o, const G
     const auto host = env("KUBERNETES_SERVICE_HOST");
     const auto port = env("KUBERNETES_SERVICE_PORT");
     if (!host || host->empty()) {
-      return absl::FailedPreconditionError(
-          "no API server to talk to: not in a pod (KUBERNETES_SERVICE_HOST is unset) and no "
-          "--server or --proxy given");
+      return absl::FailedPreconditionError(StrCat(
+          "no API server to talk to; looked, as kubectl does, at: --kubeconfig (not given), "
+          "KUBECONFIG (unset), ",
+          home_config.empty() ? std::string("~/.kube/config (HOME is unset)")
+                              : StrCat(home_config, " (not there)"),
+          ", in-cluster (KUBERNETES_SERVICE_HOST is unset: not in a pod); or give --server or "
+          "--proxy"));
     }
     const bool v6 = host->find(':') != std::string::npos;
     server = StrCat("https://", v6 ? "[" : "", *host, v6 ? "]" : "", ":",

@@ -83,9 +83,10 @@ struct ConnectionOptions {
 
 using Getenv = std::function<std::optional<std::string>(const std::string&)>;
 
-// Chooses the connection: proxy if given; else --server; else in-cluster
-// (KUBERNETES_SERVICE_HOST/_PORT); else a clear error saying how to point
-// the agent at the API server.
+// Chooses the connection: proxy if given; else --server; else the
+// kubeconfig (given, or $HOME/.kube/config where it exists); else in-cluster
+// (KUBERNETES_SERVICE_HOST/_PORT); else a clear error listing every place
+// looked at.
 absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& options, const Getenv& env);
 
 }  // namespace gpu_agent::apiserver

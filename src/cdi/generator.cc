@@ -127,11 +127,20 @@ class Generator {
           "; the library links are mounted instead and the container's loader cache is not "
           "updated"));
     }
+    // Hooks left out one by one; what a left-out create-symlinks would have
+    // made is mounted instead.
+    auto disabled = [&](std::string_view hook) {
+      const std::vector<std::string>& off = in_.disabled_hooks;
+      return std::find(off.begin(), off.end(), "all") != off.end() ||
+             std::find(off.begin(), off.end(), hook) != off.end();
+    };
+    const bool link_hook = hooks && !disabled("create-symlinks");
+    const bool ldcache_hook = hooks && !disabled("update-ldcache");
     std::vector<std::string> links;
     for (const DriverLibrary& lib : files->libraries) {
       mount(lib.path, lib.path, FileOptions());
       for (const std::string& link : lib.links) {
-        if (hooks) {
+        if (link_hook) {
           links.push_back("--link");
           links.push_back(StrCat(lib.path.substr(lib.path.rfind('/') + 1), "::", link));
         } else {
@@ -142,8 +151,8 @@ class Generator {
     for (const std::string& bin : files->binaries) mount(bin, bin, FileOptions());
     for (const std::string& fw : files->firmware) mount(fw, fw, FileOptions());
     for (const std::string& socket : files->sockets) mount(socket, socket, SocketOptions());
-    if (hooks) {
-      if (!links.empty()) e.hooks.push_back(MakeHook("create-symlinks", links));
+    if (link_hook && !links.empty()) e.hooks.push_back(MakeHook("create-symlinks", links));
+    if (ldcache_hook) {
       std::vector<std::string> folders;
       for (const std::string& f : files->library_folders) {
         folders.push_back("--folder");

@@ -44,6 +44,8 @@ struct GeneratorInput {
   std::string container_driver_root;
   // nvidia-ctk (or nvidia-cdi-hook) on the host; empty: no hooks.
   std::string hook_tool;
+  // Hooks to leave out ("create-symlinks", "update-ldcache"), or "all".
+  std::vector<std::string> disabled_hooks;
   std::vector<DeviceEntry> devices;  // at least one
   size_t gpus_listed = 0;            // GPUs NVML lists, for the message when devices is empty
 };

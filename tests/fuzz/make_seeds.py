@@ -85,7 +85,7 @@ for args in [["version"], ["config", "--mig-strategy", "mixed", "--device-list-s
              ["run", "--mode", "static", "--node-name", "n1", "--proxy"],
              ["capacity", "set", "--node", "n1", "--count", "4", "--dry-run", "--proxy"],
              ["capacity", "get", "--node", "n1", "-o", "json", "--kubeconfig", "/nonexistent"],
-             ["cdi", "generate", "-o", "json", "--output", "/dev/null"],
+             ["cdi", "generate", "-o", "json", "--output-file", "/dev/null"],
              ["devices", "-o", "yaml", "--include-devices", "index:0"],
              ["--help"], ["config", "--config", "/dev/null"], ["runn"],
              ["run", "--server", "https://10.0.0.1:6443", "--proxy", "http://127.0.0.1:8001"],

@@ -152,15 +152,15 @@ TEST_F(CdiTest, YamlIsTheSameSpecAndOutputFileFollowsItsExtension) {
   EXPECT_EQ(y["containerEdits"]["mounts"].size(), 32u);
   EXPECT_EQ(y["cdiVersion"].as<std::string>(), "0.5.0");
 
-  RunResult w = Generate({"--output", dir_.Join("out/spec.json")});
+  RunResult w = Generate({"--output-file", dir_.Join("out/spec.json")});
   EXPECT_NE(w.code, 0);  // the folder does not exist
   EXPECT_NE(w.err.find("cannot write " + dir_.Join("out/spec.json")), std::string::npos) << w.err;
   std::filesystem::create_directories(dir_.Join("out"));
-  w = Generate({"--output", dir_.Join("out/spec.json")});
+  w = Generate({"--output-file", dir_.Join("out/spec.json")});
   ASSERT_EQ(w.code, 0) << w.err;
   EXPECT_EQ(ReadFile(dir_.Join("out/spec.json")), json.out);
   EXPECT_TRUE(w.out.empty());
-  w = Generate({"--output", dir_.Join("out/spec.yaml")});
+  w = Generate({"--output-file", dir_.Join("out/spec.yaml")});
   ASSERT_EQ(w.code, 0) << w.err;
   EXPECT_EQ(ReadFile(dir_.Join("out/spec.yaml")), yaml.out);
 }
@@ -193,12 +193,17 @@ TEST_P(CdiBadInputTest, FailsNamingWhatIsWrong) {
 INSTANTIATE_TEST_SUITE_P(
     All, CdiBadInputTest,
     ::testing::Values(
-        BadCase{"UnknownFormat", {"-o", "xml"}, "", 2, "--format: xml not in {json,yaml}"},
-        BadCase{"FormatAgainstExtension",
-                {"-o", "yaml", "--output", "ROOT/spec.json"},
+        BadCase{"UnknownFormat", {"-o", "xml"}, "", 2, "--output is the format (json or yaml)"},
+        BadCase{"FileGivenAsOutput",
+                {"--output", "ROOT/spec.json"},
                 "",
                 2,
-                "--format yaml contradicts --output ROOT/spec.json"},
+                "write the spec to a file with --output-file ROOT/spec.json"},
+        BadCase{"FormatAgainstExtension",
+                {"-o", "yaml", "--output-file", "ROOT/spec.json"},
+                "",
+                2,
+                "--output yaml contradicts --output-file ROOT/spec.json"},
         BadCase{"VendorStartsWithDigit",
                 {"--cdi-vendor", "9lives.example"},
                 "",

@@ -182,5 +182,91 @@ TEST(CliTest, MalformedFixtureIsReportedNotACrash) {
   EXPECT_NE(r.err.find("NVML initialisation failed"), std::string::npos) << r.err;
 }
 
+// What an operator meets in the first hour with the tool.
+TEST(FirstHourTest, EachSubcommandsHelpListsOnlyTheFlagsItReads) {
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> listed;
+    std::vector<std::string> absent;
+  } cases[] = {
+      {{"devices", "--help"},
+       {"--include-devices", "--nvidia-driver-root", "--output"},
+       {"--kubelet-socket", "--pass-device-specs", "--resync-interval", "--gdrcopy-enabled",
+        "--server", "--cdi-vendor"}},
+      {{"cdi", "generate", "--help"},
+       {"--cdi-vendor", "--dev-root", "--nvidia-cdi-hook-path", "--cdi-disable-hooks",
+        "--output-file"},
+       {"--kubelet-socket", "--pass-device-specs", "--server", "--metrics-address"}},
+      {{"labels", "--help"},
+       {"--mig-strategy", "--include-devices"},
+       {"--kubelet-socket", "--server", "--metrics-address", "--cdi-vendor"}},
+      {{"labels", "apply", "--help"}, {"--server", "--kubeconfig", "--node"}, {"--kubelet-socket"}},
+  };
+  for (const Case& c : cases) {
+    RunResult r = RunAgent(c.args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const std::string& f : c.listed) {
+      EXPECT_NE(r.out.find(f), std::string::npos) << c.args[0] << " lacks " << f << "\n" << r.out;
+    }
+    for (const std::string& f : c.absent) {
+      EXPECT_EQ(r.out.find(f), std::string::npos) << c.args[0] << " lists " << f << "\n" << r.out;
+    }
+  }
+}
+
+TEST(FirstHourTest, DevicesHonoursTheSelection) {
+  const auto env = FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml"));
+  RunResult all = RunAgent({"devices", "-o", "json"}, env);
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_EQ(all.err.find("selects"), std::string::npos) << all.err;
+  RunResult some = RunAgent({"devices", "-o", "json", "--include-devices", "index:3,index:5"}, env);
+  ASSERT_EQ(some.code, 0) << some.err;
+  EXPECT_NE(some.err.find("showing the 2 of 8 GPUs devices.* selects"), std::string::npos)
+      << some.err;
+  rapidjson::Document d;
+  d.Parse(some.out.c_str());
+  ASSERT_FALSE(d.HasParseError()) << some.out;
+  ASSERT_TRUE(d.IsArray()) << some.out;
+  ASSERT_EQ(d.Size(), 2u) << some.out;
+  EXPECT_EQ(d[0]["index"].GetInt(), 3);
+  EXPECT_EQ(d[1]["index"].GetInt(), 5);
+  RunResult bad = RunAgent({"devices", "--include-devices", "gpu:1"}, env);
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("unknown selector kind"), std::string::npos) << bad.err;
+}
+
+TEST(FirstHourTest, DryRunNeedsNoServerAndTheErrorListsEveryPlaceLooked) {
+  TempDir home;
+  const std::map<std::string, std::string> nowhere = {{"KUBECONFIG", "<unset>"},
+                                                      {"KUBERNETES_SERVICE_HOST", "<unset>"},
+                                                      {"HOME", home.path()},
+                                                      {"CONFIG_FILE", "<unset>"}};
+  RunResult dry =
+      RunAgent({"capacity", "set", "--node", "gpu-node-1", "--count", "4", "--dry-run"}, nowhere);
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("PATCH /api/v1/nodes/gpu-node-1/status"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("nvidia.com~1gpu"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.err.find("--dry-run without an API server"), std::string::npos) << dry.err;
+  RunResult get = RunAgent({"capacity", "get", "--node", "gpu-node-1"}, nowhere);
+  EXPECT_NE(get.code, 0);
+  for (const std::string& place :
+       {std::string("--kubeconfig"), std::string("KUBECONFIG"),
+        home.path() + "/.kube/config (not there)", std::string("in-cluster"),
+        std::string("--server"), std::string("--proxy")}) {
+    EXPECT_NE(get.err.find(place), std::string::npos) << place << "\n" << get.err;
+  }
+  // ~/.kube/config is read when it is there, as kubectl reads it.
+  home.Write(".kube/config",
+             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+             "    server: https://k8s.example:6443\ncontexts:\n- name: x\n"
+             "  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+             "users:\n- name: u\n  user:\n    token: abc\n");
+  RunResult found = RunAgent({"capacity", "get", "--node", "gpu-node-1", "--dry-run"}, nowhere);
+  ASSERT_EQ(found.code, 0) << found.err;
+  EXPECT_NE(found.out.find("GET https://k8s.example:6443/api/v1/nodes/gpu-node-1"),
+            std::string::npos)
+      << found.out;
+}
+
 }  // namespace
 }  // namespace gpu_agent::testing

@@ -346,5 +346,35 @@ TEST(MetricsTest, BadAddresses) {
   ::close(holder);
 }
 
+// failOnInitError false and no NVML: as NVIDIA's plugin, no registration
+// (the node's capacity is left alone), and /readyz and the log say why.
+TEST(MetricsTest, NoNvmlWithFailOnInitErrorFalseWaitsWithoutRegistering) {
+  TempDir dir;
+  KubeletSimulator sim(dir.path());
+  ASSERT_TRUE(sim.Start());
+  const std::string fixture = dir.Write("f.yaml", "initError: 9\n");
+  Subprocess agent({BinaryPath(), "run", "--kubelet-socket", sim.socket(), "--metrics-address",
+                    "127.0.0.1:0", "--fail-on-init-error=false"},
+                   Env(fixture, dir.Join("ctl")));
+  ASSERT_TRUE(agent.WaitForStderr("waiting without registering any resource")) << agent.Stderr();
+  EXPECT_NE(agent.Stderr().find("Driver Not Loaded"), std::string::npos) << agent.Stderr();
+  const int port = PortFromLog(agent);
+  ASSERT_GT(port, 0) << agent.Stderr();
+  httplib::Client http("127.0.0.1", port);
+  auto ready = http.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find("failOnInitError is false: waiting without registering"),
+            std::string::npos)
+      << ready->body;
+  auto alive = http.Get("/healthz");
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->status, 200) << alive->body;
+  // The wait is entered before anything could register.
+  EXPECT_EQ(sim.registrations(), 0);
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(), 0) << agent.Stderr();
+}
+
 }  // namespace
 }  // namespace gpu_agent::testing

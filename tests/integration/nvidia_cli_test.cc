@@ -1,7 +1,8 @@
 // NVIDIA's command lines run gpu-agent unchanged: the real binary, started as
 // `gpu-agent` or through a link named nvidia-device-plugin, with the flags and
 // env of NVIDIA's own DaemonSets, registers with the kubelet simulator; every
-// flag in docs/moving-from-nvidia.md's table is accepted; bad input is a usage error.
+// flag in the migration flag table (docs/moving-from-nvidia-flags.md) is
+// accepted; NVIDIA's command-line grammar holds; bad input is a usage error.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -211,7 +212,7 @@ TEST(NvidiaCliTest, RunHelpGroupsOptionsByMode) {
   EXPECT_EQ(section_of("--imex-channel-ids"), "ignored");
 }
 
-// One row of the flag table in docs/moving-from-nvidia.md.
+// One row of the flag table in docs/moving-from-nvidia-flags.md.
 struct FlagRow {
   std::vector<std::string> flags;
   std::vector<std::string> envs;
@@ -219,14 +220,13 @@ struct FlagRow {
   std::string effect;  // a setting key, or "ignored: ..."
 };
 
-std::vector<FlagRow> DocsFlagTable() {
-  const std::string doc = ReadFile(SourceDir() + "/docs/moving-from-nvidia.md");
-  const size_t section = doc.find("# Moving from NVIDIA's device plugin");
-  const size_t header = doc.find("| NVIDIA flag | env | example | gpu-agent |", section);
-  EXPECT_NE(header, std::string::npos) << "docs/moving-from-nvidia.md lost the NVIDIA flag table";
+std::vector<FlagRow> FlagTable() {
+  const std::string readme = ReadFile(SourceDir() + "/docs/moving-from-nvidia-flags.md");
+  const size_t header = readme.find("| NVIDIA flag | env | example | gpu-agent |");
+  EXPECT_NE(header, std::string::npos) << "docs/moving-from-nvidia-flags.md lost its flag table";
   std::vector<FlagRow> rows;
   if (header == std::string::npos) return rows;
-  std::istringstream lines(doc.substr(header));
+  std::istringstream lines(readme.substr(header));
   std::string line;
   std::getline(lines, line);  // header
   std::getline(lines, line);  // |---|
@@ -258,9 +258,13 @@ std::vector<FlagRow> DocsFlagTable() {
   return rows;
 }
 
-TEST(NvidiaCliTest, EveryFlagAndEnvInTheDocsTableIsAccepted) {
-  const std::vector<FlagRow> rows = DocsFlagTable();
-  ASSERT_GE(rows.size(), 20u);
+TEST(NvidiaCliTest, EveryFlagAndEnvInTheFlagTableIsAccepted) {
+  const std::vector<FlagRow> rows = FlagTable();
+  ASSERT_GE(rows.size(), 22u);
+  const RunResult help = RunAgent({"run", "--help"});
+  ASSERT_EQ(help.code, 0) << help.err;
+  const RunResult defaults = RunAgent({"config"}, {{"CONFIG_FILE", "<unset>"}});
+  ASSERT_EQ(defaults.code, 0) << defaults.err;
   std::set<std::string> seen;
   TempDir dir;
   const std::string file = dir.Write("nvidia.yaml", "version: v1\n");
@@ -269,9 +273,16 @@ TEST(NvidiaCliTest, EveryFlagAndEnvInTheDocsTableIsAccepted) {
   for (const FlagRow& row : rows) {
     const std::string value = row.example == "FILE" ? file : row.example;
     const bool ignored = row.effect.rfind("ignored", 0) == 0;
+    // A setting row names a key `config` prints; an ignored one says why.
+    if (!ignored && row.example != "FILE") {
+      const std::string leaf = row.effect.substr(row.effect.rfind('.') + 1);
+      EXPECT_NE(defaults.out.find(" " + leaf.substr(0, leaf.find('`')) + ": "), std::string::npos)
+          << row.effect << " is not in `gpu-agent config`";
+    }
     for (const std::string& flag : row.flags) {
       SCOPED_TRACE(flag);
       ASSERT_EQ(flag.rfind("--", 0), 0u);
+      EXPECT_NE(help.out.find(flag), std::string::npos) << flag << " is not in `run --help`";
       EXPECT_TRUE(seen.insert(flag).second) << "listed twice";
       RunResult r = RunAgent({"config", flag + "=" + value}, clean);
       ASSERT_EQ(r.code, 0) << r.err;
@@ -303,8 +314,10 @@ TEST(NvidiaCliTest, EveryFlagAndEnvInTheDocsTableIsAccepted) {
       }
     }
   }
-  // NVIDIA's flag names as the source of v0.13 to v0.17 lists them.
-  for (const char* name : {"--mig-strategy",
+  // NVIDIA's flag names as the source of v0.13 to v0.20 lists them.
+  for (const char* name : {"--shared-devices-allocation-policy",
+                           "--cdi-disable-hooks",
+                           "--mig-strategy",
                            "--fail-on-init-error",
                            "--nvidia-driver-root",
                            "--driver-root",
@@ -328,7 +341,7 @@ TEST(NvidiaCliTest, EveryFlagAndEnvInTheDocsTableIsAccepted) {
                            "--imex-channel-ids",
                            "--imex-required",
                            "--cdi-feature-flags"}) {
-    EXPECT_EQ(seen.count(name), 1u) << name << " missing from docs/moving-from-nvidia.md's table";
+    EXPECT_EQ(seen.count(name), 1u) << name << " missing from the flag table";
   }
 }
 
@@ -365,6 +378,123 @@ TEST(NvidiaCliTest, BadInputIsAUsageErrorNamingTheFlag) {
     EXPECT_EQ(p.Wait(), 2) << c.expect << "\n" << p.Stderr();
     EXPECT_NE(p.Stderr().find(c.expect), std::string::npos) << p.Stderr();
   }
+}
+
+// urfave/cli over Go's flag package: list flags accumulate, others keep the
+// last value, one dash is as good as two, booleans are strconv.ParseBool's.
+TEST(NvidiaCliTest, NvidiasCommandLineGrammar) {
+  const std::map<std::string, std::string> clean = {{"CONFIG_FILE", "<unset>"}};
+  struct Case {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::string expect;  // a line of `config`'s output
+  } cases[] = {
+      {{"--device-list-strategy", "envvar", "--device-list-strategy", "cdi-cri"},
+       {},
+       "deviceListStrategy: [envvar, cdi-cri]"},
+      {{"--device-list-strategy=envvar,volume-mounts", "--device-list-strategy=cdi-cri"},
+       {},
+       "deviceListStrategy: [envvar, volume-mounts, cdi-cri]"},
+      {{"--mig-strategy=single", "--mig-strategy=mixed"}, {}, "migStrategy: mixed"},
+      {{"-mig-strategy=single"}, {}, "migStrategy: single"},
+      {{"-mig-strategy", "mixed"}, {}, "migStrategy: mixed"},
+      {{"-pass-device-specs"}, {}, "passDeviceSpecs: true"},
+      {{"-fail-on-init-error=F"}, {}, "failOnInitError: false"},
+      {{"--pass-device-specs=T"}, {}, "passDeviceSpecs: true"},
+      {{"--pass-device-specs=1"}, {}, "passDeviceSpecs: true"},
+      {{}, {{"PASS_DEVICE_SPECS", "True"}}, "passDeviceSpecs: true"},
+      {{}, {{"FAIL_ON_INIT_ERROR", "FALSE"}}, "failOnInitError: false"},
+      {{"--shared-devices-allocation-policy=packed"}, {}, "sharedDevicesAllocationPolicy: packed"},
+      {{}, {{"SHARED_DEVICES_ALLOCATION_POLICY", "packed"}}, "allocationPolicy: packed"},
+      {{"--cdi-disable-hooks=update-ldcache", "--cdi-disable-hooks=create-symlinks"},
+       {},
+       "cdiDisableHooks: [update-ldcache, create-symlinks]"},
+      {{}, {{"DP_DISABLE_HEALTHCHECKS", "109,119"}}, "ignoredXids: [13, 31, 43, 45, 68, 109, 119]"},
+      {{"--imex-channel-ids=0", "--imex-channel-ids=1"}, {}, "--imex-channel-ids=0,1 is ignored"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"config"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    std::map<std::string, std::string> env = clean;
+    for (const auto& [k, v] : c.env) env[k] = v;
+    RunResult r = RunAgent(args, env);
+    SCOPED_TRACE(c.expect);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << r.out;
+  }
+  // The same under NVIDIA's name, as `run`: a single-dash flag and a
+  // repeated list flag parse, then a bad mode stops it after every flag.
+  TempDir dir;
+  Subprocess p({NvidiaLink(dir), "-mig-strategy=single", "--device-list-strategy", "envvar",
+                "--device-list-strategy", "cdi-cri", "-mode", "neither"},
+               clean);
+  EXPECT_EQ(p.Wait(), 2) << p.Stderr();
+  EXPECT_NE(p.Stderr().find("invalid value \"neither\""), std::string::npos) << p.Stderr();
+  // What Go refuses is refused, naming the flag or env var.
+  struct Bad {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::string expect;
+  } bad[] = {
+      {{"--fail-on-init-error=yes"},
+       {},
+       "flag --fail-on-init-error: invalid value \"yes\" for flags.failOnInitError: expected a "
+       "boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)"},
+      {{"-pass-device-specs=on"}, {}, "flag --pass-device-specs: invalid value \"on\""},
+      {{}, {{"PASS_DEVICE_SPECS", "yes"}}, "env PASS_DEVICE_SPECS: invalid value \"yes\""},
+      {{}, {{"RESTART_ON_DEVICE_UNHEALTHY", "yes"}}, "env RESTART_ON_DEVICE_UNHEALTHY: invalid"},
+      {{"--shared-devices-allocation-policy=spread"},
+       {},
+       "flag --shared-devices-allocation-policy: invalid value \"spread\""},
+      {{"--cdi-disable-hooks=ldcache"}, {}, "flag --cdi-disable-hooks: invalid value \"ldcache\""},
+  };
+  for (const Bad& b : bad) {
+    std::vector<std::string> args = {"config"};
+    args.insert(args.end(), b.args.begin(), b.args.end());
+    std::map<std::string, std::string> env = clean;
+    for (const auto& [k, v] : b.env) env[k] = v;
+    RunResult r = RunAgent(args, env);
+    EXPECT_EQ(r.code, 2) << b.expect << "\n" << r.err;
+    EXPECT_NE(r.err.find(b.expect), std::string::npos) << r.err;
+  }
+}
+
+// A ConfigMap that ran under NVIDIA's plugin runs here, with NVIDIA's result
+// and warnings; `config --strict` is the linter that refuses unknown keys.
+TEST(NvidiaCliTest, NvidiasConfigFilesRunWithWarnings) {
+  const std::map<std::string, std::string> clean = {{"CONFIG_FILE", "<unset>"}};
+  const std::string dir = SourceDir() + "/tests/fixtures/nvidia";
+  for (const char* name :
+       {"time-slicing.yaml", "time-slicing-devices-rename.yaml", "mig.yaml",
+        "device-list-strategies.yaml", "helm-config-map-default.yaml", "empty.yaml"}) {
+    SCOPED_TRACE(name);
+    RunResult r = RunAgent({"config", "--config", dir + "/" + name}, clean);
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  RunResult renamed =
+      RunAgent({"config", "--config", dir + "/time-slicing-devices-rename.yaml"}, clean);
+  EXPECT_NE(renamed.out.find("# warning: "), std::string::npos) << renamed.out;
+  EXPECT_NE(renamed.out.find("honor: [devices]"), std::string::npos) << renamed.out;
+  EXPECT_NE(renamed.out.find("devices: [all]"), std::string::npos) << renamed.out;
+  EXPECT_EQ(renamed.out.find("rename: "), std::string::npos) << renamed.out;
+  TempDir tmp;
+  const std::string typo = tmp.Write("typo.yaml", "version: v1\nflags:\n  migStrategi: single\n");
+  RunResult warned = RunAgent({"config", "--config", typo}, clean);
+  EXPECT_EQ(warned.code, 0) << warned.err;
+  EXPECT_NE(warned.out.find("# warning: " + typo +
+                            ":3:3: unknown key \"migStrategi\" in flags; did you mean "
+                            "\"migStrategy\"?"),
+            std::string::npos)
+      << warned.out;
+  RunResult strict = RunAgent({"config", "--strict", "--config", typo}, clean);
+  EXPECT_EQ(strict.code, 2) << strict.err;
+  EXPECT_NE(strict.err.find("did you mean \"migStrategy\"?"), std::string::npos) << strict.err;
+  EXPECT_NE(strict.err.find("--strict"), std::string::npos) << strict.err;
+  RunResult imex = RunAgent({"config", "--imex-required"}, clean);
+  EXPECT_EQ(imex.code, 0) << imex.err;
+  EXPECT_NE(imex.out.find("# warning: flag --imex-required=true: IMEX channels are not provided"),
+            std::string::npos)
+      << imex.out;
 }
 
 TEST(NvidiaCliTest, VersionAndHelpUnderBothNames) {

@@ -516,6 +516,7 @@ devices:
   exclude: [index:0]
 sharing:
   timeSlicing:
+    honor: [devices, rename]
     resources:
     - name: nvidia.com/gpu
       replicas: 4

@@ -75,7 +75,7 @@ AGENT_ENV=(env LD_LIBRARY_PATH="$BUILD/fake-nvml"
            FAKE_NVML_FIXTURE="$SRC/tests/fixtures/nvml/2-gpu-mig.yaml" CONFIG_FILE=)
 "${AGENT_ENV[@]}" "$BUILD/gpu-agent" cdi generate --mig-strategy mixed \
   --nvidia-driver-root "$T/driver" --dev-root "$T/dev" --proc-root "$T/proc" \
-  --cdi-vendor "$VENDOR" --nvidia-cdi-hook-path "" --output "$SPEC" ||
+  --cdi-vendor "$VENDOR" --nvidia-cdi-hook-path "" --output-file "$SPEC" ||
   fail "gpu-agent cdi generate failed"
 "${AGENT_ENV[@]}" "$BUILD/gpu-agent" devices -o json >"$T/devices.json"
 

@@ -76,13 +76,27 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
   int exit_code = kExitFailure;
   absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
       CommandRestClient(config, &exit_code);
-  if (!rest.ok()) return Fail(exit_code, std::string(rest.status().message()));
-  apiserver::NodeClient client(rest->get(), node);
+  if (!rest.ok() && !req.dry_run) return Fail(exit_code, std::string(rest.status().message()));
+  apiserver::NodeClient client(rest.ok() ? rest->get() : nullptr, node);
   const bool allocatable = config.static_mode.allocatable;
 
   if (req.dry_run) {
+    // The request needs no server: without a connection it is printed with
+    // the path only, and stderr says why the server is not named.
+    auto describe = [&](const std::string& method, const std::string& path, const std::string& body,
+                        const std::string& type) {
+      if (rest.ok()) return (*rest)->Describe(method, path, body, type);
+      std::string out = StrCat(method, " ", path, "\n");
+      if (!type.empty()) StrAppend(&out, "Content-Type: ", type, "\n");
+      if (!body.empty()) StrAppend(&out, "\n", body, "\n");
+      return out;
+    };
+    if (!rest.ok()) {
+      std::fprintf(stderr, "gpu-agent capacity: note: --dry-run without an API server (%s)\n",
+                   std::string(rest.status().message()).c_str());
+    }
     if (req.verb == "get") {
-      std::printf("%s", (*rest)->Describe("GET", client.NodePath(), "", "").c_str());
+      std::printf("%s", describe("GET", client.NodePath(), "", "").c_str());
       return kExitOk;
     }
     // Without asking the server, plan against a Node that has both maps.
@@ -95,10 +109,9 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
       assumed.capacity[resource] = assumed.allocatable[resource] = "0";
       patch = apiserver::PlanRemoveCapacity(assumed, resource, allocatable);
     }
-    std::printf("%s", (*rest)
-                          ->Describe("PATCH", client.StatusPath(), patch.ToJson(),
-                                     apiserver::kJsonPatchType)
-                          .c_str());
+    std::printf(
+        "%s",
+        describe("PATCH", client.StatusPath(), patch.ToJson(), apiserver::kJsonPatchType).c_str());
     return kExitOk;
   }
 

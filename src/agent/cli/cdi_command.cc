@@ -30,8 +30,8 @@ int CdiGenerateCommand(const LoadedConfig& loaded, const std::string& format,
   const std::string from_ext = to_stdout ? "" : FormatFromExtension(output);
   if (!format.empty() && !from_ext.empty() && format != from_ext) {
     std::fprintf(stderr,
-                 "gpu-agent: --format %s contradicts --output %s (CDI consumers read a spec by "
-                 "its extension, .json or .yaml)\n",
+                 "gpu-agent: --output %s contradicts --output-file %s (CDI consumers read a "
+                 "spec by its extension, .json or .yaml)\n",
                  format.c_str(), output.c_str());
     return kExitUsage;
   }

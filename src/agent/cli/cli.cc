@@ -81,8 +81,6 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     std::printf("gpu-agent %s\n", kVersion);
     return kExitOk;
   }
-  std::vector<char*> cargv;
-  for (std::string& a : args) cargv.push_back(a.data());
 
   CLI::App app(
       "gpu-agent makes a node's NVIDIA GPUs schedulable in Kubernetes: as a kubelet device "
@@ -99,9 +97,13 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   run_selection.node_alias = true;
   AddConfigFlags(run, &run_flags, run_selection);
 
-  CLI::App* devices = app.add_subcommand("devices", "list the GPUs NVML reports");
+  CLI::App* devices = app.add_subcommand(
+      "devices", "list the GPUs NVML reports, and which of them devices.* selects");
   ConfigFlags devices_flags;
-  AddConfigFlags(devices, &devices_flags);
+  FlagSelection devices_selection;
+  devices_selection.applies = DevicesApplies();
+  devices_selection.nvidia_ignored = false;
+  AddConfigFlags(devices, &devices_flags, devices_selection);
   std::string output = "table";
   devices->add_option("-o,--output", output, "output format")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
@@ -110,20 +112,35 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
       app.add_subcommand("config", "print the effective config and where each value came from");
   ConfigFlags config_flags;
   AddConfigFlags(config, &config_flags);
+  bool config_strict = false;
+  config->add_flag("--strict", config_strict,
+                   "refuse unknown keys in the config file (which run warns about and skips), "
+                   "for linting ConfigMaps in CI");
 
   CLI::App* cdi = app.add_subcommand("cdi", "Container Device Interface spec for this node");
   cdi->require_subcommand(1);
   CLI::App* cdi_generate = cdi->add_subcommand(
-      "generate", "print the CDI spec of this node's GPUs (or write it with --output)");
+      "generate", "print the CDI spec of this node's GPUs (or write it with --output-file)");
   ConfigFlags cdi_flags;
-  AddConfigFlags(cdi_generate, &cdi_flags);
+  FlagSelection cdi_selection;
+  cdi_selection.applies = CdiGenerateApplies();
+  cdi_selection.nvidia_ignored = false;
+  AddConfigFlags(cdi_generate, &cdi_flags, cdi_selection);
   std::string cdi_format;
   std::string cdi_output;
+  // -o/--output is the format, as in every other subcommand; a file is
+  // --output-file (-f). A path given to --output is named as the mistake.
   cdi_generate
-      ->add_option("-o,--format", cdi_format,
-                   "spec format (default: from --output's extension, else yaml)")
-      ->check(CLI::IsMember({"json", "yaml"}));
-  cdi_generate->add_option("--output", cdi_output,
+      ->add_option("-o,--output,--format", cdi_format,
+                   "spec format (default: from --output-file's extension, else yaml)")
+      ->check(
+          [](const std::string& v) -> std::string {
+            if (v == "json" || v == "yaml") return "";
+            return StrCat("--output is the format (json or yaml), not \"", v,
+                          "\"; write the spec to a file with --output-file ", v);
+          },
+          "json|yaml");
+  cdi_generate->add_option("-f,--output-file", cdi_output,
                            "write the spec to this file atomically instead of printing it");
 
   CLI::App* version = app.add_subcommand("version", "print the version");
@@ -171,8 +188,9 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   CLI::App* labels = app.add_subcommand(
       "labels", "print the GPU labels (gpu-feature-discovery's keys) this node's GPUs call for");
   ConfigFlags labels_flags;
-  FlagSelection labels_selection;  // the GPUs' settings and the connection, not NVIDIA's no-ops
+  FlagSelection labels_selection;  // the GPUs' settings (and the connection), not NVIDIA's no-ops
   labels_selection.nvidia_ignored = false;
+  labels_selection.applies = LabelsApplies("print");
   AddConfigFlags(labels, &labels_flags, labels_selection);
   LabelsRequest labels_req;
   labels->add_option("-o,--output", labels_req.output, "output format")
@@ -191,7 +209,9 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
                   ? "put the labels on the Node (one PATCH of nodes/status), removing the "
                     "agent's stale ones"
                   : "remove the labels the agent put on the Node, and no other");
-    AddConfigFlags(c->cmd, &c->flags, labels_selection);
+    FlagSelection verb_selection = labels_selection;
+    verb_selection.applies = LabelsApplies(verb);
+    AddConfigFlags(c->cmd, &c->flags, verb_selection);
     c->cmd->add_option("--node", c->req.node, "the Node (default: NODE_NAME)");
     c->cmd->add_flag("--dry-run", c->req.dry_run,
                      "read the Node, print the PATCH (Authorization redacted), send nothing");
@@ -211,6 +231,9 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
       return kExitUsage;
     }
   }
+  AcceptSingleDashLongFlags(app, &args);
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
   try {
     app.parse(static_cast<int>(cargv.size()), cargv.data());
   } catch (const CLI::CallForHelp& e) {
@@ -259,6 +282,7 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   }
   if (config->parsed()) {
     ConfigRequest req = BuildRequest(config_flags);
+    req.strict = config_strict;
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
     return commands.config(*loaded);

@@ -1,5 +1,7 @@
 #include "agent/cli/cli_flags.h"
 
+#include <set>
+
 #include "agent/config/config_schema.h"
 #include "agent/config/nvidia_compat.h"
 #include "base/strings.h"
@@ -11,6 +13,16 @@ constexpr const char* kGroupCommon = "Common";
 constexpr const char* kGroupPlugin = "Plugin mode";
 constexpr const char* kGroupStatic = "Static mode";
 constexpr const char* kGroupIgnored = "NVIDIA compatibility (accepted, ignored)";
+
+// As NVIDIA's command line (urfave/cli over Go's flag package) takes a flag
+// given twice: a list flag accumulates, any other keeps the last value.
+void ApplyGoRepeatRule(CLI::Option* opt, bool list) {
+  if (list) {
+    opt->delimiter(',')->multi_option_policy(CLI::MultiOptionPolicy::Join);
+  } else {
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+}
 
 // The help section of a setting in `run --help`: the mode that reads it.
 const char* GroupOf(std::string_view key) {
@@ -57,6 +69,7 @@ void AddSettingFlag(CLI::App* cmd, const Setting& s, const FlagSelection& sel, C
     // --proxy alone means the kubectl proxy default address.
     opt->expected(0, 1)->default_str("http://127.0.0.1:8001");
   }
+  ApplyGoRepeatRule(opt, s.kind == SettingKind::kStringList || s.kind == SettingKind::kIntList);
   if (sel.grouped) opt->group(GroupOf(s.key));
   flags->options[std::string(s.key)] = opt;
 }
@@ -74,6 +87,8 @@ void AddIgnoredFlag(CLI::App* cmd, const IgnoredNvidiaFlag& f, const FlagSelecti
                          ? cmd->add_flag(StrCat(name, "{true}"), target, help)
                          : cmd->add_option(name, target, help);
   if (sel.grouped) opt->group(kGroupIgnored);
+  ApplyGoRepeatRule(opt,
+                    f.kind == IgnoredFlagKind::kIntList || f.kind == IgnoredFlagKind::kStringList);
   flags->ignored_options[std::string(f.flag)] = opt;
 }
 
@@ -124,6 +139,54 @@ std::function<bool(std::string_view)> CapacityApplies(const std::string& verb) {
     return key == "static.allocatable" || key == "flags.migStrategy" ||
            key.starts_with("devices.") || key == "flags.nvidiaDriverRoot" ||
            key == "flags.plugin.containerDriverRoot" || key == "sysfsRoot";
+  };
+}
+
+void AcceptSingleDashLongFlags(const CLI::App& app, std::vector<std::string>* args) {
+  std::set<std::string> long_names;
+  std::function<void(const CLI::App&)> collect = [&](const CLI::App& a) {
+    for (const CLI::Option* o : a.get_options()) {
+      for (const std::string& n : o->get_lnames()) long_names.insert(n);
+    }
+    for (const CLI::App* sub : a.get_subcommands({})) collect(*sub);
+  };
+  collect(app);
+  for (size_t i = 1; i < args->size(); ++i) {
+    std::string& a = (*args)[i];
+    if (a == "--") break;
+    if (a.size() < 3 || a[0] != '-' || a[1] == '-') continue;
+    const std::string name =
+        a.substr(1, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 1);
+    if (name.size() > 1 && long_names.count(name) > 0) a.insert(0, "-");
+  }
+}
+
+namespace {
+
+// Where NVML is loaded from and which GPUs are chosen: what every command
+// that discovers GPUs reads.
+bool DiscoveryKey(std::string_view key) {
+  return key == "flags.nvidiaDriverRoot" || key == "flags.plugin.containerDriverRoot" ||
+         key == "sysfsRoot" || key.starts_with("devices.") || key.starts_with("log.");
+}
+
+}  // namespace
+
+std::function<bool(std::string_view)> DevicesApplies() { return DiscoveryKey; }
+
+std::function<bool(std::string_view)> CdiGenerateApplies() {
+  return [](std::string_view key) {
+    return DiscoveryKey(key) || key.starts_with("cdi.") || key == "flags.nvidiaDevRoot" ||
+           key == "flags.migStrategy" || key == "procRoot" || key == "flags.plugin.nvidiaCTKPath" ||
+           key == "flags.plugin.cdiDisableHooks";
+  };
+}
+
+std::function<bool(std::string_view)> LabelsApplies(const std::string& verb) {
+  return [verb](std::string_view key) {
+    if (key.starts_with("apiServer.") || key == "nodeName") return verb != "print";
+    return DiscoveryKey(key) || key == "resourceName" || key == "flags.migStrategy" ||
+           key.starts_with("sharing.") || key == "flags.plugin.sharedDevicesAllocationPolicy";
   };
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/config/config_loader.h"
 
@@ -40,6 +41,17 @@ void AddConfigFlags(CLI::App* cmd, ConfigFlags* flags, const FlagSelection& sel 
 // What `capacity <verb>` reads: the node, the resource, the connection, and
 // for `set` what --discover counts with and whether allocatable is written.
 std::function<bool(std::string_view)> CapacityApplies(const std::string& verb);
+
+// Go's flag package takes `-name` as `--name`: rewrites each single-dash
+// argument whose name is a long flag of `app` (or of a subcommand) to two
+// dashes, up to a "--". Short flags (`-o`) are left as they are.
+void AcceptSingleDashLongFlags(const CLI::App& app, std::vector<std::string>* args);
+
+// What `devices`, `cdi generate` and `labels [apply|remove]` read ("print"
+// for plain `labels`), so their help lists only those flags.
+std::function<bool(std::string_view)> DevicesApplies();
+std::function<bool(std::string_view)> CdiGenerateApplies();
+std::function<bool(std::string_view)> LabelsApplies(const std::string& verb);
 
 // The config file and the flags given, for the loader.
 ConfigRequest BuildRequest(const ConfigFlags& flags);

@@ -92,6 +92,7 @@ std::string ConfigReport(LoadedConfig& loaded) {
       }
     }
   }
+  for (const std::string& w : loaded.warnings) StrAppend(&out, "# warning: ", w, "\n");
   for (const std::string& note : loaded.notes) StrAppend(&out, "# note: ", note, "\n");
   return out;
 }

@@ -59,10 +59,15 @@ struct Config {
       std::string device_id_strategy = "uuid";  // uuid | index
       std::string cdi_annotation_prefix = "cdi.k8s.io/";
       std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";
-      // Where the host's driver root is mounted in the agent's container
-      // (e.g. /driver-root). Empty: at the same path (a host process, or a
-      // runtime that injects the driver).
+      // Where the host's driver root is mounted in the agent's container.
+      // Unset, the loader takes NVIDIA's chart layout, /driver-root, when
+      // that folder exists (config_loader.h). Empty: at the same path (a host
+      // process, or a runtime that injects the driver).
       std::string container_driver_root;
+      // Hooks of nvidia-cdi-hook the CDI spec must not call ("all", or hook
+      // names). gpu-agent's spec calls only create-symlinks (then mounts the
+      // links instead) and update-ldcache (then leaves the cache alone).
+      std::vector<std::string> cdi_disable_hooks;
     } plugin;
 
     // Where this process finds the driver root: NVML is loaded from here.
@@ -85,6 +90,10 @@ struct Config {
       // Which replicas GetPreferredAllocation suggests: "distributed" spreads
       // containers over GPUs, "packed" fills one GPU before the next.
       std::string allocation_policy = "distributed";
+      // NVIDIA's plugin (v0.20) reads resources[].devices and .rename and
+      // ignores them; gpu-agent does too unless they are named here
+      // ("devices", "rename"), so a file keeps NVIDIA's meaning by default.
+      std::vector<std::string> honor;
       std::vector<TimeSlicingResource> resources;
     } time_slicing;
   } sharing;

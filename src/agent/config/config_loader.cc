@@ -1,7 +1,9 @@
 #include "agent/config/config_loader.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +74,10 @@ class YamlWalker {
                      "sharing.timeSlicing");
       }
       if (IsIgnoredCompatKey(path)) {
+        if (path == "imex") {
+          NoteImex(value);
+          continue;
+        }
         out_->notes.push_back(StrCat(Where(kv.first), ": ", path,
                                      " is accepted for compatibility and has no effect"));
         continue;
@@ -88,14 +94,43 @@ class YamlWalker {
         GA_RETURN_IF_ERROR(WalkMap(value, path));
         continue;
       }
-      std::string msg =
-          StrCat("unknown key \"", key, "\"", prefix.empty() ? "" : StrCat(" in ", prefix));
-      if (std::string near = ClosestMatch(key, ChildKeys(prefix)); !near.empty()) {
-        StrAppend(&msg, "; did you mean \"", near, "\"?");
-      }
-      return Error(kv.first, msg);
+      UnknownKey(kv.first, key, prefix.empty() ? "" : StrCat(" in ", prefix), ChildKeys(prefix));
     }
     return absl::OkStatus();
+  }
+
+  // As NVIDIA's reader does, an unknown key is skipped; gpu-agent says so,
+  // with the nearest known key. `config --strict` turns it into an error.
+  void UnknownKey(const YAML::Node& at, const std::string& key, const std::string& where,
+                  const std::vector<std::string>& known) {
+    std::string msg = StrCat(Where(at), ": unknown key \"", Printable(key, 60), "\"", where);
+    if (std::string near = ClosestMatch(key, known); !near.empty()) {
+      StrAppend(&msg, "; did you mean \"", near, "\"?");
+    }
+    out_->unknown_keys.push_back(msg);
+    out_->warnings.push_back(StrCat(msg, " (ignored, as NVIDIA's plugin ignores it)"));
+  }
+
+  // NVIDIA's imex section asks for channels gpu-agent does not provide: a
+  // pod that needs them would fail only inside, so `required` is a warning.
+  void NoteImex(const YAML::Node& imex) {
+    const YAML::Node required = imex.IsMap() ? imex["required"] : YAML::Node();
+    if (required && required.IsScalar() &&
+        ParseGoBool(required.Scalar()).value_or(required.Scalar() == "yes")) {
+      out_->warnings.push_back(StrCat(Where(required),
+                                      ": imex.required is true, but IMEX channels are not "
+                                      "provided by gpu-agent; pods that need them (multi-node "
+                                      "NVLink) will not find /dev/nvidia-caps-imex-channels"));
+      return;
+    }
+    out_->notes.push_back(
+        StrCat(Where(imex), ": imex is accepted for compatibility and has no effect"));
+  }
+
+  // NVIDIA's resource names: a bare name is in the nvidia.com domain.
+  static std::string ResourceName(const std::string& name) {
+    if (name.empty() || name.find('/') != std::string::npos) return name;
+    return StrCat("nvidia.com/", name);
   }
 
   absl::Status ApplyNode(const Setting& s, const YAML::Node& key, const YAML::Node& value) {
@@ -121,7 +156,7 @@ class YamlWalker {
       return Error(value, StrCat("unknown config version \"", Printable(items[0], 40),
                                  "\"; gpu-agent reads version v1"));
     }
-    absl::Status st = ApplySetting(s, items, &out_->config);
+    absl::Status st = ApplySetting(s, items, &out_->config, ValueSyntax::kYaml);
     if (!st.ok()) return Error(value, std::string(st.message()));
     out_->origins[std::string(s.key)] = Origin{ValueSource::kFile, Where(key)};
     return absl::OkStatus();
@@ -146,7 +181,7 @@ class YamlWalker {
         const YAML::Node& v = kv.second;
         if (key == "name" || key == "rename") {
           if (!v.IsScalar()) return Error(v, StrCat(key, " must be a resource name"));
-          (key == "name" ? r.name : r.rename) = v.Scalar();
+          (key == "name" ? r.name : r.rename) = ResourceName(v.Scalar());
         } else if (key == "replicas") {
           int n = 0;
           if (!v.IsScalar() || !ParseInt(v.Scalar(), &n)) {
@@ -179,13 +214,8 @@ class YamlWalker {
             return Error(v, "devices must be \"all\", a count, or a list of indexes or UUIDs");
           }
         } else {
-          std::string msg =
-              StrCat("unknown key \"", key, "\" in a sharing.timeSlicing.resources entry");
-          if (std::string near = ClosestMatch(key, {"name", "rename", "replicas", "devices"});
-              !near.empty()) {
-            StrAppend(&msg, "; did you mean \"", near, "\"?");
-          }
-          return Error(kv.first, msg);
+          UnknownKey(kv.first, key, " in a sharing.timeSlicing.resources entry",
+                     {"name", "rename", "replicas", "devices"});
         }
       }
       if (r.name.empty()) return Error(item, "a sharing.timeSlicing.resources entry needs a name");
@@ -256,7 +286,9 @@ absl::Status ApplyHealthEnv(const EnvLookup& env, LoadedConfig* out) {
         h.disabled = true;
         out->origins["health.disabled"] = Origin{ValueSource::kEnv, "env DP_DISABLE_HEALTHCHECKS"};
       } else if (ParseInt(item, &xid) && xid >= 0) {
-        h.ignored_xids.push_back(xid);
+        if (std::find(h.ignored_xids.begin(), h.ignored_xids.end(), xid) == h.ignored_xids.end()) {
+          h.ignored_xids.push_back(xid);
+        }
         out->origins["health.ignoredXids"] =
             Origin{ValueSource::kEnv, "env DP_DISABLE_HEALTHCHECKS"};
       } else {
@@ -276,7 +308,10 @@ absl::Status ApplyHealthEnv(const EnvLookup& env, LoadedConfig* out) {
         out->origins["health.ignoredXids"] =
             Origin{ValueSource::kEnv, "env DP_ENABLE_HEALTHCHECKS"};
       } else if (ParseInt(item, &xid) && xid >= 0) {
-        h.critical_xids.push_back(xid);
+        if (std::find(h.critical_xids.begin(), h.critical_xids.end(), xid) ==
+            h.critical_xids.end()) {
+          h.critical_xids.push_back(xid);
+        }
         out->origins["health.criticalXids"] =
             Origin{ValueSource::kEnv, "env DP_ENABLE_HEALTHCHECKS"};
       } else {
@@ -289,7 +324,69 @@ absl::Status ApplyHealthEnv(const EnvLookup& env, LoadedConfig* out) {
   return absl::OkStatus();
 }
 
+// NVIDIA's plugin (v0.20) ignores a time-sliced resource's devices and
+// rename, with a warning. So does gpu-agent, unless the file opts in to its
+// own meaning with sharing.timeSlicing.honor.
+void ReadTimeSlicingAsNvidiaDoes(LoadedConfig* out) {
+  Config::Sharing::TimeSlicing& ts = out->config.sharing.time_slicing;
+  auto honoured = [&](std::string_view field) {
+    return std::find(ts.honor.begin(), ts.honor.end(), field) != ts.honor.end();
+  };
+  auto where = [&]() {
+    auto it = out->origins.find("sharing.timeSlicing.resources");
+    return it == out->origins.end() ? std::string() : StrCat(it->second.detail, ": ");
+  };
+  for (TimeSlicingResource& r : ts.resources) {
+    const bool all = r.device_count == 0 && r.devices == std::vector<std::string>{"all"};
+    if (!all && !honoured("devices")) {
+      out->warnings.push_back(StrCat(
+          where(), "sharing.timeSlicing.resources[", r.name,
+          "].devices is ignored: every GPU is shared, as NVIDIA's plugin does; to share only the "
+          "listed GPUs, add \"honor: [devices]\" under sharing.timeSlicing"));
+      r.devices = {"all"};
+      r.device_count = 0;
+    }
+    if (!r.rename.empty() && !honoured("rename")) {
+      out->warnings.push_back(StrCat(where(), "sharing.timeSlicing.resources[", r.name,
+                                     "].rename (", r.rename,
+                                     ") is ignored: replicas are advertised as ", r.name,
+                                     ts.rename_by_default ? ".shared (renameByDefault)" : "",
+                                     ", as NVIDIA's plugin does; to advertise them as ", r.rename,
+                                     ", add \"honor: [rename]\" under sharing.timeSlicing"));
+      r.rename.clear();
+    }
+  }
+}
+
+// NVIDIA's defaults for where the driver and device nodes are: the dev root
+// is the driver root unless given, and in a container the host's driver
+// root is at /driver-root (NVIDIA's Helm chart mounts it there). A process
+// without that folder (on the host, or a runtime that injects the driver)
+// finds the driver where the driver root says, as before.
+void DefaultRootsAsNvidiaDoes(const ConfigRequest& request, LoadedConfig* out) {
+  Config::Flags& f = out->config.flags;
+  if (out->origins.count("flags.nvidiaDevRoot") == 0) {
+    f.nvidia_dev_root = f.nvidia_driver_root;
+    if (out->origins.count("flags.nvidiaDriverRoot") > 0) {
+      out->origins["flags.nvidiaDevRoot"] =
+          Origin{ValueSource::kDefault, "default: flags.nvidiaDriverRoot, as NVIDIA's plugin"};
+    }
+  }
+  if (out->origins.count("flags.plugin.containerDriverRoot") == 0 &&
+      request.dir_exists(std::string(kNvidiaChartDriverRoot))) {
+    f.plugin.container_driver_root = std::string(kNvidiaChartDriverRoot);
+    out->origins["flags.plugin.containerDriverRoot"] =
+        Origin{ValueSource::kDefault,
+               StrCat("default: ", kNvidiaChartDriverRoot, " exists (NVIDIA's Helm chart layout)")};
+  }
+}
+
 }  // namespace
+
+bool ConfigRequest::DirExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
 
 EnvLookup ProcessEnv() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -313,8 +410,9 @@ absl::Status ParseConfigYaml(std::string_view text, const std::string& filename,
         StrCat(filename, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
   }
   if (root.IsNull()) {
-    return absl::InvalidArgumentError(
-        StrCat(filename, ": the config file is empty; a minimal one is \"version: v1\""));
+    // As NVIDIA's plugin (v0.12.2 and later) reads it: the defaults.
+    out->notes.push_back(StrCat(filename, " is empty (or only comments): running with defaults"));
+    return absl::OkStatus();
   }
   try {
     YamlWalker walker(filename, out);
@@ -361,6 +459,12 @@ absl::StatusOr<LoadedConfig> LoadConfig(const ConfigRequest& request) {
     out.origins[key] = Origin{ValueSource::kFlag, StrCat("flag --", s->flag)};
   }
   if (absl::Status s = NoteIgnoredNvidiaOptions(request, &out); !s.ok()) return s;
+  if (request.strict && !out.unknown_keys.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(StrJoin(out.unknown_keys, "\n"), "\n(--strict: unknown keys are errors)"));
+  }
+  ReadTimeSlicingAsNvidiaDoes(&out);
+  DefaultRootsAsNvidiaDoes(request, &out);
   if (absl::Status s = ValidateConfig(out.config); !s.ok()) {
     // Point at where the offending value came from when we know it.
     std::string msg(s.message());

@@ -38,13 +38,26 @@ struct ConfigRequest {
   // IgnoredNvidiaFlags() given: checked, noted, not applied.
   std::vector<std::pair<std::string, std::string>> ignored_flags;
   EnvLookup env = ProcessEnv();
+  // `config --strict`: an unknown key in the file is an error, not a warning.
+  bool strict = false;
+  // Whether a folder exists; the loader asks it about NVIDIA's chart layout
+  // (/driver-root) when no container driver root is given.
+  std::function<bool(const std::string&)> dir_exists = DirExists;
+  static bool DirExists(const std::string& path);
 };
+
+// Where NVIDIA's Helm chart mounts the host's driver root in the container.
+inline constexpr std::string_view kNvidiaChartDriverRoot = "/driver-root";
 
 struct LoadedConfig {
   Config config;
   std::map<std::string, Origin> origins;  // by setting key; absent = default
   std::string file;
   std::vector<std::string> notes;  // accepted-but-ignored keys and the like
+  // What the user should act on (logged at warning level): unknown keys,
+  // fields read as NVIDIA reads them, features gpu-agent does not provide.
+  std::vector<std::string> warnings;
+  std::vector<std::string> unknown_keys;  // "file:line:col: key", for --strict
 };
 
 // Loads and validates. Config errors are kInvalidArgument; an unreadable file

@@ -1,6 +1,7 @@
 #include "agent/config/config_schema.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "base/strings.h"
@@ -157,6 +158,31 @@ const std::vector<Setting>& Table() {
        {},
        "where the host's driver root is mounted in this container (empty: at the same path)",
        FIELD(flags.plugin.container_driver_root)},
+      {"flags.plugin.cdiDisableHooks",
+       "cdi-disable-hooks",
+       "CDI_DISABLE_HOOKS",
+       K::kStringList,
+       {"all", "create-symlinks", "update-ldcache", "chmod", "enable-cuda-compat",
+        "disable-device-node-modification"},
+       "nvidia-cdi-hook hooks the CDI spec must not call (all, or names; true means all): "
+       "without create-symlinks the links are mounted as files, without update-ldcache the "
+       "container's loader cache is left as the image has it; the spec never calls the others",
+       FIELD(flags.plugin.cdi_disable_hooks)},
+      {"flags.plugin.sharedDevicesAllocationPolicy",
+       "shared-devices-allocation-policy",
+       "SHARED_DEVICES_ALLOCATION_POLICY",
+       K::kEnum,
+       {"distributed", "packed"},
+       "which time-sliced replicas to suggest: spread over GPUs, or fill one GPU first (NVIDIA's "
+       "name for sharing.timeSlicing.allocationPolicy)",
+       FIELD(sharing.time_slicing.allocation_policy)},
+      {"flags.plugin.kubeletSocket",
+       "",
+       "",
+       K::kString,
+       {},
+       "NVIDIA's file key for kubelet.socket",
+       FIELD(kubelet.socket)},
       {"cdi.vendor",
        "cdi-vendor",
        "GPU_AGENT_CDI_VENDOR",
@@ -199,6 +225,15 @@ const std::vector<Setting>& Table() {
        {"distributed", "packed"},
        "which replicas to suggest: spread over GPUs, or fill one GPU first",
        FIELD(sharing.time_slicing.allocation_policy)},
+      {"sharing.timeSlicing.honor",
+       "",
+       "",
+       K::kStringList,
+       {"devices", "rename"},
+       "resources[] fields NVIDIA's plugin ignores that gpu-agent then acts on: devices (share "
+       "only those GPUs), rename (advertise under that name); unlisted ones are ignored with a "
+       "warning, as NVIDIA does",
+       FIELD(sharing.time_slicing.honor)},
       {"health.disabled",
        "",
        "",
@@ -450,17 +485,36 @@ absl::Status BadChoice(const Setting& s, std::string_view value) {
   return absl::InvalidArgumentError(msg);
 }
 
-absl::StatusOr<bool> ParseBool(std::string_view key, std::string_view v) {
-  const std::string lower = AsciiToLower(v);
-  if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
-  if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
+absl::StatusOr<bool> ParseBool(std::string_view key, std::string_view v, ValueSyntax syntax) {
+  if (std::optional<bool> b = ParseGoBool(v)) return *b;
+  if (syntax == ValueSyntax::kYaml) {
+    // YAML 1.1's words, which NVIDIA's YAML reader takes as booleans.
+    for (std::string_view t : {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON"}) {
+      if (v == t) return true;
+    }
+    for (std::string_view f : {"n", "N", "no", "No", "NO", "off", "Off", "OFF"}) {
+      if (v == f) return false;
+    }
+    return absl::InvalidArgumentError(
+        StrCat("invalid value \"", v, "\" for ", key, ": expected true or false"));
+  }
   return absl::InvalidArgumentError(
-      StrCat("invalid value \"", v, "\" for ", key, ": expected true or false"));
+      StrCat("invalid value \"", v, "\" for ", key, ": ", kGoBoolExpectation));
 }
 
 }  // namespace
 
 const std::vector<Setting>& Settings() { return Table(); }
+
+std::optional<bool> ParseGoBool(std::string_view v) {
+  for (std::string_view t : {"1", "t", "T", "TRUE", "true", "True"}) {
+    if (v == t) return true;
+  }
+  for (std::string_view f : {"0", "f", "F", "FALSE", "false", "False"}) {
+    if (v == f) return false;
+  }
+  return std::nullopt;
+}
 
 const std::vector<SettingAlias>& SettingAliases() {
   static const auto* aliases = new std::vector<SettingAlias>{
@@ -519,7 +573,8 @@ std::vector<std::string> ChildKeys(std::string_view prefix) {
   return {out.begin(), out.end()};
 }
 
-absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& items, Config* config) {
+absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& items, Config* config,
+                          ValueSyntax syntax) {
   FieldRef ref = s.ref(*config);
   const bool is_list = s.kind == K::kStringList || s.kind == K::kIntList;
   if (!is_list && items.size() != 1) {
@@ -536,7 +591,7 @@ absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& item
       *std::get<std::string*>(ref) = items[0];
       return absl::OkStatus();
     case K::kBool: {
-      absl::StatusOr<bool> b = ParseBool(s.key, items[0]);
+      absl::StatusOr<bool> b = ParseBool(s.key, items[0], syntax);
       if (!b.ok()) return b.status();
       *std::get<bool*>(ref) = *b;
       return absl::OkStatus();
@@ -559,16 +614,25 @@ absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& item
     case K::kStringList: {
       std::vector<std::string> values;
       for (const std::string& item : items) {
-        const std::string v(StripWhitespace(item));
+        std::string v(StripWhitespace(item));
         if (v.empty()) continue;
+        if (s.key == "flags.plugin.cdiDisableHooks") {
+          // A boolean is taken too: true disables every hook, false none.
+          if (std::optional<bool> b = ParseGoBool(v)) {
+            if (!*b) continue;
+            v = "all";
+          }
+        }
         if (!s.choices.empty() &&
             std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end()) {
           return BadChoice(s, v);
         }
         if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
       }
-      // A list of fixed choices must pick one; a list of selectors may be empty.
-      if (values.empty() && !s.choices.empty()) {
+      // A list of fixed choices must pick one; a list of selectors, of hooks
+      // to leave out or of fields to honour may be empty.
+      if (values.empty() && !s.choices.empty() && s.key != "flags.plugin.cdiDisableHooks" &&
+          s.key != "sharing.timeSlicing.honor") {
         return absl::InvalidArgumentError(StrCat(s.key, " is empty"));
       }
       *std::get<std::vector<std::string>*>(ref) = std::move(values);
@@ -584,7 +648,7 @@ absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& item
           return absl::InvalidArgumentError(
               StrCat("invalid value \"", v, "\" in ", s.key, ": expected a whole number"));
         }
-        values.push_back(n);
+        if (std::find(values.begin(), values.end(), n) == values.end()) values.push_back(n);
       }
       *std::get<std::vector<int>*>(ref) = std::move(values);
       return absl::OkStatus();

@@ -5,6 +5,7 @@
 #ifndef GPU_AGENT_AGENT_CONFIG_CONFIG_SCHEMA_H_
 #define GPU_AGENT_AGENT_CONFIG_CONFIG_SCHEMA_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -52,10 +53,22 @@ bool IsIgnoredCompatKey(std::string_view key);
 // did-you-mean suggestions.
 std::vector<std::string> ChildKeys(std::string_view prefix);
 
+// How a value is written where it came from. Flags and env vars take
+// booleans as NVIDIA's Go code does (strconv.ParseBool); a YAML file also
+// takes YAML 1.1's yes/no/on/off, as NVIDIA's YAML reader does.
+enum class ValueSyntax { kGo, kYaml };
+
+// strconv.ParseBool: 1, t, T, TRUE, true, True and 0, f, F, FALSE, false,
+// False; anything else is nullopt.
+std::optional<bool> ParseGoBool(std::string_view v);
+inline constexpr std::string_view kGoBoolExpectation =
+    "expected a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)";
+
 // Parses `items` (one scalar, or several for list kinds) into the field.
 // Errors name the setting and the accepted values, but not where the value
 // came from; the caller adds that.
-absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& items, Config* config);
+absl::Status ApplySetting(const Setting& s, const std::vector<std::string>& items, Config* config,
+                          ValueSyntax syntax = ValueSyntax::kGo);
 
 // The value as it would be written in YAML (lists as "[a, b]").
 std::string FormatSetting(const Setting& s, Config& config);

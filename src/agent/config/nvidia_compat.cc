@@ -51,14 +51,10 @@ const std::vector<IgnoredNvidiaFlag>& IgnoredNvidiaFlags() {
 
 absl::Status CheckIgnoredValue(const IgnoredNvidiaFlag& f, std::string_view value) {
   switch (f.kind) {
-    case K::kBool: {
-      const std::string v = AsciiToLower(StripWhitespace(value));
-      if (v == "true" || v == "false" || v == "1" || v == "0" || v == "t" || v == "f") {
-        return absl::OkStatus();
-      }
+    case K::kBool:
+      if (ParseGoBool(value)) return absl::OkStatus();
       return absl::InvalidArgumentError(
-          StrCat("invalid value \"", value, "\": expected true or false"));
-    }
+          StrCat("invalid value \"", value, "\": ", kGoBoolExpectation));
     case K::kString:
     case K::kStringList:
       return absl::OkStatus();
@@ -111,6 +107,14 @@ absl::Status NoteIgnoredNvidiaOptions(const ConfigRequest& request, LoadedConfig
     }
     if (absl::Status s = CheckIgnoredValue(f, *value); !s.ok()) {
       return absl::InvalidArgumentError(StrCat(where, ": ", s.message()));
+    }
+    if (f.flag == "imex-required" && ParseGoBool(*value).value_or(false)) {
+      // A workload that needs IMEX channels would fail only inside its pod.
+      out->warnings.push_back(StrCat(where, "=", *value,
+                                     ": IMEX channels are not provided by gpu-agent; pods that "
+                                     "need them (multi-node NVLink) will not find "
+                                     "/dev/nvidia-caps-imex-channels"));
+      continue;
     }
     out->notes.push_back(IgnoredNote(f, where, *value));
   }

@@ -1,4 +1,4 @@
-// Flags and env vars of NVIDIA's device plugin (v0.13 to v0.17) that
+// Flags and env vars of NVIDIA's device plugin (v0.13 to v0.20) that
 // gpu-agent accepts so NVIDIA's command lines run unchanged, but does not act
 // on. The ones it does act on are settings (config_schema.h) or their aliases.
 #ifndef GPU_AGENT_AGENT_CONFIG_NVIDIA_COMPAT_H_

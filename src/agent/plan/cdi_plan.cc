@@ -29,6 +29,7 @@ absl::StatusOr<cdi::GeneratorInput> CdiInputFrom(const Config& config,
   in.dev_root_here = config.flags.DevRootHere();
   in.container_driver_root = config.flags.plugin.container_driver_root;
   in.hook_tool = config.flags.plugin.nvidia_ctk_path;
+  in.disabled_hooks = config.flags.plugin.cdi_disable_hooks;
   in.gpus_listed = inventory.gpus.size();
   std::optional<nvml::MigMinors> minors;
   for (size_t pos : choice.chosen) {

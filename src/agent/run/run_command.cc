@@ -1,9 +1,12 @@
 #include "agent/run/run_command.h"
 
 #include <cstdio>
+#include <mutex>
 
 #include "agent/plan/generation.h"
+#include "agent/plan/nvml_start.h"
 #include "agent/run/driver_wait.h"
+#include "agent/run/metrics_server.h"
 #include "agent/run/plugin_mode.h"
 #include "agent/run/reload.h"
 #include "agent/run/run_events.h"
@@ -15,6 +18,56 @@
 #include "nvml/inventory.h"
 
 namespace gpu_agent {
+namespace {
+
+// failOnInitError false and no NVML: serve /readyz (not ready, saying why)
+// and wait on `events`. A reload retries NVML; a stop ends the wait with
+// kCancelled.
+absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> WaitWithoutNvml(const Config& config,
+                                                                   absl::Status error,
+                                                                   RunEvents& events) {
+  std::mutex mu;
+  std::string why;
+  auto set_why = [&](const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    why = StrCat("NVML did not start (", s.message(),
+                 "); failOnInitError is false: waiting without registering (SIGHUP retries)");
+  };
+  set_why(error);
+  MetricsServer::Handlers handlers;
+  handlers.metrics = [] { return std::string(); };
+  handlers.ready = [&](std::string* out) {
+    std::lock_guard<std::mutex> lock(mu);
+    *out = why;
+    return false;
+  };
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+      StartMetricsIfConfigured(config, std::move(handlers));
+  if (!metrics.ok()) return metrics.status();
+  for (;;) {
+    LogWarning(
+        "cannot start NVML; failOnInitError is false: waiting without registering any resource "
+        "(the node's capacity is left as it is); send SIGHUP to try again",
+        {{"error", std::string(error.message())}});
+    RunEvents::Event e = events.Next();
+    while (e.kind == RunEvents::Kind::kVouch) e = events.Next();
+    if (e.kind == RunEvents::Kind::kStop) {
+      LogInfo("shutting down", {{"signal", e.reason}});
+      if (*metrics) (*metrics)->Stop();
+      return absl::CancelledError("stopped while waiting for NVML");
+    }
+    absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvml(config);
+    if (opened.ok()) {
+      if (*metrics) (*metrics)->Stop();
+      LogInfo(StrCat("NVML started after ", e.reason));
+      return opened;
+    }
+    error = opened.status();
+    set_why(error);
+  }
+}
+
+}  // namespace
 
 int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   // Before NVML or gRPC start any thread, so every thread inherits the mask.
@@ -29,7 +82,13 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
     return ExitCodeFor(node_config.status());
   }
   const Config& config = loaded.config;
+  for (const std::string& w : loaded.warnings) LogWarning(w);
   for (const std::string& note : loaded.notes) LogInfo(note);
+  absl::StatusOr<std::unique_ptr<RunEvents>> events = RunEvents::Create();
+  if (!events.ok()) {
+    LogError("cannot wait for signals", {{"error", std::string(events.status().message())}});
+    return kExitFailure;
+  }
   std::shared_ptr<const nvml::NvmlLibrary> lib;
   nvml::Inventory inventory;
   absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvmlWaitingForDriver(config);
@@ -40,17 +99,20 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
                {{"error", std::string(opened.status().message())}});
       return kExitFailure;
     }
-    LogWarning("cannot start NVML; running with 0 devices because failOnInitError is false",
-               {{"error", std::string(opened.status().message())}});
-  } else {
-    lib = std::move(*opened);
-    absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, config.sysfs_root);
-    if (!inv.ok()) {
-      LogError("GPU discovery failed", {{"error", std::string(inv.status().message())}});
-      if (config.flags.fail_on_init_error) return kExitFailure;
-    } else {
-      inventory = *std::move(inv);
+    // As NVIDIA's plugin: block without registering, so the node's
+    // capacity is left as it is. SIGHUP tries again.
+    opened = WaitWithoutNvml(config, opened.status(), **events);
+    if (!opened.ok()) {
+      return opened.status().code() == absl::StatusCode::kCancelled ? kExitOk : kExitFailure;
     }
+  }
+  lib = std::move(*opened);
+  absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, config.sysfs_root);
+  if (!inv.ok()) {
+    LogError("GPU discovery failed", {{"error", std::string(inv.status().message())}});
+    if (config.flags.fail_on_init_error) return kExitFailure;
+  } else {
+    inventory = *std::move(inv);
   }
   LogInfo("GPUs discovered", {{"count", StrCat(inventory.gpus.size())},
                               {"driver", inventory.driver_version},
@@ -65,11 +127,6 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
     return ExitCodeFor(gen.status());
   }
   for (const std::string& w : (*gen)->warnings) LogWarning(w);
-  absl::StatusOr<std::unique_ptr<RunEvents>> events = RunEvents::Create();
-  if (!events.ok()) {
-    LogError("cannot wait for signals", {{"error", std::string(events.status().message())}});
-    return kExitFailure;
-  }
   ModeContext ctx{request, std::move(lib), node_config->get(), events->get()};
   if ((*gen)->config().mode == "static") return RunStaticMode(ctx, *std::move(gen));
   return RunPluginMode(ctx, *std::move(gen));
