@@ -6,16 +6,9 @@
 #include <ctime>
 
 #include "base/log.h"
-#include "base/startup_memory.h"
-#include "base/strings.h"
 
 namespace gpu_agent {
 namespace {
-
-// How long after a start or reload the agent releases start-up memory: by
-// then the kubelet has dialled back, asked the options and opened its
-// stream (milliseconds after registering), or the first PATCH is done.
-constexpr std::chrono::seconds kStartupSettles{5};
 
 sigset_t ShutdownSet() {
   sigset_t set;
@@ -59,16 +52,8 @@ int WaitForSignalFor(std::chrono::milliseconds timeout) {
 }
 
 bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1) {
-  bool released = false;
   for (;;) {
-    const int sig = released ? WaitForSignal() : WaitForSignalFor(kStartupSettles);
-    if (sig == 0) {
-      // Started (or reloaded) and settled: what only the start touched goes.
-      const size_t bytes = ReleaseStartupMemory();
-      LogDebug("start-up memory released", {{"bytes_advised", StrCat(bytes)}});
-      released = true;
-      continue;
-    }
+    const int sig = WaitForSignal();
     if (sig == SIGUSR1) {
       on_sigusr1();
       continue;

@@ -20,9 +20,7 @@ int WaitForSignalFor(std::chrono::milliseconds timeout);
 
 // Waits for a signal: true for SIGHUP (reload), false for SIGTERM or SIGINT
 // (after logging which). SIGUSR1 (an operator vouching that GPUs held for a
-// reset were reset) calls `on_sigusr1` and waits on. Five seconds into the
-// wait, with no signal yet, releases start-up memory once
-// (base/startup_memory.h): a mode calls this after starting or reloading.
+// reset were reset) calls `on_sigusr1` and waits on.
 bool WaitForReloadOrStop(const std::function<void()>& on_sigusr1);
 
 }  // namespace gpu_agent
