@@ -336,7 +336,7 @@ std::string FmtFigure(const IdleFigure& f, double v) {
   if (std::isnan(v)) {
     const bool cgroup = f.name.find("working set") != std::string::npos ||
                         f.name.find("cgroup") != std::string::npos;
-    return cgroup ? g_cgroup_note : "n/a";
+    return cgroup ? "n/a (no writable memory cgroup)" : "n/a";
   }
   return Fmt(v, f.unit, f.precision);
 }
@@ -459,6 +459,7 @@ int Main(int argc, char** argv) {
       std::printf("| %s | %s | %s | %s |\n", r.figure.c_str(), r.value.c_str(), r.budget.c_str(),
                   r.verdict.c_str());
     }
+    std::printf("working set: %s\n", g_cgroup_note.c_str());
     return 0;
   }
 

@@ -25,7 +25,10 @@ std::string OwnCgroup(const std::string& controllers) {
     std::istringstream list(line.substr(a + 1, b - a - 1));
     bool match = controllers.empty() && b == a + 1;
     for (std::string c; !match && std::getline(list, c, ',');) match = c == controllers;
-    if (match) return line.substr(b + 1);
+    if (match) {
+      const std::string path = line.substr(b + 1);
+      return path == "/" ? "" : path;
+    }
   }
   return "";
 }
