@@ -1,29 +1,42 @@
 // End-to-end figures of plugin and static mode, each against a baseline or
 // budget: the real gpu-agent binary, the kubelet simulator and the API server
 // stand-in in this process, the NVML stand-in driven through its FIFO.
-//   e2e_bench [--smoke] [--idle-seconds N] [--idle-only] [--cores N] [--markdown FILE]
-// --idle-only measures only the idle agent (footprint and each thread's
-// wake-ups). --cores N tells the agent it has N cores (an LD_PRELOAD shim),
-// so gRPC sizes its pools as on an N-core node. GPU_AGENT_BINARY=path
-// measures another build of the agent.
+//   e2e_bench [--smoke] [--idle-seconds N] [--idle-only] [--runs N] [--allocates N]
+//             [--cores N] [--binary LABEL=PATH]... [--markdown FILE]
+// --idle-only measures only the idle agent: its memory as it costs (RssAnon,
+// PSS, peak, and the working set a kubelet reads, from a memory cgroup of
+// the agent's own where one can be made), each thread's wake-ups, and the
+// same memory figures after --allocates Allocates (100,000). --runs N takes
+// the median of N agents. --cores N tells the agent it has N cores (an
+// LD_PRELOAD shim), so gRPC sizes its pools as on an N-core node.
+// GPU_AGENT_BINARY=path measures another build of the agent; --binary
+// LABEL=PATH, repeated, measures the idle figures of several builds side by
+// side, taking turns in one session.
 // --smoke runs tiny counts so CI keeps the bench compiling and running; it
 // prints the table but judges nothing.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "api_server_stub.h"
 #include "kubelet_simulator.h"
+#include "memory_cgroup.h"
+#include "process_memory.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::testing {
@@ -58,18 +71,23 @@ struct Env {
   std::string sys = dir.Join("sys");
 };
 
-std::unique_ptr<Subprocess> StartAgent(Env& env, KubeletSimulator& sim,
-                                       std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {BinaryPath(),   "run",   "--kubelet-socket", sim.socket(),
-                                   "--sysfs-root", env.sys, "--log-level",      "warning"};
-  args.insert(args.end(), extra.begin(), extra.end());
+// The agent's environment: the NVML stand-in, and with --cores the shim.
+std::map<std::string, std::string> AgentEnv(const Env& env) {
   auto e = FakeNvmlEnv(env.fixture);
   e["FAKE_NVML_CONTROL"] = env.ctl;
   if (g_cores > 0) {
     e["LD_PRELOAD"] = CORES_SHIM;
     e["BENCH_CORES"] = std::to_string(g_cores);
   }
-  return std::make_unique<Subprocess>(args, e);
+  return e;
+}
+
+std::unique_ptr<Subprocess> StartAgent(Env& env, KubeletSimulator& sim,
+                                       std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {BinaryPath(),   "run",   "--kubelet-socket", sim.socket(),
+                                   "--sysfs-root", env.sys, "--log-level",      "warning"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return std::make_unique<Subprocess>(args, AgentEnv(env));
 }
 
 // Start -> registered, over `runs` fresh processes.
@@ -108,8 +126,6 @@ std::vector<double> Time(int n, Call call) {
 struct ProcSample {
   long ticks = 0;
   long switches = 0;
-  long rss_kib = 0;
-  long rss_anon_kib = 0;
   // Per thread: "<name>/<tid>" -> context switches so far.
   std::map<std::string, long> thread_switches;
 };
@@ -118,15 +134,6 @@ ProcSample Sample(pid_t pid) {
   ProcSample s;
   s.ticks = CpuTicks(pid);
   const std::string base = "/proc/" + std::to_string(pid);
-  for (const std::string& line : [&] {
-         std::vector<std::string> lines;
-         std::istringstream in(ReadFile(base + "/status"));
-         for (std::string l; std::getline(in, l);) lines.push_back(l);
-         return lines;
-       }()) {
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stol(line.substr(6));
-    if (line.rfind("RssAnon:", 0) == 0) s.rss_anon_kib = std::stol(line.substr(8));
-  }
   // Context switches summed over every thread.
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator(base + "/task", ec);
@@ -151,69 +158,250 @@ std::string Fmt(double v, const char* unit, int precision = 1) {
   return buf;
 }
 
-// Idle: registered with an open stream, nothing happening. Adds the rows,
-// and prints each thread's wake-ups (where a floor comes from).
-template <typename Judge>
-bool MeasureIdle(Env& env, int idle_seconds, int allocates, Judge judge, std::vector<Row>* rows) {
-  KubeletSimulator idle_sim(env.dir.path());
-  if (!idle_sim.Start()) return false;
-  auto idle_agent = StartAgent(env, idle_sim);
-  if (!idle_sim.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; })) {
-    std::fprintf(stderr, "agent not serving:\n%s\n", idle_agent->Stderr().c_str());
-    return false;
+// A copy of the agent's binary for one run, as a container image holds its
+// own: its pages are the agent's alone (PSS), and, dropped from the page
+// cache after the copy, they are charged to the agent's cgroup when it reads
+// them, not to this process that wrote them. "" on failure.
+std::string CopyBinaryForRun(const std::string& binary, const std::string& to) {
+  std::error_code ec;
+  std::filesystem::copy_file(binary, to, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return "";
+  std::filesystem::permissions(to, std::filesystem::perms::owner_all, ec);
+  const int fd = ::open(to.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  return to;
+}
+
+// One idle agent, measured: registered with an open stream and nothing
+// happening for the idle window, then after a burst of Allocates.
+struct IdleRun {
+  double wakeups = 0;  // context switches of all threads per second
+  double cpu_pct = 0;
+  double threads = 0;
+  ProcessMemory idle, burst;
+  long ws_idle_kib = -1, ws_burst_kib = -1;        // -1: no cgroup
+  long usage_idle_kib = -1, usage_burst_kib = -1;  // the same
+  int failed_allocates = 0;
+  std::map<std::string, double> thread_wakeups;  // "<name>/<tid>" -> per second
+};
+
+// Where the working set was measured, or why not; set by the first run.
+std::string g_cgroup_note;
+
+std::optional<IdleRun> MeasureIdleOnce(Env& env, const std::string& binary, int idle_seconds,
+                                       int allocates) {
+  static int serial = 0;
+  const std::string name =
+      "gpu-agent-bench-" + std::to_string(::getpid()) + "-" + std::to_string(++serial);
+  // In a folder of its own, so that the copy keeps the name (and the main
+  // thread the comm) gpu-agent.
+  const std::string folder = env.dir.Join(name);
+  std::error_code ec;
+  std::filesystem::create_directory(folder, ec);
+  const std::string copy = CopyBinaryForRun(binary, folder + "/gpu-agent");
+  if (copy.empty()) {
+    std::fprintf(stderr, "could not copy %s\n", binary.c_str());
+    return std::nullopt;
   }
-  const ProcSample s0 = Sample(idle_agent->pid());
-  MeasurementWindow(std::chrono::seconds(idle_seconds));
-  const ProcSample s1 = Sample(idle_agent->pid());
-  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
-  const double cpu_pct = 100.0 * static_cast<double>(s1.ticks - s0.ticks) / hz / idle_seconds;
-  const double wakeups = static_cast<double>(s1.switches - s0.switches) / idle_seconds;
-  rows->push_back({"idle VmRSS", Fmt(static_cast<double>(s1.rss_kib) / 1024.0, "MiB"), "< 12 MiB",
-                   judge(s1.rss_kib < 12 * 1024)});
-  rows->push_back({"idle RssAnon", Fmt(static_cast<double>(s1.rss_anon_kib) / 1024.0, "MiB"),
-                   "<= 1.9 MiB", judge(s1.rss_anon_kib <= 1946)});
-  rows->push_back({"idle wake-ups (context switches, all threads) per second",
-                   Fmt(wakeups, "/s", 2), "<= 2 /s", judge(wakeups <= 2.0)});
-  rows->push_back({"idle threads", Fmt(static_cast<double>(s1.thread_switches.size()), "", 0),
-                   "<= 6", judge(s1.thread_switches.size() <= 6)});
-  rows->push_back({"idle CPU", Fmt(cpu_pct, "% of a core", 3), "< 0.1%", judge(cpu_pct < 0.1)});
-  // RSS after a burst of work: 100,000 Allocates, then back to idle.
-  if (allocates > 0) {
-    auto stub = idle_sim.Stub(kGpu);
-    const std::vector<v1beta1::Device> devices = idle_sim.Devices(kGpu);
+  std::string why_not;
+  // Made before the agent starts and removed after it has been waited for.
+  std::unique_ptr<MemoryCgroup> cgroup = MemoryCgroup::Create(name, &why_not);
+  g_cgroup_note = cgroup != nullptr
+                      ? "the agent in a memory cgroup of its own (" + cgroup->kind() + ")"
+                      : "n/a (no writable memory cgroup: " + why_not + ")";
+  IdleRun run;
+  {
+    KubeletSimulator sim(env.dir.path());
+    if (!sim.Start()) return std::nullopt;
+    std::vector<std::string> args = {copy,           "run",   "--kubelet-socket", sim.socket(),
+                                     "--sysfs-root", env.sys, "--log-level",      "warning"};
+    if (cgroup != nullptr) args = cgroup->Wrap(args);
+    Subprocess agent(args, AgentEnv(env));
+    if (!sim.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; })) {
+      std::fprintf(stderr, "agent not serving:\n%s\n", agent.Stderr().c_str());
+      return std::nullopt;
+    }
+    const ProcSample s0 = Sample(agent.pid());
+    MeasurementWindow(std::chrono::seconds(idle_seconds));
+    const ProcSample s1 = Sample(agent.pid());
+    run.idle = ReadProcessMemory(agent.pid());
+    if (cgroup != nullptr) {
+      run.ws_idle_kib = cgroup->WorkingSetKib();
+      run.usage_idle_kib = cgroup->UsageKib();
+    }
+    const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+    run.cpu_pct = 100.0 * static_cast<double>(s1.ticks - s0.ticks) / hz / idle_seconds;
+    run.wakeups = static_cast<double>(s1.switches - s0.switches) / idle_seconds;
+    run.threads = static_cast<double>(s1.thread_switches.size());
+    for (const auto& [thread, n] : s1.thread_switches) {
+      auto before = s0.thread_switches.find(thread);
+      const long d = n - (before == s0.thread_switches.end() ? 0 : before->second);
+      run.thread_wakeups[thread] = static_cast<double>(d) / idle_seconds;
+    }
+    // A burst of work, then the figures again.
+    auto stub = sim.Stub(kGpu);
+    const std::vector<v1beta1::Device> devices = sim.Devices(kGpu);
     v1beta1::AllocateRequest alloc;
     alloc.add_container_requests()->add_devices_ids(devices.at(2).id());
-    int failed = 0;
     for (int i = 0; i < allocates; ++i) {
       grpc::ClientContext ctx;
       v1beta1::AllocateResponse r;
-      if (!stub->Allocate(&ctx, alloc, &r).ok()) ++failed;
+      if (!stub->Allocate(&ctx, alloc, &r).ok()) ++run.failed_allocates;
     }
-    const ProcSample s2 = Sample(idle_agent->pid());
-    const double grew_mib = static_cast<double>(s2.rss_kib - s1.rss_kib) / 1024.0;
-    rows->push_back({"VmRSS growth after " + std::to_string(allocates) + " Allocates (" +
-                         std::to_string(failed) + " failed)",
-                     Fmt(grew_mib, "MiB", 2), "<= 1 MiB", judge(grew_mib <= 1.0 && failed == 0)});
-    // The anonymous part alone: what a leak would grow. (VmRSS also counts
-    // the code of the Allocate path, read back in after the agent released
-    // its start-up pages.)
-    const double anon_mib = static_cast<double>(s2.rss_anon_kib - s1.rss_anon_kib) / 1024.0;
-    rows->push_back({"RssAnon growth after " + std::to_string(allocates) + " Allocates",
-                     Fmt(anon_mib, "MiB", 2), "<= 1 MiB", judge(anon_mib <= 1.0 && failed == 0)});
-    rows->push_back({"VmRSS after " + std::to_string(allocates) + " Allocates",
-                     Fmt(static_cast<double>(s2.rss_kib) / 1024.0, "MiB"), "< 12 MiB",
-                     judge(s2.rss_kib < 12 * 1024)});
+    run.burst = ReadProcessMemory(agent.pid());
+    if (cgroup != nullptr) {
+      run.ws_burst_kib = cgroup->WorkingSetKib();
+      run.usage_burst_kib = cgroup->UsageKib();
+    }
+    agent.Signal(SIGTERM);
+    agent.Wait();
   }
-  std::printf("idle wake-ups per thread (%d s, %ld cores%s):\n", idle_seconds,
+  std::filesystem::remove_all(folder, ec);
+  return run;
+}
+
+// NaN: not measured; a median leaves those out.
+constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+// Infinity: the Allocates of the burst did not all succeed.
+constexpr double kFailed = std::numeric_limits<double>::infinity();
+
+double Median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
+  if (v.empty()) return kNotMeasured;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One figure of an idle run, its budget (or "-") and whether a value is in it.
+struct IdleFigure {
+  std::string name;
+  std::function<double(const IdleRun&)> value;  // kNotMeasured, kFailed
+  const char* unit;
+  int precision;
+  std::string budget;
+  std::function<bool(double)> within;  // null: no budget, "info"
+};
+
+double Mib(long kib) { return kib < 0 ? kNotMeasured : static_cast<double>(kib) / 1024.0; }
+
+std::vector<IdleFigure> IdleFigures(int allocates) {
+  const std::string after = "after " + std::to_string(allocates) + " Allocates: ";
+  return {
+      {"idle RssAnon", [](const IdleRun& r) { return Mib(r.idle.rss_anon_kib); }, "MiB", 2,
+       "<= 1.9 MiB", [](double v) { return v <= 1.9; }},
+      {"idle PSS", [](const IdleRun& r) { return Mib(r.idle.pss_kib); }, "MiB", 2, "-", nullptr},
+      {"idle working set (cgroup usage - inactive file)",
+       [](const IdleRun& r) { return Mib(r.ws_idle_kib); }, "MiB", 2, "-", nullptr},
+      {"idle peak (VmHWM)", [](const IdleRun& r) { return Mib(r.idle.hwm_kib); }, "MiB", 2, "-",
+       nullptr},
+      {after + "RssAnon", [](const IdleRun& r) { return Mib(r.burst.rss_anon_kib); }, "MiB", 2, "-",
+       nullptr},
+      {after + "PSS", [](const IdleRun& r) { return Mib(r.burst.pss_kib); }, "MiB", 2, "-",
+       nullptr},
+      {after + "working set", [](const IdleRun& r) { return Mib(r.ws_burst_kib); }, "MiB", 2, "-",
+       nullptr},
+      {after + "peak (VmHWM)", [](const IdleRun& r) { return Mib(r.burst.hwm_kib); }, "MiB", 2, "-",
+       nullptr},
+      {"idle cgroup usage (page cache included)",
+       [](const IdleRun& r) { return Mib(r.usage_idle_kib); }, "MiB", 2, "-", nullptr},
+      {after + "cgroup usage", [](const IdleRun& r) { return Mib(r.usage_burst_kib); }, "MiB", 2,
+       "-", nullptr},
+      {"RssAnon growth " + after.substr(0, after.size() - 2),
+       [](const IdleRun& r) {
+         if (r.failed_allocates > 0) return kFailed;
+         if (r.idle.rss_anon_kib < 0 || r.burst.rss_anon_kib < 0) return kNotMeasured;
+         return static_cast<double>(r.burst.rss_anon_kib - r.idle.rss_anon_kib) / 1024.0;
+       },
+       "MiB", 2, "<= 0.1 MiB", [](double v) { return v <= 0.1; }},
+      {"idle VmRSS (not a cost: counts shared and dropped file pages)",
+       [](const IdleRun& r) { return Mib(r.idle.rss_kib); }, "MiB", 2, "-", nullptr},
+      {after + "VmRSS", [](const IdleRun& r) { return Mib(r.burst.rss_kib); }, "MiB", 2, "-",
+       nullptr},
+      {"idle wake-ups (context switches, all threads) per second",
+       [](const IdleRun& r) { return r.wakeups; }, "/s", 2, "<= 2 /s",
+       [](double v) { return v <= 2.0; }},
+      {"idle threads", [](const IdleRun& r) { return r.threads; }, "", 0, "<= 6",
+       [](double v) { return v <= 6; }},
+      {"idle CPU", [](const IdleRun& r) { return r.cpu_pct; }, "% of a core", 3, "< 0.1%",
+       [](double v) { return v < 0.1; }},
+  };
+}
+
+std::string FmtFigure(const IdleFigure& f, double v) {
+  if (std::isinf(v)) return "(Allocates failed)";
+  if (std::isnan(v)) {
+    const bool cgroup = f.name.find("working set") != std::string::npos ||
+                        f.name.find("cgroup") != std::string::npos;
+    return cgroup ? "n/a (no writable memory cgroup)" : "n/a";
+  }
+  return Fmt(v, f.unit, f.precision);
+}
+
+// The idle figures of the binary under test, medians over `runs`, as rows.
+template <typename Judge>
+bool MeasureIdle(Env& env, int idle_seconds, int allocates, int runs, Judge judge,
+                 std::vector<Row>* rows) {
+  std::vector<IdleRun> done;
+  for (int i = 0; i < runs; ++i) {
+    std::optional<IdleRun> run = MeasureIdleOnce(env, BinaryPath(), idle_seconds, allocates);
+    if (!run) return false;
+    done.push_back(*run);
+  }
+  for (const IdleFigure& f : IdleFigures(allocates)) {
+    std::vector<double> values;
+    for (const IdleRun& r : done) values.push_back(f.value(r));
+    const double m = Median(values);
+    rows->push_back({f.name, FmtFigure(f, m), f.budget,
+                     f.within ? judge(!std::isnan(m) && f.within(m)) : "info"});
+  }
+  std::printf("idle wake-ups per thread (%d s, %ld cores%s, last run):\n", idle_seconds,
               g_cores > 0 ? long{g_cores} : sysconf(_SC_NPROCESSORS_ONLN),
               g_cores > 0 ? " as the agent is told" : "");
-  for (const auto& [thread, n] : s1.thread_switches) {
-    auto before = s0.thread_switches.find(thread);
-    const long d = n - (before == s0.thread_switches.end() ? 0 : before->second);
-    std::printf("  %-28s %6.2f /s\n", thread.c_str(), static_cast<double>(d) / idle_seconds);
+  for (const auto& [thread, hz] : done.back().thread_wakeups) {
+    std::printf("  %-28s %6.2f /s\n", thread.c_str(), hz);
   }
-  idle_agent->Signal(SIGTERM);
-  idle_agent->Wait();
+  return true;
+}
+
+// --binary LABEL=PATH, given more than once: the idle figures of each build,
+// medians over `runs`, the builds taking turns (and turns at going first) in
+// the same session, so a noisy machine weighs on each alike.
+bool CompareIdle(Env& env, const std::vector<std::pair<std::string, std::string>>& binaries,
+                 int idle_seconds, int allocates, int runs, std::string* table) {
+  std::vector<std::vector<IdleRun>> done(binaries.size());
+  for (int i = 0; i < runs; ++i) {
+    for (size_t k = 0; k < binaries.size(); ++k) {
+      const size_t b = (k + static_cast<size_t>(i)) % binaries.size();
+      std::optional<IdleRun> run =
+          MeasureIdleOnce(env, binaries[b].second, idle_seconds, allocates);
+      if (!run) return false;
+      done[b].push_back(*run);
+      std::fprintf(stderr, "run %d/%d %s: idle RssAnon %.2f MiB\n", i + 1, runs,
+                   binaries[b].first.c_str(), Mib(run->idle.rss_anon_kib));
+    }
+  }
+  std::ostringstream out;
+  out << "| figure |";
+  for (const auto& [label, path] : binaries) out << " " << label << " |";
+  out << " budget |\n|---|";
+  for (size_t k = 0; k < binaries.size(); ++k) out << "---|";
+  out << "---|\n";
+  for (const IdleFigure& f : IdleFigures(allocates)) {
+    out << "| " << f.name << " |";
+    for (const std::vector<IdleRun>& runs_of : done) {
+      std::vector<double> values;
+      for (const IdleRun& r : runs_of) values.push_back(f.value(r));
+      out << " " << FmtFigure(f, Median(values)) << " |";
+    }
+    out << " " << f.budget << " |\n";
+  }
+  out << "\nMedians of " << runs << " runs of each build, taking turns; " << idle_seconds
+      << " s idle, then " << allocates << " Allocates; working set: " << g_cgroup_note << ".\n";
+  *table = out.str();
   return true;
 }
 
@@ -221,29 +409,57 @@ int Main(int argc, char** argv) {
   bool smoke = false;
   bool idle_only = false;
   int idle_seconds = 30;
+  int runs = 1;
+  int allocates = 100000;
+  std::vector<std::pair<std::string, std::string>> binaries;  // --binary LABEL=PATH
   std::string markdown;
   for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
     if (std::strcmp(argv[i], "--idle-only") == 0) idle_only = true;
-    if (std::strcmp(argv[i], "--cores") == 0 && i + 1 < argc) g_cores = std::atoi(argv[++i]);
-    if (std::strcmp(argv[i], "--idle-seconds") == 0 && i + 1 < argc)
+    if (std::strcmp(argv[i], "--cores") == 0 && has_value) g_cores = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--idle-seconds") == 0 && has_value)
       idle_seconds = std::atoi(argv[++i]);
-    if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
+    if (std::strcmp(argv[i], "--runs") == 0 && has_value) runs = std::max(1, std::atoi(argv[++i]));
+    if (std::strcmp(argv[i], "--allocates") == 0 && has_value) allocates = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--binary") == 0 && has_value) {
+      const std::string spec = argv[++i];
+      const size_t eq = spec.find('=');
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "--binary wants LABEL=PATH, got %s\n", spec.c_str());
+        return 2;
+      }
+      binaries.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+    }
+    if (std::strcmp(argv[i], "--markdown") == 0 && has_value) markdown = argv[++i];
   }
-  if (smoke) idle_seconds = 1;
+  if (smoke) {
+    idle_seconds = 1;
+    allocates = 100;
+  }
   const int rpcs = smoke ? 200 : 20000;
   const int xids = smoke ? 5 : 200;
   const int starts = smoke ? 2 : 20;
   std::vector<Row> rows;
   auto judge = [&](bool ok) { return smoke ? "info" : (ok ? "pass" : "FAIL"); };
+  if (!binaries.empty()) {
+    Env env;
+    (void)WriteFixtureSysfs(env.fixture, env.sys);
+    std::string table;
+    if (!CompareIdle(env, binaries, idle_seconds, allocates, runs, &table)) return 1;
+    std::printf("%s", table.c_str());
+    if (!markdown.empty()) std::ofstream(markdown) << table;
+    return 0;
+  }
   if (idle_only) {
     Env env;
     (void)WriteFixtureSysfs(env.fixture, env.sys);
-    if (!MeasureIdle(env, idle_seconds, /*allocates=*/100000, judge, &rows)) return 1;
+    if (!MeasureIdle(env, idle_seconds, allocates, runs, judge, &rows)) return 1;
     for (const Row& r : rows) {
       std::printf("| %s | %s | %s | %s |\n", r.figure.c_str(), r.value.c_str(), r.budget.c_str(),
                   r.verdict.c_str());
     }
+    std::printf("working set: %s\n", g_cgroup_note.c_str());
     return 0;
   }
 
@@ -342,7 +558,7 @@ int Main(int argc, char** argv) {
   agent->Signal(SIGTERM);
   agent->Wait();
   sim.Stop();
-  if (!MeasureIdle(env, idle_seconds, smoke ? 100 : 100000, judge, &rows)) return 1;
+  if (!MeasureIdle(env, idle_seconds, allocates, runs, judge, &rows)) return 1;
 
   // 5. Static mode against the API server stand-in: requests sent while
   // nothing changes, and how fast a zeroed capacity is repaired. Two
@@ -403,9 +619,10 @@ int Main(int argc, char** argv) {
           << " |\n";
   }
   table << "\nRuns: " << starts << " starts, " << rpcs << " interleaved rounds of each RPC, "
-        << xid_ms.size() << " XIDs, " << idle_seconds << " s idle; static mode: " << steady_seconds
-        << " s steady (counted per hour), " << drift_ms.size() << " zeroings over " << drift_agents
-        << " agents.\n";
+        << xid_ms.size() << " XIDs, " << idle_seconds << " s idle then " << allocates
+        << " Allocates (median of " << runs << " agents; working set: " << g_cgroup_note
+        << "); static mode: " << steady_seconds << " s steady (counted per hour), "
+        << drift_ms.size() << " zeroings over " << drift_agents << " agents.\n";
   std::printf("%s", table.str().c_str());
   if (!markdown.empty()) std::ofstream(markdown) << table.str();
   return 0;

@@ -1,56 +1,17 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
-#include <fstream>
-#include <memory>
 #include <set>
+#include <string>
 
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/resource_name.h"
-#include "base/startup_memory.h"
 #include "base/strings.h"
 #include "base/text.h"
 
 namespace gpu_agent {
 namespace {
-
-// A field of /proc/self/status, in kB; -1 when absent.
-long StatusKib(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
-
-struct Shape {
-  virtual ~Shape() = default;
-  virtual int Sides() const = 0;
-};
-struct Square : Shape {
-  int Sides() const override { return 4; }
-};
-
-// Code and read-only data leave the resident set and come back intact from
-// the file at their next use; written data (RELRO: the vtable pointers a
-// virtual call goes through) is left alone.
-TEST(StartupMemoryTest, ReadOnlyPagesLeaveTheResidentSetAndComeBackIntact) {
-  static const char kConstant[] = "read-only data in .rodata";
-  std::unique_ptr<Shape> shape = std::make_unique<Square>();
-  if (StatusKib("TracerPid") != 0) GTEST_SKIP() << "under a debugger nothing is released";
-  const long file_before = StatusKib("RssFile");
-  const size_t advised = ReleaseStartupMemory();
-  const long file_after = StatusKib("RssFile");
-  EXPECT_GT(advised, 0u);
-  EXPECT_LT(file_after, file_before) << "no file-backed page left the resident set";
-  EXPECT_EQ(std::string(kConstant), "read-only data in .rodata");
-  EXPECT_EQ(shape->Sides(), 4);
-  EXPECT_EQ(StrCat("a", 1, "b"), "a1b");
-  // A second release finds nothing changed and breaks nothing either.
-  EXPECT_GT(ReleaseStartupMemory(), 0u);
-  EXPECT_EQ(shape->Sides(), 4);
-}
 
 TEST(DurationTest, ParsesGoStyleDurations) {
   struct Case {

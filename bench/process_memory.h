@@ -1,0 +1,25 @@
+// What a process's memory costs, as /proc tells it. VmRSS is not among the
+// headline figures: it counts every resident page of every file the process
+// maps, whoever else shares them, and falls when pages are dropped that the
+// page cache (and the pod's memory cgroup) still holds.
+#ifndef GPU_AGENT_BENCH_PROCESS_MEMORY_H_
+#define GPU_AGENT_BENCH_PROCESS_MEMORY_H_
+
+#include <sys/types.h>
+
+namespace gpu_agent::testing {
+
+// Each figure in KiB; -1 where it could not be read.
+struct ProcessMemory {
+  long rss_anon_kib = -1;  // RssAnon: private anonymous pages (heap, stacks, written data)
+  long pss_kib = -1;       // Pss of smaps_rollup: resident pages, shared ones divided by sharers
+  long hwm_kib = -1;       // VmHWM: the peak resident set since start
+  long rss_kib = -1;       // VmRSS: for comparison with older figures only
+};
+
+// Reads /proc/<pid>/status and /proc/<pid>/smaps_rollup.
+ProcessMemory ReadProcessMemory(pid_t pid);
+
+}  // namespace gpu_agent::testing
+
+#endif  // GPU_AGENT_BENCH_PROCESS_MEMORY_H_
