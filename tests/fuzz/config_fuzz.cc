@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "agent/config/config_loader.h"
 #include "agent/cli/config_report.h"
+#include "agent/config/config_loader.h"
 #include "agent/config/config_schema.h"
 #include "fuzz_support.h"
 
