@@ -9,7 +9,6 @@
 #include "fuzz_support.h"
 
 using namespace gpu_agent;
-using namespace gpu_agent::deviceplugin;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::string_view> p = fuzz::Split(fuzz::AsView(data, size), '\0', 3);

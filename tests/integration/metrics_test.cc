@@ -317,6 +317,39 @@ TEST(MetricsTest, StaticModeMetricsAndReadiness) {
   EXPECT_EQ(agent.Wait(), 0);
 }
 
+// XIDs counted before a reload stay counted after it, in both modes: the
+// mode skeleton keeps the counts of every health watcher a reload replaced.
+TEST(MetricsTest, XidCountsSurviveAReloadInEveryMode) {
+  for (const char* mode : {"plugin", "static"}) {
+    SCOPED_TRACE(mode);
+    TempDir dir;
+    KubeletSimulator sim(dir.path());
+    ASSERT_TRUE(sim.Start());
+    ApiServerStub api;
+    api.AddNode("gpu-node-1");
+    Subprocess agent(
+        {BinaryPath(), "run", "--mode", mode, "--node-name", "gpu-node-1", "--proxy=" + api.url(),
+         "--kubelet-socket", sim.socket(), "--metrics-address", "127.0.0.1:0"},
+        Env(FixturePath("8-gpu-pcie.yaml"), dir.Join("ctl")));
+    const int port = PortFromLog(agent);
+    ASSERT_GT(port, 0) << agent.Stderr();
+    httplib::Client http("127.0.0.1", port);
+    ASSERT_TRUE(WaitFor([&] { return http.Get("/readyz")->status == 200; })) << agent.Stderr();
+    ASSERT_TRUE(WriteFifo(dir.Join("ctl"), "xid 2 13"));
+    auto xid13 = [&] {
+      return ParseMetrics(http.Get("/metrics")->body)["gpu_agent_xid_events_total{xid=\"13\"}"];
+    };
+    ASSERT_TRUE(WaitFor([&] { return xid13() == 1; })) << agent.Stderr();
+    agent.Signal(SIGHUP);
+    ASSERT_TRUE(agent.WaitForStderr("reload done")) << agent.Stderr();
+    EXPECT_EQ(xid13(), 1);
+    ASSERT_TRUE(WriteFifo(dir.Join("ctl"), "xid 4 13"));
+    EXPECT_TRUE(WaitFor([&] { return xid13() == 2; })) << agent.Stderr();
+    agent.Signal(SIGTERM);
+    EXPECT_EQ(agent.Wait(), 0);
+  }
+}
+
 TEST(MetricsTest, BadAddresses) {
   for (const char* bad : {"9400", "host:port", "127.0.0.1:99999", "[::1:9400"}) {
     RunResult r = RunAgent({"config", "--metrics-address", bad});

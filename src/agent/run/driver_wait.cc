@@ -8,6 +8,7 @@
 
 #include "agent/plan/nvml_start.h"
 #include "agent/run/metrics_server.h"
+#include "agent/run/mode_runner.h"
 #include "agent/run/signals.h"
 #include "base/duration.h"
 #include "base/log.h"
@@ -53,23 +54,22 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
   uint64_t attempts = 1;                           // protected by mu
   // The probes answer while waiting: alive, not ready, and why.
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
-      config,
-      {[&] {
-         PromText p;
-         p.Family("gpu_agent_build_info", "gauge", "Build information.");
-         p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", config.mode}}, 1);
-         std::lock_guard<std::mutex> lock(mu);
-         p.Family("gpu_agent_driver_wait_attempts_total", "counter",
-                  "Tries to load NVML while waiting for the driver.");
-         p.Sample("gpu_agent_driver_wait_attempts_total", {}, static_cast<double>(attempts));
-         return p.str();
-       },
-       [&](std::string* why) {
-         std::lock_guard<std::mutex> lock(mu);
-         *why = StrCat("waiting for the NVIDIA driver: ", last_error);
-         return false;
-       },
-       nullptr});
+      config, {[&] {
+                 PromText p;
+                 RenderBuildInfo(&p, config.mode);
+                 std::lock_guard<std::mutex> lock(mu);
+                 p.Family("gpu_agent_driver_wait_attempts_total", "counter",
+                          "Tries to load NVML while waiting for the driver.");
+                 p.Sample("gpu_agent_driver_wait_attempts_total", {},
+                          static_cast<double>(attempts));
+                 return p.str();
+               },
+               [&](std::string* why) {
+                 std::lock_guard<std::mutex> lock(mu);
+                 *why = StrCat("waiting for the NVIDIA driver: ", last_error);
+                 return false;
+               },
+               nullptr});
   if (!metrics.ok()) return metrics.status();
 
   LogWarning("NVML cannot be loaded yet; waiting for the NVIDIA driver",

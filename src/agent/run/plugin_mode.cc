@@ -9,15 +9,12 @@
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/cdi_plan.h"
 #include "agent/run/health_policy.h"
-#include "agent/run/metrics_server.h"
-#include "agent/run/reload.h"
+#include "agent/run/mode_runner.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_label_watch.h"
-#include "base/exit_code.h"
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/strings.h"
-#include "base/version.h"
 #include "cdi/spec_file.h"
 #include "deviceplugin/plugin_supervisor.h"
 #include "nvml/health_watcher.h"
@@ -28,24 +25,11 @@ namespace {
 using deviceplugin::DevicePublisher;
 using deviceplugin::ResourceRuntime;
 
-struct Running {
-  std::vector<ResourceRuntime> runtimes;
-  std::unique_ptr<nvml::HealthWatcher> health;
-  std::map<int, uint64_t> xids_before;  // counts of watchers replaced on SIGHUP
-};
-
-void AddXids(std::map<int, uint64_t>* into, const std::map<int, uint64_t>& from) {
-  for (const auto& [xid, n] : from) (*into)[xid] += n;
-}
-
-std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupervisor& sup,
-                                const NodeConfigSelector* node_config) {
-  PromText p;
-  p.Family("gpu_agent_build_info", "gauge", "Build information.");
-  p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "plugin"}}, 1);
-  if (node_config) node_config->RenderMetrics(&p);
+void RenderPluginMetrics(const std::vector<ResourceRuntime>& runtimes,
+                         deviceplugin::PluginSupervisor& sup, PromText* out) {
+  PromText& p = *out;
   p.Family("gpu_agent_devices", "gauge", "Advertised devices by resource and health.");
-  for (const ResourceRuntime& r : running.runtimes) {
+  for (const ResourceRuntime& r : runtimes) {
     auto snap = r.publisher->Current();
     const double healthy = static_cast<double>(snap->HealthyCount());
     p.Sample("gpu_agent_devices", {{"resource", snap->resource_name}, {"health", "healthy"}},
@@ -97,13 +81,6 @@ std::string RenderPluginMetrics(const Running& running, deviceplugin::PluginSupe
   }
   p.Family("gpu_agent_kubelet_restarts_total", "counter", "Kubelet restarts seen.");
   p.Sample("gpu_agent_kubelet_restarts_total", {}, static_cast<double>(sup.kubelet_restarts()));
-  std::map<int, uint64_t> xids = running.xids_before;
-  if (running.health) AddXids(&xids, running.health->XidCounts());
-  p.Family("gpu_agent_xid_events_total", "counter", "NVML XID events by code, ignored ones too.");
-  for (const auto& [xid, n] : xids) {
-    p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
-  }
-  return p.str();
 }
 
 std::vector<ResourceRuntime> MakeRuntimes(const ResourcePlan& plan) {
@@ -179,114 +156,113 @@ absl::Status KeepCdiSpec(const Generation& gen, cdi::SpecFile* file) {
   return file->Write(gen.cdi->spec, config.cdi.spec_dir, "cdi.specDir");
 }
 
-}  // namespace
+// Serves each generation's resources to the kubelet: one publisher per
+// resource, the supervisor registering and healing, the CDI spec the
+// Allocate names resolve through, the per-node config's label watch.
+class PluginMode : public Mode {
+ public:
+  explicit PluginMode(const ModeContext& ctx) : ctx_(ctx) {}
 
-int RunPluginMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
-  const std::shared_ptr<const nvml::NvmlLibrary>& lib = ctx.lib;
-  NodeConfigSelector* node_config = ctx.node_config;
-  // Fatal at start, as in NVIDIA's plugin: without the spec every Allocate
-  // would name CDI devices no runtime can resolve (containers fail to start,
-  // or start without GPUs), which is worse than a pod that says why.
-  cdi::SpecFile cdi_spec;
-  if (absl::Status s = KeepCdiSpec(*gen, &cdi_spec); !s.ok()) {
-    LogError("cannot write the CDI spec", {{"error", std::string(s.message())}});
-    return kExitFailure;
-  }
-  ApplyNfdOutput(gen->config(), gen->labels.labels);
-  Running running;
-  running.runtimes = MakeRuntimes(gen->plan);
-  // Health first: by the time the kubelet sees a device, its XIDs count.
-  running.health = WatchHealth(lib, gen->config(), gen->plan, running.runtimes);
-  absl::StatusOr<std::unique_ptr<deviceplugin::PluginSupervisor>> sup =
-      deviceplugin::PluginSupervisor::Start(SupervisorFrom(gen->config()), running.runtimes);
-  if (!sup.ok()) {
-    LogError("cannot start the device plugin", {{"error", std::string(sup.status().message())}});
-    return kExitFailure;
-  }
-  std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
-  deviceplugin::PluginSupervisor* supervisor = sup->get();
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
-      gen->config(), {[&running, &running_mu, supervisor, node_config] {
-                        std::lock_guard<std::mutex> lock(running_mu);
-                        return RenderPluginMetrics(running, *supervisor, node_config);
-                      },
-                      [supervisor](std::string* why) {
-                        if (supervisor->Ready()) return true;
-                        *why = "not registered with the kubelet, or no ListAndWatch stream open";
-                        return false;
-                      },
-                      [&running, &running_mu, supervisor](std::string* why) {
-                        {
-                          std::lock_guard<std::mutex> lock(running_mu);
-                          if (running.health && !running.health->Alive(why)) return false;
-                        }
-                        // The gRPC servers answer a call, as the kubelet makes it.
-                        return supervisor->Alive(std::chrono::seconds(1), why);
-                      }});
-  if (!metrics.ok()) {
-    if (running.health) running.health->Stop();
-    (*sup)->Stop();
-    return kExitFailure;
+  const char* name() const override { return "plugin"; }
+
+  // Every failure here is the node's or the kubelet's, not the config's
+  // (which the generation has checked): exit 1.
+  absl::Status Start(const Generation& gen) override {
+    // Fatal at start, as in NVIDIA's plugin: without the spec every Allocate
+    // would name CDI devices no runtime can resolve (containers fail to
+    // start, or start without GPUs), which is worse than a pod that says why.
+    if (absl::Status s = KeepCdiSpec(gen, &cdi_spec_); !s.ok()) {
+      return absl::FailedPreconditionError(StrCat("cannot write the CDI spec: ", s.message()));
+    }
+    ApplyNfdOutput(gen.config(), gen.labels.labels);
+    std::vector<ResourceRuntime> runtimes = MakeRuntimes(gen.plan);
+    // Health first: by the time the kubelet sees a device, its XIDs count.
+    health().Replace(WatchHealth(ctx_.lib, gen.config(), gen.plan, runtimes));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      runtimes_ = runtimes;
+    }
+    absl::StatusOr<std::unique_ptr<deviceplugin::PluginSupervisor>> sup =
+        deviceplugin::PluginSupervisor::Start(SupervisorFrom(gen.config()), runtimes);
+    if (!sup.ok()) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot start the device plugin: ", sup.status().message()));
+    }
+    supervisor_ = *std::move(sup);
+    absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
+        WatchConfigLabel(gen.config(), ctx_.node_config, ctx_.events);
+    if (!label_watch.ok()) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot watch the node's config label: ", label_watch.status().message()));
+    }
+    label_watch_ = *std::move(label_watch);
+    return absl::OkStatus();
   }
 
-  absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
-      WatchConfigLabel(gen->config(), node_config, ctx.events);
-  if (!label_watch.ok()) {
-    LogError("cannot watch the node's config label",
-             {{"error", std::string(label_watch.status().message())}});
-    if (*metrics) (*metrics)->Stop();
-    if (running.health) running.health->Stop();
-    (*sup)->Stop();
-    cdi_spec.Remove();
-    return kExitFailure;
-  }
-  auto vouch = [&running, &running_mu] {
-    std::lock_guard<std::mutex> lock(running_mu);
-    if (running.health) running.health->OperatorVouches();
-  };
-  while (std::shared_ptr<const Generation> next =
-             NextGeneration(*ctx.events, ctx.request, *gen, lib, node_config, vouch)) {
-    for (const std::string& w : next->warnings) LogWarning(w);
+  absl::Status Reload(const Generation& /*running*/, const Generation& next) override {
     // On reload a failure keeps the running agent and the spec written
     // before (it still names the devices of the running config).
-    if (absl::Status s = KeepCdiSpec(*next, &cdi_spec); !s.ok()) {
+    if (absl::Status s = KeepCdiSpec(next, &cdi_spec_); !s.ok()) {
       LogError("cannot write the CDI spec for the reloaded config; the previous one stays",
                {{"error", std::string(s.message())}});
     }
-    ApplyNfdOutput(next->config(), next->labels.labels);
-    // Scrapes and probes read `running` meanwhile: the lock is held only to
-    // read and swap it, never across Reload (which may wait behind a
-    // Register a kubelet holds for seconds). The old watcher, stopped, stays
-    // readable until the swap.
-    std::vector<nvml::HealthWatcher::Outage> carried;
-    {
-      std::lock_guard<std::mutex> lock(running_mu);
-      if (running.health) {
-        running.health->Stop();
-        carried = running.health->Outages();
-      }
-    }
-    std::vector<ResourceRuntime> runtimes = MakeRuntimes(next->plan);
-    std::unique_ptr<nvml::HealthWatcher> health =
-        WatchHealth(lib, next->config(), next->plan, runtimes, std::move(carried));
-    if (absl::Status s = (*sup)->Reload(runtimes); !s.ok()) {
+    ApplyNfdOutput(next.config(), next.labels.labels);
+    // Scrapes and probes read the runtimes meanwhile: the lock is held only
+    // to swap them, never across the supervisor's Reload (which may wait
+    // behind a Register a kubelet holds for seconds). The old watcher,
+    // stopped, stays readable until it is replaced.
+    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    std::vector<ResourceRuntime> runtimes = MakeRuntimes(next.plan);
+    std::unique_ptr<nvml::HealthWatcher> watcher =
+        WatchHealth(ctx_.lib, next.config(), next.plan, runtimes, std::move(carried));
+    if (absl::Status s = supervisor_->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed; trying again",
                {{"error", std::string(s.message())}});
     }
-    std::lock_guard<std::mutex> lock(running_mu);
-    if (running.health) AddXids(&running.xids_before, running.health->XidCounts());
-    running.health = std::move(health);
-    running.runtimes = std::move(runtimes);
-    LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
-    gen = std::move(next);
+    health().Replace(std::move(watcher));
+    std::lock_guard<std::mutex> lock(mu_);
+    runtimes_ = std::move(runtimes);
+    return absl::OkStatus();
   }
-  if (*label_watch) (*label_watch)->Stop();
-  if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
-  if (running.health) running.health->Stop();
-  (*sup)->Stop();
-  cdi_spec.Remove();
-  LogInfo("stopped; sockets removed");
-  return kExitOk;
+
+  void Stop(const Generation& /*last*/) override {
+    if (label_watch_) label_watch_->Stop();
+    health().Stop();
+    if (supervisor_) supervisor_->Stop();
+    cdi_spec_.Remove();
+    LogInfo("stopped; sockets removed");
+  }
+
+  void RenderMetrics(PromText* p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RenderPluginMetrics(runtimes_, *supervisor_, p);
+  }
+
+  bool Ready(std::string* why) override {
+    if (supervisor_->Ready()) return true;
+    *why = "not registered with the kubelet, or no ListAndWatch stream open";
+    return false;
+  }
+
+  bool Alive(std::string* why) override {
+    // The gRPC servers answer a call, as the kubelet makes it.
+    return supervisor_->Alive(std::chrono::seconds(1), why);
+  }
+
+ private:
+  const ModeContext& ctx_;
+  cdi::SpecFile cdi_spec_;
+  std::unique_ptr<deviceplugin::PluginSupervisor> supervisor_;  // set by Start
+  std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;      // null without a node config
+  std::mutex mu_;
+  std::vector<ResourceRuntime> runtimes_;  // protected by mu_: what is served
+};
+
+}  // namespace
+
+int RunPluginMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
+  PluginMode mode(ctx);
+  return RunMode(ctx, std::move(gen), mode);
 }
 
 }  // namespace gpu_agent

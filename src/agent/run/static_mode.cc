@@ -8,15 +8,12 @@
 #include "agent/labels/node_labels.h"
 #include "agent/plan/resource_plan.h"
 #include "agent/run/health_policy.h"
-#include "agent/run/metrics_server.h"
-#include "agent/run/reload.h"
+#include "agent/run/mode_runner.h"
 #include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"
-#include "base/exit_code.h"
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/strings.h"
-#include "base/version.h"
 #include "nvml/health_watcher.h"
 
 namespace gpu_agent {
@@ -90,15 +87,11 @@ class ReconcilerSink {
 struct Running {
   std::shared_ptr<DesiredCapacities> desired;
   std::unique_ptr<apiserver::CapacityReconciler> reconciler;
-  std::unique_ptr<nvml::HealthWatcher> health;
 };
 
-std::string RenderStaticMetrics(const Running& r, const NodeConfigSelector* node_config) {
-  PromText p;
-  p.Family("gpu_agent_build_info", "gauge", "Build information.");
-  p.Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", "static"}}, 1);
-  if (node_config) node_config->RenderMetrics(&p);
-  if (!r.reconciler) return p.str();
+void RenderStaticMetrics(const Running& r, PromText* out) {
+  PromText& p = *out;
+  if (!r.reconciler) return;
   const apiserver::ReconcilerStats& s = r.reconciler->stats();
   p.Family("gpu_agent_static_desired", "gauge", "Value static mode keeps in the Node's capacity.");
   for (const auto& [resource, value] : r.reconciler->desired()) {
@@ -146,13 +139,6 @@ std::string RenderStaticMetrics(const Running& r, const NodeConfigSelector* node
   for (const auto& [code, n] : r.reconciler->ApiErrors()) {
     p.Sample("gpu_agent_api_errors_total", {{"code", StrCat(code)}}, static_cast<double>(n));
   }
-  p.Family("gpu_agent_xid_events_total", "counter", "NVML XID events by code, ignored ones too.");
-  if (r.health) {
-    for (const auto& [xid, n] : r.health->XidCounts()) {
-      p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
-    }
-  }
-  return p.str();
 }
 
 bool StaticReady(const Running& r, std::string* why) {
@@ -185,7 +171,8 @@ bool StaticReady(const Running& r, std::string* why) {
 // earlier health watcher had out, which stays out.
 absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
                       const apiserver::Capacities& retired,
-                      std::vector<nvml::HealthWatcher::Outage> carried, Running* out) {
+                      std::vector<nvml::HealthWatcher::Outage> carried, HealthSlot* health,
+                      Running* out) {
   const Config& config = gen.config();
   const std::shared_ptr<const nvml::NvmlLibrary>& lib = ctx.lib;
   NodeConfigSelector* node_config = ctx.node_config;
@@ -198,12 +185,12 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   // counted out from the first PATCH on. Later reports reach the reconciler
   // once it runs.
   auto sink = std::make_shared<ReconcilerSink>();
-  if (lib) {
-    out->health = nvml::HealthWatcher::Start(
-        lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
-        [sink, d](const nvml::HealthChange& c) { sink->SetDesired(d->Apply(c)); },
-        std::move(carried));
-  }
+  health->Replace(
+      lib ? nvml::HealthWatcher::Start(
+                lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
+                [sink, d](const nvml::HealthChange& c) { sink->SetDesired(d->Apply(c)); },
+                std::move(carried))
+          : nullptr);
   const apiserver::Capacities counted = d->Value();
   apiserver::Capacities desired = counted;
   if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
@@ -236,8 +223,7 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   absl::StatusOr<std::unique_ptr<apiserver::CapacityReconciler>> rec =
       apiserver::CapacityReconciler::Start(*conn, opts, desired);
   if (!rec.ok()) {
-    if (out->health) out->health->Stop();
-    out->health.reset();
+    health->Stop();
     return rec.status();
   }
   out->reconciler = *std::move(rec);
@@ -246,75 +232,73 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   return absl::OkStatus();
 }
 
-void StopAll(Running* r, bool remove) {
-  if (r->health) r->health->Stop();
+// Stops the reconciler (the health watcher is stopped first, by the caller).
+void StopReconciler(Running* r, bool remove) {
   if (r->reconciler) {
     absl::Status s = r->reconciler->Stop(remove);
     if (!s.ok())
       LogError("could not remove the resource on exit", {{"error", std::string(s.message())}});
   }
-  r->health.reset();
   r->reconciler.reset();
 }
+
+// Keeps each generation's counts (and labels) on this Node.
+class StaticMode : public Mode {
+ public:
+  explicit StaticMode(const ModeContext& ctx) : ctx_(ctx) {}
+
+  const char* name() const override { return "static"; }
+
+  absl::Status Start(const Generation& gen) override {
+    if (gen.config().node_name.empty()) {
+      return absl::InvalidArgumentError(
+          "static mode needs this node's name: set nodeName, --node-name or NODE_NAME (in a pod, "
+          "from the downward API: spec.nodeName)");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return StartAll(ctx_, gen, {}, {}, &health(), &running_);
+  }
+
+  // The lock is held across the whole swap: a scrape waits for the new
+  // reconciler rather than reading a stopped one.
+  absl::Status Reload(const Generation& /*running*/, const Generation& next) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const apiserver::Capacities before =
+        running_.reconciler ? running_.reconciler->desired() : apiserver::Capacities{};
+    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    StopReconciler(&running_, false);
+    return StartAll(ctx_, next, before, std::move(carried), &health(), &running_);
+  }
+
+  void Stop(const Generation& last) override {
+    health().Stop();
+    std::lock_guard<std::mutex> lock(mu_);
+    StopReconciler(&running_, last.config().static_mode.remove_on_exit);
+  }
+
+  void RenderMetrics(PromText* p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RenderStaticMetrics(running_, p);
+  }
+
+  bool Ready(std::string* why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return StaticReady(running_, why);
+  }
+
+  bool Alive(std::string* /*why*/) override { return true; }  // the watcher is asked apart
+
+ private:
+  const ModeContext& ctx_;
+  std::mutex mu_;
+  Running running_;  // protected by mu_
+};
 
 }  // namespace
 
 int RunStaticMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
-  NodeConfigSelector* node_config = ctx.node_config;
-  if (gen->config().node_name.empty()) {
-    LogError(
-        "static mode needs this node's name: set nodeName, --node-name or NODE_NAME "
-        "(in a pod, from the downward API: spec.nodeName)");
-    return kExitUsage;
-  }
-  Running running;
-  if (absl::Status s = StartAll(ctx, *gen, {}, {}, &running); !s.ok()) {
-    LogError("cannot start static mode", {{"error", std::string(s.message())}});
-    return ExitCodeFor(s);
-  }
-  std::mutex running_mu;  // guards `running` between SIGHUP and scrapes
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = StartMetricsIfConfigured(
-      gen->config(), {[&running, &running_mu, node_config] {
-                        std::lock_guard<std::mutex> lock(running_mu);
-                        return RenderStaticMetrics(running, node_config);
-                      },
-                      [&running, &running_mu](std::string* why) {
-                        std::lock_guard<std::mutex> lock(running_mu);
-                        return StaticReady(running, why);
-                      },
-                      [&running, &running_mu](std::string* why) {
-                        std::lock_guard<std::mutex> lock(running_mu);
-                        return !running.health || running.health->Alive(why);
-                      }});
-  if (!metrics.ok()) {
-    StopAll(&running, false);
-    return kExitFailure;
-  }
-  auto vouch = [&running, &running_mu] {
-    std::lock_guard<std::mutex> lock(running_mu);
-    if (running.health) running.health->OperatorVouches();
-  };
-  while (std::shared_ptr<const Generation> next =
-             NextGeneration(*ctx.events, ctx.request, *gen, ctx.lib, node_config, vouch)) {
-    for (const std::string& w : next->warnings) LogWarning(w);
-    std::lock_guard<std::mutex> lock(running_mu);
-    const apiserver::Capacities before =
-        running.reconciler ? running.reconciler->desired() : apiserver::Capacities{};
-    std::vector<nvml::HealthWatcher::Outage> carried;
-    if (running.health) {
-      running.health->Stop();  // no outage after this read goes missing
-      carried = running.health->Outages();
-    }
-    StopAll(&running, false);
-    if (absl::Status s = StartAll(ctx, *next, before, std::move(carried), &running); !s.ok()) {
-      LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
-      return kExitFailure;
-    }
-    gen = std::move(next);
-  }
-  if (*metrics) (*metrics)->Stop();
-  StopAll(&running, gen->config().static_mode.remove_on_exit);
-  return kExitOk;
+  StaticMode mode(ctx);
+  return RunMode(ctx, std::move(gen), mode);
 }
 
 }  // namespace gpu_agent

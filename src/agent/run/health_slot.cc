@@ -1,0 +1,45 @@
+#include "agent/run/health_slot.h"
+
+namespace gpu_agent {
+
+std::vector<nvml::HealthWatcher::Outage> HealthSlot::StopForReplacement() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!watcher_) return {};
+  watcher_->Stop();  // no outage after this read goes missing
+  return watcher_->Outages();
+}
+
+void HealthSlot::Replace(std::unique_ptr<nvml::HealthWatcher> next) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (watcher_) {
+    watcher_->Stop();
+    for (const auto& [xid, n] : watcher_->XidCounts()) replaced_xids_[xid] += n;
+  }
+  watcher_ = std::move(next);
+}
+
+void HealthSlot::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (watcher_) watcher_->Stop();
+}
+
+void HealthSlot::OperatorVouches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (watcher_) watcher_->OperatorVouches();
+}
+
+bool HealthSlot::Alive(std::string* why) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !watcher_ || watcher_->Alive(why);
+}
+
+std::map<int, uint64_t> HealthSlot::XidCounts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, uint64_t> out = replaced_xids_;
+  if (watcher_) {
+    for (const auto& [xid, n] : watcher_->XidCounts()) out[xid] += n;
+  }
+  return out;
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,49 @@
+// The health watcher a mode runs, replaced at each reload. The XID counts of
+// the watchers it replaced are kept, so gpu_agent_xid_events_total only
+// grows over reloads, in every mode.
+#ifndef GPU_AGENT_AGENT_RUN_HEALTH_SLOT_H_
+#define GPU_AGENT_AGENT_RUN_HEALTH_SLOT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "nvml/health_watcher.h"
+
+namespace gpu_agent {
+
+// Thread-safe: the main thread replaces the watcher while scrapes and
+// probes read it.
+class HealthSlot {
+ public:
+  ~HealthSlot() { Stop(); }
+
+  // Stops the running watcher, which stays readable (its XIDs, Alive) until
+  // Replace, and returns what it has out: what the next one carries, so no
+  // outage goes missing over a reload.
+  std::vector<nvml::HealthWatcher::Outage> StopForReplacement();
+  // Puts `next` (null: none, NVML being absent) in place of the running one,
+  // whose XID counts are kept.
+  void Replace(std::unique_ptr<nvml::HealthWatcher> next);
+  // Stops the running watcher, if any.
+  void Stop();
+
+  // SIGUSR1: an operator vouches that GPUs held for a reset were reset.
+  void OperatorVouches();
+  // True with no watcher; else the watcher's own answer (/healthz).
+  bool Alive(std::string* why) const;
+  // XIDs seen by every watcher this slot held, by code.
+  std::map<int, uint64_t> XidCounts() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unique_ptr<nvml::HealthWatcher> watcher_;  // protected by mu_
+  std::map<int, uint64_t> replaced_xids_;         // protected by mu_
+};
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_HEALTH_SLOT_H_

@@ -1,0 +1,64 @@
+#include "agent/run/mode_runner.h"
+
+#include "agent/run/metrics_server.h"
+#include "agent/run/reload.h"
+#include "base/exit_code.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/version.h"
+
+namespace gpu_agent {
+
+void RenderBuildInfo(PromText* p, const std::string& mode) {
+  p->Family("gpu_agent_build_info", "gauge", "Build information.");
+  p->Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", mode}}, 1);
+}
+
+int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
+  if (absl::Status s = mode.Start(*gen); !s.ok()) {
+    LogError(StrCat("cannot start ", mode.name(), " mode"), {{"error", std::string(s.message())}});
+    mode.Stop(*gen);
+    return ExitCodeFor(s);
+  }
+  NodeConfigSelector* node_config = ctx.node_config;
+  MetricsServer::Handlers handlers;
+  handlers.metrics = [&mode, node_config] {
+    PromText p;
+    RenderBuildInfo(&p, mode.name());
+    if (node_config) node_config->RenderMetrics(&p);
+    mode.RenderMetrics(&p);
+    p.Family("gpu_agent_xid_events_total", "counter", "NVML XID events by code, ignored ones too.");
+    for (const auto& [xid, n] : mode.health().XidCounts()) {
+      p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
+    }
+    return p.str();
+  };
+  handlers.ready = [&mode](std::string* why) { return mode.Ready(why); };
+  handlers.alive = [&mode](std::string* why) {
+    return mode.health().Alive(why) && mode.Alive(why);
+  };
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+      StartMetricsIfConfigured(gen->config(), std::move(handlers));
+  if (!metrics.ok()) {
+    mode.Stop(*gen);
+    return kExitFailure;
+  }
+  int code = kExitOk;
+  auto vouch = [&mode] { mode.health().OperatorVouches(); };
+  while (std::shared_ptr<const Generation> next =
+             NextGeneration(*ctx.events, ctx.request, *gen, ctx.lib, node_config, vouch)) {
+    for (const std::string& w : next->warnings) LogWarning(w);
+    if (absl::Status s = mode.Reload(*gen, *next); !s.ok()) {
+      LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
+      code = kExitFailure;
+      break;
+    }
+    LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
+    gen = std::move(next);
+  }
+  if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
+  mode.Stop(*gen);
+  return code;
+}
+
+}  // namespace gpu_agent

@@ -1,0 +1,65 @@
+// The one skeleton of `run`'s modes: start, the metrics server and its
+// probes, the reload loop and the stop order are written here once; plugin
+// and static mode (and DRA next) fill in a Mode.
+//
+// Order: Start(first generation) -> metrics server (/metrics, /readyz,
+// /healthz) -> for each reload asked for: the next generation built
+// (reload.h), its warnings logged, Reload(running, next) -> on SIGTERM or
+// SIGINT: metrics server stopped (no scrape sees the teardown), then Stop.
+#ifndef GPU_AGENT_AGENT_RUN_MODE_RUNNER_H_
+#define GPU_AGENT_AGENT_RUN_MODE_RUNNER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "agent/plan/generation.h"
+#include "agent/run/health_slot.h"
+#include "agent/run/mode_context.h"
+#include "base/prom_text.h"
+
+namespace gpu_agent {
+
+class Mode {
+ public:
+  virtual ~Mode() = default;
+
+  // "plugin", "static": gpu_agent_build_info's mode label and log lines.
+  virtual const char* name() const = 0;
+  // Serves `gen`. On an error the runner logs it, calls Stop and exits with
+  // ExitCodeFor(error).
+  virtual absl::Status Start(const Generation& gen) = 0;
+  // Serves `next` instead of `running`. An error ends the run (exit 1)
+  // after Stop; a mode that can go on with the running state logs and
+  // returns OK.
+  virtual absl::Status Reload(const Generation& running, const Generation& next) = 0;
+  // Tears down whatever Start and Reload set up; `last` is the generation
+  // served last. Called once, after the metrics server stopped.
+  virtual void Stop(const Generation& last) = 0;
+
+  // The mode's own metric families (the runner adds build info, the
+  // per-node config's and XIDs). Called from the metrics server's thread.
+  virtual void RenderMetrics(PromText* p) = 0;
+  // /readyz; `why` says what is missing. Metrics server's thread.
+  virtual bool Ready(std::string* why) = 0;
+  // /healthz beyond the health watcher (which the runner asks); `why` names
+  // what does not answer. Metrics server's thread.
+  virtual bool Alive(std::string* why) = 0;
+
+  // The health watcher the mode runs (set by Start and Reload).
+  HealthSlot& health() { return health_; }
+
+ private:
+  HealthSlot health_;
+};
+
+// Runs `mode` from `gen` until a stop; returns the exit code.
+int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode);
+
+// gpu_agent_build_info{version, mode}: every answer of /metrics starts with
+// it, the driver wait's too.
+void RenderBuildInfo(PromText* p, const std::string& mode);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_MODE_RUNNER_H_
