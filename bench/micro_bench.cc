@@ -45,7 +45,7 @@ ResourceSpec Spec(int gpus, int replicas, bool nvlink) {
 
 void BM_Allocate(benchmark::State& state, std::vector<std::string> strategies, bool specs) {
   AllocateOptions opts;
-  opts.device_list_strategy = std::move(strategies);
+  opts.device_list = *DeviceListStrategies::Parse(strategies);
   opts.pass_device_specs = specs;
   Allocator alloc(opts);
   DevicePublisher pub(Spec(8, 1, true));

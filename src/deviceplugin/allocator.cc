@@ -55,9 +55,24 @@ std::string Allocator::CdiAnnotationKey(const std::string& resource,
   return StrCat(options_.cdi_annotation_prefix, "gpu-agent_", cls, "_", id);
 }
 
-bool Allocator::Has(const std::string& strategy) const {
-  return std::find(options_.device_list_strategy.begin(), options_.device_list_strategy.end(),
-                   strategy) != options_.device_list_strategy.end();
+std::optional<DeviceListStrategies> DeviceListStrategies::Parse(
+    const std::vector<std::string>& names) {
+  DeviceListStrategies out;
+  out.envvar = false;
+  for (const std::string& n : names) {
+    if (n == "envvar") {
+      out.envvar = true;
+    } else if (n == "volume-mounts") {
+      out.volume_mounts = true;
+    } else if (n == "cdi-annotations") {
+      out.cdi_annotations = true;
+    } else if (n == "cdi-cri") {
+      out.cdi_cri = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
 }
 
 std::string Allocator::HostPath(const std::string& dev_path) const {
@@ -120,8 +135,9 @@ absl::Status Allocator::AllocateContainer(const DeviceSnapshot& snap,
   for (const PluginDevice* d : gpus) gpu_ids.push_back(d->gpu_id);
 
   auto& envs = *out->mutable_envs();
-  if (Has("envvar")) envs[kVisibleDevicesEnv] = StrJoin(gpu_ids, ",");
-  if (Has("volume-mounts")) {
+  const DeviceListStrategies& list = options_.device_list;
+  if (list.envvar) envs[kVisibleDevicesEnv] = StrJoin(gpu_ids, ",");
+  if (list.volume_mounts) {
     envs[kVisibleDevicesEnv] = kVolumeMountRoot;
     for (const std::string& id : gpu_ids) {
       v1beta1::Mount* m = out->add_mounts();
@@ -129,15 +145,15 @@ absl::Status Allocator::AllocateContainer(const DeviceSnapshot& snap,
       m->set_container_path(StrCat(kVolumeMountRoot, "/", id));
     }
   }
-  if (Has("cdi-annotations") || Has("cdi-cri")) {
+  if (list.Cdi()) {
     std::vector<std::string> names;
     names.reserve(gpu_ids.size());
     for (const std::string& id : gpu_ids) names.push_back(StrCat(options_.cdi_kind, "=", id));
-    if (Has("cdi-annotations")) {
+    if (list.cdi_annotations) {
       (*out->mutable_annotations())[CdiAnnotationKey(snap.resource_name, request)] =
           StrJoin(names, ",");
     }
-    if (Has("cdi-cri")) {
+    if (list.cdi_cri) {
       for (const std::string& name : names) out->add_cdi_devices()->set_name(name);
     }
   }

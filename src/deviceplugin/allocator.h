@@ -4,6 +4,7 @@
 #ifndef GPU_AGENT_DEVICEPLUGIN_ALLOCATOR_H_
 #define GPU_AGENT_DEVICEPLUGIN_ALLOCATOR_H_
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,9 +15,22 @@
 
 namespace gpu_agent::deviceplugin {
 
+// How Allocate hands devices to a container (flags.plugin.deviceListStrategy),
+// any of them together.
+struct DeviceListStrategies {
+  bool envvar = true;
+  bool volume_mounts = false;
+  bool cdi_annotations = false;
+  bool cdi_cri = false;
+
+  bool Cdi() const { return cdi_annotations || cdi_cri; }
+  // From the setting's names ("envvar", "volume-mounts", "cdi-annotations",
+  // "cdi-cri"); nullopt when one is none of them.
+  static std::optional<DeviceListStrategies> Parse(const std::vector<std::string>& names);
+};
+
 struct AllocateOptions {
-  // Any of "envvar", "volume-mounts", "cdi-annotations", "cdi-cri".
-  std::vector<std::string> device_list_strategy = {"envvar"};
+  DeviceListStrategies device_list;
   bool pass_device_specs = false;
   // The root of /dev/nvidia* as the host sees it: a DeviceSpec's host_path is
   // the runtime's to open, on the host.
@@ -50,7 +64,6 @@ class Allocator {
   const AllocateOptions& options() const { return options_; }
 
  private:
-  bool Has(const std::string& strategy) const;
   // "<prefix>gpu-agent_<class>_<16 hex digits>", unique per resource and
   // request.
   std::string CdiAnnotationKey(const std::string& resource,

@@ -60,7 +60,7 @@ class AllocatorStrategyTest : public ::testing::TestWithParam<StrategyCase> {};
 TEST_P(AllocatorStrategyTest, ExactResponse) {
   const StrategyCase& c = GetParam();
   AllocateOptions opts;
-  opts.device_list_strategy = c.strategies;
+  opts.device_list = *DeviceListStrategies::Parse(c.strategies);
   Allocator alloc(opts);
   DevicePublisher pub(TwoGpus());
   v1beta1::ContainerAllocateResponse out;
@@ -207,7 +207,7 @@ TEST(DevicePublisherTest, HealthChangesAllReplicasAndBumpsVersion) {
 // nothing.
 TEST(AllocatorTest, CdiAnnotationKeyIsUniquePerResponse) {
   AllocateOptions opts;
-  opts.device_list_strategy = {"cdi-annotations"};
+  opts.device_list = *DeviceListStrategies::Parse({"cdi-annotations"});
   Allocator alloc(opts);
   ResourceSpec whole = TwoGpus();
   ResourceSpec shared = TwoGpus(/*replicated=*/true);

@@ -13,6 +13,7 @@ namespace {
 
 using deviceplugin::AllocateOptions;
 using deviceplugin::Allocator;
+using deviceplugin::DeviceListStrategies;
 using deviceplugin::DevicePublisher;
 using deviceplugin::HealthTarget;
 using deviceplugin::ResourceSpec;
@@ -51,7 +52,7 @@ const World& TheWorld() {
     for (const auto& s : strategies) {
       for (bool specs : {false, true}) {
         AllocateOptions o;
-        o.device_list_strategy = s;
+        o.device_list = *DeviceListStrategies::Parse(s);
         o.pass_device_specs = specs;
         o.dev_root = TempDir();
         o.fail_requests_greater_than_one = specs;

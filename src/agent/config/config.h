@@ -13,6 +13,14 @@
 
 namespace gpu_agent {
 
+// The settings that pick between behaviours, as the code branches on them.
+// The schema (config_schema.h) admits only their names; each is read in one
+// place below, so no other code compares the strings.
+enum class AgentMode { kPlugin, kStatic };
+enum class MigStrategy { kNone, kSingle, kMixed };
+enum class DeviceIdStrategy { kUuid, kIndex };
+enum class LabelOutput { kNone, kNode, kNfd };
+
 struct TimeSlicingResource {
   std::string name;  // resource the replicas apply to, e.g. nvidia.com/gpu
   int replicas = 0;
@@ -28,6 +36,9 @@ struct TimeSlicingResource {
 struct Config {
   std::string version = "v1";
   std::string mode = "plugin";  // plugin | static
+  AgentMode agent_mode() const {
+    return mode == "static" ? AgentMode::kStatic : AgentMode::kPlugin;
+  }
   std::string resource_name = "nvidia.com/gpu";
   std::string node_name;
   std::string sysfs_root = "/sys";
@@ -45,6 +56,11 @@ struct Config {
 
   struct Flags {
     std::string mig_strategy = "none";  // none | single | mixed
+    MigStrategy mig() const {
+      return mig_strategy == "single"  ? MigStrategy::kSingle
+             : mig_strategy == "mixed" ? MigStrategy::kMixed
+                                       : MigStrategy::kNone;
+    }
     bool fail_on_init_error = true;
     // As NVIDIA's plugin means them: the driver root and the root of the
     // /dev/nvidia* nodes as the HOST sees them ("/", or the GPU operator's
@@ -57,6 +73,9 @@ struct Config {
       bool pass_device_specs = false;
       std::vector<std::string> device_list_strategy = {"envvar"};
       std::string device_id_strategy = "uuid";  // uuid | index
+      DeviceIdStrategy id_strategy() const {
+        return device_id_strategy == "index" ? DeviceIdStrategy::kIndex : DeviceIdStrategy::kUuid;
+      }
       std::string cdi_annotation_prefix = "cdi.k8s.io/";
       std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";
       // Where the host's driver root is mounted in the agent's container.
@@ -156,9 +175,11 @@ struct Config {
     std::string output = "auto";
     std::string nfd_file = "/etc/kubernetes/node-feature-discovery/features.d/gpu-agent";
     // The output after `auto` is resolved for the agent's mode.
-    std::string Effective(const std::string& agent_mode) const {
-      if (output != "auto") return output;
-      return agent_mode == "static" ? "node" : "none";
+    LabelOutput Effective(AgentMode agent_mode) const {
+      if (output == "node") return LabelOutput::kNode;
+      if (output == "nfd") return LabelOutput::kNfd;
+      if (output == "none") return LabelOutput::kNone;
+      return agent_mode == AgentMode::kStatic ? LabelOutput::kNode : LabelOutput::kNone;
     }
   } node_labels;
 

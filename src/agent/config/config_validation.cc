@@ -52,7 +52,7 @@ absl::Status ValidateConfig(const Config& c) {
       return absl::InvalidArgumentError(StrCat(where, ".name: ", s.message()));
     }
     const bool mig_resource = r.name.starts_with(kMigResourcePrefix);
-    if (mig_resource && c.flags.mig_strategy != "mixed") {
+    if (mig_resource && c.flags.mig() != MigStrategy::kMixed) {
       return absl::InvalidArgumentError(
           StrCat(where, ".name: \"", r.name, "\" is a MIG profile resource, advertised only under ",
                  "flags.migStrategy mixed (it is \"", c.flags.mig_strategy, "\")"));
@@ -120,12 +120,12 @@ absl::Status ValidateConfig(const Config& c) {
       c.health.event_wait_timeout > std::chrono::minutes(1)) {
     return absl::InvalidArgumentError("health.eventWaitTimeout must be between 10ms and 1m");
   }
-  if (c.mode == "plugin" && c.node_labels.output == "node") {
+  if (c.agent_mode() == AgentMode::kPlugin && c.node_labels.output == "node") {
     return absl::InvalidArgumentError(
         "nodeLabels.output: \"node\" writes labels through the API server, which static mode "
         "does; in plugin mode use \"nfd\" (a node-feature-discovery feature file) or \"none\"");
   }
-  if (c.node_labels.Effective(c.mode) == "nfd" &&
+  if (c.node_labels.Effective(c.agent_mode()) == LabelOutput::kNfd &&
       (c.node_labels.nfd_file.empty() || c.node_labels.nfd_file.front() != '/' ||
        c.node_labels.nfd_file.back() == '/')) {
     return absl::InvalidArgumentError(

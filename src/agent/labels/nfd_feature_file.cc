@@ -60,7 +60,7 @@ absl::StatusOr<bool> RemoveOwnNfdFeatureFile(const std::string& path) {
 void ApplyNfdOutput(const Config& config, const NodeLabels& labels) {
   const std::string& path = config.node_labels.nfd_file;
   if (path.empty()) return;
-  if (config.node_labels.Effective(config.mode) == "nfd") {
+  if (config.node_labels.Effective(config.agent_mode()) == LabelOutput::kNfd) {
     absl::StatusOr<bool> wrote = WriteNfdFeatureFile(path, labels);
     if (!wrote.ok()) {
       LogError("cannot write the node-feature-discovery feature file",

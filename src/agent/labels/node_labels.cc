@@ -300,10 +300,10 @@ LabelResult ComputeNodeLabels(const Config& c, const nvml::Inventory& inv,
   for (const nvml::GpuRecord* g : gpus) capable |= g->mig_capable;
   out.labels["nvidia.com/mig.capable"] = capable ? "true" : "false";
   AddWholeGpus(c, gpus, &out);
-  const std::string& strategy = c.flags.mig_strategy;
-  if (strategy == "single") AddMigSingle(c, gpus, &out);
-  if (strategy == "mixed") AddMigMixed(c, gpus, &out);
-  if (strategy != "none") out.labels["nvidia.com/mig.strategy"] = strategy;
+  const MigStrategy strategy = c.flags.mig();
+  if (strategy == MigStrategy::kSingle) AddMigSingle(c, gpus, &out);
+  if (strategy == MigStrategy::kMixed) AddMigMixed(c, gpus, &out);
+  if (strategy != MigStrategy::kNone) out.labels["nvidia.com/mig.strategy"] = c.flags.mig_strategy;
   for (auto it = out.labels.begin(); it != out.labels.end();) {
     if (ValidLabelKey(it->first) && ValidLabelValue(it->second)) {
       ++it;

@@ -3,16 +3,16 @@
 #include <optional>
 
 #include "base/strings.h"
+#include "deviceplugin/allocator.h"
 #include "nvml/mig_minors.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent {
 
 bool CdiStrategyOn(const Config& config) {
-  for (const std::string& s : config.flags.plugin.device_list_strategy) {
-    if (s == "cdi-annotations" || s == "cdi-cri") return true;
-  }
-  return false;
+  std::optional<deviceplugin::DeviceListStrategies> list =
+      deviceplugin::DeviceListStrategies::Parse(config.flags.plugin.device_list_strategy);
+  return list && list->Cdi();
 }
 
 absl::StatusOr<cdi::GeneratorInput> CdiInputFrom(const Config& config,
@@ -43,7 +43,7 @@ absl::StatusOr<cdi::GeneratorInput> CdiInputFrom(const Config& config,
       continue;
     }
     const std::string node = StrCat("/dev/nvidia", g.minor);
-    if (config.flags.mig_strategy == "none" || !g.mig_enabled) {
+    if (config.flags.mig() == MigStrategy::kNone || !g.mig_enabled) {
       in.devices.push_back({{g.uuid, StrCat(g.index)}, {node}, what});
       continue;
     }

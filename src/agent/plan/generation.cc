@@ -10,7 +10,7 @@ namespace gpu_agent {
 
 GenerationOptions GenerationOptionsFor(const Config& config) {
   GenerationOptions o;
-  o.serving = config.mode != "static";
+  o.serving = config.agent_mode() != AgentMode::kStatic;
   o.cdi = o.serving ? GenerationOptions::Cdi::kWhenWritten : GenerationOptions::Cdi::kNever;
   return o;
 }

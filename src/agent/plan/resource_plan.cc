@@ -85,7 +85,9 @@ class Planner {
       }
     }
     AssignEndpoints();
-    plan_.allocate.device_list_strategy = c_.flags.plugin.device_list_strategy;
+    plan_.allocate.device_list =
+        deviceplugin::DeviceListStrategies::Parse(c_.flags.plugin.device_list_strategy)
+            .value_or(deviceplugin::DeviceListStrategies{});
     plan_.allocate.pass_device_specs = pass_device_specs_;
     plan_.allocate.dev_root = c_.flags.nvidia_dev_root;
     plan_.allocate.dev_root_here = c_.flags.DevRootHere();
@@ -112,7 +114,7 @@ class Planner {
     return Unit{&g, nullptr, pos, ById() ? g.uuid : StrCat(g.index), ParentNode(g)};
   }
 
-  bool ById() const { return c_.flags.plugin.device_id_strategy != "index"; }
+  bool ById() const { return c_.flags.plugin.id_strategy() == DeviceIdStrategy::kUuid; }
 
   std::vector<std::string> ParentNode(const nvml::GpuRecord& g) const {
     if (g.minor < 0) return {};
@@ -146,8 +148,8 @@ class Planner {
   }
 
   absl::Status GroupUnits(const std::vector<size_t>& gpus) {
-    std::string strategy = c_.flags.mig_strategy;
-    if (strategy == "single") {
+    MigStrategy strategy = c_.flags.mig();
+    if (strategy == MigStrategy::kSingle) {
       std::vector<std::string> whole;
       for (size_t pos : gpus) {
         const nvml::GpuRecord& g = inv_.gpus[pos];
@@ -157,7 +159,7 @@ class Planner {
       // advertises the GPUs whole, so one DaemonSet serves MIG and other
       // nodes alike. Only a mix of MIG and whole GPUs is refused.
       if (whole.size() == gpus.size()) {
-        strategy = "none";
+        strategy = MigStrategy::kNone;
       } else if (!whole.empty()) {
         return absl::InvalidArgumentError(
             StrCat("flags.migStrategy single needs every GPU in MIG mode, but GPU(s) ",
@@ -169,14 +171,14 @@ class Planner {
     std::map<std::string, std::vector<std::string>> by_profile;  // single: profile -> devices
     for (size_t pos : gpus) {
       const nvml::GpuRecord& g = inv_.gpus[pos];
-      if (strategy != "none" && !g.mig_mode_error.empty()) {
+      if (strategy != MigStrategy::kNone && !g.mig_mode_error.empty()) {
         // Whole, it may be a GPU in MIG mode, where a pod's CUDA finds no device.
         Warn(StrCat("GPU ", g.index, " (", g.uuid, ") is not advertised: its MIG mode is unknown (",
-                    g.mig_mode_error, ") and flags.migStrategy ", strategy,
+                    g.mig_mode_error, ") and flags.migStrategy ", c_.flags.mig_strategy,
                     " must not hand out a MIG GPU whole"));
         continue;
       }
-      if (strategy == "none" || !g.mig_enabled) {
+      if (strategy == MigStrategy::kNone || !g.mig_enabled) {
         if (g.mig_enabled) {
           Warn(StrCat("GPU ", g.index, " (", g.uuid,
                       ") is in MIG mode but flags.migStrategy is none: advertised whole"));
@@ -185,7 +187,7 @@ class Planner {
         continue;
       }
       if (g.mig_devices.empty()) {
-        if (strategy == "single") {
+        if (strategy == MigStrategy::kSingle) {
           return absl::InvalidArgumentError(
               StrCat("flags.migStrategy single: GPU ", g.index, " (", g.uuid,
                      ") is in MIG mode with no MIG devices; create them or leave the GPU out"));
@@ -205,7 +207,7 @@ class Planner {
         }
         absl::StatusOr<Unit> unit = MigUnit(pos, m);
         if (!unit.ok()) return unit.status();
-        if (strategy == "single") {
+        if (strategy == MigStrategy::kSingle) {
           by_profile[profile].push_back(unit->Describe());
           GroupFor(c_.resource_name).units.push_back(*std::move(unit));
         } else {

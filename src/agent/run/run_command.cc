@@ -128,7 +128,8 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   }
   for (const std::string& w : (*gen)->warnings) LogWarning(w);
   ModeContext ctx{request, std::move(lib), node_config->get(), events->get()};
-  if ((*gen)->config().mode == "static") return RunStaticMode(ctx, *std::move(gen));
+  if ((*gen)->config().agent_mode() == AgentMode::kStatic)
+    return RunStaticMode(ctx, *std::move(gen));
   return RunPluginMode(ctx, *std::move(gen));
 }
 

@@ -202,8 +202,9 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   opts.watch_timeout = config.static_mode.watch_timeout;
   // Labels on the Node when they go there; else an empty set, so the
   // agent's own earlier labels (if any) are removed and nothing else.
-  opts.labels =
-      config.node_labels.Effective(config.mode) == "node" ? gen.labels.labels : apiserver::Labels{};
+  opts.labels = config.node_labels.Effective(config.agent_mode()) == LabelOutput::kNode
+                    ? gen.labels.labels
+                    : apiserver::Labels{};
   opts.rest = RestOptionsFor(config);
   if (node_config) {
     // The per-node config's label, from this same watch.
