@@ -379,10 +379,10 @@ void PluginServer::Stop(std::chrono::milliseconds deadline) {
                 {"unary_calls", StrCat(unary_open_.load())}});
   }
   // Then gRPC's own shutdown, which waits on more than these calls (its
-  // connections, closed by each client after a GOAWAY). Given the whole
-  // deadline, 3 of 821 reloads in a soak waited all of it there, every call
-  // already ended, and the kubelet's registration waited with them. With
-  // nothing of ours left to finish it gets a short grace, then cancels.
+  // connections, closed by each client after a GOAWAY) and can take the
+  // whole deadline with every call already ended, holding up the kubelet's
+  // registration behind it. With nothing of ours left to finish it gets a
+  // short grace, then cancels.
   const auto grace = drained ? kShutdownGrace : std::chrono::milliseconds(0);
   const auto shutdown_started = std::chrono::steady_clock::now();
   server_->Shutdown(std::chrono::system_clock::now() + grace);

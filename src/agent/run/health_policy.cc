@@ -15,8 +15,7 @@ nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
   p.recovery_period = c.health.recovery_period;
   p.wait_timeout = c.health.event_wait_timeout;
   // Short: the thread sees no XID while it backs off, so a burst of failed
-  // waits must not blind it for long (21 failures at a 10 s cap were 2.5
-  // minutes in the soak); 1 s is still far from spinning.
+  // waits must not blind it for long; 1 s is still far from spinning.
   p.max_backoff = std::min<std::chrono::milliseconds>(2 * p.wait_timeout, std::chrono::seconds(1));
   return p;
 }
