@@ -11,6 +11,7 @@
 #include "base/strings.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_publisher.h"
+#include "support/gpu_records.h"
 #include "support/test_support.h"
 
 namespace gpu_agent {
@@ -20,53 +21,17 @@ using ::testing::HasSubstr;
 
 constexpr char kDriver[] = "550.54.15";
 
-nvml::GpuRecord Gpu(unsigned index) {
-  nvml::GpuRecord g;
-  g.index = index;
-  g.uuid = StrCat("GPU-", index, "aaa");
-  g.name = "NVIDIA A100-SXM4-80GB";
-  g.memory_mib = 81920;
-  g.minor = static_cast<int>(index);
-  g.pci_device_id = 0x20b210de;
-  return g;
-}
-
-nvml::MigRecord Mig(unsigned index, unsigned gi, unsigned slices, uint64_t mib,
-                    const std::string& uuid) {
-  nvml::MigRecord m;
-  m.index = index;
-  m.uuid = uuid;
-  m.gpu_instance_id = gi;
-  m.gpu_instance_slices = slices;
-  m.compute_instance_slices = slices;
-  m.memory_mib = mib;
-  return m;
-}
-
-// GPU 0 in MIG mode (2g.20gb, 1g.10gb, 1g.10gb), GPU 1 whole.
+// The inventories of support/gpu_records.h as NVML reports them on a driver
+// (the driver's version is what its files are found by).
 nvml::Inventory MixedNode() {
-  nvml::Inventory inv;
+  nvml::Inventory inv = testing::MixedNode();
   inv.driver_version = kDriver;
-  nvml::GpuRecord g0 = Gpu(0);
-  g0.mig_enabled = true;
-  g0.mig_devices = {Mig(0, 1, 2, 19968, "MIG-a"), Mig(1, 2, 1, 9856, "MIG-b"),
-                    Mig(2, 3, 1, 9856, "MIG-c")};
-  inv.gpus = {g0, Gpu(1)};
-  inv.links.assign(2, std::vector<nvml::GpuLink>(2));
   return inv;
 }
 
-// Both GPUs in MIG mode, two 1g.10gb each: what migStrategy single serves.
 nvml::Inventory AllMigNode() {
-  nvml::Inventory inv;
+  nvml::Inventory inv = testing::AllMigNode();
   inv.driver_version = kDriver;
-  for (unsigned i = 0; i < 2; ++i) {
-    nvml::GpuRecord g = Gpu(i);
-    g.mig_enabled = true;
-    g.mig_devices = {Mig(0, 1, 1, 9856, StrCat("MIG-", i, "x")),
-                     Mig(1, 2, 1, 9856, StrCat("MIG-", i, "y"))};
-    inv.gpus.push_back(g);
-  }
   inv.links.assign(2, std::vector<nvml::GpuLink>(2));
   return inv;
 }
@@ -103,14 +68,14 @@ std::string Error(const absl::StatusOr<std::shared_ptr<const Generation>>& g) {
 }
 
 TEST_F(GenerationTest, EveryNameAllocateReturnsIsInTheCdiSpec) {
-  struct Mig {
+  struct MigCase {
     std::string strategy;
     nvml::Inventory inventory;
   };
-  const std::vector<Mig> migs = {
+  const std::vector<MigCase> migs = {
       {"none", MixedNode()}, {"mixed", MixedNode()}, {"single", AllMigNode()}};
   size_t names_checked = 0;
-  for (const Mig& mig : migs) {
+  for (const MigCase& mig : migs) {
     for (const char* list : {"cdi-cri", "cdi-annotations"}) {
       for (const char* id_strategy : {"uuid", "index"}) {
         for (int replicas : {1, 2}) {
