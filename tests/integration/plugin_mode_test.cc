@@ -19,7 +19,7 @@
 #include "deviceplugin/kubelet_client.h"
 #include "fixture.h"
 #include "kubelet_simulator.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -578,7 +578,7 @@ TEST_F(PluginModeTest, ContainerDriverRootFindsNvmlAndAllocateNamesHostPaths) {
   host.Write("dev/nvidia-uvm", "");
   host.Write("dev/nvidia3", "");
   StartAgent({"--pass-device-specs"}, FixturePath("8-gpu-nvlink.yaml"),
-             {{"LD_LIBRARY_PATH", "<unset>"},
+             {{"LD_LIBRARY_PATH", kUnset},
               {"NVIDIA_DRIVER_ROOT", "/"},
               {"CONTAINER_DRIVER_ROOT", host.path()}});
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; })) << Dump();
