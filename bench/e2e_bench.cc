@@ -37,7 +37,7 @@
 #include "kubelet_simulator.h"
 #include "memory_cgroup.h"
 #include "process_memory.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -72,7 +72,7 @@ struct Env {
 };
 
 // The agent's environment: the NVML stand-in, and with --cores the shim.
-std::map<std::string, std::string> AgentEnv(const Env& env) {
+EnvOverrides StandInEnv(const Env& env) {
   auto e = FakeNvmlEnv(env.fixture);
   e["FAKE_NVML_CONTROL"] = env.ctl;
   if (g_cores > 0) {
@@ -87,7 +87,7 @@ std::unique_ptr<Subprocess> StartAgent(Env& env, KubeletSimulator& sim,
   std::vector<std::string> args = {BinaryPath(),   "run",   "--kubelet-socket", sim.socket(),
                                    "--sysfs-root", env.sys, "--log-level",      "warning"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<Subprocess>(args, AgentEnv(env));
+  return std::make_unique<Subprocess>(args, StandInEnv(env));
 }
 
 // Start -> registered, over `runs` fresh processes.
@@ -219,7 +219,7 @@ std::optional<IdleRun> MeasureIdleOnce(Env& env, const std::string& binary, int 
     std::vector<std::string> args = {copy,           "run",   "--kubelet-socket", sim.socket(),
                                      "--sysfs-root", env.sys, "--log-level",      "warning"};
     if (cgroup != nullptr) args = cgroup->Wrap(args);
-    Subprocess agent(args, AgentEnv(env));
+    Subprocess agent(args, StandInEnv(env));
     if (!sim.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; })) {
       std::fprintf(stderr, "agent not serving:\n%s\n", agent.Stderr().c_str());
       return std::nullopt;
@@ -572,7 +572,6 @@ int Main(int argc, char** argv) {
     ApiServerStub api;
     api.AddNode("bench-node");
     auto e = FakeNvmlEnv(env.fixture);
-    e["KUBERNETES_SERVICE_HOST"] = "<unset>";
     Subprocess sagent({BinaryPath(), "run", "--mode", "static", "--node-name", "bench-node",
                        "--proxy=" + api.url(), "--sysfs-root", env.sys, "--log-level", "warning"},
                       e);

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "api_server_stub.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -63,7 +63,6 @@ class Fleet {
           "--log-level", "warning"};
       args.insert(args.end(), extra.begin(), extra.end());
       auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
-      env["KUBERNETES_SERVICE_HOST"] = "<unset>";
       agents_.push_back(std::make_unique<Subprocess>(args, env));
     }
   }

@@ -102,6 +102,12 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(std::string_view 
       "to LD_LIBRARY_PATH"));
 }
 
+std::unique_ptr<NvmlLibrary> NvmlLibrary::FromFunctions(const NvmlFunctions& fn, std::string name) {
+  std::unique_ptr<NvmlLibrary> lib(new NvmlLibrary(nullptr, std::move(name)));
+  lib->fn_ = fn;
+  return lib;
+}
+
 absl::Status NvmlLibrary::Resolve() {
   std::vector<std::string> missing;
   auto resolve = [&](auto& slot, std::initializer_list<const char*> names, bool required) {

@@ -77,6 +77,12 @@ class NvmlLibrary {
   // every place tried and how to point the agent elsewhere.
   static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Open(std::string_view driver_root);
 
+  // An NVML already in this process, given as its function table (tests'
+  // in-process fake). `name` stands where a loaded library's path would.
+  // Unlike Open(), nothing checks which functions are null: the caller
+  // fills those its code paths call.
+  static std::unique_ptr<NvmlLibrary> FromFunctions(const NvmlFunctions& fn, std::string name);
+
   ~NvmlLibrary();
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
@@ -98,7 +104,7 @@ class NvmlLibrary {
   NvmlLibrary(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
   absl::Status Resolve();
 
-  void* handle_;
+  void* handle_;  // null for FromFunctions()
   std::string path_;
   NvmlFunctions fn_;
   bool initialized_ = false;

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "api_server_stub.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -26,10 +26,6 @@ class CapacityTest : public ::testing::Test {
 
   RunResult Capacity(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     args.insert(args.begin(), "capacity");
-    env.emplace("NODE_NAME", "<unset>");
-    env.emplace("KUBERNETES_SERVICE_HOST", "<unset>");
-    env.emplace("KUBECONFIG", "<unset>");
-    env.emplace("CONFIG_FILE", "<unset>");
     return RunAgent(args, env);
   }
 

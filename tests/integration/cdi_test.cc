@@ -19,7 +19,7 @@
 
 #include "base/strings.h"
 #include "kubelet_simulator.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {

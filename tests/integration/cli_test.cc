@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -71,7 +71,7 @@ TEST(CliTest, ConfigShowsWhereEachValueCameFrom) {
   TempDir dir;
   const std::string path = dir.Write("c.yaml", "version: v1\nflags:\n  migStrategy: single\n");
   RunResult r = RunAgent({"config", "--config", path, "--device-id-strategy", "index"},
-                         {{"PASS_DEVICE_SPECS", "true"}, {"CONFIG_FILE", "<unset>"}});
+                         {{"PASS_DEVICE_SPECS", "true"}});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("migStrategy: single"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# file " + path + ":3:3"), std::string::npos) << r.out;
@@ -137,7 +137,7 @@ TEST(CliTest, DevicesTableAndYaml) {
 TEST(CliTest, NoNvmlLibrary) {
   TempDir root;
   RunResult r =
-      RunAgent({"devices", "--nvidia-driver-root", root.path()}, {{"LD_LIBRARY_PATH", "<unset>"}});
+      RunAgent({"devices", "--nvidia-driver-root", root.path()}, {{"LD_LIBRARY_PATH", kUnset}});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("libnvidia-ml.so.1 not found; looked in:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(root.path() + "/usr/lib64/libnvidia-ml.so.1"), std::string::npos);
@@ -165,7 +165,7 @@ TEST(CliTest, UnreadableConfigFile) {
   } else {
     ASSERT_EQ(::chmod(path.c_str(), 0), 0);
   }
-  Subprocess p(argv, {{"CONFIG_FILE", "<unset>"}});
+  Subprocess p(argv, AgentEnv());
   EXPECT_EQ(p.Wait(), 2);
   EXPECT_NE(p.Stderr().find("cannot read config file \"" + path +
                             "\" (named by flag --config): Permission denied"),
@@ -237,10 +237,7 @@ TEST(FirstHourTest, DevicesHonoursTheSelection) {
 
 TEST(FirstHourTest, DryRunNeedsNoServerAndTheErrorListsEveryPlaceLooked) {
   TempDir home;
-  const std::map<std::string, std::string> nowhere = {{"KUBECONFIG", "<unset>"},
-                                                      {"KUBERNETES_SERVICE_HOST", "<unset>"},
-                                                      {"HOME", home.path()},
-                                                      {"CONFIG_FILE", "<unset>"}};
+  const EnvOverrides nowhere = {{"HOME", home.path()}};
   RunResult dry =
       RunAgent({"capacity", "set", "--node", "gpu-node-1", "--count", "4", "--dry-run"}, nowhere);
   ASSERT_EQ(dry.code, 0) << dry.err;

@@ -21,7 +21,7 @@
 #include "api_server_stub.h"
 #include "deviceplugin/api.grpc.pb.h"
 #include "kubelet_simulator.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -98,7 +98,6 @@ TEST(StaticKillTest, KilledMidPatchLeavesOnlyAValueItWouldSetAndTheNextOneConver
   auto start = [&] {
     auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
     env["FAKE_NVML_CONTROL"] = dir.Join("nvml.ctl");
-    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
     return std::make_unique<Subprocess>(
         std::vector<std::string>{BinaryPath(), "run", "--mode", "static", "--node-name",
                                  "gpu-node-1", "--proxy=" + api.url()},

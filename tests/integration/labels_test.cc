@@ -10,7 +10,7 @@
 #include <map>
 
 #include "api_server_stub.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -250,7 +250,6 @@ class NodeLabelsTest : public ::testing::Test {
         BinaryPath(), "run", "--mode", "static", "--node-name", "n1", "--proxy=" + api_.url()};
     args.insert(args.end(), extra.begin(), extra.end());
     auto env = FakeNvmlEnv(FixturePath(fixture));
-    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
     agent_ = std::make_unique<Subprocess>(args, env);
   }
   void Stop() {
@@ -391,7 +390,6 @@ TEST_F(NodeLabelsTest, NodeCredentialsUnderNodeRestrictionMayWriteNvidiaKeys) {
                                    "--node-name",  "n1",  "--server", api_.url(),
                                    "--token-file", token};
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
-  env["KUBERNETES_SERVICE_HOST"] = "<unset>";
   agent_ = std::make_unique<Subprocess>(args, env);
   ASSERT_TRUE(LabelsAre(A100Pcie())) << Log();
 }
@@ -423,7 +421,6 @@ TEST_F(NodeLabelsTest, CliAppliesAndRemovesOnlyItsOwnLabels) {
   api_.AddNode("n1");
   api_.SetLabel("n1", "nvidia.com/gpu.deploy.driver", "true");
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
-  env["KUBERNETES_SERVICE_HOST"] = "<unset>";
   RunResult dry =
       RunAgent({"labels", "apply", "--node", "n1", "--proxy=" + api_.url(), "--dry-run"}, env);
   ASSERT_EQ(dry.code, 0) << dry.err;
@@ -443,8 +440,7 @@ TEST_F(NodeLabelsTest, CliAppliesAndRemovesOnlyItsOwnLabels) {
   ASSERT_EQ(remove.code, 0) << remove.err;
   EXPECT_EQ(Ours(), (Labels{{"nvidia.com/gpu.deploy.driver", "true"}}));
   EXPECT_EQ(Owned(), "<none>");
-  RunResult no_node =
-      RunAgent({"labels", "apply", "--proxy=" + api_.url()}, With(env, {{"NODE_NAME", "<unset>"}}));
+  RunResult no_node = RunAgent({"labels", "apply", "--proxy=" + api_.url()}, env);
   EXPECT_EQ(no_node.code, 2);
   EXPECT_NE(no_node.err.find("--node"), std::string::npos) << no_node.err;
 }

@@ -20,9 +20,7 @@
 #include <set>
 
 #include "api_server_stub.h"
-#include "support/test_support.h"
-
-extern char** environ;
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -89,7 +87,6 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
   ApiServerStub api;
   api.AddNode("n1");
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
-  env["KUBERNETES_SERVICE_HOST"] = "<unset>";
   Subprocess agent({BinaryPath(), "run", "--mode", "static", "--node-name", "n1",
                     "--proxy=" + api.url(), "--remove-on-exit"},
                    env);
@@ -123,8 +120,7 @@ TEST(ManifestsTest, ConfigMapHoldsTheExampleConfigsAndTheyLoad) {
     EXPECT_EQ(text, ReadFile(SourceDir() + "/config/" + name))
         << name << " in the ConfigMap differs from config/" << name;
     TempDir dir;
-    RunResult r =
-        RunAgent({"config", "--config", dir.Write(name, text)}, {{"CONFIG_FILE", "<unset>"}});
+    RunResult r = RunAgent({"config", "--config", dir.Write(name, text)});
     EXPECT_EQ(r.code, 0) << name << ": " << r.err;
     ++checked;
   }
@@ -276,12 +272,7 @@ std::multiset<std::string> Rules(const std::vector<YAML::Node>& docs) {
 // a failure recorded.
 YAML::Node EffectiveConfig(const YAML::Node& pod, const YAML::Node& container,
                            const YAML::Node& configmap) {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv(*e);
-    const std::string key = kv.substr(0, kv.find('='));
-    if (key != "PATH") env[key] = "<unset>";
-  }
+  EnvOverrides env = UnsetAllBut({"PATH"});
   for (const YAML::Node& e : container["env"]) {
     env[Str(e["name"])] = e["valueFrom"] ? "node-1" : Str(e["value"]);
   }

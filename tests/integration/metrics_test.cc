@@ -17,7 +17,7 @@
 
 #include "api_server_stub.h"
 #include "kubelet_simulator.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -66,7 +66,6 @@ int PortFromLog(Subprocess& p, int nth = 1) {
 std::map<std::string, std::string> Env(const std::string& fixture, const std::string& ctl) {
   auto e = FakeNvmlEnv(fixture);
   e["FAKE_NVML_CONTROL"] = ctl;
-  e["KUBERNETES_SERVICE_HOST"] = "<unset>";
   return e;
 }
 
@@ -77,7 +76,7 @@ TEST(MetricsTest, WaitsForTheDriverAliveButNotReady) {
   KubeletSimulator sim(dir.path());
   ASSERT_TRUE(sim.Start());
   auto env = Env(FixturePath("8-gpu-nvlink.yaml"), dir.Join("ctl"));
-  env["LD_LIBRARY_PATH"] = "<unset>";
+  env["LD_LIBRARY_PATH"] = kUnset;
   Subprocess agent(
       {BinaryPath(), "run", "--kubelet-socket", sim.socket(), "--metrics-address", "127.0.0.1:0",
        "--nvidia-driver-root", host.path(), "--driver-wait-timeout", "10m"},
@@ -116,7 +115,7 @@ TEST(MetricsTest, WaitsForTheDriverAliveButNotReady) {
 TEST(MetricsTest, DriverWaitEndsOnSigtermOrGivesUpAsFailOnInitErrorSays) {
   TempDir dir, host;
   auto env = Env(FixturePath("8-gpu-nvlink.yaml"), dir.Join("ctl"));
-  env["LD_LIBRARY_PATH"] = "<unset>";
+  env["LD_LIBRARY_PATH"] = kUnset;
   {
     Subprocess agent({BinaryPath(), "run", "--kubelet-socket", dir.Join("kubelet.sock"),
                       "--nvidia-driver-root", host.path(), "--driver-wait-timeout", "10m"},

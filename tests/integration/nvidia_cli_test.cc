@@ -13,7 +13,7 @@
 
 #include "api_server_stub.h"
 #include "kubelet_simulator.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -146,15 +146,13 @@ TEST(NvidiaCliTest, RunTakesNodeAsCapacityDoes) {
                                      "--proxy=" + api.url()};
     argv.insert(argv.end(), node_flag.begin(), node_flag.end());
     auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
-    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
     if (node_flag.empty()) env["NODE_NAME"] = "gpu-node-1";
     Subprocess agent(argv, env);
     ASSERT_TRUE(WaitFor([&] { return api.Capacity("gpu-node-1", kGpu) == "8"; })) << agent.Stderr();
     agent.Signal(SIGTERM);
     EXPECT_EQ(agent.Wait(), 0) << agent.Stderr();
   }
-  RunResult bad = RunAgent({"run", "--mode", "static", "--node", "Not_A_Node!"},
-                           {{"NODE_NAME", "<unset>"}, {"CONFIG_FILE", "<unset>"}});
+  RunResult bad = RunAgent({"run", "--mode", "static", "--node", "Not_A_Node!"});
   EXPECT_EQ(bad.code, 2) << bad.err;
   EXPECT_NE(bad.err.find("nodeName"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("Not_A_Node!"), std::string::npos) << bad.err;
@@ -263,13 +261,12 @@ TEST(NvidiaCliTest, EveryFlagAndEnvInTheFlagTableIsAccepted) {
   ASSERT_GE(rows.size(), 22u);
   const RunResult help = RunAgent({"run", "--help"});
   ASSERT_EQ(help.code, 0) << help.err;
-  const RunResult defaults = RunAgent({"config"}, {{"CONFIG_FILE", "<unset>"}});
+  const RunResult defaults = RunAgent({"config"});
   ASSERT_EQ(defaults.code, 0) << defaults.err;
   std::set<std::string> seen;
   TempDir dir;
   const std::string file = dir.Write("nvidia.yaml", "version: v1\n");
-  const std::map<std::string, std::string> clean = {{"CONFIG_FILE", "<unset>"},
-                                                    {"NODE_NAME", "<unset>"}};
+  const EnvOverrides clean = AgentEnv();
   for (const FlagRow& row : rows) {
     const std::string value = row.example == "FILE" ? file : row.example;
     const bool ignored = row.effect.rfind("ignored", 0) == 0;
@@ -372,9 +369,7 @@ TEST(NvidiaCliTest, BadInputIsAUsageErrorNamingTheFlag) {
   for (const Case& c : cases) {
     std::vector<std::string> argv = {c.nvidia_name ? NvidiaLink(dir) : BinaryPath()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
-    std::map<std::string, std::string> env = {{"CONFIG_FILE", "<unset>"}};
-    for (const auto& [k, v] : c.env) env[k] = v;
-    Subprocess p(argv, env);
+    Subprocess p(argv, AgentEnv(c.env));
     EXPECT_EQ(p.Wait(), 2) << c.expect << "\n" << p.Stderr();
     EXPECT_NE(p.Stderr().find(c.expect), std::string::npos) << p.Stderr();
   }
@@ -383,7 +378,7 @@ TEST(NvidiaCliTest, BadInputIsAUsageErrorNamingTheFlag) {
 // urfave/cli over Go's flag package: list flags accumulate, others keep the
 // last value, one dash is as good as two, booleans are strconv.ParseBool's.
 TEST(NvidiaCliTest, NvidiasCommandLineGrammar) {
-  const std::map<std::string, std::string> clean = {{"CONFIG_FILE", "<unset>"}};
+  const EnvOverrides clean = AgentEnv();
   struct Case {
     std::vector<std::string> args;
     std::map<std::string, std::string> env;
@@ -462,7 +457,7 @@ TEST(NvidiaCliTest, NvidiasCommandLineGrammar) {
 // A ConfigMap that ran under NVIDIA's plugin runs here, with NVIDIA's result
 // and warnings; `config --strict` is the linter that refuses unknown keys.
 TEST(NvidiaCliTest, NvidiasConfigFilesRunWithWarnings) {
-  const std::map<std::string, std::string> clean = {{"CONFIG_FILE", "<unset>"}};
+  const EnvOverrides clean = AgentEnv();
   const std::string dir = SourceDir() + "/tests/fixtures/nvidia";
   for (const char* name :
        {"time-slicing.yaml", "time-slicing-devices-rename.yaml", "mig.yaml",
@@ -500,15 +495,15 @@ TEST(NvidiaCliTest, NvidiasConfigFilesRunWithWarnings) {
 TEST(NvidiaCliTest, VersionAndHelpUnderBothNames) {
   TempDir dir;
   for (const std::string& program : {BinaryPath(), NvidiaLink(dir)}) {
-    Subprocess v({program, "--version"});
+    Subprocess v({program, "--version"}, AgentEnv());
     EXPECT_EQ(v.Wait(), 0);
     EXPECT_EQ(v.Stdout().rfind("gpu-agent ", 0), 0u) << v.Stdout();
   }
-  Subprocess top({BinaryPath(), "--help"});
+  Subprocess top({BinaryPath(), "--help"}, AgentEnv());
   EXPECT_EQ(top.Wait(), 0);
   EXPECT_NE(top.Stdout().find("SUBCOMMAND"), std::string::npos) << top.Stdout();
   // Under NVIDIA's name the program is `run`: its help is run's.
-  Subprocess nvidia({NvidiaLink(dir), "--help"});
+  Subprocess nvidia({NvidiaLink(dir), "--help"}, AgentEnv());
   EXPECT_EQ(nvidia.Wait(), 0);
   EXPECT_NE(nvidia.Stdout().find("Plugin mode:"), std::string::npos) << nvidia.Stdout();
 }

@@ -10,7 +10,7 @@
 
 #include "api_server_stub.h"
 #include "kubelet_simulator.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -70,7 +70,6 @@ class PerNodeConfigTest : public ::testing::Test {
                                      "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
-    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
     agent_ = std::make_unique<Subprocess>(args, env);
   }
   bool CapacityIs(const std::string& v) {
@@ -149,7 +148,6 @@ TEST_F(PerNodeConfigTest, PluginModeWatchesItsNodeAndReregistersWithTheNamedConf
   ASSERT_TRUE(WriteFixtureSysfs(FixturePath("8-gpu-nvlink.yaml"), dir_.Join("sys")));
   api_.SetLabel(kNode, kLabel, "two");
   auto env = FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml"));
-  env["KUBERNETES_SERVICE_HOST"] = "<unset>";
   env["NODE_NAME"] = kNode;
   env["CONFIG_FILE_SRCDIR"] = configs_;  // NVIDIA's config-manager names
   env["DEFAULT_CONFIG"] = "whole";
@@ -184,7 +182,6 @@ TEST_F(PerNodeConfigTest, PluginModeWatchesItsNodeAndReregistersWithTheNamedConf
 
 TEST_F(PerNodeConfigTest, BadSettingsAreNamed) {
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
-  env["KUBERNETES_SERVICE_HOST"] = "<unset>";
   struct Case {
     std::vector<std::string> args;
     std::string error;

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "api_server_stub.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -32,7 +32,6 @@ class StaticModeTest : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     auto e = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
     e["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
-    e["KUBERNETES_SERVICE_HOST"] = "<unset>";
     for (auto& [k, v] : env) e[k] = v;
     agent_ = std::make_unique<Subprocess>(args, e);
   }

@@ -41,7 +41,7 @@
 #include "api_server_stub.h"
 #include "fixture.h"
 #include "kubelet_simulator.h"
-#include "support/test_support.h"
+#include "support/agent_env.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -579,7 +579,6 @@ class StaticSide {
   void Launch() {
     auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
     env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
-    env["KUBERNETES_SERVICE_HOST"] = "<unset>";
     // Short watches and re-reads: more of the paths a fleet runs in an hour.
     agents_.Launch({BinaryPath(), "run", "--mode", "static", "--node-name", kNode, "--server",
                     api_->url(), "--token-file", dir_.Join("token"), "--health-recovery-period",

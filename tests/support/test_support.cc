@@ -155,22 +155,42 @@ bool WriteFixtureSysfs(const std::string& fixture, const std::string& root) {
   return std::system((FakeNvmlTool() + " sysfs " + fixture + " " + root).c_str()) == 0;
 }
 
-Subprocess::Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env) {
-  std::map<std::string, std::string> merged;
-  for (char** e = environ; *e; ++e) {
-    std::string kv(*e);
+namespace {
+std::map<std::string, std::string> ParentEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
     const size_t eq = kv.find('=');
-    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  for (auto& [k, v] : env) {
-    if (v == "<unset>") {
+  return env;
+}
+}  // namespace
+
+std::vector<std::string> ChildEnvironment(const EnvOverrides& overrides) {
+  std::map<std::string, std::string> merged = ParentEnvironment();
+  for (const auto& [k, v] : overrides) {
+    if (v == kUnset) {
       merged.erase(k);
     } else {
       merged[k] = v;
     }
   }
-  std::vector<std::string> env_strings;
-  for (auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
+  std::vector<std::string> strings;
+  for (const auto& [k, v] : merged) strings.push_back(k + "=" + v);
+  return strings;
+}
+
+EnvOverrides UnsetAllBut(const std::set<std::string>& keep) {
+  EnvOverrides env;
+  for (const auto& [k, v] : ParentEnvironment()) {
+    if (keep.count(k) == 0) env[k] = kUnset;
+  }
+  return env;
+}
+
+Subprocess::Subprocess(std::vector<std::string> argv, const EnvOverrides& env) {
+  std::vector<std::string> env_strings = ChildEnvironment(env);
   std::vector<char*> envp, args;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -261,22 +281,6 @@ std::string Subprocess::Stderr() {
 
 bool Subprocess::WaitForStderr(const std::string& text, std::chrono::milliseconds timeout) {
   return WaitFor([&] { return Stderr().find(text) != std::string::npos; }, timeout);
-}
-
-RunResult RunAgent(std::vector<std::string> args, std::map<std::string, std::string> env,
-                   std::chrono::milliseconds timeout) {
-  args.insert(args.begin(), BinaryPath());
-  Subprocess p(args, std::move(env));
-  const int code = p.Wait(timeout);
-  return {code, p.Stdout(), p.Stderr()};
-}
-
-std::map<std::string, std::string> FakeNvmlEnv(const std::string& fixture) {
-  return {{"LD_LIBRARY_PATH", FakeNvmlDir()},
-          {"FAKE_NVML_FIXTURE", fixture},
-          {"CONFIG_FILE", "<unset>"},
-          {"NODE_NAME", "<unset>"},
-          {"KUBECONFIG", "<unset>"}};
 }
 
 }  // namespace gpu_agent::testing

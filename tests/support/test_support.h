@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,12 +68,26 @@ bool WriteFakeDriverRoot(const std::string& root, const std::string& version);
 bool WriteFakeDevRoot(const std::string& root, const std::vector<int>& minors,
                       const std::vector<int>& caps, bool char_devices);
 
+// What a test changes in a child's environment: each entry replaces or adds
+// a variable, and the value kUnset removes it. For the gpu-agent binary,
+// build it with AgentEnv (agent_env.h), which also removes what the agent
+// reads from the test process's own environment.
+using EnvOverrides = std::map<std::string, std::string>;
+inline constexpr char kUnset[] = "<unset>";
+
+// The child's environment as "KEY=value" strings: the parent's with
+// `overrides` applied.
+std::vector<std::string> ChildEnvironment(const EnvOverrides& overrides);
+
+// Overrides that remove every variable of the parent's but those in `keep`
+// (as `env -i` with a few kept).
+EnvOverrides UnsetAllBut(const std::set<std::string>& keep);
+
 // A child process with captured stdout and stderr.
 class Subprocess {
  public:
-  // `env` entries override or add to the parent's environment; a value of
-  // "<unset>" removes the variable.
-  Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env = {});
+  // The child's environment is ChildEnvironment(env).
+  Subprocess(std::vector<std::string> argv, const EnvOverrides& env = {});
   ~Subprocess();  // kills the child if still running
 
   pid_t pid() const { return pid_; }
@@ -98,18 +113,6 @@ class Subprocess {
   std::string out_, err_;
   std::thread out_thread_, err_thread_;
 };
-
-// Runs to completion and returns {exit code, stdout, stderr}.
-struct RunResult {
-  int code;
-  std::string out;
-  std::string err;
-};
-RunResult RunAgent(std::vector<std::string> args, std::map<std::string, std::string> env = {},
-                   std::chrono::milliseconds timeout = std::chrono::seconds(20));
-
-// Environment that makes the agent load the NVML stand-in with `fixture`.
-std::map<std::string, std::string> FakeNvmlEnv(const std::string& fixture);
 
 }  // namespace gpu_agent::testing
 

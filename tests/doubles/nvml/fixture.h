@@ -87,6 +87,10 @@ struct Fixture {
 // `error` to "<file>:<line>:<column>: <what is wrong>".
 bool LoadFixture(const std::string& path, Fixture* out, std::string* error);
 
+// nvmlErrorString's text for an NVML return code, as NVIDIA's library words
+// it ("Unknown Error" for a code it does not know).
+const char* ErrorText(int code);
+
 }  // namespace fake_nvml
 
 #endif  // GPU_AGENT_TESTS_FAKE_NVML_FIXTURE_H_

@@ -1,0 +1,479 @@
+#include "in_process_nvml.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fake_nvml {
+
+namespace {
+
+// One GPU or MIG device; nvmlDevice_t points at one of these.
+struct Device {
+  bool is_mig = false;
+  unsigned index = 0;  // GPU index, or MIG slot under the parent
+  Device* parent = nullptr;
+  GpuFixture gpu;  // for GPUs
+  MigFixture mig;  // for MIG devices
+  std::vector<std::unique_ptr<Device>> mig_children;
+  std::vector<int> link_peer;  // NVLink slot -> peer GPU index, -1 unused
+};
+
+}  // namespace
+
+struct InProcessNvmlState {
+  Fixture fixture;
+  std::vector<std::unique_ptr<Device>> gpus;
+  int init_count = 0;
+};
+
+namespace {
+
+InProcessNvmlState* g_state = nullptr;  // the live fake's
+
+nvmlDevice_t Handle(Device* d) { return reinterpret_cast<nvmlDevice_t>(d); }
+Device* Dev(nvmlDevice_t h) { return reinterpret_cast<Device*>(h); }
+
+// Common prologue of every device query, as the stand-in's: initialised,
+// handle known, GPU not lost, no injected failure for `fn`.
+nvmlReturn_t Check(nvmlDevice_t handle, const char* fn) {
+  if (g_state == nullptr || g_state->init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (handle == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  Device* d = Dev(handle);
+  Device* gpu = d->is_mig ? d->parent : d;
+  const bool known = std::any_of(g_state->gpus.begin(), g_state->gpus.end(),
+                                 [&](const auto& g) { return g.get() == gpu; });
+  if (!known) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+  auto it = gpu->gpu.failures.find(fn);
+  if (it != gpu->gpu.failures.end()) return static_cast<nvmlReturn_t>(it->second);
+  return NVML_SUCCESS;
+}
+
+#define DEVICE_PROLOGUE(handle, fn)                                       \
+  if (nvmlReturn_t r_ = Check(handle, fn); r_ != NVML_SUCCESS) return r_; \
+  Device* d = Dev(handle)
+
+#define SYSTEM_PROLOGUE()                                                              \
+  if (g_state == nullptr || g_state->init_count == 0) return NVML_ERROR_UNINITIALIZED; \
+  InProcessNvmlState& s = *g_state
+
+nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (value.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, value.c_str(), value.size() + 1);
+  return NVML_SUCCESS;
+}
+
+void FillPci(const Device& dev, nvmlPciInfo_t* pci) {
+  std::memset(pci, 0, sizeof *pci);
+  const std::string& id = dev.gpu.pci_bus_id;
+  std::snprintf(pci->busId, sizeof pci->busId, "%s", id.c_str());
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s", id.substr(4).c_str());
+  pci->domain = static_cast<unsigned>(std::stoul(id.substr(0, 8), nullptr, 16));
+  pci->bus = static_cast<unsigned>(std::stoul(id.substr(9, 2), nullptr, 16));
+  pci->device = static_cast<unsigned>(std::stoul(id.substr(12, 2), nullptr, 16));
+  pci->pciDeviceId = dev.gpu.pci_device_id;
+  pci->pciSubSystemId = dev.gpu.pci_subsystem_id;
+}
+
+nvmlReturn_t Init() {
+  if (g_state == nullptr) return NVML_ERROR_DRIVER_NOT_LOADED;
+  if (g_state->fixture.init_error != 0) {
+    return static_cast<nvmlReturn_t>(g_state->fixture.init_error);
+  }
+  ++g_state->init_count;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t Shutdown() {
+  if (g_state == nullptr || g_state->init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  --g_state->init_count;
+  return NVML_SUCCESS;
+}
+
+const char* ErrorString(nvmlReturn_t r) { return ErrorText(r); }
+
+nvmlReturn_t SystemGetDriverVersion(char* version, unsigned length) {
+  SYSTEM_PROLOGUE();
+  return CopyString(s.fixture.driver_version, version, length);
+}
+
+nvmlReturn_t SystemGetNVMLVersion(char* version, unsigned length) {
+  SYSTEM_PROLOGUE();
+  return CopyString(s.fixture.nvml_version, version, length);
+}
+
+nvmlReturn_t SystemGetCudaDriverVersion(int* version) {
+  // Documented to work without nvmlInit.
+  if (version == nullptr || g_state == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *version = g_state->fixture.cuda_driver_version;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetCount(unsigned* count) {
+  SYSTEM_PROLOGUE();
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = static_cast<unsigned>(s.gpus.size());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetHandleByIndex(unsigned index, nvmlDevice_t* device) {
+  SYSTEM_PROLOGUE();
+  if (device == nullptr || index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  Device* d = s.gpus[index].get();
+  auto it = d->gpu.failures.find("nvmlDeviceGetHandleByIndex");
+  if (it != d->gpu.failures.end()) return static_cast<nvmlReturn_t>(it->second);
+  if (d->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+  *device = Handle(d);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  SYSTEM_PROLOGUE();
+  if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // As NVML: GPU_IS_LOST if any GPU is off the bus (the search touches all).
+  for (auto& g : s.gpus) {
+    if (g->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+  }
+  for (auto& g : s.gpus) {
+    if (g->gpu.uuid == uuid) {
+      *device = Handle(g.get());
+      return NVML_SUCCESS;
+    }
+    for (auto& m : g->mig_children) {
+      if (m->mig.uuid == uuid) {
+        *device = Handle(m.get());
+        return NVML_SUCCESS;
+      }
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t DeviceGetIndex(nvmlDevice_t device, unsigned* index) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetIndex");
+  if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *index = d->is_mig ? d->parent->index : d->index;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetName");
+  if (d->is_mig) {
+    const std::string n = d->parent->gpu.name + " MIG " +
+                          std::to_string(d->mig.gpu_instance_slices) + "g." +
+                          std::to_string((d->mig.memory_mib + 1023) / 1024) + "gb";
+    return CopyString(n, name, length);
+  }
+  return CopyString(d->gpu.name, name, length);
+}
+
+nvmlReturn_t DeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetUUID");
+  return CopyString(d->is_mig ? d->mig.uuid : d->gpu.uuid, uuid, length);
+}
+
+nvmlReturn_t DeviceGetMinorNumber(nvmlDevice_t device, unsigned* minor) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetMinorNumber");
+  if (minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *minor = d->gpu.minor;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetPciInfo_v3");
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  FillPci(d->is_mig ? *d->parent : *d, pci);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetMemoryInfo");
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // In MIG mode the GPU's own figures need privilege; each MIG device's not.
+  if (!d->is_mig && d->gpu.mig_enabled && !g_state->fixture.privileged) {
+    return NVML_ERROR_NO_PERMISSION;
+  }
+  const unsigned long long mib = d->is_mig ? d->mig.memory_mib : d->gpu.memory_mib;
+  memory->total = mib * 1024ULL * 1024ULL;
+  memory->used = std::min<unsigned long long>(memory->total, 512ULL * 1024 * 1024);
+  memory->free = memory->total - memory->used;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetBrand");
+  if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *type = static_cast<nvmlBrandType_t>((d->is_mig ? d->parent : d)->gpu.brand);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetArchitecture");
+  if (arch == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *arch = (d->is_mig ? d->parent : d)->gpu.architecture;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetCudaComputeCapability");
+  if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const GpuFixture& g = (d->is_mig ? d->parent : d)->gpu;
+  *major = g.cc_major;
+  *minor = g.cc_minor;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
+                                             nvmlGpuTopologyLevel_t* level) {
+  const char* fn = "nvmlDeviceGetTopologyCommonAncestor";
+  if (nvmlReturn_t r = Check(a, fn); r != NVML_SUCCESS) return r;
+  if (nvmlReturn_t r = Check(b, fn); r != NVML_SUCCESS) return r;
+  if (level == nullptr || Dev(a)->is_mig || Dev(b)->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  const GpuFixture& ga = Dev(a)->gpu;
+  const GpuFixture& gb = Dev(b)->gpu;
+  if (a == b) {
+    *level = NVML_TOPOLOGY_INTERNAL;
+  } else if (ga.pcie_switch >= 0 && ga.pcie_switch == gb.pcie_switch) {
+    *level = NVML_TOPOLOGY_SINGLE;
+  } else if (ga.host_bridge >= 0 && ga.host_bridge == gb.host_bridge) {
+    *level = NVML_TOPOLOGY_HOSTBRIDGE;
+  } else if (ga.numa_node == gb.numa_node) {
+    *level = NVML_TOPOLOGY_NODE;
+  } else {
+    *level = NVML_TOPOLOGY_SYSTEM;
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetNvLinkState(nvmlDevice_t device, unsigned link, nvmlEnableState_t* active) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetNvLinkState");
+  if (active == nullptr || d->is_mig || link >= d->link_peer.size()) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (std::all_of(d->link_peer.begin(), d->link_peer.end(), [](int p) { return p < 0; })) {
+    return NVML_ERROR_NOT_SUPPORTED;  // a PCIe-only board
+  }
+  *active = d->link_peer[link] >= 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned link, nvmlPciInfo_t* pci) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  if (pci == nullptr || d->is_mig || link >= d->link_peer.size()) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const int peer = d->link_peer[link];
+  if (peer < 0) return NVML_ERROR_NOT_SUPPORTED;
+  FillPci(*g_state->gpus[static_cast<size_t>(peer)], pci);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetMigMode(nvmlDevice_t device, unsigned* current, unsigned* pending) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetMigMode");
+  if (current == nullptr || pending == nullptr || d->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d->gpu.cc_major < 8) return NVML_ERROR_NOT_SUPPORTED;
+  *current = *pending = d->gpu.mig_enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned* count) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetMaxMigDeviceCount");
+  if (count == nullptr || d->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = d->gpu.mig_enabled ? d->gpu.max_mig_devices : 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned index,
+                                             nvmlDevice_t* mig) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetMigDeviceHandleByIndex");
+  if (mig == nullptr || d->is_mig || !d->gpu.mig_enabled) return NVML_ERROR_INVALID_ARGUMENT;
+  if (index >= d->gpu.max_mig_devices) return NVML_ERROR_INVALID_ARGUMENT;
+  if (index >= d->mig_children.size()) return NVML_ERROR_NOT_FOUND;
+  *mig = Handle(d->mig_children[index].get());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetGpuInstanceId(nvmlDevice_t device, unsigned* id) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetGpuInstanceId");
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *id = d->mig.gpu_instance_id;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetComputeInstanceId(nvmlDevice_t device, unsigned* id) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetComputeInstanceId");
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *id = d->mig.compute_instance_id;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t* attrs) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetAttributes_v2");
+  if (attrs == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  std::memset(attrs, 0, sizeof *attrs);
+  if (d->is_mig) {
+    attrs->multiprocessorCount = d->mig.multiprocessors;
+    attrs->gpuInstanceSliceCount = d->mig.gpu_instance_slices;
+    attrs->computeInstanceSliceCount = d->mig.compute_instance_slices;
+    attrs->memorySizeMB = d->mig.memory_mib;
+    attrs->sharedCopyEngineCount = d->mig.gpu_instance_slices;
+    attrs->sharedDecoderCount = d->mig.decoders;
+    attrs->sharedEncoderCount = d->mig.encoders;
+    attrs->sharedJpegCount = d->mig.jpegs;
+    attrs->sharedOfaCount = d->mig.ofas;
+  } else {
+    attrs->multiprocessorCount = 132;
+    attrs->gpuInstanceSliceCount = 7;
+    attrs->computeInstanceSliceCount = 7;
+    attrs->memorySizeMB = d->gpu.memory_mib;
+    attrs->sharedCopyEngineCount = 7;
+  }
+  return NVML_SUCCESS;
+}
+
+// The profile at NVML_GPU_INSTANCE_PROFILE_* index `profile`, or why not.
+nvmlReturn_t FindProfile(const Device& d, unsigned profile, const ProfileFixture** out) {
+  if (d.is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d.gpu.cc_major < 8 || !d.gpu.mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
+  if (profile > 16) return NVML_ERROR_INVALID_ARGUMENT;  // past NVML_GPU_INSTANCE_PROFILE_COUNT
+  for (const ProfileFixture& p : d.gpu.mig_profiles) {
+    if (p.profile == profile) {
+      *out = &p;
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_SUPPORTED;  // a profile this GPU does not offer
+}
+
+template <typename Info>
+void FillProfile(const ProfileFixture& p, Info* info) {
+  info->id = p.id;
+  info->isP2pSupported = 0;
+  info->sliceCount = p.slices;
+  info->instanceCount = p.instances;
+  info->multiprocessorCount = p.multiprocessors;
+  info->copyEngineCount = p.slices;
+  info->decoderCount = p.decoders;
+  info->encoderCount = p.encoders;
+  info->jpegCount = p.jpegs;
+  info->ofaCount = p.ofas;
+  info->memorySizeMB = p.memory_mib;
+}
+
+nvmlReturn_t DeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned profile,
+                                             nvmlGpuInstanceProfileInfo_t* info) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetGpuInstanceProfileInfo");
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const ProfileFixture* p = nullptr;
+  if (nvmlReturn_t r = FindProfile(*d, profile, &p); r != NVML_SUCCESS) return r;
+  std::memset(info, 0, sizeof *info);
+  FillProfile(*p, info);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned profile,
+                                              nvmlGpuInstanceProfileInfo_v2_t* info) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetGpuInstanceProfileInfoV");
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  const ProfileFixture* p = nullptr;
+  if (nvmlReturn_t r = FindProfile(*d, profile, &p); r != NVML_SUCCESS) return r;
+  std::memset(info, 0, sizeof *info);
+  info->version = nvmlGpuInstanceProfileInfo_v2;
+  FillProfile(*p, info);
+  std::snprintf(info->name, sizeof info->name, "%s", p->name.c_str());
+  return NVML_SUCCESS;
+}
+
+#undef DEVICE_PROLOGUE
+#undef SYSTEM_PROLOGUE
+
+}  // namespace
+
+InProcessNvml::InProcessNvml(Fixture fixture) : state_(std::make_unique<InProcessNvmlState>()) {
+  assert(g_state == nullptr && "one InProcessNvml at a time");
+  InProcessNvmlState& s = *state_;
+  s.fixture = std::move(fixture);
+  for (size_t i = 0; i < s.fixture.gpus.size(); ++i) {
+    auto dev = std::make_unique<Device>();
+    dev->index = static_cast<unsigned>(i);
+    dev->gpu = s.fixture.gpus[i];
+    dev->link_peer.assign(s.fixture.nvlink_slots, -1);
+    for (size_t m = 0; m < dev->gpu.mig_devices.size(); ++m) {
+      auto mig = std::make_unique<Device>();
+      mig->is_mig = true;
+      mig->index = static_cast<unsigned>(m);
+      mig->parent = dev.get();
+      mig->mig = dev->gpu.mig_devices[m];
+      dev->mig_children.push_back(std::move(mig));
+    }
+    s.gpus.push_back(std::move(dev));
+  }
+  // Each NVLink takes the next free slot on both ends, as the stand-in.
+  for (const NvLinkFixture& nl : s.fixture.nvlinks) {
+    for (unsigned k = 0; k < nl.links; ++k) {
+      auto& a = s.gpus[nl.a]->link_peer;
+      auto& b = s.gpus[nl.b]->link_peer;
+      auto fa = std::find(a.begin(), a.end(), -1);
+      auto fb = std::find(b.begin(), b.end(), -1);
+      if (fa == a.end() || fb == b.end()) break;
+      *fa = static_cast<int>(nl.b);
+      *fb = static_cast<int>(nl.a);
+    }
+  }
+  g_state = state_.get();
+}
+
+InProcessNvml::~InProcessNvml() { g_state = nullptr; }
+
+const gpu_agent::nvml::NvmlFunctions& InProcessNvml::Functions() {
+  static const gpu_agent::nvml::NvmlFunctions fn = [] {
+    gpu_agent::nvml::NvmlFunctions f;
+    f.Init = Init;
+    f.Shutdown = Shutdown;
+    f.ErrorString = ErrorString;
+    f.SystemGetDriverVersion = SystemGetDriverVersion;
+    f.SystemGetNVMLVersion = SystemGetNVMLVersion;
+    f.SystemGetCudaDriverVersion = SystemGetCudaDriverVersion;
+    f.DeviceGetCount = DeviceGetCount;
+    f.DeviceGetHandleByIndex = DeviceGetHandleByIndex;
+    f.DeviceGetHandleByUUID = DeviceGetHandleByUUID;
+    f.DeviceGetIndex = DeviceGetIndex;
+    f.DeviceGetName = DeviceGetName;
+    f.DeviceGetUUID = DeviceGetUUID;
+    f.DeviceGetMinorNumber = DeviceGetMinorNumber;
+    f.DeviceGetPciInfo = DeviceGetPciInfo;
+    f.DeviceGetMemoryInfo = DeviceGetMemoryInfo;
+    f.DeviceGetCudaComputeCapability = DeviceGetCudaComputeCapability;
+    f.DeviceGetTopologyCommonAncestor = DeviceGetTopologyCommonAncestor;
+    f.DeviceGetBrand = DeviceGetBrand;
+    f.DeviceGetArchitecture = DeviceGetArchitecture;
+    f.DeviceGetNvLinkState = DeviceGetNvLinkState;
+    f.DeviceGetNvLinkRemotePciInfo = DeviceGetNvLinkRemotePciInfo;
+    f.DeviceGetMigMode = DeviceGetMigMode;
+    f.DeviceGetMaxMigDeviceCount = DeviceGetMaxMigDeviceCount;
+    f.DeviceGetMigDeviceHandleByIndex = DeviceGetMigDeviceHandleByIndex;
+    f.DeviceGetGpuInstanceId = DeviceGetGpuInstanceId;
+    f.DeviceGetComputeInstanceId = DeviceGetComputeInstanceId;
+    f.DeviceGetAttributes = DeviceGetAttributes;
+    f.DeviceGetGpuInstanceProfileInfo = DeviceGetGpuInstanceProfileInfo;
+    f.DeviceGetGpuInstanceProfileInfoV = DeviceGetGpuInstanceProfileInfoV;
+    return f;
+  }();
+  return fn;
+}
+
+std::unique_ptr<gpu_agent::nvml::NvmlLibrary> InProcessNvml::Library() const {
+  return gpu_agent::nvml::NvmlLibrary::FromFunctions(Functions(), "in-process NVML");
+}
+
+}  // namespace fake_nvml

@@ -1,0 +1,49 @@
+#include "support/agent_env.h"
+
+#include <set>
+#include <utility>
+
+#include "agent/config/config_schema.h"
+#include "agent/config/nvidia_compat.h"
+
+namespace gpu_agent::testing {
+
+std::vector<std::string> AgentEnvNames() {
+  std::set<std::string> names = {"CONFIG_FILE",
+                                 "DP_DISABLE_HEALTHCHECKS",
+                                 "DP_ENABLE_HEALTHCHECKS",
+                                 "KUBERNETES_SERVICE_HOST",
+                                 "KUBERNETES_SERVICE_PORT",
+                                 "GPU_AGENT_SERVICE_ACCOUNT_DIR"};
+  for (const Setting& s : Settings()) {
+    if (!s.env.empty()) names.emplace(s.env);
+  }
+  for (const SettingAlias& a : SettingAliases()) {
+    if (!a.env.empty()) names.emplace(a.env);
+  }
+  for (const IgnoredNvidiaFlag& f : IgnoredNvidiaFlags()) {
+    if (!f.env.empty()) names.emplace(f.env);
+  }
+  return {names.begin(), names.end()};
+}
+
+EnvOverrides AgentEnv(const EnvOverrides& overrides) {
+  EnvOverrides env;
+  for (std::string& name : AgentEnvNames()) env.emplace(std::move(name), kUnset);
+  for (const auto& [k, v] : overrides) env[k] = v;
+  return env;
+}
+
+EnvOverrides FakeNvmlEnv(const std::string& fixture) {
+  return AgentEnv({{"LD_LIBRARY_PATH", FakeNvmlDir()}, {"FAKE_NVML_FIXTURE", fixture}});
+}
+
+RunResult RunAgent(std::vector<std::string> args, const EnvOverrides& env,
+                   std::chrono::milliseconds timeout) {
+  args.insert(args.begin(), BinaryPath());
+  Subprocess p(args, AgentEnv(env));
+  const int code = p.Wait(timeout);
+  return {code, p.Stdout(), p.Stderr()};
+}
+
+}  // namespace gpu_agent::testing
