@@ -274,6 +274,11 @@ RunResult RunAgent(std::vector<std::string> args, std::map<std::string, std::str
 std::map<std::string, std::string> FakeNvmlEnv(const std::string& fixture) {
   return {{"LD_LIBRARY_PATH", FakeNvmlDir()},
           {"FAKE_NVML_FIXTURE", fixture},
+          // Not the host's /sys: what the agent reads there (NUMA nodes, PCI
+          // classes, the DMI product name) would make results depend on the
+          // machine the tests run on. Tests that want sysfs write a tree
+          // (WriteFixtureSysfs) and pass --sysfs-root.
+          {"GPU_AGENT_SYSFS_ROOT", FakeNvmlDir() + "/no-sysfs"},
           {"CONFIG_FILE", "<unset>"},
           {"NODE_NAME", "<unset>"},
           {"KUBECONFIG", "<unset>"}};
