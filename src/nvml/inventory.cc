@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "base/log.h"
@@ -177,6 +178,7 @@ GpuRecord ReadGpu(const NvmlLibrary& lib, unsigned index, nvmlDevice_t dev,
     gpu.pci_bus_id = BusIdOf(pci);
     gpu.pci_device_id = pci.pciDeviceId;
     gpu.numa_node = ReadNumaNode(sysfs_root, gpu.pci_bus_id);
+    gpu.pci_class = ReadPciClass(sysfs_root, gpu.pci_bus_id);
   }
   (void)sink.Ok(lib, f.DeviceGetCudaComputeCapability(dev, &gpu.cc_major, &gpu.cc_minor),
                 "nvmlDeviceGetCudaComputeCapability");
@@ -190,6 +192,11 @@ GpuRecord ReadGpu(const NvmlLibrary& lib, unsigned index, nvmlDevice_t dev,
     if (f.DeviceGetBrand(dev, &brand) == NVML_SUCCESS) gpu.brand = BrandName(brand);
   }
   ReadMigDevices(lib, dev, &gpu);
+  gpu.fabric = ReadGpuFabric(lib, dev);
+  if (!gpu.fabric.error.empty()) {
+    LogWarning("GPU fabric info unreadable; no clique for this GPU",
+               {{"index", StrCat(index)}, {"error", gpu.fabric.error}});
+  }
   return gpu;
 }
 
@@ -266,9 +273,34 @@ int ReadNumaNode(const std::string& sysfs_root, const std::string& nvml_bus_id) 
   return node;
 }
 
+uint32_t ReadPciClass(const std::string& sysfs_root, const std::string& nvml_bus_id) {
+  std::ifstream in(StrCat(sysfs_root, "/bus/pci/devices/", SysfsPciAddress(nvml_bus_id), "/class"));
+  std::string text;
+  if (!in || !std::getline(in, text)) return 0;
+  text = std::string(StripWhitespace(text));
+  if (text.size() < 3 || text.size() > 10 || text[0] != '0' || (text[1] != 'x' && text[1] != 'X')) {
+    return 0;
+  }
+  uint32_t value = 0;
+  for (size_t i = 2; i < text.size(); ++i) {
+    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return 0;
+    value = value * 16 + static_cast<uint32_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  return value;
+}
+
+std::string ReadMachineProduct(const std::string& sysfs_root) {
+  std::ifstream in(StrCat(sysfs_root, "/devices/virtual/dmi/id/product_name"));
+  if (!in) return "";
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::string(StripWhitespace(text));
+}
+
 absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::string& sysfs_root) {
   const NvmlFunctions& f = lib.fn();
   Inventory inv;
+  inv.machine_product = ReadMachineProduct(sysfs_root);
   char text[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
   if (f.SystemGetDriverVersion(text, sizeof text) == NVML_SUCCESS) inv.driver_version = text;
   char nvml_text[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE] = {};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nvml/gpu_fabric.h"
 
 namespace gpu_agent::nvml {
 
@@ -48,6 +49,9 @@ struct GpuRecord {
   std::string pci_bus_id;      // NVML form, "00000000:07:00.0"
   uint32_t pci_device_id = 0;  // (device << 16) | vendor
   int numa_node = -1;          // -1: unknown or not NUMA
+  // The PCI class code from sysfs (0x030200 a 3D controller, 0x030000 a
+  // VGA controller); 0 when unreadable.
+  uint32_t pci_class = 0;
   int cc_major = 0;
   int cc_minor = 0;
   std::string architecture;  // "hopper", "ampere", ... or ""
@@ -60,6 +64,7 @@ struct GpuRecord {
   std::string mig_mode_error;
   std::vector<MigRecord> mig_devices;
   std::vector<GpuInstanceProfile> mig_profiles;  // only when MIG is enabled
+  FabricRecord fabric;  // multi-node NVLink registration, where there is one
   // Non-empty when a query for this GPU failed; the fields it would have
   // filled stay at their defaults. The GPU is still listed, and served:
   // a query can fail for want of privilege (the memory of a MIG-enabled
@@ -81,6 +86,9 @@ struct Inventory {
   std::string driver_version;
   std::string nvml_version;
   std::string cuda_driver_version;  // "12.2"
+  // The system's product name (DMI), as sysfs gives it, trimmed; empty when
+  // unreadable (no DMI: many ARM boards, some VMs).
+  std::string machine_product;
   std::vector<GpuRecord> gpus;
   // links[i][j] for gpus[i], gpus[j]; symmetric; links[i][i] is unused.
   std::vector<std::vector<GpuLink>> links;
@@ -88,8 +96,8 @@ struct Inventory {
 
 // Reads every GPU through `lib` (which must be initialised). A GPU whose
 // queries fail is listed with `error` set; only failing to count the GPUs
-// fails the whole call. NUMA nodes come from
-// `<sysfs_root>/bus/pci/devices/<bdf>/numa_node`.
+// fails the whole call. NUMA nodes and PCI classes come from
+// `<sysfs_root>/bus/pci/devices/<bdf>/`, the machine from DMI under sysfs.
 absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::string& sysfs_root);
 
 // "00000000:07:00.0" -> "0000:07:00.0", the name sysfs uses (a domain above
@@ -98,6 +106,14 @@ std::string SysfsPciAddress(const std::string& nvml_bus_id);
 
 // Reads the NUMA node of a PCI device from sysfs; -1 when absent or negative.
 int ReadNumaNode(const std::string& sysfs_root, const std::string& nvml_bus_id);
+
+// Reads a PCI device's class code (`<sysfs_root>/bus/pci/devices/<bdf>/class`,
+// "0x030200"); 0 when absent or malformed.
+uint32_t ReadPciClass(const std::string& sysfs_root, const std::string& nvml_bus_id);
+
+// `<sysfs_root>/devices/virtual/dmi/id/product_name` (what /sys/class/dmi/id
+// links to), whitespace-trimmed; empty when absent.
+std::string ReadMachineProduct(const std::string& sysfs_root);
 
 }  // namespace gpu_agent::nvml
 

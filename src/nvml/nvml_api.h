@@ -227,6 +227,41 @@ typedef struct nvmlFieldValue_st {
   nvmlValue_t value;
 } nvmlFieldValue_t;
 
+// GPU fabric (multi-node NVLink) registration: nvmlDeviceGetGpuFabricInfo
+// (R535+) fills the first struct, nvmlDeviceGetGpuFabricInfoV (R550+) the
+// second when its version is nvmlGpuFabricInfo_v2. `status` is meaningful
+// only once `state` is NVML_GPU_FABRIC_STATE_COMPLETED.
+enum { NVML_GPU_FABRIC_UUID_LEN = 16 };
+typedef unsigned char nvmlGpuFabricState_t;
+enum : unsigned char {
+  NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0,
+  NVML_GPU_FABRIC_STATE_NOT_STARTED = 1,
+  NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2,
+  NVML_GPU_FABRIC_STATE_COMPLETED = 3
+};
+
+typedef struct {
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+
+typedef struct {
+  unsigned int version;  // nvmlGpuFabricInfo_v2
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  nvmlGpuFabricState_t state;
+  unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+typedef nvmlGpuFabricInfo_v2_t nvmlGpuFabricInfoV_t;
+
+// NVML_STRUCT_VERSION(GpuFabricInfo, 2): 0x02000024.
+enum : unsigned int {
+  nvmlGpuFabricInfo_v2 = static_cast<unsigned int>(sizeof(nvmlGpuFabricInfo_v2_t)) | (2u << 24)
+};
+
 // Function types, one per symbol used (name = symbol name + "_fn").
 typedef nvmlReturn_t (*nvmlInit_v2_fn)(void);
 typedef nvmlReturn_t (*nvmlInitWithFlags_fn)(unsigned int);
@@ -272,6 +307,8 @@ typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceProfileInfo_fn)(nvmlDevice_t, uns
                                                                nvmlGpuInstanceProfileInfo_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceProfileInfoV_fn)(nvmlDevice_t, unsigned int,
                                                                 nvmlGpuInstanceProfileInfo_v2_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetGpuFabricInfo_fn)(nvmlDevice_t, nvmlGpuFabricInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetGpuFabricInfoV_fn)(nvmlDevice_t, nvmlGpuFabricInfoV_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetSupportedEventTypes_fn)(nvmlDevice_t, unsigned long long*);
 typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long,
                                                     nvmlEventSet_t);
@@ -293,5 +330,11 @@ static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24);
 static_assert(sizeof(nvmlFieldValue_t) == 40);
 static_assert(offsetof(nvmlFieldValue_t, value) == 32);
+static_assert(sizeof(nvmlGpuFabricInfo_t) == 28);
+static_assert(offsetof(nvmlGpuFabricInfo_t, state) == 24);
+static_assert(sizeof(nvmlGpuFabricInfo_v2_t) == 36);
+static_assert(offsetof(nvmlGpuFabricInfo_v2_t, cliqueId) == 24);
+static_assert(offsetof(nvmlGpuFabricInfo_v2_t, healthMask) == 32);
+static_assert(nvmlGpuFabricInfo_v2 == 0x02000024u);
 
 #endif  // GPU_AGENT_NVML_NVML_API_H_

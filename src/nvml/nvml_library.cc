@@ -157,6 +157,8 @@ absl::Status NvmlLibrary::Resolve() {
           false);
   resolve(fn_.DeviceGetGpuInstanceProfileInfo, {"nvmlDeviceGetGpuInstanceProfileInfo"}, false);
   resolve(fn_.DeviceGetGpuInstanceProfileInfoV, {"nvmlDeviceGetGpuInstanceProfileInfoV"}, false);
+  resolve(fn_.DeviceGetGpuFabricInfo, {"nvmlDeviceGetGpuFabricInfo"}, false);
+  resolve(fn_.DeviceGetGpuFabricInfoV, {"nvmlDeviceGetGpuFabricInfoV"}, false);
   resolve(fn_.DeviceGetSupportedEventTypes, {"nvmlDeviceGetSupportedEventTypes"}, false);
   resolve(fn_.DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"}, false);
   resolve(fn_.EventSetCreate, {"nvmlEventSetCreate"}, false);

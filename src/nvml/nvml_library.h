@@ -57,6 +57,9 @@ struct NvmlFunctions {
   // without privilege; V (R510+) also gives NVML's own profile names.
   nvmlDeviceGetGpuInstanceProfileInfo_fn DeviceGetGpuInstanceProfileInfo = nullptr;
   nvmlDeviceGetGpuInstanceProfileInfoV_fn DeviceGetGpuInstanceProfileInfoV = nullptr;
+  // Optional: a GPU's multi-node NVLink fabric registration (clique).
+  nvmlDeviceGetGpuFabricInfo_fn DeviceGetGpuFabricInfo = nullptr;
+  nvmlDeviceGetGpuFabricInfoV_fn DeviceGetGpuFabricInfoV = nullptr;
   nvmlDeviceGetSupportedEventTypes_fn DeviceGetSupportedEventTypes = nullptr;  // optional
   nvmlDeviceRegisterEvents_fn DeviceRegisterEvents = nullptr;                  // optional
   nvmlEventSetCreate_fn EventSetCreate = nullptr;                              // optional

@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stubs.cdi_generate = [&](const LoadedConfig& l, const std::string&, const std::string&) {
     return loaded_ok(l);
   };
-  stubs.config = [&](LoadedConfig& l) {
+  stubs.config = [&](LoadedConfig& l, const ConfigCommandOptions&) {
     fuzz::Check(!ConfigReport(l).empty(), "empty config report");
     return 0;
   };

@@ -4,6 +4,7 @@
 #include <rapidjson/document.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include "support/agent_env.h"
 
@@ -263,6 +264,153 @@ TEST(FirstHourTest, DryRunNeedsNoServerAndTheErrorListsEveryPlaceLooked) {
   EXPECT_NE(found.out.find("GET https://k8s.example:6443/api/v1/nodes/gpu-node-1"),
             std::string::npos)
       << found.out;
+}
+
+// `config` builds the generation `run` builds: what run refuses, config
+// refuses, with run's message and exit code, and prints nothing on stdout.
+TEST(ConfigCommandTest, RefusesWhatRunRefuses) {
+  const std::string why = "flags.migStrategy single needs every GPU in MIG mode, but GPU(s) 1";
+  const auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"config", "--mig-strategy", "single"},
+        std::vector<std::string>{"config", "--mig-strategy", "single", "--plan"},
+        std::vector<std::string>{"config", "--mig-strategy", "single", "--strict"}}) {
+    RunResult r = RunAgent(args, env);
+    EXPECT_EQ(r.code, 2) << args.back();
+    EXPECT_EQ(r.out, "") << args.back();
+    EXPECT_NE(r.err.find("config error: the config cannot be served on this node: " + why),
+              std::string::npos)
+        << r.err;
+  }
+  RunResult run = RunAgent({"run", "--mode", "static", "--node-name", "n1", "--mig-strategy",
+                            "single", "--proxy", "http://127.0.0.1:1"},
+                           env);
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find(why), std::string::npos) << run.err;
+}
+
+// A machine without a driver (a CI job linting ConfigMaps): the config is
+// printed, stderr says what was not checked, and the exit code is 0, with
+// --strict too; --plan has nothing to plan there.
+TEST(ConfigCommandTest, WithoutNvmlPrintsTheConfigAndSaysWhatWasSkipped) {
+  TempDir root;
+  const std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", "<unset>"}};
+  for (bool strict : {false, true}) {
+    std::vector<std::string> args = {"config", "--nvidia-driver-root", root.path(),
+                                     "--mig-strategy", "single"};
+    if (strict) args.push_back("--strict");
+    RunResult r = RunAgent(args, env);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("migStrategy: single"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("NVML cannot be started (NVML library libnvidia-ml.so.1 not found"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("checks against this node's GPUs (devices, MIG strategy, sharing, CDI "
+                         "spec) were skipped"),
+              std::string::npos)
+        << r.err;
+  }
+  RunResult plan = RunAgent({"config", "--plan", "--nvidia-driver-root", root.path()}, env);
+  EXPECT_EQ(plan.code, 1);
+  EXPECT_EQ(plan.out, "");
+  EXPECT_NE(plan.err.find("config --plan: nothing to plan without NVML"), std::string::npos)
+      << plan.err;
+  // A file in error is still refused without NVML.
+  const std::string bad = root.Write("bad.yaml", "version: v1\nflags:\n  migStrategy: some\n");
+  RunResult file = RunAgent({"config", "--config", bad, "--nvidia-driver-root", root.path()}, env);
+  EXPECT_EQ(file.code, 2) << file.err;
+}
+
+TEST(ConfigCommandTest, PlanPerResourceInTextJsonAndYaml) {
+  const auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
+  const std::vector<std::string> args = {"config", "--plan", "--mig-strategy", "mixed"};
+  RunResult text = RunAgent(args, env);
+  ASSERT_EQ(text.code, 0) << text.err;
+  for (const std::string& want :
+       {std::string("(mode plugin)"), std::string("nvidia.com/mig-1g.10gb\n"),
+        std::string("  endpoint: nvidia-mig-1g.10gb.sock\n  devices:  2 (2 healthy)\n"
+                    "  units:    2 x 1 replica\n  ids:      "
+                    "MIG-88046736-7ede-57ab-bf0a-d906907fb941 "
+                    "MIG-0262095c-56cd-5b2e-903c-5f38b7f3d9b2\n"),
+        std::string("nvidia.com/gpu\n  endpoint: nvidia-gpu.sock\n  devices:  1 (1 healthy)\n")}) {
+    EXPECT_NE(text.out.find(want), std::string::npos) << want << "\n" << text.out;
+  }
+  std::vector<std::string> json_args = args;
+  json_args.insert(json_args.end(), {"-o", "json"});
+  RunResult json = RunAgent(json_args, env);
+  ASSERT_EQ(json.code, 0) << json.err;
+  rapidjson::Document d;
+  d.Parse(json.out.c_str());
+  ASSERT_FALSE(d.HasParseError()) << json.out;
+  EXPECT_STREQ(d["mode"].GetString(), "plugin");
+  ASSERT_EQ(d["resources"].Size(), 3u) << json.out;
+  EXPECT_FALSE(d.HasMember("cdi")) << "no cdi-* strategy: no CDI spec";
+  std::map<std::string, int> devices;
+  for (const auto& r : d["resources"].GetArray()) {
+    devices[r["name"].GetString()] = r["devices"].GetInt();
+    EXPECT_EQ(r["healthy"].GetInt(), r["devices"].GetInt());
+    EXPECT_EQ(static_cast<int>(r["ids"].Size()), r["devices"].GetInt());
+  }
+  EXPECT_EQ(devices, (std::map<std::string, int>{{"nvidia.com/gpu", 1},
+                                                 {"nvidia.com/mig-1g.10gb", 2},
+                                                 {"nvidia.com/mig-2g.20gb", 1}}));
+  std::vector<std::string> yaml_args = args;
+  yaml_args.insert(yaml_args.end(), {"-o", "yaml"});
+  RunResult yaml = RunAgent(yaml_args, env);
+  ASSERT_EQ(yaml.code, 0) << yaml.err;
+  const YAML::Node y = YAML::Load(yaml.out);
+  ASSERT_EQ(y["resources"].size(), 3u) << yaml.out;
+  EXPECT_EQ(y["resources"][0]["name"].as<std::string>(), d["resources"][0]["name"].GetString());
+  EXPECT_EQ(y["resources"][0]["endpoint"].as<std::string>(),
+            d["resources"][0]["endpoint"].GetString());
+  // -o json is for --plan; the config itself is YAML.
+  RunResult wrong = RunAgent({"config", "-o", "json"}, env);
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.err.find("-o json is for --plan"), std::string::npos) << wrong.err;
+}
+
+TEST(ConfigCommandTest, PlanCountsReplicasAndNoSocketInStaticMode) {
+  TempDir dir;
+  const std::string config = dir.Write(
+      "ts.yaml",
+      "version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: nvidia.com/gpu\n"
+      "        replicas: 3\n");
+  const auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
+  RunResult plugin = RunAgent({"config", "--plan", "-o", "json", "--config", config}, env);
+  ASSERT_EQ(plugin.code, 0) << plugin.err;
+  rapidjson::Document d;
+  d.Parse(plugin.out.c_str());
+  ASSERT_FALSE(d.HasParseError()) << plugin.out;
+  const auto& r = d["resources"][0];
+  EXPECT_EQ(r["devices"].GetInt(), 3);
+  EXPECT_EQ(r["units"].GetInt(), 1);
+  EXPECT_EQ(r["replicas"].GetInt(), 3);
+  EXPECT_STREQ(r["ids"][2].GetString(), "GPU-98c751c8-5401-57c6-bc37-497291358157::2");
+  RunResult stat = RunAgent({"config", "--plan", "--config", config, "--mode", "static"}, env);
+  ASSERT_EQ(stat.code, 0) << stat.err;
+  EXPECT_NE(stat.out.find("(mode static)"), std::string::npos) << stat.out;
+  EXPECT_EQ(stat.out.find("endpoint:"), std::string::npos) << stat.out;
+  EXPECT_NE(stat.out.find("  devices:  3 (3 healthy)\n  units:    1 x 3 replicas\n"),
+            std::string::npos)
+      << stat.out;
+}
+
+// With a cdi-* strategy the plan names the spec's kind and devices: the
+// names Allocate gives.
+TEST(ConfigCommandTest, PlanNamesTheCdiDevices) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFakeDriverRoot(dir.Join("driver"), "550.54.15"));
+  WriteFakeDevRoot(dir.Join("devroot"), {0}, {}, ::geteuid() == 0);
+  RunResult r = RunAgent({"config", "--plan", "--device-list-strategy", "cdi-cri",
+                          "--nvidia-driver-root", dir.Join("driver"), "--dev-root",
+                          dir.Join("devroot"), "--nvidia-cdi-hook-path", dir.Join("no/hook")},
+                         FakeNvmlEnv(FixturePath("1-gpu.yaml")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The spec names each GPU by UUID and by index, and "all".
+  EXPECT_NE(r.out.find("cdi\n  kind:     gpu-agent.github.io/gpu\n  devices:  "
+                       "GPU-98c751c8-5401-57c6-bc37-497291358157 0 all\n"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace

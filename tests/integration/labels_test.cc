@@ -18,7 +18,9 @@ namespace {
 using Labels = std::map<std::string, std::string>;
 constexpr const char* kOwned = "gpu-agent.github.io/owned-labels";
 
-// The driver and CUDA labels every fixture shares (driver 550.54.15, CUDA 12.4).
+// The driver and CUDA labels every fixture shares (driver 550.54.15, CUDA 12.4),
+// and the machine and mode of a node whose sysfs has neither DMI nor the
+// GPUs' PCI classes (FakeNvmlEnv points sysfs at an empty folder).
 Labels Versions() {
   return {{"nvidia.com/cuda.driver.major", "550"},
           {"nvidia.com/cuda.driver.minor", "54"},
@@ -32,7 +34,9 @@ Labels Versions() {
           {"nvidia.com/cuda.runtime-version.major", "12"},
           {"nvidia.com/cuda.runtime-version.minor", "4"},
           {"nvidia.com/cuda.runtime-version.full", "12.4"},
-          {"nvidia.com/gpu.present", "true"}};
+          {"nvidia.com/gpu.present", "true"},
+          {"nvidia.com/gpu.machine", "unknown"},
+          {"nvidia.com/gpu.mode", "unknown"}};
 }
 
 Labels With(Labels base, const Labels& more) {
@@ -110,11 +114,135 @@ gpus:
       - {uuid: MIG-0262095c-56cd-5b2e-903c-5f38b7f3d9b2, gpuInstanceId: 3, computeInstanceId: 0, memoryMiB: 9856, gpuInstanceSlices: 1, computeInstanceSlices: 1, multiprocessors: 14}
 )";
 
+// Two H100s registered in one NVLink fabric clique, in a machine that names
+// itself in DMI (with the trailing blank some BIOSes leave).
+constexpr const char* kFabricFixture = R"(productName: "PowerEdge XE9680 "
+gpus:
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000001
+    name: NVIDIA H100 80GB HBM3
+    memoryMiB: 81559
+    pciBusId: "00000000:18:00.0"
+    computeCapability: "9.0"
+    fabric: {clusterUuid: 5B6C2A3E-0F1D-4C2B-9A8E-7D6C5B4A3F21, cliqueId: 32766}
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000002
+    name: NVIDIA H100 80GB HBM3
+    memoryMiB: 81559
+    pciBusId: "00000000:2a:00.0"
+    computeCapability: "9.0"
+    fabric: {clusterUuid: 5b6c2a3e-0f1d-4c2b-9a8e-7d6c5b4a3f21, cliqueId: 32766}
+)";
+
+// The same GPUs whose registration is not complete, or failed: no clique.
+constexpr const char* kFabricPendingFixture = R"(gpus:
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000001
+    name: NVIDIA H100 80GB HBM3
+    memoryMiB: 81559
+    pciBusId: "00000000:18:00.0"
+    computeCapability: "9.0"
+    fabric: {clusterUuid: 5b6c2a3e-0f1d-4c2b-9a8e-7d6c5b4a3f21, cliqueId: 1, state: in-progress}
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000002
+    name: NVIDIA H100 80GB HBM3
+    memoryMiB: 81559
+    pciBusId: "00000000:2a:00.0"
+    computeCapability: "9.0"
+    fabric: {clusterUuid: 5b6c2a3e-0f1d-4c2b-9a8e-7d6c5b4a3f21, cliqueId: 1, status: 999}
+)";
+
+// GPUs in two cliques: the node is in no single one.
+constexpr const char* kTwoCliquesFixture = R"(gpus:
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000001
+    name: NVIDIA H100 80GB HBM3
+    memoryMiB: 81559
+    pciBusId: "00000000:18:00.0"
+    computeCapability: "9.0"
+    fabric: {clusterUuid: 5b6c2a3e-0f1d-4c2b-9a8e-7d6c5b4a3f21, cliqueId: 1}
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000002
+    name: NVIDIA H100 80GB HBM3
+    memoryMiB: 81559
+    pciBusId: "00000000:2a:00.0"
+    computeCapability: "9.0"
+    fabric: {clusterUuid: 5b6c2a3e-0f1d-4c2b-9a8e-7d6c5b4a3f21, cliqueId: 2}
+)";
+
+// A workstation GPU driving a display (a VGA controller), and one whose
+// GPUs disagree.
+constexpr const char* kGraphicsFixture = R"(gpus:
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000003
+    name: NVIDIA RTX A6000
+    memoryMiB: 49140
+    pciBusId: "00000000:65:00.0"
+    computeCapability: "8.6"
+    pciClass: 0x030000
+)";
+constexpr const char* kMixedModeFixture = R"(gpus:
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000003
+    name: NVIDIA RTX A6000
+    memoryMiB: 49140
+    pciBusId: "00000000:65:00.0"
+    computeCapability: "8.6"
+    pciClass: 0x030000
+  - uuid: GPU-1b3c5d7e-0000-4000-8000-000000000004
+    name: NVIDIA RTX A6000
+    memoryMiB: 49140
+    pciBusId: "00000000:b3:00.0"
+    computeCapability: "8.6"
+)";
+
+Labels H100s(const Labels& more) {
+  return With(With(Versions(), {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                                {"nvidia.com/gpu.count", "2"},
+                                {"nvidia.com/gpu.memory", "81559"},
+                                {"nvidia.com/gpu.family", "hopper"},
+                                {"nvidia.com/gpu.compute.major", "9"},
+                                {"nvidia.com/gpu.compute.minor", "0"},
+                                {"nvidia.com/gpu.replicas", "1"},
+                                {"nvidia.com/gpu.sharing-strategy", "none"},
+                                {"nvidia.com/gpu.mode", "compute"},
+                                {"nvidia.com/mig.capable", "true"}}),
+              more);
+}
+
+Labels A6000s(const std::string& count, const std::string& mode) {
+  return With(Versions(), {{"nvidia.com/gpu.product", "NVIDIA-RTX-A6000"},
+                           {"nvidia.com/gpu.count", count},
+                           {"nvidia.com/gpu.memory", "49140"},
+                           {"nvidia.com/gpu.family", "ampere"},
+                           {"nvidia.com/gpu.compute.major", "8"},
+                           {"nvidia.com/gpu.compute.minor", "6"},
+                           {"nvidia.com/gpu.replicas", "1"},
+                           {"nvidia.com/gpu.sharing-strategy", "none"},
+                           {"nvidia.com/gpu.mode", mode},
+                           {"nvidia.com/mig.capable", "true"}});
+}
+
+// Fixtures written by the test rather than kept under tests/fixtures/nvml.
+const std::map<std::string, const char*>& InlineFixtures() {
+  static const auto* m =
+      new std::map<std::string, const char*>{{"single", kSingleFixture},
+                                             {"fabric", kFabricFixture},
+                                             {"fabric-pending", kFabricPendingFixture},
+                                             {"two-cliques", kTwoCliquesFixture},
+                                             {"graphics", kGraphicsFixture},
+                                             {"mixed-mode", kMixedModeFixture}};
+  return *m;
+}
+
 struct FixtureCase {
+  FixtureCase(std::string n, std::string f, std::vector<std::string> a, Labels w, bool s = false,
+              std::string warn = "")
+      : name(std::move(n)),
+        fixture(std::move(f)),
+        args(std::move(a)),
+        want(std::move(w)),
+        sysfs(s),
+        warning(std::move(warn)) {}
   std::string name;
-  std::string fixture;  // a file under tests/fixtures/nvml, or "single" (kSingleFixture)
+  std::string fixture;  // a file under tests/fixtures/nvml, or a name in InlineFixtures()
   std::vector<std::string> args;
   Labels want;
+  // Write the fixture's sysfs tree (PCI classes, DMI) and point the agent at it.
+  bool sysfs = false;
+  std::string warning;  // a warning stderr must carry, if any
 };
 
 class LabelsPrintTest : public ::testing::TestWithParam<FixtureCase> {};
@@ -122,9 +250,15 @@ class LabelsPrintTest : public ::testing::TestWithParam<FixtureCase> {};
 TEST_P(LabelsPrintTest, ExactKeysAndValues) {
   const FixtureCase& c = GetParam();
   TempDir dir;
-  const std::string fixture =
-      c.fixture == "single" ? dir.Write("single.yaml", kSingleFixture) : FixturePath(c.fixture);
+  auto inline_fixture = InlineFixtures().find(c.fixture);
+  const std::string fixture = inline_fixture != InlineFixtures().end()
+                                  ? dir.Write(c.fixture + ".yaml", inline_fixture->second)
+                                  : FixturePath(c.fixture);
   std::vector<std::string> args = {"labels"};
+  if (c.sysfs) {
+    ASSERT_TRUE(WriteFixtureSysfs(fixture, dir.Join("sys")));
+    args.insert(args.end(), {"--sysfs-root", dir.Join("sys")});
+  }
   for (const std::string& a : c.args) {
     args.push_back(a != "TIMESLICE" ? a
                                     : dir.Write("ts.yaml",
@@ -135,6 +269,7 @@ TEST_P(LabelsPrintTest, ExactKeysAndValues) {
   RunResult r = RunAgent(args, FakeNvmlEnv(fixture));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(ParseLines(r.out), c.want) << r.out;
+  EXPECT_NE(r.err.find(c.warning), std::string::npos) << r.err;
   for (const auto& [k, v] : ParseLines(r.out)) {
     EXPECT_LE(v.size(), 63u) << k;
     EXPECT_EQ(k.rfind("nvidia.com/", 0), 0u) << k;
@@ -208,7 +343,27 @@ INSTANTIATE_TEST_SUITE_P(
                                    {"nvidia.com/gpu.family", "ampere"},
                                    {"nvidia.com/gpu.compute.major", "8"},
                                    {"nvidia.com/gpu.compute.minor", "0"}}),
-                 MigAttributes("nvidia.com/gpu", "9856", "14", "1", "0"))}),
+                 MigAttributes("nvidia.com/gpu", "9856", "14", "1", "0"))},
+        // GFD's machine, mode and clique labels, from sysfs and NVML's
+        // fabric info. The cluster UUID is written lower-case, as Go's
+        // uuid.String() does, whatever case the fixture uses.
+        FixtureCase{
+            "FabricClique",
+            "fabric",
+            {},
+            H100s({{"nvidia.com/gpu.machine", "PowerEdge-XE9680"},
+                   {"nvidia.com/gpu.clique", "5b6c2a3e-0f1d-4c2b-9a8e-7d6c5b4a3f21.32766"}}),
+            true},
+        FixtureCase{"FabricNotRegisteredHasNoClique", "fabric-pending", {}, H100s({}), true},
+        FixtureCase{"TwoCliquesHaveNoClique",
+                    "two-cliques",
+                    {},
+                    H100s({}),
+                    true,
+                    "2 clique(s), not one: no nvidia.com/gpu.clique label"},
+        // No fabric info at all (the stand-in answers NOT_SUPPORTED): no clique.
+        FixtureCase{"GraphicsMode", "graphics", {}, A6000s("1", "graphics"), true},
+        FixtureCase{"MixedClassesModeUnknown", "mixed-mode", {}, A6000s("2", "unknown"), true}),
     [](const ::testing::TestParamInfo<FixtureCase>& i) { return i.param.name; });
 
 // GPU 1 is out of MIG mode and GPU 0 has two profiles: migStrategy single

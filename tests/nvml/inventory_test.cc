@@ -13,6 +13,7 @@
 
 #include "fixture.h"
 #include "in_process_nvml.h"
+#include "nvml/gpu_fabric.h"
 #include "nvml/mig_profile.h"
 #include "nvml/nvml_library.h"
 #include "support/test_support.h"
@@ -255,6 +256,33 @@ TEST(InventoryTest, SysfsAddressForm) {
   // Domains above 0xFFFF (VMD, some hypervisors) keep every digit.
   EXPECT_EQ(SysfsPciAddress("00010000:3B:00.0"), "10000:3b:00.0");
   EXPECT_EQ(SysfsPciAddress("1234ABCD:01:00.0"), "1234abcd:01:00.0");
+}
+
+// The PCI class and DMI product name gpu-feature-discovery's mode and
+// machine labels come from; anything malformed reads as unknown, never a
+// crash.
+TEST(InventoryTest, PciClassAndMachineFromSysfs) {
+  TempDir root;
+  const std::string dev = "bus/pci/devices/0000:3b:00.0/";
+  root.Write(dev + "class", "0x030200\n");
+  EXPECT_EQ(ReadPciClass(root.path(), "00000000:3B:00.0"), 0x030200u);
+  EXPECT_EQ(ReadPciClass(root.path(), "00000000:3C:00.0"), 0u);  // no such device
+  for (const char* bad : {"", "030200", "0x", "0xZZ", "0x0302000000"}) {
+    root.Write(dev + "class", bad);
+    EXPECT_EQ(ReadPciClass(root.path(), "00000000:3B:00.0"), 0u) << bad;
+  }
+  EXPECT_EQ(ReadMachineProduct(root.path()), "");
+  root.Write("devices/virtual/dmi/id/product_name", "  ProLiant DL380 Gen10 \n");
+  EXPECT_EQ(ReadMachineProduct(root.path()), "ProLiant DL380 Gen10");
+}
+
+TEST(InventoryTest, FabricInfoLayoutAndUuidText) {
+  // NVML_STRUCT_VERSION(GpuFabricInfo, 2), as nvml.h spells it.
+  EXPECT_EQ(nvmlGpuFabricInfo_v2, 0x02000024u);
+  const unsigned char bytes[NVML_GPU_FABRIC_UUID_LEN] = {0x5b, 0x6c, 0x2a, 0x3e, 0x0f, 0x1d,
+                                                         0x4c, 0x2b, 0x9a, 0x8e, 0x7d, 0x6c,
+                                                         0x5b, 0x4a, 0x3f, 0x21};
+  EXPECT_EQ(FormatFabricUuid(bytes), "5b6c2a3e-0f1d-4c2b-9a8e-7d6c5b4a3f21");
 }
 
 }  // namespace

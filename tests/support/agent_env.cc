@@ -35,7 +35,14 @@ EnvOverrides AgentEnv(const EnvOverrides& overrides) {
 }
 
 EnvOverrides FakeNvmlEnv(const std::string& fixture) {
-  return AgentEnv({{"LD_LIBRARY_PATH", FakeNvmlDir()}, {"FAKE_NVML_FIXTURE", fixture}});
+  return AgentEnv({{"LD_LIBRARY_PATH", FakeNvmlDir()},
+                   {"FAKE_NVML_FIXTURE", fixture},
+                   // Not the host's /sys: what the agent reads there (NUMA
+                   // nodes, PCI classes, the DMI product name) would make
+                   // results depend on the machine the tests run on. Tests
+                   // that want sysfs write a tree (WriteFixtureSysfs) and pass
+                   // --sysfs-root.
+                   {"GPU_AGENT_SYSFS_ROOT", FakeNvmlDir() + "/no-sysfs"}});
 }
 
 RunResult RunAgent(std::vector<std::string> args, const EnvOverrides& env,

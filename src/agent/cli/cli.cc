@@ -116,6 +116,12 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   config->add_flag("--strict", config_strict,
                    "refuse unknown keys in the config file (which run warns about and skips), "
                    "for linting ConfigMaps in CI");
+  ConfigCommandOptions config_options;
+  config->add_flag("--plan", config_options.plan,
+                   "print what run would advertise per resource (devices, health, replicas, "
+                   "IDs, socket, CDI devices) instead of the config");
+  config->add_option("-o,--output", config_options.output, "--plan's format (default text)")
+      ->check(CLI::IsMember({"text", "json", "yaml"}));
 
   CLI::App* cdi = app.add_subcommand("cdi", "Container Device Interface spec for this node");
   cdi->require_subcommand(1);
@@ -285,7 +291,7 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     req.strict = config_strict;
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.config(*loaded);
+    return commands.config(*loaded, config_options);
   }
   ConfigRequest req = BuildRequest(run_flags);
   absl::StatusOr<LoadedConfig> loaded = Load(req);

@@ -23,7 +23,7 @@ struct CliCommands {
   std::function<int(const LoadedConfig&, const std::string& format, const std::string& output)>
       cdi_generate = CdiGenerateCommand;
   std::function<int(const LoadedConfig&, const LabelsRequest&)> labels = LabelsCommand;
-  std::function<int(LoadedConfig&)> config = ConfigCommand;
+  std::function<int(LoadedConfig&, const ConfigCommandOptions&)> config = ConfigCommand;
   std::function<int(const ConfigRequest&, LoadedConfig)> run = RunCommand;
 };
 

@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <vector>
 
+#include "agent/cli/plan_report.h"
 #include "agent/config/config_schema.h"
+#include "agent/plan/generation.h"
+#include "agent/plan/nvml_start.h"
 #include "base/exit_code.h"
 #include "base/strings.h"
 
@@ -97,10 +100,48 @@ std::string ConfigReport(LoadedConfig& loaded) {
   return out;
 }
 
-int ConfigCommand(LoadedConfig& loaded) {
-  const std::string text = ConfigReport(loaded);
+int ConfigCommand(LoadedConfig& loaded, const ConfigCommandOptions& options) {
+  if (!options.plan && (options.output == "json" || options.output == "text")) {
+    std::fprintf(stderr,
+                 "gpu-agent: config: -o %s is for --plan; the config itself is printed as "
+                 "YAML\n",
+                 options.output.c_str());
+    return kExitUsage;
+  }
+  // As `run` starts: NVML, the GPUs, then the generation.
+  absl::StatusOr<Discovered> found = DiscoverGpus(loaded.config);
+  std::shared_ptr<const Generation> gen;
+  if (found.ok()) {
+    absl::StatusOr<std::shared_ptr<const Generation>> built =
+        BuildGeneration(loaded, std::move(found->inventory), GenerationOptionsFor(loaded.config));
+    if (!built.ok()) {
+      std::fprintf(stderr,
+                   "gpu-agent: config error: the config cannot be served on this node: %s\n",
+                   std::string(built.status().message()).c_str());
+      return ExitCodeFor(built.status());
+    }
+    gen = *std::move(built);
+  } else if (options.plan) {
+    std::fprintf(stderr, "gpu-agent: config --plan: nothing to plan without NVML: %s\n",
+                 std::string(found.status().message()).c_str());
+    return kExitFailure;
+  }
+  const std::string text = options.plan
+                               ? PlanReport(*gen, options.output.empty() ? "text" : options.output)
+                               : ConfigReport(loaded);
   std::fwrite(text.data(), 1, text.size(), stdout);
-  return kExitOk;
+  if (gen) {
+    for (const std::string& w : gen->warnings) {
+      std::fprintf(stderr, "gpu-agent: warning: %s\n", w.c_str());
+    }
+  } else {
+    std::fprintf(stderr,
+                 "gpu-agent: note: NVML cannot be started (%s); the config was checked, the "
+                 "checks against this node's GPUs (devices, MIG strategy, sharing, CDI spec) "
+                 "were skipped\n",
+                 std::string(found.status().message()).c_str());
+  }
+  return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }
 
 }  // namespace gpu_agent

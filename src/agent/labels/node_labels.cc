@@ -4,6 +4,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -261,6 +262,56 @@ void AddMigMixed(const Config& c, const std::vector<const nvml::GpuRecord*>& gpu
   }
 }
 
+// gpu-feature-discovery's machine-type labeler: the DMI product name with
+// blanks as '-', "unknown" when sysfs has none.
+void AddMachine(const nvml::Inventory& inv, LabelResult* out) {
+  std::string value = LabelValue(inv.machine_product);
+  if (value.empty()) value = "unknown";
+  out->labels["nvidia.com/gpu.machine"] = value;
+}
+
+// GFD's GPU-mode labeler: from the GPUs' PCI class, the same for all of them
+// or "unknown". A VGA controller drives displays (graphics); a 3D
+// controller has no display engine enabled (compute).
+void AddMode(const std::vector<const nvml::GpuRecord*>& gpus, LabelResult* out) {
+  constexpr uint32_t kVgaController = 0x030000;
+  constexpr uint32_t k3dController = 0x030200;
+  const uint32_t first = gpus.front()->pci_class;
+  std::string mode = "unknown";
+  const bool same = std::all_of(gpus.begin(), gpus.end(), [first](const nvml::GpuRecord* g) {
+    return g->pci_class == first;
+  });
+  if (same && first == kVgaController) mode = "graphics";
+  if (same && first == k3dController) mode = "compute";
+  out->labels["nvidia.com/gpu.mode"] = mode;
+}
+
+// GFD's clique labeler: "<cluster UUID>.<clique id>" when the GPUs that
+// completed fabric registration all share one cluster and one clique; no
+// label on a node without fabric, or with GPUs that disagree.
+void AddClique(const std::vector<const nvml::GpuRecord*>& gpus, LabelResult* out) {
+  std::set<std::string> clusters;
+  std::set<unsigned> cliques;
+  for (const nvml::GpuRecord* g : gpus) {
+    if (!g->fabric.error.empty()) {
+      out->warnings.push_back(StrCat("GPU ", g->index, "'s fabric info is unreadable (",
+                                     g->fabric.error, "): no nvidia.com/gpu.clique label"));
+      return;
+    }
+    if (!g->fabric.attached) continue;
+    clusters.insert(g->fabric.cluster_uuid);
+    cliques.insert(g->fabric.clique_id);
+  }
+  if (clusters.empty()) return;
+  if (clusters.size() > 1 || cliques.size() > 1) {
+    out->warnings.push_back(StrCat("the GPUs are in ", clusters.size(), " fabric cluster(s) and ",
+                                   cliques.size(),
+                                   " clique(s), not one: no nvidia.com/gpu.clique label"));
+    return;
+  }
+  out->labels["nvidia.com/gpu.clique"] = StrCat(*clusters.begin(), ".", *cliques.begin());
+}
+
 }  // namespace
 
 std::string LabelValue(std::string_view text) {
@@ -299,6 +350,9 @@ LabelResult ComputeNodeLabels(const Config& c, const nvml::Inventory& inv,
   bool capable = false;
   for (const nvml::GpuRecord* g : gpus) capable |= g->mig_capable;
   out.labels["nvidia.com/mig.capable"] = capable ? "true" : "false";
+  AddMachine(inv, &out);
+  AddMode(gpus, &out);
+  AddClique(gpus, &out);
   AddWholeGpus(c, gpus, &out);
   const MigStrategy strategy = c.flags.mig();
   if (strategy == MigStrategy::kSingle) AddMigSingle(c, gpus, &out);

@@ -796,6 +796,36 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(
   return NVML_SUCCESS;
 }
 
+template <typename Info>
+void FillFabric(const fake_nvml::FabricFixture& f, Info* info) {
+  std::memcpy(info->clusterUuid, f.cluster_uuid, sizeof info->clusterUuid);
+  info->cliqueId = f.clique_id;
+  info->state = static_cast<nvmlGpuFabricState_t>(f.state);
+  info->status = static_cast<nvmlReturn_t>(f.status);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device,
+                                                    nvmlGpuFabricInfo_t* info) {
+  DEVICE_PROLOGUE(device);
+  if (info == nullptr || device->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!device->gpu.has_fabric) return NVML_ERROR_NOT_SUPPORTED;
+  std::memset(info, 0, sizeof *info);
+  FillFabric(device->gpu.fabric, info);
+  return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device,
+                                                     nvmlGpuFabricInfoV_t* info) {
+  DEVICE_PROLOGUE(device);
+  if (info == nullptr || device->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlGpuFabricInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (!device->gpu.has_fabric) return NVML_ERROR_NOT_SUPPORTED;
+  std::memset(info, 0, sizeof *info);
+  info->version = nvmlGpuFabricInfo_v2;
+  FillFabric(device->gpu.fabric, info);
+  return NVML_SUCCESS;
+}
+
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
                                                           unsigned long long* types) {
   DEVICE_PROLOGUE(device);

@@ -1,5 +1,6 @@
 // Helper for tests and the demo: checks a fixture, or writes the sysfs files
-// the agent reads for it (NUMA nodes), since NVML does not report them.
+// the agent reads for it (NUMA nodes, PCI classes, the DMI product name),
+// since NVML does not report them.
 //   fake-nvml-tool check FIXTURE
 //   fake-nvml-tool sysfs FIXTURE ROOT
 #include <sys/stat.h>
@@ -49,6 +50,17 @@ int main(int argc, char** argv) {
         return 1;
       }
       std::ofstream(dir + "/numa_node") << gpu.numa_node << "\n";
+      char pci_class[16];
+      std::snprintf(pci_class, sizeof pci_class, "0x%06x", gpu.pci_class);
+      std::ofstream(dir + "/class") << pci_class << "\n";
+    }
+    if (!fx.product_name.empty()) {
+      const std::string dmi = std::string(argv[3]) + "/devices/virtual/dmi/id";
+      if (!MakeDirs(dmi)) {
+        std::perror(dmi.c_str());
+        return 1;
+      }
+      std::ofstream(dmi + "/product_name") << fx.product_name << "\n";
     }
     return 0;
   }

@@ -58,27 +58,71 @@ unsigned ArchFromName(const YAML::Node& n) {
   return it->second;
 }
 
+// "8-4-4-4-12" hex digits into 16 bytes.
+bool ParseUuid(const std::string& text, unsigned char (&out)[16]) {
+  if (text.size() != 36) return false;
+  size_t byte = 0;
+  for (size_t i = 0; i < text.size();) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (text[i++] != '-') return false;
+      continue;
+    }
+    if (!std::isxdigit(static_cast<unsigned char>(text[i])) ||
+        !std::isxdigit(static_cast<unsigned char>(text[i + 1]))) {
+      return false;
+    }
+    out[byte++] = static_cast<unsigned char>(std::stoul(text.substr(i, 2), nullptr, 16));
+    i += 2;
+  }
+  return byte == 16;
+}
+
+void ParseFabric(const YAML::Node& f, GpuFixture* gpu) {
+  CheckKeys(f, {"clusterUuid", "cliqueId", "state", "status"}, "a GPU's fabric");
+  static const std::map<std::string, unsigned> kStates = {
+      {"not-supported", 0}, {"not-started", 1}, {"in-progress", 2}, {"completed", 3}};
+  gpu->has_fabric = true;
+  const std::string uuid = Get<std::string>(f, "clusterUuid", "");
+  if (!ParseUuid(uuid, gpu->fabric.cluster_uuid)) {
+    Fail(f["clusterUuid"] ? f["clusterUuid"] : f,
+         "fabric.clusterUuid must be a UUID (8-4-4-4-12 hex digits), got \"" + uuid + "\"");
+  }
+  gpu->fabric.clique_id = Get<unsigned>(f, "cliqueId", 0);
+  const std::string state = Get<std::string>(f, "state", "completed");
+  auto it = kStates.find(state);
+  if (it == kStates.end()) {
+    Fail(f["state"],
+         "fabric.state is one of not-supported, not-started, in-progress, completed; got \"" +
+             state + "\"");
+  }
+  gpu->fabric.state = it->second;
+  gpu->fabric.status = Get<int>(f, "status", 0);
+}
+
 GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
-  CheckKeys(g, {"uuid",
-                "name",
-                "memoryMiB",
-                "minor",
-                "pciBusId",
-                "pciDeviceId",
-                "pciSubsystemId",
-                "numaNode",
-                "pcieSwitch",
-                "hostBridge",
-                "computeCapability",
-                "architecture",
-                "brand",
-                "migEnabled",
-                "maxMigDevices",
-                "migDevices",
-                "migProfiles",
-                "lost",
-                "fail",
-                "resetPending"},
+  CheckKeys(g,
+            {"uuid",
+             "name",
+             "memoryMiB",
+             "minor",
+             "pciBusId",
+             "pciDeviceId",
+             "pciSubsystemId",
+             "numaNode",
+             "pcieSwitch",
+             "hostBridge",
+             "computeCapability",
+             "architecture",
+             "brand",
+             "migEnabled",
+             "maxMigDevices",
+             "migDevices",
+             "migProfiles",
+             "lost",
+             "fail",
+             "resetPending",
+             "pciClass",
+             "fabric"},
             "a GPU");
   GpuFixture gpu;
   gpu.uuid = Get<std::string>(g, "uuid", "");
@@ -95,6 +139,9 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
   gpu.pci_device_id = Get<uint32_t>(g, "pciDeviceId", 0x20b010de);
   gpu.pci_subsystem_id = Get<uint32_t>(g, "pciSubsystemId", 0x134f10de);
   gpu.numa_node = Get<int>(g, "numaNode", -1);
+  gpu.pci_class = Get<uint32_t>(g, "pciClass", gpu.pci_class);
+  if (gpu.pci_class > 0xFFFFFF) Fail(g["pciClass"], "pciClass is a 24-bit PCI class code");
+  if (YAML::Node fabric = g["fabric"]) ParseFabric(fabric, &gpu);
   gpu.pcie_switch = Get<int>(g, "pcieSwitch", -1);
   gpu.host_bridge = Get<int>(g, "hostBridge", -1);
   const std::string cc = Get<std::string>(g, "computeCapability", "8.0");
@@ -189,13 +236,14 @@ bool LoadFixture(const std::string& path, Fixture* out, std::string* error) {
     if (!root.IsMap()) Fail(root, "the fixture must be a mapping with a gpus list");
     CheckKeys(root,
               {"driverVersion", "nvmlVersion", "cudaDriverVersion", "initError", "privileged",
-               "gpus", "nvlinks", "nvlinkSlots"},
+               "gpus", "nvlinks", "nvlinkSlots", "productName"},
               "the fixture");
     fx.driver_version = Get<std::string>(root, "driverVersion", fx.driver_version);
     fx.nvml_version = Get<std::string>(root, "nvmlVersion", fx.nvml_version);
     fx.cuda_driver_version = Get<int>(root, "cudaDriverVersion", fx.cuda_driver_version);
     fx.init_error = Get<int>(root, "initError", 0);
     fx.privileged = Get<bool>(root, "privileged", true);
+    fx.product_name = Get<std::string>(root, "productName", "");
     fx.nvlink_slots = Get<unsigned>(root, "nvlinkSlots", fx.nvlink_slots);
     if (fx.nvlink_slots == 0 || fx.nvlink_slots > 64) {
       Fail(root["nvlinkSlots"], "nvlinkSlots must be between 1 and 64");

@@ -33,6 +33,14 @@ struct ProfileFixture {
   unsigned decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
 };
 
+// A GPU's multi-node NVLink fabric registration (nvmlDeviceGetGpuFabricInfo[V]).
+struct FabricFixture {
+  unsigned char cluster_uuid[16] = {};
+  unsigned clique_id = 0;
+  unsigned state = 3;  // NVML_GPU_FABRIC_STATE_*: 3 completed
+  int status = 0;      // nvmlReturn_t
+};
+
 struct GpuFixture {
   std::string uuid;
   std::string name;
@@ -42,8 +50,9 @@ struct GpuFixture {
   uint32_t pci_device_id = 0;
   uint32_t pci_subsystem_id = 0;
   int numa_node = -1;
-  int pcie_switch = -1;  // GPUs on the same switch are NVML_TOPOLOGY_SINGLE apart
-  int host_bridge = -1;  // same host bridge: NVML_TOPOLOGY_HOSTBRIDGE
+  uint32_t pci_class = 0x030200;  // sysfs only (fake-nvml-tool sysfs): a 3D controller
+  int pcie_switch = -1;           // GPUs on the same switch are NVML_TOPOLOGY_SINGLE apart
+  int host_bridge = -1;           // same host bridge: NVML_TOPOLOGY_HOSTBRIDGE
   int cc_major = 0, cc_minor = 0;
   unsigned architecture = 0xffffffff;
   int brand = 0;
@@ -52,6 +61,9 @@ struct GpuFixture {
   std::vector<MigFixture> mig_devices;
   std::vector<ProfileFixture> mig_profiles;
   bool lost = false;
+  // No fabric: the fabric functions answer NOT_SUPPORTED.
+  bool has_fabric = false;
+  FabricFixture fabric;
   // What a reset clears: the driver's recovery action, a pending row remap
   // (or remap failure), pending page retirements.
   unsigned recovery_action = 0;
@@ -81,6 +93,8 @@ struct Fixture {
   // Links per GPU: 18 on Hopper, the value of NVML_NVLINK_MAX_LINKS in the
   // nvml.h the agent was written from; later GPUs have more.
   unsigned nvlink_slots = 18;
+  // The system's DMI product name, for fake-nvml-tool sysfs; empty: no DMI.
+  std::string product_name;
 };
 
 // Parses and checks a fixture file. On failure returns false and sets
