@@ -30,7 +30,7 @@
 
 #include "absl/status/status.h"
 #include "apiserver/connection.h"
-#include "apiserver/label_plan.h"
+#include "apiserver/label_patch.h"
 #include "apiserver/node.h"
 #include "apiserver/node_watch.h"
 #include "apiserver/rest_client.h"
@@ -59,7 +59,7 @@ struct ReconcilerOptions {
   // This many resets within fight_window make a fight.
   int fight_resets = 3;
   std::chrono::milliseconds fight_window{std::chrono::minutes(2)};
-  // Node labels the agent keeps (apiserver/label_plan.h), in the same PATCH
+  // Node labels the agent keeps (apiserver/label_patch.h), in the same PATCH
   // as capacity; empty: only the agent's own earlier labels are removed;
   // nullopt: labels are not looked at.
   std::optional<Labels> labels;

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "agent/cli/config_report.h"
+#include "agent/cli/config_command.h"
 #include "agent/config/config_loader.h"
 #include "base/strings.h"
 #include "support/test_support.h"

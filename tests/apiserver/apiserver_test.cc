@@ -7,7 +7,7 @@
 #include "apiserver/exec_credential.h"
 #include "apiserver/json_patch.h"
 #include "apiserver/kubeconfig.h"
-#include "apiserver/label_plan.h"
+#include "apiserver/label_patch.h"
 #include "apiserver/line_buffer.h"
 #include "apiserver/node.h"
 #include "apiserver/node_client.h"
@@ -81,7 +81,7 @@ TEST(NodeTest, BadBodies) {
             std::string::npos);
 }
 
-TEST(LabelPlanTest, OwnershipDecidesWhatIsTouched) {
+TEST(LabelPatchTest, OwnershipDecidesWhatIsTouched) {
   // gpu.count is ours (annotation), gpu.family another writer's, the mig
   // key ours but no longer wanted, team nobody's business.
   auto node = ParseNode(R"({"metadata":{"name":"n","resourceVersion":"7",
@@ -107,7 +107,7 @@ TEST(LabelPlanTest, OwnershipDecidesWhatIsTouched) {
   EXPECT_EQ(foreign, std::vector<std::string>{"nvidia.com/gpu.family"});
 }
 
-TEST(LabelPlanTest, RightNodeNeedsNothingAndMissingParentsAreCreated) {
+TEST(LabelPatchTest, RightNodeNeedsNothingAndMissingParentsAreCreated) {
   auto right = ParseNode(R"({"metadata":{"name":"n","resourceVersion":"7",
       "labels":{"nvidia.com/gpu.count":"1"},
       "annotations":{"gpu-agent.github.io/owned-labels":"nvidia.com/gpu.count"}}})");
@@ -125,7 +125,7 @@ TEST(LabelPlanTest, RightNodeNeedsNothingAndMissingParentsAreCreated) {
             R"({"gpu-agent.github.io/owned-labels":"nvidia.com/gpu.count"}}])");
 }
 
-TEST(LabelPlanTest, LabelRefusalIsToldFromMissingRbac) {
+TEST(LabelPatchTest, LabelRefusalIsToldFromMissingRbac) {
   HttpResponse labels{403, R"({"kind":"Status","message":"nodes \"n\" is forbidden: is not )"
                            R"(allowed to modify labels: nvidia.com/gpu.product","code":403})"};
   const absl::Status refused = ExplainAnswer(labels, "n", "PATCH", "[]");

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/cli/config_report.h"
+#include "agent/cli/config_command.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/config_schema.h"
 #include "fuzz_support.h"

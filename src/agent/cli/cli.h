@@ -8,7 +8,7 @@
 
 #include "agent/cli/capacity_command.h"
 #include "agent/cli/cdi_command.h"
-#include "agent/cli/config_report.h"
+#include "agent/cli/config_command.h"
 #include "agent/cli/devices_command.h"
 #include "agent/cli/labels_command.h"
 #include "agent/run/run_command.h"

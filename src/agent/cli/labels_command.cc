@@ -5,9 +5,9 @@
 #include <set>
 
 #include "agent/config/api_connection.h"
-#include "agent/labels/node_labels.h"
+#include "agent/labels/gpu_labels.h"
 #include "agent/plan/generation.h"
-#include "apiserver/label_plan.h"
+#include "apiserver/label_patch.h"
 #include "apiserver/node_client.h"
 #include "base/exit_code.h"
 #include "base/resource_name.h"

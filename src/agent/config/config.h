@@ -166,7 +166,7 @@ struct Config {
     bool remove_on_exit = false;
   } static_mode;
 
-  // GPU labels with gpu-feature-discovery's keys (agent/labels/node_labels.h).
+  // GPU labels with gpu-feature-discovery's keys (agent/labels/gpu_labels.h).
   struct NodeLabels {
     // auto: node in static mode, none in plugin mode. node: on the Node
     // through the API server (static mode only); nfd: a

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/config/config.h"
-#include "agent/labels/node_labels.h"
+#include "agent/labels/gpu_labels.h"
 
 namespace gpu_agent {
 

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/device_selection.h"
-#include "agent/labels/node_labels.h"
+#include "agent/labels/gpu_labels.h"
 #include "agent/plan/resource_plan.h"
 #include "cdi/generator.h"
 #include "nvml/inventory.h"

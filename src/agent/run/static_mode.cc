@@ -4,8 +4,8 @@
 #include <set>
 
 #include "agent/config/api_connection.h"
+#include "agent/labels/gpu_labels.h"
 #include "agent/labels/nfd_feature_file.h"
-#include "agent/labels/node_labels.h"
 #include "agent/plan/resource_plan.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"

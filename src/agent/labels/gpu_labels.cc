@@ -1,4 +1,4 @@
-#include "agent/labels/node_labels.h"
+#include "agent/labels/gpu_labels.h"
 
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>

@@ -1,6 +1,6 @@
 // The `config` subcommand's report: every setting as YAML, each value
 // commented with where it came from.
-#include "agent/cli/config_report.h"
+#include "agent/cli/config_command.h"
 
 #include <cstdio>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "apiserver/label_plan.h"
+#include "apiserver/label_patch.h"
 
 #include "base/strings.h"
 

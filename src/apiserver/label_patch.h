@@ -14,8 +14,8 @@
 // status subresource keeps metadata changes (only spec is reset), a legacy
 // behaviour kube-apiserver keeps on purpose for Node and a few other core
 // kinds, so one request carries both and needs no extra RBAC rule.
-#ifndef GPU_AGENT_APISERVER_LABEL_PLAN_H_
-#define GPU_AGENT_APISERVER_LABEL_PLAN_H_
+#ifndef GPU_AGENT_APISERVER_LABEL_PATCH_H_
+#define GPU_AGENT_APISERVER_LABEL_PATCH_H_
 
 #include <map>
 #include <optional>
@@ -58,4 +58,4 @@ JsonPatch PlanRemoveAll(const NodeView& node, const std::set<std::string>& resou
 
 }  // namespace gpu_agent::apiserver
 
-#endif  // GPU_AGENT_APISERVER_LABEL_PLAN_H_
+#endif  // GPU_AGENT_APISERVER_LABEL_PATCH_H_

@@ -1,6 +1,6 @@
 // `gpu-agent config`: the effective configuration, each value with its origin.
-#ifndef GPU_AGENT_AGENT_CLI_CONFIG_REPORT_H_
-#define GPU_AGENT_AGENT_CLI_CONFIG_REPORT_H_
+#ifndef GPU_AGENT_AGENT_CLI_CONFIG_COMMAND_H_
+#define GPU_AGENT_AGENT_CLI_CONFIG_COMMAND_H_
 
 #include <string>
 
@@ -29,4 +29,4 @@ int ConfigCommand(LoadedConfig& loaded, const ConfigCommandOptions& options);
 
 }  // namespace gpu_agent
 
-#endif  // GPU_AGENT_AGENT_CLI_CONFIG_REPORT_H_
+#endif  // GPU_AGENT_AGENT_CLI_CONFIG_COMMAND_H_

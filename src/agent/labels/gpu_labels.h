@@ -5,8 +5,8 @@
 //
 // No timestamp label: a value that changes on every start would make every
 // node write on every restart.
-#ifndef GPU_AGENT_AGENT_LABELS_NODE_LABELS_H_
-#define GPU_AGENT_AGENT_LABELS_NODE_LABELS_H_
+#ifndef GPU_AGENT_AGENT_LABELS_GPU_LABELS_H_
+#define GPU_AGENT_AGENT_LABELS_GPU_LABELS_H_
 
 #include <map>
 #include <string>
@@ -47,4 +47,4 @@ std::string LabelsAsYaml(const NodeLabels& labels);
 
 }  // namespace gpu_agent
 
-#endif  // GPU_AGENT_AGENT_LABELS_NODE_LABELS_H_
+#endif  // GPU_AGENT_AGENT_LABELS_GPU_LABELS_H_
