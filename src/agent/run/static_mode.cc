@@ -17,6 +17,7 @@
 #include "base/prom_text.h"
 #include "base/strings.h"
 #include "base/version.h"
+#include "deviceplugin/health_ledger.h"
 #include "nvml/health_watcher.h"
 
 namespace gpu_agent {
@@ -40,7 +41,7 @@ class DesiredCapacities {
   }
   apiserver::Capacities Apply(const nvml::HealthChange& c) {
     std::lock_guard<std::mutex> lock(mu_);
-    ledger_.Set({c.uuid, c.gpu_instance, c.compute_instance}, c.healthy);
+    ledger_.Set(c.key, c.healthy);
     return Count();
   }
   const std::vector<std::string>& uuids() const { return uuids_; }
