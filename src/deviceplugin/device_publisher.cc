@@ -4,10 +4,7 @@
 
 namespace gpu_agent::deviceplugin {
 
-size_t DeviceSnapshot::HealthyCount() const {
-  return static_cast<size_t>(std::count_if(devices.begin(), devices.end(),
-                                           [](const PluginDevice& d) { return d.healthy; }));
-}
+size_t DeviceSnapshot::HealthyCount() const { return CountHealthy(devices); }
 
 DevicePublisher::DevicePublisher(ResourceSpec spec)
     : resource_name_(spec.resource_name), endpoint_(spec.endpoint) {
@@ -39,18 +36,13 @@ std::shared_ptr<const DeviceSnapshot> DevicePublisher::Current() const {
   return snapshot_;
 }
 
-bool DevicePublisher::SetHealth(const HealthTarget& target, bool healthy) {
+bool DevicePublisher::SetHealth(const DeviceKey& key, bool healthy) {
   {
     std::lock_guard<std::mutex> lock(snapshot_mu_);
-    if (!ledger_.Set(target, healthy)) return false;
-    bool changed = false;
-    for (const PluginDevice& d : snapshot_->devices) {
-      if (d.healthy != ledger_.Healthy(d)) changed = true;
-    }
-    if (!changed) return false;
+    if (!ledger_.Set(key, healthy)) return false;
     auto next = std::make_shared<DeviceSnapshot>(*snapshot_);
+    if (!ledger_.Apply(&next->devices)) return false;
     ++next->version;
-    for (PluginDevice& d : next->devices) d.healthy = ledger_.Healthy(d);
     snapshot_ = std::move(next);
   }
   Notify(false);

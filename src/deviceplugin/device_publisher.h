@@ -11,7 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/device_key.h"
 #include "deviceplugin/device.h"
+#include "deviceplugin/health_ledger.h"
 
 namespace gpu_agent::deviceplugin {
 
@@ -31,7 +33,7 @@ struct DeviceSnapshot {
     auto it = by_id.find(id);
     return it == by_id.end() ? nullptr : &devices[it->second];
   }
-  size_t HealthyCount() const;
+  size_t HealthyCount() const;  // CountHealthy(devices)
 };
 
 class DevicePublisher {
@@ -52,10 +54,10 @@ class DevicePublisher {
 
   std::shared_ptr<const DeviceSnapshot> Current() const;
 
-  // Marks `target` (a GPU with all its MIG devices and replicas, or one
-  // MIG instance) out or back. Publishes and returns true when any
-  // device's health changed.
-  bool SetHealth(const HealthTarget& target, bool healthy);
+  // Records the health watcher's report that `key` (a GPU with all its MIG
+  // devices and replicas, or one MIG instance) went out or came back.
+  // Publishes and returns true when any device's health changed.
+  bool SetHealth(const DeviceKey& key, bool healthy);
 
   // Subscribers are held weakly: one that is gone is dropped.
   void Subscribe(std::weak_ptr<Subscriber> subscriber);

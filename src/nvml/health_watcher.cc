@@ -50,7 +50,6 @@ struct HealthWatcher::State {
   std::unique_ptr<GpuHandles> handles;    // set by Setup()
   std::unique_ptr<EventRegistry> events;  // null when no event API
   OutageBook book;                        // what is out; the thread's alone
-  using Target = OutageBook::Target;
 
   // Calls out without holding `mu`: the callback takes its own locks (the
   // device publisher's, the reconciler's) and may read XidCounts(); Stop()
@@ -78,24 +77,23 @@ struct HealthWatcher::State {
 
   void Register(const std::string& uuid) {
     if (absl::Status st = events->Register(uuid); !st.ok()) {
-      MarkBad(OutageBook::Whole(uuid), std::string(st.message()), -1);
+      MarkBad(DeviceKey::Gpu(uuid), std::string(st.message()), -1);
     }
   }
 
-  void MarkBad(const Target& target, const std::string& reason, int xid, bool needs_reset = false,
+  void MarkBad(const DeviceKey& key, const std::string& reason, int xid, bool needs_reset = false,
                bool was_lost = false) {
-    const bool was_healthy = book.Mark(target, reason, xid, needs_reset, was_lost);
+    const bool was_healthy = book.Mark(key, reason, xid, needs_reset, was_lost);
     MirrorOutages();
     if (was_healthy) {
-      const auto& [uuid, gi, ci] = target;
-      LogWarning(gi < 0 ? "GPU marked unhealthy" : "MIG instance marked unhealthy",
-                 {{"uuid", uuid},
-                  {"target", OutageBook::Describe(target)},
+      LogWarning(key.IsWholeGpu() ? "GPU marked unhealthy" : "MIG instance marked unhealthy",
+                 {{"uuid", key.uuid},
+                  {"target", key.ToString()},
                   {"reason", reason},
-                  {"returns", book.entries().at(target).needs_reset
+                  {"returns", book.entries().at(key).needs_reset
                                   ? "once NVML shows a reset, or on SIGUSR1"
                                   : "after the quiet period, once NVML answers"}});
-      Report({uuid, gi, ci, false, reason, xid});
+      Report({key, false, reason, xid});
     }
   }
 
@@ -117,12 +115,12 @@ struct HealthWatcher::State {
   void ProbeForLostGpus() {
     int lost = 0;
     for (const std::string& uuid : uuids) {
-      if (book.IsOut(OutageBook::Whole(uuid))) continue;
+      if (book.IsOut(DeviceKey::Gpu(uuid))) continue;
       // Only GPU_IS_LOST means lost; another error says nothing of health.
       nvmlDevice_t dev = nullptr;
       if (AnswerFor(uuid, &dev) != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
-      MarkBad(OutageBook::Whole(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
+      MarkBad(DeviceKey::Gpu(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
               /*needs_reset=*/true, /*was_lost=*/true);
     }
     if (lost == 0) {
@@ -148,7 +146,8 @@ struct HealthWatcher::State {
         ++it;
         continue;
       }
-      const auto [uuid, gi, ci] = it->first;
+      const DeviceKey key = it->first;
+      const std::string& uuid = key.uuid;
       nvmlDevice_t dev = nullptr;
       const nvmlReturn_t r = AnswerFor(uuid, &dev);
       if (r == NVML_ERROR_GPU_IS_LOST && !bad.was_lost) {
@@ -163,7 +162,7 @@ struct HealthWatcher::State {
           LogWarning(
               "GPU answers but still needs a reset: keeping it out",
               {{"uuid", uuid},
-               {"target", OutageBook::Describe(it->first)},
+               {"target", key.ToString()},
                {"reason", bad.reason},
                {"missing", missing},
                {"once_repaired", "reset the GPU (nvidia-smi -r), or send SIGUSR1 to gpu-agent"}});
@@ -174,29 +173,27 @@ struct HealthWatcher::State {
       }
       if (r == NVML_SUCCESS) {
         changed = true;
-        const std::string what = OutageBook::Describe(it->first);
-        const bool was_reset = gi < 0 && (bad.was_lost || bad.needs_reset);
-        const Target target = it->first;
+        const bool was_reset = key.IsWholeGpu() && (bad.was_lost || bad.needs_reset);
         it = unhealthy.erase(it);  // std::map: marks below leave `it` valid
         if (was_reset && events) {
           // A reset dropped the GPU's event registration with the rest of
           // its driver state: only a fresh one sees its next XID.
           for (const auto& [lost, why] :
                events->Rebuild(uuid, [this](const nvmlEventData_t& ev) { HandleEvent(ev); })) {
-            MarkBad(OutageBook::Whole(lost), why, -1);
+            MarkBad(DeviceKey::Gpu(lost), why, -1);
           }
         } else if (events && !events->Watches(uuid)) {
           Register(uuid);
         }
         // Marked again meanwhile (NVML lost it between the probe and the
         // registration): it stays out, and says so itself.
-        if (book.IsOut(target)) continue;
+        if (book.IsOut(key)) continue;
         LogInfo(
-            gi < 0 ? "GPU healthy again" : "MIG instance healthy again",
+            key.IsWholeGpu() ? "GPU healthy again" : "MIG instance healthy again",
             {{"uuid", uuid},
-             {"target", what},
+             {"target", key.ToString()},
              {"because", vouched_for ? "an operator vouched for it (SIGUSR1)" : "NVML answers"}});
-        Report({uuid, gi, ci, true, "recovered", -1});
+        Report({key, true, "recovered", -1});
       } else {
         // Still lost: look again after another quiet period.
         it->second.next_probe = now + std::min(policy.recovery_period, policy.wait_timeout);
@@ -227,17 +224,17 @@ struct HealthWatcher::State {
       // An event NVML could not tie to one GPU: every GPU is suspect.
       LogWarning("XID without a known GPU; marking all GPUs unhealthy", {{"xid", StrCat(xid)}});
       for (const std::string& u : uuids) {
-        MarkBad(OutageBook::Whole(u), StrCat("XID ", xid), xid, policy.NeedsReset(xid));
+        MarkBad(DeviceKey::Gpu(u), StrCat("XID ", xid), xid, policy.NeedsReset(xid));
       }
       return;
     }
     // NVML scopes an XID to a MIG instance by setting its ids.
     auto id = [](unsigned v) { return v == NVML_MIG_INSTANCE_ID_NONE ? -1 : static_cast<int>(v); };
     const int gi = id(ev.gpuInstanceId);
-    const Target target{uuid, gi, gi < 0 ? -1 : id(ev.computeInstanceId)};
+    const DeviceKey key{uuid, gi, gi < 0 ? DeviceKey::kWhole : id(ev.computeInstanceId)};
     // Already out: MarkBad restarts its quiet period, and a reset-class XID
     // makes it need a reset.
-    MarkBad(target, StrCat("XID ", xid), xid, policy.NeedsReset(xid));
+    MarkBad(key, StrCat("XID ", xid), xid, policy.NeedsReset(xid));
   }
 
   // Creates the event set and registers every GPU. Runs on the caller's
@@ -245,20 +242,19 @@ struct HealthWatcher::State {
   bool Setup(const std::set<std::string>& initially_unhealthy, const std::vector<Outage>& carried) {
     handles = std::make_unique<GpuHandles>(*lib, uuids);
     for (const std::string& uuid : initially_unhealthy) {
-      MarkBad(OutageBook::Whole(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1,
+      MarkBad(DeviceKey::Gpu(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1,
               /*needs_reset=*/true,
               /*was_lost=*/true);
     }
     for (const Outage& o : carried) {
-      if (std::find(uuids.begin(), uuids.end(), o.uuid) == uuids.end()) continue;  // deselected
-      MarkBad({o.uuid, o.gpu_instance, o.compute_instance}, o.reason, o.xid, o.needs_reset,
-              o.was_lost);
+      if (std::find(uuids.begin(), uuids.end(), o.key.uuid) == uuids.end()) continue;  // deselected
+      MarkBad(o.key, o.reason, o.xid, o.needs_reset, o.was_lost);
     }
     // A GPU the driver still asks to be reset (from before the agent
     // started) starts out, as if its XID had just come.
     for (const auto& [uuid, what, xid] : PendingRepairs(*lib, *handles, uuids)) {
-      if (!book.IsOut(OutageBook::Whole(uuid))) {
-        MarkBad(OutageBook::Whole(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
+      if (!book.IsOut(DeviceKey::Gpu(uuid))) {
+        MarkBad(DeviceKey::Gpu(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
       }
     }
     events = std::make_unique<EventRegistry>(*lib, handles.get());
@@ -267,7 +263,7 @@ struct HealthWatcher::State {
       return false;
     }
     for (const std::string& uuid : uuids) {
-      if (!initially_unhealthy.count(uuid) && !book.IsOut(OutageBook::Whole(uuid))) Register(uuid);
+      if (!initially_unhealthy.count(uuid) && !book.IsOut(DeviceKey::Gpu(uuid))) Register(uuid);
     }
     return true;
   }
@@ -330,7 +326,7 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
     // No XIDs are watched, but a GPU NVML calls lost is out all the same;
     // the watcher stays the one source of that too.
     for (const std::string& uuid : initially_unhealthy) {
-      state->MarkBad({uuid, -1, -1}, "NVML: lost at discovery (GPU_IS_LOST)", -1,
+      state->MarkBad(DeviceKey::Gpu(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1,
                      /*needs_reset=*/true, /*was_lost=*/true);
     }
     state->exited = true;

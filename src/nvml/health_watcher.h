@@ -1,7 +1,7 @@
 // Watches GPU health through NVML XID events on one thread, applies the XID
 // policy, and brings a GPU back after a quiet period once NVML answers for it
 // again; after an XID that needs a GPU reset, only once NVML also shows the
-// reset happened (or an operator vouches for it). Reports plain (uuid[, MIG instance], healthy)
+// reset happened (or an operator vouches for it). Reports plain (DeviceKey, healthy)
 // changes; knows nothing of the kubelet. An XID NVML scopes to a MIG instance marks only that
 // instance; any other marks the whole GPU.
 #ifndef GPU_AGENT_NVML_HEALTH_WATCHER_H_
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/device_key.h"
 #include "nvml/outage_book.h"
 
 namespace gpu_agent::nvml {
@@ -51,11 +52,9 @@ struct HealthPolicy {
 };
 
 struct HealthChange {
-  std::string uuid;  // the physical GPU
-  // Set when the change is about one MIG instance only (an instance-scoped
-  // XID); -1: the whole GPU, MIG devices included.
-  int gpu_instance = -1;
-  int compute_instance = -1;
+  // The whole GPU, MIG devices included; one MIG instance only for an
+  // instance-scoped XID.
+  DeviceKey key;
   bool healthy = false;
   std::string reason;  // "XID 79", "recovered", ...
   int xid = -1;        // the XID that caused it, or -1

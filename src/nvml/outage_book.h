@@ -11,19 +11,17 @@
 #include <chrono>
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/device_key.h"
 
 namespace gpu_agent::nvml {
 
 // One outage as others see it, and as it is carried from one watcher to the
 // next (a SIGHUP reload), so a reload never brings back a broken GPU.
 struct Outage {
-  std::string uuid;
-  int gpu_instance = -1;  // -1: the whole GPU
-  int compute_instance = -1;
+  DeviceKey key;
   std::string reason;
   int xid = -1;
   bool needs_reset = false;
@@ -32,8 +30,6 @@ struct Outage {
 
 class OutageBook {
  public:
-  // (uuid, GPU instance, compute instance); instances -1: the whole GPU.
-  using Target = std::tuple<std::string, int, int>;
   struct Entry {
     Clock::TimePoint next_probe;
     std::string reason;
@@ -47,20 +43,16 @@ class OutageBook {
   OutageBook(const Clock* clock, std::chrono::milliseconds recovery_period)
       : clock_(clock), recovery_period_(recovery_period) {}
 
-  static Target Whole(const std::string& uuid) { return {uuid, -1, -1}; }
-  // "GPU-..." or "GPU-... GPU instance 1 compute instance 0", for logs.
-  static std::string Describe(const Target& target);
-
-  // Marks `target` out, or again: its quiet period starts over, a mark that
+  // Marks `key` out, or again: its quiet period starts over, a mark that
   // needs a reset makes it need one, and a first mark (or one needing a
   // reset) sets the reason. True when it was not out before.
-  bool Mark(const Target& target, const std::string& reason, int xid, bool needs_reset,
+  bool Mark(const DeviceKey& key, const std::string& reason, int xid, bool needs_reset,
             bool was_lost);
 
-  bool IsOut(const Target& target) const { return entries_.count(target) > 0; }
+  bool IsOut(const DeviceKey& key) const { return entries_.count(key) > 0; }
 
   // For the recovery probe to walk, update and erase from.
-  std::map<Target, Entry>& entries() { return entries_; }
+  std::map<DeviceKey, Entry>& entries() { return entries_; }
 
   // The next probe due, at the earliest now and at the latest `cap` away.
   std::chrono::milliseconds UntilNextProbe(std::chrono::milliseconds cap) const;
@@ -70,7 +62,7 @@ class OutageBook {
  private:
   const Clock* const clock_;
   const std::chrono::milliseconds recovery_period_;
-  std::map<Target, Entry> entries_;
+  std::map<DeviceKey, Entry> entries_;
 };
 
 }  // namespace gpu_agent::nvml

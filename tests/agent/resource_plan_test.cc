@@ -116,9 +116,7 @@ TEST(PlanMigTest, MixedHasOneResourceAndSocketPerProfile) {
   EXPECT_EQ(whole->endpoint, "nvidia-gpu.sock");
   EXPECT_EQ(small->endpoint, "nvidia-mig-1g.10gb.sock");
   EXPECT_EQ(big->endpoint, "nvidia-mig-2g.20gb.sock");
-  EXPECT_EQ(small->devices[0].gpu_uuid, "GPU-0aaa");
-  EXPECT_EQ(small->devices[0].gpu_instance, 2);
-  EXPECT_EQ(small->devices[0].compute_instance, 0);
+  EXPECT_EQ(small->devices[0].key, (DeviceKey{"GPU-0aaa", 2, 0}));
   EXPECT_EQ(p->gpu_uuids, (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
 }
 
@@ -200,7 +198,7 @@ TEST(PlanMigTest, GpuWhoseMigModeIsUnknownIsLeftOutUnderAMigStrategy) {
       ASSERT_TRUE(plan.ok()) << strategy << ": " << Error(plan);
       for (const ResourceSpec& r : plan->resources) {
         for (const PluginDevice& d : r.devices) {
-          EXPECT_NE(d.gpu_uuid, "GPU-2aaa") << strategy << ": advertised as " << r.resource_name;
+          EXPECT_NE(d.key.uuid, "GPU-2aaa") << strategy << ": advertised as " << r.resource_name;
         }
       }
       ASSERT_EQ(plan->resources.size(), 1u) << strategy;
@@ -477,9 +475,7 @@ TEST(HealthLedgerTest, InstanceAndGpuOutagesAreKeptApart) {
     PluginDevice d;
     d.id = StrCat("MIG-", gi);
     d.gpu_id = d.id;
-    d.gpu_uuid = "GPU-0";
-    d.gpu_instance = gi;
-    d.compute_instance = 0;
+    d.key = {"GPU-0", gi, 0};
     d.physical = gi - 1;
     spec.devices.push_back(d);
   }

@@ -23,7 +23,7 @@ ResourceSpec TwoGpus(bool replicated = false) {
       PluginDevice d;
       d.id = replicated ? uuid + "::" + std::to_string(r) : uuid;
       d.gpu_id = uuid;
-      d.gpu_uuid = uuid;
+      d.key.uuid = uuid;
       d.physical = g;
       d.device_nodes = {"/dev/nvidia" + std::to_string(g)};
       spec.devices.push_back(d);

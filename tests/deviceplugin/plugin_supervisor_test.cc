@@ -37,7 +37,7 @@ std::vector<ResourceRuntime> TwoGpus() {
   spec.endpoint = "gpu.sock";
   for (int g = 0; g < 2; ++g) {
     PluginDevice d;
-    d.id = d.gpu_id = d.gpu_uuid = "GPU-" + std::to_string(g);
+    d.id = d.gpu_id = d.key.uuid = "GPU-" + std::to_string(g);
     d.physical = g;
     spec.devices.push_back(d);
   }

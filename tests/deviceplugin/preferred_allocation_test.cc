@@ -19,8 +19,8 @@ ResourceSpec Spec(const std::vector<std::vector<int>>& score, int replicas = 1) 
   for (size_t g = 0; g < score.size(); ++g) {
     for (int r = 0; r < replicas; ++r) {
       PluginDevice d;
-      d.gpu_uuid = "GPU-" + std::to_string(g);
-      d.gpu_id = d.gpu_uuid;
+      d.key.uuid = "GPU-" + std::to_string(g);
+      d.gpu_id = d.key.uuid;
       d.id = replicas > 1 ? d.gpu_id + "::" + std::to_string(r) : d.gpu_id;
       d.physical = static_cast<int>(g);
       spec.devices.push_back(d);

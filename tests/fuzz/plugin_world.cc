@@ -15,7 +15,6 @@ using deviceplugin::AllocateOptions;
 using deviceplugin::Allocator;
 using deviceplugin::DeviceListStrategies;
 using deviceplugin::DevicePublisher;
-using deviceplugin::HealthTarget;
 using deviceplugin::ResourceSpec;
 
 std::string Uuid(int g) {
@@ -32,7 +31,7 @@ std::shared_ptr<DevicePublisher> Publisher(int replicas, bool pack) {
   spec.devices = testing::GpuDevices(8, replicas, Uuid);
   auto pub = std::make_shared<DevicePublisher>(spec);
   for (int g : {2, 5}) {
-    pub->SetHealth(HealthTarget{Uuid(g), -1, -1}, false);
+    pub->SetHealth(DeviceKey::Gpu(Uuid(g)), false);
   }
   return pub;
 }

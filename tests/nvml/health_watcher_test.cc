@@ -102,7 +102,7 @@ TEST_F(HealthWatcherTest, GpuIsLostFromTheWaitFindsTheLostGpu) {
   ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); })) << "no GPU marked";
   auto c = Changes();
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].uuid, uuids_[4]);
+  EXPECT_EQ(c[0].key.uuid, uuids_[4]);
   EXPECT_FALSE(c[0].healthy);
   EXPECT_NE(c[0].reason.find("GPU_IS_LOST"), std::string::npos) << c[0].reason;
   Send("reset 4");
@@ -124,17 +124,17 @@ TEST_F(HealthWatcherTest, AGpuOffTheBusKeepsNoOtherGpuOut) {
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }))
       << "GPU 2 did not come back while GPU 4 is off the bus";
   auto c = Changes();
-  EXPECT_EQ(c[0].uuid, uuids_[4]);
-  EXPECT_EQ(c[1].uuid, uuids_[2]);
+  EXPECT_EQ(c[0].key.uuid, uuids_[4]);
+  EXPECT_EQ(c[1].key.uuid, uuids_[2]);
   EXPECT_FALSE(c[1].healthy);
-  EXPECT_EQ(c[2].uuid, uuids_[2]);
+  EXPECT_EQ(c[2].key.uuid, uuids_[2]);
   EXPECT_TRUE(c[2].healthy);
   Send("xid 6 79");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 4; }));
-  EXPECT_EQ(Changes()[3].uuid, uuids_[6]);
+  EXPECT_EQ(Changes()[3].key.uuid, uuids_[6]);
   Send("reset 4");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 5; }));
-  EXPECT_EQ(Changes()[4].uuid, uuids_[4]);
+  EXPECT_EQ(Changes()[4].key.uuid, uuids_[4]);
   EXPECT_TRUE(Changes()[4].healthy);
 }
 
@@ -155,12 +155,12 @@ TEST_F(HealthWatcherTest, GpuResetAfterFallingOffTheBusIsWatchedAgain) {
   Send("xid 4 48");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }))
       << "the XID after the reset was never seen";
-  EXPECT_EQ(Changes()[2].uuid, uuids_[4]);
+  EXPECT_EQ(Changes()[2].key.uuid, uuids_[4]);
   EXPECT_FALSE(Changes()[2].healthy);
   EXPECT_EQ(Changes()[2].xid, 48);
   Send("xid 2 79");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 4; }));
-  EXPECT_EQ(Changes()[3].uuid, uuids_[2]);
+  EXPECT_EQ(Changes()[3].key.uuid, uuids_[2]);
   EXPECT_EQ(watcher_->XidCounts(), (std::map<int, uint64_t>{{48, 1}, {79, 1}}));
 }
 
@@ -183,7 +183,7 @@ TEST_F(HealthWatcherTest, QuietPeriodIsReadOnTheWatchersClock) {
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }, std::chrono::seconds(3)))
       << "not back once the quiet period had passed";
   EXPECT_TRUE(Changes()[1].healthy);
-  EXPECT_EQ(Changes()[1].uuid, uuids_[3]);
+  EXPECT_EQ(Changes()[1].key.uuid, uuids_[3]);
 }
 
 // The liveness bound is read on the same clock: a thread that has not come
@@ -227,11 +227,11 @@ TEST_F(HealthWatcherTest, XidNeedingAResetStaysOutUntilTheGpuIsReset) {
       << "came back after " << Changes().back().reason;
   Send("reset 3");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }));
-  EXPECT_EQ(Changes()[2].uuid, uuids_[3]);
+  EXPECT_EQ(Changes()[2].key.uuid, uuids_[3]);
   EXPECT_TRUE(Changes()[2].healthy);
   Send("reset 5");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 4; }));
-  EXPECT_EQ(Changes()[3].uuid, uuids_[5]);
+  EXPECT_EQ(Changes()[3].key.uuid, uuids_[5]);
   EXPECT_TRUE(Changes()[3].healthy);
 }
 
@@ -260,7 +260,7 @@ TEST_F(HealthWatcherTest, AResetPendingAtStartKeepsTheGpuOut) {
   Send("xid 3 48");  // before any watcher: the event goes nowhere, the remap stays pending
   StartWatcher(policy);
   ASSERT_EQ(Changes().size(), 1u) << "reported during Start";
-  EXPECT_EQ(Changes()[0].uuid, uuids_[3]);
+  EXPECT_EQ(Changes()[0].key.uuid, uuids_[3]);
   EXPECT_FALSE(Changes()[0].healthy);
   EXPECT_NE(Changes()[0].reason.find("at start"), std::string::npos) << Changes()[0].reason;
   EXPECT_FALSE(WaitFor([&] { return Changes().size() > 1; }, std::chrono::seconds(1)));
@@ -301,7 +301,7 @@ TEST_F(HealthWatcherTest, OutagesCarryAcrossAReload) {
   watcher_->Stop();
   std::vector<HealthWatcher::Outage> carried = watcher_->Outages();
   ASSERT_EQ(carried.size(), 1u);
-  EXPECT_EQ(carried[0].uuid, uuids_[4]);
+  EXPECT_EQ(carried[0].key.uuid, uuids_[4]);
   EXPECT_TRUE(carried[0].needs_reset);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -348,12 +348,12 @@ TEST_F(HealthWatcherTest, CriticalXidMarksThenQuietPeriodRecovers) {
   ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }));
   auto c = Changes();
   ASSERT_EQ(c.size(), 1u);  // XID 13 changed nothing
-  EXPECT_EQ(c[0].uuid, uuids_[3]);
+  EXPECT_EQ(c[0].key.uuid, uuids_[3]);
   EXPECT_FALSE(c[0].healthy);
   EXPECT_EQ(c[0].xid, 94);
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
   EXPECT_TRUE(Changes()[1].healthy);
-  EXPECT_EQ(Changes()[1].uuid, uuids_[3]);
+  EXPECT_EQ(Changes()[1].key.uuid, uuids_[3]);
 }
 
 TEST_F(HealthWatcherTest, InstanceScopedXidNamesTheInstanceAndRecoversAlone) {
@@ -364,18 +364,18 @@ TEST_F(HealthWatcherTest, InstanceScopedXidNamesTheInstanceAndRecoversAlone) {
   Send("xid 2 94 4");    // GPU instance 4, any compute instance
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
   auto c = Changes();
-  EXPECT_EQ(c[0].uuid, uuids_[2]);
-  EXPECT_EQ(c[0].gpu_instance, 1);
-  EXPECT_EQ(c[0].compute_instance, 0);
+  EXPECT_EQ(c[0].key.uuid, uuids_[2]);
+  EXPECT_EQ(c[0].key.gpu_instance, 1);
+  EXPECT_EQ(c[0].key.compute_instance, 0);
   EXPECT_FALSE(c[0].healthy);
-  EXPECT_EQ(c[1].gpu_instance, 4);
-  EXPECT_EQ(c[1].compute_instance, -1);
+  EXPECT_EQ(c[1].key.gpu_instance, 4);
+  EXPECT_EQ(c[1].key.compute_instance, -1);
   // A second XID on the same instance is not news; a GPU-wide one is.
   Send("xid 2 94 1 0");
   Send("xid 2 94");
   ASSERT_TRUE(WaitFor([&] { return Changes().size() >= 3; }));
   c = Changes();
-  EXPECT_EQ(c[2].gpu_instance, -1);
+  EXPECT_EQ(c[2].key.gpu_instance, -1);
   EXPECT_FALSE(c[2].healthy);
   // All three come back after the quiet period, each on its own.
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 6; })) << Changes().size();
@@ -383,7 +383,7 @@ TEST_F(HealthWatcherTest, InstanceScopedXidNamesTheInstanceAndRecoversAlone) {
   std::set<std::pair<int, int>> back;
   for (size_t i = 3; i < c.size(); ++i) {
     EXPECT_TRUE(c[i].healthy);
-    back.insert({c[i].gpu_instance, c[i].compute_instance});
+    back.insert({c[i].key.gpu_instance, c[i].key.compute_instance});
   }
   EXPECT_EQ(back, (std::set<std::pair<int, int>>{{-1, -1}, {1, 0}, {4, -1}}));
 }
@@ -395,7 +395,7 @@ TEST_F(HealthWatcherTest, CriticalListOverridesIgnoreList) {
   StartWatcher(policy);
   Send("xid 1 13");
   ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }));
-  EXPECT_EQ(Changes()[0].uuid, uuids_[1]);
+  EXPECT_EQ(Changes()[0].key.uuid, uuids_[1]);
 }
 
 TEST_F(HealthWatcherTest, LostGpuStaysOutUntilItIsReset) {
@@ -492,7 +492,7 @@ TEST(HealthWatcherUnprivilegedTest, MigGpuComesBackAfterARecoverableXid) {
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_FALSE(changes[0].healthy);
   EXPECT_TRUE(changes[1].healthy);
-  EXPECT_EQ(changes[1].uuid, inv->gpus[0].uuid);
+  EXPECT_EQ(changes[1].key.uuid, inv->gpus[0].uuid);
 }
 
 TEST(HealthPolicyTest, DefaultIgnoreList) {

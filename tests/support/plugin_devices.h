@@ -32,8 +32,8 @@ inline std::vector<deviceplugin::PluginDevice> GpuDevices(
   for (int g = 0; g < gpus; ++g) {
     for (int r = 0; r < replicas; ++r) {
       deviceplugin::PluginDevice d;
-      d.gpu_uuid = uuid_of(g);
-      d.gpu_id = d.gpu_uuid;
+      d.key.uuid = uuid_of(g);
+      d.gpu_id = d.key.uuid;
       d.id = replicas > 1 ? d.gpu_id + "::" + std::to_string(r) : d.gpu_id;
       d.physical = g;
       d.numa_node = g / 4;

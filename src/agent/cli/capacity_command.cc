@@ -8,6 +8,7 @@
 #include "base/exit_code.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
+#include "deviceplugin/health_ledger.h"
 
 namespace gpu_agent {
 namespace {
@@ -30,9 +31,7 @@ absl::StatusOr<int64_t> DiscoverCount(const LoadedConfig& loaded, const std::str
   for (const deviceplugin::ResourceSpec& r : plan.resources) {
     names.push_back(r.resource_name);
     if (r.resource_name != resource) continue;
-    int64_t n = 0;
-    for (const deviceplugin::PluginDevice& d : r.devices) n += d.healthy ? 1 : 0;
-    return n;
+    return static_cast<int64_t>(deviceplugin::CountHealthy(r.devices));
   }
   if (plan.resources.empty()) return 0;
   return absl::InvalidArgumentError(StrCat("this node advertises no ", resource,

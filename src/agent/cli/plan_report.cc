@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "deviceplugin/health_ledger.h"
 
 namespace gpu_agent {
 namespace {
@@ -33,7 +34,7 @@ struct PlanView {
 PlanView ViewOf(const Generation& gen) {
   PlanView v;
   v.mode = gen.config().mode;
-  const bool serving = v.mode != "static";
+  const bool serving = gen.config().agent_mode() != AgentMode::kStatic;
   for (const deviceplugin::ResourceSpec& r : gen.plan.resources) {
     ResourceView rv;
     rv.name = r.resource_name;
@@ -42,8 +43,8 @@ PlanView ViewOf(const Generation& gen) {
     for (const deviceplugin::PluginDevice& d : r.devices) {
       rv.ids.push_back(d.id);
       units.insert(d.gpu_id);
-      if (d.healthy && gen.plan.initially_unhealthy.count(d.gpu_uuid) == 0) ++rv.healthy;
     }
+    rv.healthy = deviceplugin::CountHealthy(r.devices);
     rv.devices = r.devices.size();
     rv.units = units.size();
     rv.replicas = rv.units == 0 ? 1 : rv.devices / rv.units;

@@ -352,10 +352,10 @@ class Planner {
         PluginDevice d;
         d.id = s.replicas > 1 ? StrCat(u.id, "::", n) : u.id;
         d.gpu_id = u.id;
-        d.gpu_uuid = u.gpu->uuid;
+        d.key = DeviceKey::Gpu(u.gpu->uuid);
         if (u.mig) {
-          d.gpu_instance = static_cast<int>(u.mig->gpu_instance_id);
-          d.compute_instance = static_cast<int>(u.mig->compute_instance_id);
+          d.key.gpu_instance = static_cast<int>(u.mig->gpu_instance_id);
+          d.key.compute_instance = static_cast<int>(u.mig->compute_instance_id);
         }
         d.physical = static_cast<int>(p);
         d.numa_node = u.gpu->numa_node;

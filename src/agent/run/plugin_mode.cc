@@ -106,8 +106,7 @@ std::unique_ptr<nvml::HealthWatcher> WatchHealth(
   return nvml::HealthWatcher::Start(
       lib, plan.gpu_uuids, plan.initially_unhealthy, HealthPolicyFrom(config),
       [publishers](const nvml::HealthChange& change) {
-        for (const auto& p : publishers)
-          p->SetHealth({change.uuid, change.gpu_instance, change.compute_instance}, change.healthy);
+        for (const auto& p : publishers) p->SetHealth(change.key, change.healthy);
       },
       std::move(carried));
 }

@@ -7,6 +7,7 @@
 #include "agent/labels/gpu_labels.h"
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/resource_plan.h"
+#include "agent/run/desired_capacities.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "apiserver/capacity_reconciler.h"
@@ -18,47 +19,6 @@
 
 namespace gpu_agent {
 namespace {
-
-// What plugin mode would advertise, counted: healthy devices per resource,
-// updated from health changes.
-class DesiredCapacities {
- public:
-  // Every device counts until the health watcher, the one source of device
-  // health, reports otherwise; it reports what is out at start (lost at
-  // discovery, carried over a reload, a reset pending) before the first
-  // PATCH is computed (see StartAll).
-  explicit DesiredCapacities(const ResourcePlan& plan)
-      : resources_(plan.resources),
-        uuids_(plan.gpu_uuids),
-        initially_unhealthy_(plan.initially_unhealthy) {}
-  apiserver::Capacities Value() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Count();
-  }
-  apiserver::Capacities Apply(const nvml::HealthChange& c) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ledger_.Set({c.uuid, c.gpu_instance, c.compute_instance}, c.healthy);
-    return Count();
-  }
-  const std::vector<std::string>& uuids() const { return uuids_; }
-  const std::set<std::string>& initially_unhealthy() const { return initially_unhealthy_; }
-
- private:
-  apiserver::Capacities Count() const {
-    apiserver::Capacities out;
-    for (const deviceplugin::ResourceSpec& r : resources_) {
-      int64_t& n = out[r.resource_name];
-      for (const deviceplugin::PluginDevice& d : r.devices) n += ledger_.Healthy(d) ? 1 : 0;
-    }
-    return out;
-  }
-
-  mutable std::mutex mu_;
-  const std::vector<deviceplugin::ResourceSpec> resources_;
-  const std::vector<std::string> uuids_;
-  const std::set<std::string> initially_unhealthy_;
-  deviceplugin::HealthLedger ledger_;  // protected by mu_
-};
 
 // Where health reports go once the reconciler runs (the watcher starts
 // before it). The watcher is stopped before the reconciler goes.
