@@ -48,7 +48,15 @@ check_tree() {  # src dir, rules file; prints violations, returns 1 if any
     room=$(room_of "$rel")
     [ -z "$room" ] && { echo "$rel: in no room of $2"; bad=1; continue; }
     while IFS=: read -r num line; do
-      inc=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$line")
+      inc=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]+)[">].*/\1/' <<<"$line")
+      # A path that climbs out of its folder could reach any room unseen.
+      case $inc in
+        ../* | */../* | ./*)
+          echo "$rel:$num: includes \"$inc\": name project headers from src/ (room/file.h)"
+          bad=1
+          continue
+          ;;
+      esac
       target=$(target_room "$inc")
       [ -z "$target" ] && continue
       ok=0
@@ -57,7 +65,7 @@ check_tree() {  # src dir, rules file; prints violations, returns 1 if any
         echo "$rel:$num: includes \"$inc\": room $room may not use $target (allowed: ${allowed[$room]})"
         bad=1
       fi
-    done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file")
+    done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' "$file")
   done < <(find "$src" -type f \( -name '*.h' -o -name '*.cc' \) | sort)
   return $bad
 }
@@ -87,6 +95,21 @@ self_test() {
     fi
     load_rules "$here/rules"
   done
+  # The other spellings of an include: angle brackets and a climbing path.
+  for probe in '#include <agent/run/x.h>' '#  include "agent/run/x.h"' '#include "../agent/run/x.h"'; do
+    rm -rf "$tmp/src"; mkdir -p "$tmp/src/nvml"
+    printf '%s\n' "$probe" >"$tmp/src/nvml/probe.cc"
+    if check_tree "$tmp/src" "$here/rules" >/dev/null; then
+      echo "self-test: nvml with '$probe' was NOT refused"; fails=1
+    fi
+    load_rules "$here/rules"
+  done
+  # A file outside every room.
+  rm -rf "$tmp/src"; mkdir -p "$tmp/src/elsewhere"
+  printf '#include "base/x.h"\n' >"$tmp/src/elsewhere/probe.cc"
+  if check_tree "$tmp/src" "$here/rules" >/dev/null; then
+    echo "self-test: a file in no room was NOT refused"; fails=1
+  fi
   rm -rf "$tmp"
   [ $fails -eq 0 ] && echo "self-test: every rule refuses what it must and takes what it may"
   return $fails

@@ -43,9 +43,11 @@ absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
                     !c.cdi.spec_dir.empty() && !inv.gpus.empty());
   if (cdi) {
     absl::StatusOr<cdi::Generated> spec = GenerateCdiSpec(c, inv, gen->choice);
+    // The node's files (driver, device nodes, mig-minors), never the
+    // config's (validated before): exit 1, as any other node problem.
     if (!spec.ok()) {
-      return absl::Status(spec.status().code(),
-                          StrCat("cannot generate the CDI spec: ", spec.status().message()));
+      return absl::FailedPreconditionError(
+          StrCat("cannot generate the CDI spec: ", spec.status().message()));
     }
     gen->cdi = *std::move(spec);
     warn(gen->cdi->notes);

@@ -13,8 +13,8 @@ namespace gpu_agent {
 
 struct ModeContext {
   const ConfigRequest& request;  // what a reload loads again
-  // Null when NVML failed and failOnInitError is false: no devices, no
-  // health watcher.
+  // The NVML the inventory came from (run waits for one before a mode
+  // starts); a null one would mean no re-discovery and no health watcher.
   std::shared_ptr<const nvml::NvmlLibrary> lib;
   // Null, or the per-node config, which outlives the mode; a watch of the
   // Node feeds it the label and asks `events` for a reload when it changes.

@@ -7,6 +7,7 @@
 #include "agent/plan/nvml_start.h"
 #include "agent/run/driver_wait.h"
 #include "agent/run/metrics_server.h"
+#include "agent/run/mode_runner.h"
 #include "agent/run/plugin_mode.h"
 #include "agent/run/reload.h"
 #include "agent/run/run_events.h"
@@ -21,11 +22,15 @@ namespace gpu_agent {
 namespace {
 
 // failOnInitError false and no NVML: serve /readyz (not ready, saying why)
-// and wait on `events`. A reload retries NVML; a stop ends the wait with
-// kCancelled.
-absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> WaitWithoutNvml(const Config& config,
+// and wait on `events`. A reload loads the config again into `*loaded` (a
+// fixed driver root is what most often mends it) and retries NVML; a stop
+// ends the wait with kCancelled.
+absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> WaitWithoutNvml(const ConfigRequest& request,
+                                                                   NodeConfigSelector* node_config,
+                                                                   LoadedConfig* loaded,
                                                                    absl::Status error,
                                                                    RunEvents& events) {
+  const Config& config = loaded->config;
   std::mutex mu;
   std::string why;
   auto set_why = [&](const absl::Status& s) {
@@ -35,7 +40,11 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> WaitWithoutNvml(const Config&
   };
   set_why(error);
   MetricsServer::Handlers handlers;
-  handlers.metrics = [] { return std::string(); };
+  handlers.metrics = [mode = config.mode] {
+    PromText p;
+    RenderBuildInfo(&p, mode);
+    return p.str();
+  };
   handlers.ready = [&](std::string* out) {
     std::lock_guard<std::mutex> lock(mu);
     *out = why;
@@ -56,7 +65,16 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> WaitWithoutNvml(const Config&
       if (*metrics) (*metrics)->Stop();
       return absl::CancelledError("stopped while waiting for NVML");
     }
-    absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvml(config);
+    absl::StatusOr<LoadedConfig> next =
+        node_config ? node_config->Load(request, /*at_start=*/false) : LoadConfig(request);
+    if (next.ok()) {
+      *loaded = *std::move(next);
+      for (const std::string& w : loaded->warnings) LogWarning(w);
+    } else {
+      LogError("config reload failed; retrying NVML with the config started with",
+               {{"error", std::string(next.status().message())}});
+    }
+    absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> opened = StartNvml(loaded->config);
     if (opened.ok()) {
       if (*metrics) (*metrics)->Stop();
       LogInfo(StrCat("NVML started after ", e.reason));
@@ -101,7 +119,7 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
     }
     // As NVIDIA's plugin: block without registering, so the node's
     // capacity is left as it is. SIGHUP tries again.
-    opened = WaitWithoutNvml(config, opened.status(), **events);
+    opened = WaitWithoutNvml(request, node_config->get(), &loaded, opened.status(), **events);
     if (!opened.ok()) {
       return opened.status().code() == absl::StatusCode::kCancelled ? kExitOk : kExitFailure;
     }

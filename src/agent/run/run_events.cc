@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/log.h"
 #include "base/strings.h"
 
 namespace gpu_agent {
@@ -45,14 +46,30 @@ void RunEvents::PostReload(std::string reason) {
 }
 
 bool RunEvents::TakeSignal(Event* out) {
+  // A stop first: the signalfd hands out the lowest-numbered signal first,
+  // so SIGHUP (1) would come before a SIGINT (2) or SIGTERM (15) sent with it.
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  const timespec now{0, 0};
+  if (const int sig = sigtimedwait(&stops, nullptr, &now); sig > 0) {
+    *out = {Kind::kStop, sig == SIGTERM ? "SIGTERM" : "SIGINT"};
+    return true;
+  }
   pollfd p{signal_fd_, POLLIN, 0};
   if (::poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) return false;
   signalfd_siginfo info;
   if (::read(signal_fd_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return false;
   switch (info.ssi_signo) {
-    case SIGHUP:
-      *out = {Kind::kReload, "SIGHUP"};
+    case SIGHUP: {
+      // Reloads posted meanwhile are done by this one.
+      std::lock_guard<std::mutex> lock(mu_);
+      reasons_.insert(reasons_.begin(), "SIGHUP");
+      *out = {Kind::kReload, StrJoin(reasons_, "; ")};
+      reasons_.clear();
       break;
+    }
     case SIGUSR1:
       *out = {Kind::kVouch, "SIGUSR1"};
       break;
@@ -76,7 +93,14 @@ RunEvents::Event RunEvents::Next() {
       }
     }
     pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
-    while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+    int ready;
+    while ((ready = ::poll(fds, 2, -1)) < 0 && errno == EINTR) {
+    }
+    if (ready < 0) {
+      // Cannot happen with two valid descriptors short of ENOMEM; waiting on
+      // would spin, so the agent stops and its supervisor restarts it.
+      LogError("cannot wait for signals; stopping", {{"error", std::strerror(errno)}});
+      return {Kind::kStop, "poll failed"};
     }
   }
 }

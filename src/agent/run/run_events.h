@@ -35,7 +35,8 @@ class RunEvents {
   void PostReload(std::string reason);
 
   // Main thread only. Blocks for the next event. A stop signal comes before
-  // a reload that was waiting with it.
+  // a reload or vouch that was waiting with it; a SIGHUP takes the reloads
+  // posted before it (one reload for all, their reasons joined).
   Event Next();
 
  private:
