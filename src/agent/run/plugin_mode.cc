@@ -10,6 +10,7 @@
 #include "agent/plan/cdi_plan.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
+#include "agent/run/reload.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_label_watch.h"
 #include "base/log.h"
@@ -132,7 +133,7 @@ absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> WatchConfigLabel(
   o.rest = RestOptionsFor(config);
   return apiserver::NodeLabelWatch::Start(
       *conn, o, [node_config, events](const std::optional<std::string>& v) {
-        if (node_config->Observe(v)) events->PostReload("the node's config label changed");
+        ObserveConfigLabel(node_config, events, v);
       });
 }
 

@@ -47,6 +47,16 @@ absl::StatusOr<std::unique_ptr<NodeConfigSelector>> StartNodeConfig(const Config
   return selector;
 }
 
+absl::StatusOr<LoadedConfig> LoadConfigAgain(const ConfigRequest& request,
+                                             NodeConfigSelector* node_config) {
+  return node_config ? node_config->Load(request, /*at_start=*/false) : LoadConfig(request);
+}
+
+void ObserveConfigLabel(NodeConfigSelector* node_config, RunEvents* events,
+                        const std::optional<std::string>& value) {
+  if (node_config->Observe(value)) events->PostReload("the node's config label changed");
+}
+
 std::shared_ptr<const Generation> ReloadGeneration(
     const ConfigRequest& request, const Generation& running_generation,
     const std::shared_ptr<const nvml::NvmlLibrary>& lib, NodeConfigSelector* node_config,
@@ -54,8 +64,7 @@ std::shared_ptr<const Generation> ReloadGeneration(
   const Config& running = running_generation.config();
   const nvml::Inventory& running_inventory = running_generation.inventory;
   LogInfo(StrCat(reason, ": reloading config and re-discovering GPUs"));
-  absl::StatusOr<LoadedConfig> next =
-      node_config ? node_config->Load(request, /*at_start=*/false) : LoadConfig(request);
+  absl::StatusOr<LoadedConfig> next = LoadConfigAgain(request, node_config);
   if (!next.ok()) {
     LogError("config reload failed; keeping the running config",
              {{"error", std::string(next.status().message())}});

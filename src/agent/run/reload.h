@@ -26,6 +26,17 @@ namespace gpu_agent {
 absl::StatusOr<std::unique_ptr<NodeConfigSelector>> StartNodeConfig(const ConfigRequest& request,
                                                                     LoadedConfig* loaded);
 
+// The config a reload asks for: through `node_config` when there is one (the
+// node's label chooses the file), else the --config file, env and flags.
+absl::StatusOr<LoadedConfig> LoadConfigAgain(const ConfigRequest& request,
+                                             NodeConfigSelector* node_config);
+
+// A value of the node's config label seen by a watch (nullopt: no such
+// label): handed to `node_config`, and a reload posted to `events` when it
+// changed. Called on the watch's thread.
+void ObserveConfigLabel(NodeConfigSelector* node_config, RunEvents* events,
+                        const std::optional<std::string>& value);
+
 // On a reload (SIGHUP, or the node's config label changed): loads the config
 // again (through `node_config` when there is one, so the node's label
 // chooses the file; settings that need a restart keep their running values,

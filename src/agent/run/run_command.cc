@@ -65,8 +65,7 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> WaitWithoutNvml(const ConfigR
       if (*metrics) (*metrics)->Stop();
       return absl::CancelledError("stopped while waiting for NVML");
     }
-    absl::StatusOr<LoadedConfig> next =
-        node_config ? node_config->Load(request, /*at_start=*/false) : LoadConfig(request);
+    absl::StatusOr<LoadedConfig> next = LoadConfigAgain(request, node_config);
     if (next.ok()) {
       *loaded = *std::move(next);
       for (const std::string& w : loaded->warnings) LogWarning(w);

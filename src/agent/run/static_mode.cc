@@ -10,6 +10,7 @@
 #include "agent/run/desired_capacities.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
+#include "agent/run/reload.h"
 #include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"
 #include "base/log.h"
@@ -171,10 +172,9 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
     opts.on_node = [node_config, events = ctx.events,
                     key = node_config->settings().label](const apiserver::NodeView& n) {
       auto it = n.labels.find(key);
-      if (node_config->Observe(it == n.labels.end() ? std::nullopt
-                                                    : std::optional<std::string>(it->second))) {
-        events->PostReload("the node's config label changed");
-      }
+      ObserveConfigLabel(
+          node_config, events,
+          it == n.labels.end() ? std::nullopt : std::optional<std::string>(it->second));
     };
   }
   std::string summary;

@@ -30,16 +30,7 @@
 #define NVML_EXPORT extern "C" __attribute__((visibility("default")))
 
 // The opaque handle types NVML hands out.
-struct nvmlDevice_st {
-  bool is_mig = false;
-  unsigned index = 0;  // GPU index, or MIG slot under the parent
-  nvmlDevice_st* parent = nullptr;
-  fake_nvml::GpuFixture gpu;  // for GPUs
-  fake_nvml::MigFixture mig;  // for MIG devices
-  std::vector<std::unique_ptr<nvmlDevice_st>> mig_children;
-  // NVLink slot -> peer GPU index (-1: unused).
-  std::vector<int> link_peer;
-};
+struct nvmlDevice_st : fake_nvml::DeviceNode<nvmlDevice_st> {};
 
 struct nvmlEventSet_st {
   int efd = -1;
@@ -238,36 +229,6 @@ void OpenControl(State& s, const char* path) {
   if (s.control_fd < 0) Note(std::string("cannot open control FIFO ") + path);
 }
 
-void BuildDevices(State& s) {
-  s.gpus.clear();
-  for (size_t i = 0; i < s.fixture.gpus.size(); ++i) {
-    auto dev = std::make_unique<nvmlDevice_st>();
-    dev->index = static_cast<unsigned>(i);
-    dev->gpu = s.fixture.gpus[i];
-    dev->link_peer.assign(s.fixture.nvlink_slots, -1);
-    for (size_t m = 0; m < dev->gpu.mig_devices.size(); ++m) {
-      auto mig = std::make_unique<nvmlDevice_st>();
-      mig->is_mig = true;
-      mig->index = static_cast<unsigned>(m);
-      mig->parent = dev.get();
-      mig->mig = dev->gpu.mig_devices[m];
-      dev->mig_children.push_back(std::move(mig));
-    }
-    s.gpus.push_back(std::move(dev));
-  }
-  for (const auto& nl : s.fixture.nvlinks) {
-    for (unsigned k = 0; k < nl.links; ++k) {
-      auto& a = s.gpus[nl.a]->link_peer;
-      auto& b = s.gpus[nl.b]->link_peer;
-      auto fa = std::find(a.begin(), a.end(), -1);
-      auto fb = std::find(b.begin(), b.end(), -1);
-      if (fa == a.end() || fb == b.end()) break;
-      *fa = static_cast<int>(nl.b);
-      *fb = static_cast<int>(nl.a);
-    }
-  }
-}
-
 nvmlReturn_t DoInit() {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -290,7 +251,7 @@ nvmlReturn_t DoInit() {
     }
     s.fixture_path = path;
     s.forced_init_error = 0;
-    BuildDevices(s);
+    s.gpus = fake_nvml::BuildDeviceTree<nvmlDevice_st>(s.fixture);
     if (const char* ctl = std::getenv("FAKE_NVML_CONTROL"); ctl && *ctl) {
       OpenControl(s, ctl);
     }

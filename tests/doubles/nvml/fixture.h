@@ -3,8 +3,10 @@
 #ifndef GPU_AGENT_TESTS_FAKE_NVML_FIXTURE_H_
 #define GPU_AGENT_TESTS_FAKE_NVML_FIXTURE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,6 +106,54 @@ bool LoadFixture(const std::string& path, Fixture* out, std::string* error);
 // nvmlErrorString's text for an NVML return code, as NVIDIA's library words
 // it ("Unknown Error" for a code it does not know).
 const char* ErrorText(int code);
+
+// One GPU or MIG device of a fixture, as both NVML doubles (the dlopen
+// stand-in and the in-process fake) hand out handles to it. `Self` is the
+// double's own device type, deriving from this (NVML's handle type names it).
+template <typename Self>
+struct DeviceNode {
+  bool is_mig = false;
+  unsigned index = 0;  // GPU index, or MIG slot under the parent
+  Self* parent = nullptr;
+  GpuFixture gpu;  // for GPUs
+  MigFixture mig;  // for MIG devices
+  std::vector<std::unique_ptr<Self>> mig_children;
+  std::vector<int> link_peer;  // NVLink slot -> peer GPU index, -1 unused
+};
+
+// The fixture's GPUs with their MIG devices; each NVLink takes the next free
+// slot on both of its ends, in the fixture's order.
+template <typename Self>
+std::vector<std::unique_ptr<Self>> BuildDeviceTree(const Fixture& f) {
+  std::vector<std::unique_ptr<Self>> gpus;
+  for (size_t i = 0; i < f.gpus.size(); ++i) {
+    auto dev = std::make_unique<Self>();
+    dev->index = static_cast<unsigned>(i);
+    dev->gpu = f.gpus[i];
+    dev->link_peer.assign(f.nvlink_slots, -1);
+    for (size_t m = 0; m < dev->gpu.mig_devices.size(); ++m) {
+      auto mig = std::make_unique<Self>();
+      mig->is_mig = true;
+      mig->index = static_cast<unsigned>(m);
+      mig->parent = dev.get();
+      mig->mig = dev->gpu.mig_devices[m];
+      dev->mig_children.push_back(std::move(mig));
+    }
+    gpus.push_back(std::move(dev));
+  }
+  for (const NvLinkFixture& nl : f.nvlinks) {
+    for (unsigned k = 0; k < nl.links; ++k) {
+      auto& a = gpus[nl.a]->link_peer;
+      auto& b = gpus[nl.b]->link_peer;
+      auto fa = std::find(a.begin(), a.end(), -1);
+      auto fb = std::find(b.begin(), b.end(), -1);
+      if (fa == a.end() || fb == b.end()) break;
+      *fa = static_cast<int>(nl.b);
+      *fb = static_cast<int>(nl.a);
+    }
+  }
+  return gpus;
+}
 
 }  // namespace fake_nvml
 

@@ -13,15 +13,7 @@ namespace fake_nvml {
 namespace {
 
 // One GPU or MIG device; nvmlDevice_t points at one of these.
-struct Device {
-  bool is_mig = false;
-  unsigned index = 0;  // GPU index, or MIG slot under the parent
-  Device* parent = nullptr;
-  GpuFixture gpu;  // for GPUs
-  MigFixture mig;  // for MIG devices
-  std::vector<std::unique_ptr<Device>> mig_children;
-  std::vector<int> link_peer;  // NVLink slot -> peer GPU index, -1 unused
-};
+struct Device : DeviceNode<Device> {};
 
 }  // namespace
 
@@ -403,33 +395,7 @@ InProcessNvml::InProcessNvml(Fixture fixture) : state_(std::make_unique<InProces
   assert(g_state == nullptr && "one InProcessNvml at a time");
   InProcessNvmlState& s = *state_;
   s.fixture = std::move(fixture);
-  for (size_t i = 0; i < s.fixture.gpus.size(); ++i) {
-    auto dev = std::make_unique<Device>();
-    dev->index = static_cast<unsigned>(i);
-    dev->gpu = s.fixture.gpus[i];
-    dev->link_peer.assign(s.fixture.nvlink_slots, -1);
-    for (size_t m = 0; m < dev->gpu.mig_devices.size(); ++m) {
-      auto mig = std::make_unique<Device>();
-      mig->is_mig = true;
-      mig->index = static_cast<unsigned>(m);
-      mig->parent = dev.get();
-      mig->mig = dev->gpu.mig_devices[m];
-      dev->mig_children.push_back(std::move(mig));
-    }
-    s.gpus.push_back(std::move(dev));
-  }
-  // Each NVLink takes the next free slot on both ends, as the stand-in.
-  for (const NvLinkFixture& nl : s.fixture.nvlinks) {
-    for (unsigned k = 0; k < nl.links; ++k) {
-      auto& a = s.gpus[nl.a]->link_peer;
-      auto& b = s.gpus[nl.b]->link_peer;
-      auto fa = std::find(a.begin(), a.end(), -1);
-      auto fb = std::find(b.begin(), b.end(), -1);
-      if (fa == a.end() || fb == b.end()) break;
-      *fa = static_cast<int>(nl.b);
-      *fb = static_cast<int>(nl.a);
-    }
-  }
+  s.gpus = BuildDeviceTree<Device>(s.fixture);
   g_state = state_.get();
 }
 
