@@ -36,8 +36,12 @@ for old in "$tmp_root"/gpu-agent-demo.*; do
   echo "demo: cleaned up after an earlier run that was killed ($old)"
 done
 
-work=$(mktemp -d "$tmp_root/gpu-agent-demo.XXXXXX")
-echo $$ >"$work/demo.pid"
+# The folder appears under its scanned name only once it names its owner, so a
+# run starting beside this one never takes it for a killed run's leftovers.
+starting=$(mktemp -d "$tmp_root/.gpu-agent-demo-starting.XXXXXX")
+echo $$ >"$starting/demo.pid"
+work="$tmp_root/gpu-agent-demo.${starting##*.}"
+mv -T "$starting" "$work"
 export GPU_AGENT_DEMO_RUN="$work"
 pids=()
 started() {  # started PID: stopped on exit, or by the next run if this one is killed

@@ -31,7 +31,7 @@ wait_until() {  # wait_until SECONDS COMMAND...: polls the condition, fails at t
     sleep 0.05
   done
 }
-leftovers() { find "$t" -maxdepth 1 -name 'gpu-agent-demo.*' | wc -l; }
+leftovers() { find "$t" -maxdepth 1 \( -name 'gpu-agent-demo.*' -o -name '.gpu-agent-demo-starting.*' \) | wc -l; }
 
 # 1. Two runs at once: both finish the whole demo, and leave nothing.
 bash "$src/scripts/demo.sh" >"$t/a.log" 2>&1 &
