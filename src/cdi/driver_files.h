@@ -35,7 +35,7 @@ struct DriverFiles {
 };
 
 // Looks in `root` (the driver root as this process sees it), in `folders`
-// (inside the root: those NVML is loaded from, nvml::LibrarySearchFolders).
+// (inside the root: those NVML is loaded from, nvml::DriverLibraryFolders).
 // libnvidia-ml and libcuda of `version` are required (kNotFound names the
 // file and the folders searched); everything else is taken where present.
 absl::StatusOr<DriverFiles> FindDriverFiles(const std::string& root, const std::string& version,

@@ -262,9 +262,12 @@ struct HealthWatcher::State {
       events.reset();
       return false;
     }
+    size_t watched = 0;
     for (const std::string& uuid : uuids) {
       if (!initially_unhealthy.count(uuid) && !book.IsOut(DeviceKey::Gpu(uuid))) Register(uuid);
+      if (events->Watches(uuid)) ++watched;
     }
+    LogInfo("watching XID events", {{"gpus", StrCat(uuids.size())}, {"watched", StrCat(watched)}});
     return true;
   }
 

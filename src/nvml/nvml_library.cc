@@ -2,11 +2,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "nvml/ld_cache.h"
 
 namespace gpu_agent::nvml {
 namespace {
@@ -43,11 +45,31 @@ absl::StatusCode CodeFor(nvmlReturn_t r) {
 
 }  // namespace
 
+std::vector<std::string> DriverLibraryFolders(std::string_view root_here) {
+  std::vector<std::string> folders = {"/usr/lib64",
+                                      "/usr/lib/x86_64-linux-gnu",
+                                      "/usr/lib/aarch64-linux-gnu",
+                                      "/lib64",
+                                      "/lib/x86_64-linux-gnu",
+                                      "/lib/aarch64-linux-gnu",
+                                      "/usr/lib",
+                                      "/lib"};
+  const std::string root = root_here.empty() ? "/" : std::string(root_here);
+  for (const LdCacheEntry& e : ReadLdCache(JoinRoot(root, "/etc/ld.so.cache"))) {
+    if (!e.soname.starts_with("libnvidia-ml.so") && !e.soname.starts_with("libcuda.so")) continue;
+    const size_t slash = e.path.rfind('/');
+    if (slash == std::string::npos || slash == 0 || e.path[0] != '/') continue;
+    std::string folder = e.path.substr(0, slash);
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) {
+      folders.push_back(std::move(folder));
+    }
+  }
+  return folders;
+}
+
 std::vector<std::string> LibrarySearchFolders(std::string_view driver_root) {
   std::vector<std::string> folders;
-  for (const char* f :
-       {"/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64",
-        "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib", "/lib"}) {
+  for (const std::string& f : DriverLibraryFolders(driver_root)) {
     folders.push_back(JoinRoot(driver_root, f));
   }
   return folders;
@@ -63,6 +85,7 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(std::string_view 
   if (!host_root) candidates.push_back(kLibraryName);
 
   std::vector<std::string> tried;
+  int unloadable = 0;  // found, but dlopen refused it
   for (const std::string& candidate : candidates) {
     void* handle = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
@@ -70,13 +93,16 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(std::string_view 
       const std::string where = candidate == kLibraryName
                                     ? "the dynamic loader's path (LD_LIBRARY_PATH, ld.so.cache)"
                                     : candidate;
-      // "No such file" is the common case; keep other reasons (wrong ELF
-      // class, missing dependency), which are what an operator needs.
+      // The library itself absent is the common case; keep every other
+      // reason (a dependency missing, the wrong ELF class), which is what
+      // an operator needs: "libdl.so.2: cannot open shared object file"
+      // says the driver was found, not that it is missing.
       std::string reason = err ? err : "unknown error";
-      if (reason.find("No such file") != std::string::npos) {
+      if (reason.starts_with(StrCat(candidate, ": cannot open shared object file"))) {
         tried.push_back(where);
       } else {
         tried.push_back(StrCat(where, " (", reason, ")"));
+        ++unloadable;
       }
       continue;
     }
@@ -94,7 +120,10 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(std::string_view 
     return lib;
   }
   return absl::NotFoundError(StrCat(
-      "NVML library ", kLibraryName, " not found; looked in: ", StrJoin(tried, ", "),
+      "NVML library ", kLibraryName,
+      unloadable > 0 ? " found but not loadable (the reasons in brackets); looked in: "
+                     : " not found; looked in: ",
+      StrJoin(tried, ", "),
       ". Is the NVIDIA driver installed? If it lives under another root (for example the GPU "
       "operator's /run/nvidia/driver), set flags.nvidiaDriverRoot, --nvidia-driver-root or "
       "NVIDIA_DRIVER_ROOT; in a container that mounts the host's driver root elsewhere (say "

@@ -67,7 +67,14 @@ struct NvmlFunctions {
   nvmlEventSetFree_fn EventSetFree = nullptr;                                  // optional
 };
 
-// The folders searched for libnvidia-ml.so.1 under a driver root, in order.
+// The folders the driver's libraries are looked for in, as the driver root
+// sees them, in order: the distributions' library folders, then those where
+// the root's own loader cache (`root_here`/etc/ld.so.cache) has NVML or
+// libcuda (a driver container's /usr/local/nvidia/lib64, say).
+std::vector<std::string> DriverLibraryFolders(std::string_view root_here);
+
+// The folders searched for libnvidia-ml.so.1 under a driver root, in order:
+// DriverLibraryFolders under that root.
 std::vector<std::string> LibrarySearchFolders(std::string_view driver_root);
 
 // One loaded libnvidia-ml. Thread-safety: NVML itself is thread-safe after

@@ -6,6 +6,9 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
+#include <string>
+
 #include "support/agent_env.h"
 
 namespace gpu_agent::testing {
@@ -105,6 +108,28 @@ TEST(CliTest, DevicesJsonMatchesTheFixture) {
   // The fixture's UUID, read back through NVML.
   EXPECT_NE(ReadFile(FixturePath("8-gpu-pcie.yaml")).find(g["uuid"].GetString()),
             std::string::npos);
+}
+
+// Captures of real drivers (scripts/gpu-check.sh) beside what `gpu-agent
+// devices` printed on them: the stand-in loaded with the capture prints it
+// again, so the stand-in answers as that driver did.
+TEST(CliTest, DevicesOnTheStandInMatchWhatARealDriverGave) {
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(FixturePath(""))) {
+    const std::string path = entry.path().string();
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("real-") || !name.ends_with(".yaml")) continue;
+    const std::string want = path.substr(0, path.size() - 5) + ".devices.json";
+    ASSERT_TRUE(std::filesystem::exists(want)) << "no " << want << " beside " << name;
+    TempDir sysfs;
+    ASSERT_TRUE(WriteFixtureSysfs(path, sysfs.path()));
+    RunResult r =
+        RunAgent({"devices", "-o", "json", "--sysfs-root", sysfs.path()}, FakeNvmlEnv(path));
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    EXPECT_EQ(r.out, ReadFile(want)) << name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 1) << "no real-driver capture in " << FixturePath("");
 }
 
 TEST(CliTest, DevicesShowMigDevicesWithTheirProfiles) {

@@ -89,35 +89,8 @@ cp "$src/tests/fixtures/nvml/8-gpu-nvlink.yaml" "$host/fixture.yaml"
 # 3. What the DaemonSet runs: args, env, mounts and the ConfigMap's files.
 kubectl kustomize "$src/manifests/plugin/host-driver" >"$work/render.yaml" ||
   fail "kubectl kustomize manifests/plugin/host-driver failed"
-python3 - "$work/render.yaml" "$work" <<'EOF' || fail "cannot read the rendered DaemonSet"
-import shlex, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-ds = [d for d in docs if d["kind"] == "DaemonSet"]
-cms = [d for d in docs if d["kind"] == "ConfigMap"]
-assert len(ds) == 1, "one DaemonSet"
-pod = ds[0]["spec"]["template"]["spec"]
-c = pod["containers"][0]
-out = sys.argv[2]
-with open(out + "/args", "w") as f:
-    f.write(" ".join(shlex.quote(a) for a in c.get("args", [])))
-with open(out + "/env", "w") as f:
-    for e in c.get("env", []):
-        if "value" in e:
-            f.write(shlex.quote(e["name"] + "=" + str(e["value"])) + " ")
-volumes = {v["name"]: v for v in pod.get("volumes", [])}
-with open(out + "/mounts", "w") as f:
-    for m in c.get("volumeMounts", []):
-        v = volumes[m["name"]]
-        if "hostPath" in v:
-            f.write("host %s %s %s\n" % (v["hostPath"]["path"], m["mountPath"], "ro" if m.get("readOnly") else "rw"))
-        elif "configMap" in v:
-            for cm in cms:
-                if cm["metadata"]["name"] == v["configMap"]["name"]:
-                    for k, text in cm["data"].items():
-                        f.write("file %s/%s\n" % (m["mountPath"], k))
-                        with open(out + "/cm-" + k, "w") as t:
-                            t.write(text)
-EOF
+python3 "$src/tests/packaging/daemonset_spec.py" "$work/render.yaml" "$work" ||
+  fail "cannot read the rendered DaemonSet"
 mounts=""
 while read -r kind a b c; do
   case $kind in

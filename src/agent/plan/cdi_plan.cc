@@ -22,7 +22,7 @@ absl::StatusOr<cdi::GeneratorInput> CdiInputFrom(const Config& config,
   cdi::GeneratorInput in;
   in.kind = config.cdi.Kind();
   in.driver_version = inventory.driver_version;
-  in.library_folders = nvml::LibrarySearchFolders("");
+  in.library_folders = nvml::DriverLibraryFolders(config.flags.DriverRootHere());
   in.driver_root = config.flags.nvidia_driver_root;
   in.dev_root = config.flags.nvidia_dev_root;
   in.driver_root_here = config.flags.DriverRootHere();

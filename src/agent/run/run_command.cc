@@ -133,7 +133,8 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   }
   LogInfo("GPUs discovered", {{"count", StrCat(inventory.gpus.size())},
                               {"driver", inventory.driver_version},
-                              {"mode", config.mode}});
+                              {"mode", config.mode},
+                              {"nvml", lib->path()}});
   if (inventory.gpus.empty()) LogWarning("no GPUs found: advertising 0 devices");
   const GenerationOptions options = GenerationOptionsFor(config);
   absl::StatusOr<std::shared_ptr<const Generation>> gen =
