@@ -2,8 +2,14 @@
 // a lost stream, and following the socket folder (see plugin_supervisor.h).
 #include "deviceplugin/plugin_supervisor.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <optional>
 #include <random>
 
@@ -32,21 +38,18 @@ absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
   }
   PluginSupervisor* raw = sup.get();
   if (sup->options_.watch_folder) {
-    absl::StatusOr<std::unique_ptr<SocketWatcher>> watcher = SocketWatcher::Start(
-        sup->folder_, [raw](const std::string& name, SocketWatcher::Change change) {
-          if (change == SocketWatcher::Change::kOverflow) {
-            raw->Post({EventKind::kRescan, ""});
-          } else if (name == raw->kubelet_name_ && change == SocketWatcher::Change::kCreated) {
-            raw->Post({EventKind::kKubeletSocket, name});
-          } else if (change == SocketWatcher::Change::kDeleted) {
-            raw->Post({EventKind::kSocketDeleted, name});
-          }
-        });
+    absl::StatusOr<std::unique_ptr<SocketWatcher>> watcher = SocketWatcher::Open(sup->folder_);
     if (!watcher.ok()) {
       for (auto& started : sup->slots_) started->server->Stop(sup->options_.stop_deadline);
       return watcher.status();
     }
     sup->watcher_ = *std::move(watcher);
+  }
+  sup->wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (sup->wake_fd_ < 0) {
+    const int err = errno;
+    for (auto& started : sup->slots_) started->server->Stop(sup->options_.stop_deadline);
+    return absl::ResourceExhaustedError(StrCat("eventfd: ", std::strerror(err)));
   }
   sup->PublishStatus();
   sup->control_ = std::thread([raw] {
@@ -56,7 +59,63 @@ absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
   return sup;
 }
 
-PluginSupervisor::~PluginSupervisor() { Stop(); }
+PluginSupervisor::~PluginSupervisor() {
+  Stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void PluginSupervisor::Wake() {
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void PluginSupervisor::OnFolderChange(const std::string& name, SocketWatcher::Change change) {
+  std::optional<Event> e;
+  if (change == SocketWatcher::Change::kOverflow) {
+    e = Event{EventKind::kRescan, ""};
+  } else if (name == kubelet_name_ && change == SocketWatcher::Change::kCreated) {
+    e = Event{EventKind::kKubeletSocket, name};
+  } else if (change == SocketWatcher::Change::kDeleted) {
+    e = Event{EventKind::kSocketDeleted, name};
+  }
+  if (!e) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(std::move(*e));  // the control thread itself: no wake needed
+}
+
+void PluginSupervisor::WaitForWork(std::chrono::steady_clock::time_point next) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || !events_.empty()) return;
+  }
+  // An event posted after the check above still finds the eventfd readable.
+  int timeout_ms = -1;
+  if (next != std::chrono::steady_clock::time_point::max()) {
+    const auto left = next - std::chrono::steady_clock::now();
+    timeout_ms = static_cast<int>(std::clamp<int64_t>(
+        std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, 24 * 3600 * 1000));
+  }
+  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watcher_ ? watcher_->fd() : -1, POLLIN, 0}};
+  if (::poll(fds, 2, timeout_ms) < 0) {
+    if (errno == EINTR) return;
+    // Never seen; waiting on the clock alone keeps timers and posts served
+    // (a post is seen at the next wake), without spinning.
+    LogError("the supervisor's poll failed; waiting on timers alone",
+             {{"error", std::strerror(errno)}});
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    return;
+  }
+  if (fds[0].revents & POLLIN) {
+    uint64_t count = 0;
+    (void)!::read(wake_fd_, &count, sizeof count);
+  }
+  if (watcher_ && (fds[1].revents & POLLIN)) {
+    watcher_->Drain([this](const std::string& name, SocketWatcher::Change change) {
+      OnFolderChange(name, change);
+    });
+  }
+}
 
 std::string PluginSupervisor::SocketPath(const std::string& endpoint) const {
   return folder_ == "/" ? "/" + endpoint : folder_ + "/" + endpoint;
@@ -102,7 +161,7 @@ void PluginSupervisor::CheckSockets() {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = rescans_done_ + 1;
   events_.push_back({EventKind::kRescan, ""});
-  cv_.notify_all();
+  Wake();
   cv_.wait(lock, [&] { return rescans_done_ >= target || stopping_; });
 }
 
@@ -111,7 +170,7 @@ void PluginSupervisor::Post(Event e) {
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back(std::move(e));
   }
-  cv_.notify_all();
+  Wake();
 }
 
 absl::Status PluginSupervisor::Reload(std::vector<ResourceRuntime> resources) {
@@ -119,7 +178,7 @@ absl::Status PluginSupervisor::Reload(std::vector<ResourceRuntime> resources) {
   pending_reload_ = std::move(resources);
   reload_done_ = false;
   events_.push_back({EventKind::kReload, ""});
-  cv_.notify_all();
+  Wake();
   cv_.wait(lock, [this] { return reload_done_ || stopping_; });
   return reload_status_;
 }
@@ -364,13 +423,7 @@ void PluginSupervisor::ControlLoop() {
       PublishStatus();
       continue;
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    auto woken = [this] { return stopping_ || !events_.empty(); };
-    if (next == std::chrono::steady_clock::time_point::max()) {
-      cv_.wait(lock, woken);
-    } else {
-      cv_.wait_until(lock, next, woken);
-    }
+    WaitForWork(next);
   }
 }
 
@@ -381,7 +434,8 @@ void PluginSupervisor::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.notify_all();  // callers waiting on a reload or a rescan
+  Wake();
   register_call_.Cancel();  // a kubelet may hold Register up to its timeout
   if (control_.joinable()) control_.join();
   watcher_.reset();

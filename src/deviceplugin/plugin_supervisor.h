@@ -163,14 +163,22 @@ class PluginSupervisor {
                                 : std::min(options_.retry_max, current * 2);
   }
   void HandleEvent(const Event& e);
+  // Queues an event for the control thread and wakes it.
   void Post(Event e);
+  void Wake();
+  // A change in the socket folder, as an event (control thread).
+  void OnFolderChange(const std::string& name, SocketWatcher::Change change);
+  // Blocks the control thread until an event is posted, the folder changes
+  // or `next` comes: one poll(2) over the wake eventfd and the inotify fd.
+  void WaitForWork(std::chrono::steady_clock::time_point next);
   // Copies what Status() reports. Control thread only (or before it starts).
   void PublishStatus();
 
   const SupervisorOptions options_;
   std::string folder_;
   std::string kubelet_name_;
-  std::unique_ptr<SocketWatcher> watcher_;
+  std::unique_ptr<SocketWatcher> watcher_;  // polled by the control thread
+  int wake_fd_ = -1;                        // eventfd: Post and Stop wake the control thread
   std::thread control_;
 
   mutable std::mutex mu_;

@@ -1,13 +1,14 @@
 // Watches the kubelet's device-plugins folder with inotify, so a kubelet
 // restart (a new kubelet.sock) or a removed plugin socket is seen at once,
-// without polling. One thread blocks in poll(2); an eventfd wakes it to stop.
+// without polling the folder. It has no thread of its own: the owner polls
+// fd() beside whatever else it waits on and calls Drain when it is readable
+// (the supervisor's control thread does).
 #ifndef GPU_AGENT_DEVICEPLUGIN_SOCKET_WATCHER_H_
 #define GPU_AGENT_DEVICEPLUGIN_SOCKET_WATCHER_H_
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 
@@ -18,21 +19,23 @@ class SocketWatcher {
   // kOverflow: the kernel's queue overflowed and events were lost (the name
   // is empty); the owner must look at the folder itself.
   enum class Change { kCreated, kDeleted, kOverflow };
-  // Called on the watcher's thread with a file name in the folder.
+  // Called from Drain with a file name in the folder.
   using Callback = std::function<void(const std::string& name, Change change)>;
 
-  static absl::StatusOr<std::unique_ptr<SocketWatcher>> Start(const std::string& folder,
-                                                              Callback callback);
-  ~SocketWatcher();  // stops and joins the thread
+  static absl::StatusOr<std::unique_ptr<SocketWatcher>> Open(const std::string& folder);
+  ~SocketWatcher();  // closes the inotify descriptor
+  SocketWatcher(const SocketWatcher&) = delete;
+  SocketWatcher& operator=(const SocketWatcher&) = delete;
+
+  // Readable (POLLIN) when changes wait to be drained.
+  int fd() const { return inotify_fd_; }
+  // Reads every waiting change, without blocking, and reports each.
+  void Drain(const Callback& callback);
 
  private:
-  SocketWatcher(int inotify_fd, int wake_fd, Callback callback);
-  void Loop();
+  explicit SocketWatcher(int inotify_fd) : inotify_fd_(inotify_fd) {}
 
   const int inotify_fd_;
-  const int wake_fd_;
-  const Callback callback_;
-  std::thread thread_;
 };
 
 }  // namespace gpu_agent::deviceplugin
