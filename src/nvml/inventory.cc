@@ -27,31 +27,6 @@ std::string BusIdOf(const nvmlPciInfo_t& pci) {
   return out;
 }
 
-const char* ArchitectureName(nvmlDeviceArchitecture_t a) {
-  switch (a) {
-    case NVML_DEVICE_ARCH_KEPLER:
-      return "kepler";
-    case NVML_DEVICE_ARCH_MAXWELL:
-      return "maxwell";
-    case NVML_DEVICE_ARCH_PASCAL:
-      return "pascal";
-    case NVML_DEVICE_ARCH_VOLTA:
-      return "volta";
-    case NVML_DEVICE_ARCH_TURING:
-      return "turing";
-    case NVML_DEVICE_ARCH_AMPERE:
-      return "ampere";
-    case NVML_DEVICE_ARCH_ADA:
-      return "ada";
-    case NVML_DEVICE_ARCH_HOPPER:
-      return "hopper";
-    case NVML_DEVICE_ARCH_BLACKWELL:
-      return "blackwell";
-    default:
-      return "";
-  }
-}
-
 const char* BrandName(nvmlBrandType_t b) {
   switch (b) {
     case NVML_BRAND_QUADRO:
@@ -250,6 +225,31 @@ void ReadNvLinks(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handle
 }
 
 }  // namespace
+
+const char* ArchitectureName(nvmlDeviceArchitecture_t a) {
+  switch (a) {
+    case NVML_DEVICE_ARCH_KEPLER:
+      return "kepler";
+    case NVML_DEVICE_ARCH_MAXWELL:
+      return "maxwell";
+    case NVML_DEVICE_ARCH_PASCAL:
+      return "pascal";
+    case NVML_DEVICE_ARCH_VOLTA:
+      return "volta";
+    case NVML_DEVICE_ARCH_TURING:
+      return "turing";
+    case NVML_DEVICE_ARCH_AMPERE:
+      return "ampere";
+    case NVML_DEVICE_ARCH_ADA:
+      return "ada";
+    case NVML_DEVICE_ARCH_HOPPER:
+      return "hopper";
+    case NVML_DEVICE_ARCH_BLACKWELL:
+      return "blackwell";
+    default:
+      return "";
+  }
+}
 
 std::string SysfsPciAddress(const std::string& nvml_bus_id) {
   // NVML writes an 8-digit domain, sysfs at least 4 digits: 0000:3b:00.0,

@@ -104,6 +104,10 @@ absl::StatusOr<Inventory> DiscoverInventory(const NvmlLibrary& lib, const std::s
 // 0xFFFF keeps its digits: "00010000:07:00.0" -> "10000:07:00.0").
 std::string SysfsPciAddress(const std::string& nvml_bus_id);
 
+// NVML's architecture as the agent names it ("hopper"); "" for one it does
+// not know.
+const char* ArchitectureName(nvmlDeviceArchitecture_t a);
+
 // Reads the NUMA node of a PCI device from sysfs; -1 when absent or negative.
 int ReadNumaNode(const std::string& sysfs_root, const std::string& nvml_bus_id);
 

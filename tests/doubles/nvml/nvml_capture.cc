@@ -17,37 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
 
 namespace {
 
 using gpu_agent::nvml::NvmlFunctions;
 using gpu_agent::nvml::NvmlLibrary;
-
-const char* ArchName(unsigned a) {
-  switch (a) {
-    case NVML_DEVICE_ARCH_KEPLER:
-      return "kepler";
-    case NVML_DEVICE_ARCH_MAXWELL:
-      return "maxwell";
-    case NVML_DEVICE_ARCH_PASCAL:
-      return "pascal";
-    case NVML_DEVICE_ARCH_VOLTA:
-      return "volta";
-    case NVML_DEVICE_ARCH_TURING:
-      return "turing";
-    case NVML_DEVICE_ARCH_AMPERE:
-      return "ampere";
-    case NVML_DEVICE_ARCH_ADA:
-      return "ada";
-    case NVML_DEVICE_ARCH_HOPPER:
-      return "hopper";
-    case NVML_DEVICE_ARCH_BLACKWELL:
-      return "blackwell";
-    default:
-      return nullptr;
-  }
-}
 
 std::string Quote(const std::string& s) {
   std::string out = "\"";
@@ -223,8 +199,8 @@ int Main(int argc, char** argv) {
       nvmlDeviceArchitecture_t arch = 0;
       if (c.Ok("nvmlDeviceGetArchitecture", f.DeviceGetArchitecture(d, &arch),
                [&] { return std::string(std::to_string(arch)); }) &&
-          ArchName(arch) != nullptr) {
-        e << "    architecture: " << ArchName(arch) << "\n";
+          *gpu_agent::nvml::ArchitectureName(arch) != '\0') {
+        e << "    architecture: " << gpu_agent::nvml::ArchitectureName(arch) << "\n";
       }
     } else {
       c.Missing("nvmlDeviceGetArchitecture");
