@@ -82,6 +82,19 @@ absl::Status ValidateConfig(const Config& c) {
     }
   }
   if (absl::Status s = ValidateDeviceSelection(c.devices); !s.ok()) return s;
+  if (absl::Status s = ValidateDnsSubdomain(StrCat("dra.driverName \"", c.dra.driver_name, "\""),
+                                            c.dra.driver_name);
+      !s.ok()) {
+    return absl::InvalidArgumentError(s.message());
+  }
+  for (const auto& [key, dir] :
+       {std::pair<const char*, const std::string*>{"dra.registryDir", &c.dra.registry_dir},
+        {"dra.pluginDir", &c.dra.plugin_dir}}) {
+    if (dir->empty() || dir->front() != '/') {
+      return absl::InvalidArgumentError(
+          StrCat(key, ": \"", *dir, "\" must be an absolute path (a folder of the kubelet's)"));
+    }
+  }
   if (absl::Status s = cdi::ValidateVendor(c.cdi.vendor); !s.ok()) {
     return absl::InvalidArgumentError(StrCat("cdi.vendor: ", s.message()));
   }
