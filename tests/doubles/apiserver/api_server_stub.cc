@@ -199,6 +199,13 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
       Watch(req, res);
       return;
     }
+    if (req.method == "GET" && req.path.rfind("/apis/resource.k8s.io", 0) == 0) {
+      int status = 200;
+      std::string body = HandleResource(req.path, req.get_header_value("Authorization"), &status);
+      res.status = status;
+      res.set_content(body, "application/json");
+      return;
+    }
     const bool list = req.method == "GET" && req.path == "/api/v1/nodes";
     const bool status_sub = req.path.size() > 7 && req.path.rfind("/status") == req.path.size() - 7;
     const std::string call = list ? "list nodes"
@@ -307,6 +314,101 @@ std::string ApiServerStub::Authorize(const std::string& auth, const std::string&
                           "\" in API group \"\" at the cluster scope");
   }
   return "";
+}
+
+void ApiServerStub::ServeResourceVersions(std::vector<std::string> versions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  resource_versions_ = std::move(versions);
+}
+
+void ApiServerStub::PutResourceClaim(const std::string& ns, const std::string& name,
+                                     std::string json) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_[ns + "/" + name] = std::move(json);
+  ++rv_;
+}
+
+void ApiServerStub::DeleteResourceClaim(const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_.erase(ns + "/" + name);
+  ++rv_;
+}
+
+void ApiServerStub::FailNextClaimGets(int code, int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < times; ++i) claim_failures_.push_back(code);
+}
+
+int ApiServerStub::claim_get_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return claim_gets_;
+}
+
+std::string ApiServerStub::HandleResource(const std::string& path, const std::string& auth,
+                                          int* status) {
+  const std::string group = "/apis/resource.k8s.io";
+  const bool discovery = path == group || path == group + "/";
+  const std::string call = discovery ? "get resource.k8s.io" : "get resourceclaims";
+  if (std::string denied = Authorize(auth, call, status); !denied.empty()) return denied;
+  std::lock_guard<std::mutex> lock(mu_);
+  requests_.push_back({std::chrono::steady_clock::now(), call, ""});
+  auto not_found = [&](const std::string& message) {
+    *status = 404;
+    return StatusBody(404, "NotFound", message);
+  };
+  if (discovery) {
+    if (resource_versions_.empty()) {
+      return not_found("the server could not find the requested resource");
+    }
+    std::string versions;
+    for (const std::string& v : resource_versions_) {
+      versions += (versions.empty() ? "" : ",") +
+                  std::string("{\"groupVersion\":\"resource.k8s.io/") + v + "\",\"version\":\"" +
+                  v + "\"}";
+    }
+    return "{\"kind\":\"APIGroup\",\"apiVersion\":\"v1\",\"name\":\"resource.k8s.io\","
+           "\"versions\":[" +
+           versions + "],\"preferredVersion\":{\"groupVersion\":\"resource.k8s.io/" +
+           resource_versions_.front() + "\",\"version\":\"" + resource_versions_.front() + "\"}}";
+  }
+  // /apis/resource.k8s.io/<version>/namespaces/<ns>/resourceclaims/<name>
+  std::vector<std::string> parts;
+  for (size_t start = group.size() + 1; start <= path.size();) {
+    const size_t slash = path.find('/', start);
+    parts.push_back(
+        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (parts.size() != 5 || parts[1] != "namespaces" || parts[3] != "resourceclaims" ||
+      std::find(resource_versions_.begin(), resource_versions_.end(), parts[0]) ==
+          resource_versions_.end()) {
+    return not_found("the server could not find the requested resource");
+  }
+  ++claim_gets_;
+  if (!claim_failures_.empty()) {
+    const int code = claim_failures_.front();
+    claim_failures_.pop_front();
+    *status = code;
+    if (code == 403) {
+      return StatusBody(403, "Forbidden",
+                        "resourceclaims.resource.k8s.io \"" + parts[4] +
+                            "\" is forbidden: User \"system:serviceaccount:kube-system:gpu-agent\" "
+                            "cannot get resource \"resourceclaims\" in API group "
+                            "\"resource.k8s.io\" in the namespace \"" +
+                            parts[2] + "\"");
+    }
+    if (code == 429)
+      return StatusBody(429, "TooManyRequests", "Too many requests, please try again later.");
+    if (code == 409) return StatusBody(409, "Conflict", "the object has been modified");
+    return StatusBody(code, "InternalError",
+                      "Internal error occurred: etcdserver: request timed out");
+  }
+  auto it = claims_.find(parts[2] + "/" + parts[4]);
+  if (it == claims_.end()) {
+    return not_found("resourceclaims.resource.k8s.io \"" + parts[4] + "\" not found");
+  }
+  return it->second;
 }
 
 std::string ApiServerStub::List(const std::string& name, bool from_cache) const {

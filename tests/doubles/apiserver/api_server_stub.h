@@ -130,6 +130,17 @@ class ApiServerStub {
   // Answers `call` ("list nodes", "watch nodes", ...) with 403 from now on.
   void Forbid(const std::string& call);
 
+  // resource.k8s.io, for DRA: the versions the group's discovery lists
+  // (none, the default: the group is not served, 404), and namespaced
+  // ResourceClaims, GET only, by any served version. `json` is the claim as
+  // the server holds it (metadata.uid, status.allocation...).
+  void ServeResourceVersions(std::vector<std::string> versions);
+  void PutResourceClaim(const std::string& ns, const std::string& name, std::string json);
+  void DeleteResourceClaim(const std::string& ns, const std::string& name);
+  // The next `times` GETs of a claim answer `code` (403, 409, 429, 500...).
+  void FailNextClaimGets(int code, int times = 1);
+  int claim_get_count() const;
+
   // RBAC-style "verb resource" of every request seen: "get nodes",
   // "watch nodes", "patch nodes/status", ...
   std::set<std::string> calls() const;
@@ -166,6 +177,8 @@ class ApiServerStub {
   };
   std::string Handle(const std::string& method, const std::string& path, const std::string& auth,
                      const std::string& content_type, const std::string& body, int* status);
+  // GETs under /apis/resource.k8s.io: discovery and ResourceClaims.
+  std::string HandleResource(const std::string& path, const std::string& auth, int* status);
   // `status_sub`: the status subresource, which keeps metadata changes and
   // resets spec (v1 Node's legacy rule); else the Node, whose PATCH drops
   // status changes.
@@ -233,6 +246,10 @@ class ApiServerStub {
   std::vector<long> watch_timeouts_;
   std::vector<std::string> patch_bodies_, patch_types_;
   std::set<std::string> calls_;
+  std::vector<std::string> resource_versions_;
+  std::map<std::string, std::string> claims_;  // "<ns>/<name>" -> JSON
+  std::deque<int> claim_failures_;
+  int claim_gets_ = 0;
 };
 
 // Makes a CA and a server certificate for "localhost" (and a second,

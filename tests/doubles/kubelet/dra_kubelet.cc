@@ -150,14 +150,25 @@ void DraKubelet::Watch() {
 
 void DraKubelet::Register(const std::string& socket) {
   pluginregistration::Registration::Stub stub(Dial(socket));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + options_.get_info_deadline);
   pluginregistration::PluginInfo info;
-  grpc::Status s = stub.GetInfo(&ctx, pluginregistration::InfoRequest(), &info);
-  if (!s.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    errors_.push_back("GetInfo on " + socket + ": " + s.error_message());
-    return;
+  // As the kubelet's reconciler: a registration that fails is tried again,
+  // 0.5 s then doubling, while the socket is there (a socket file can
+  // appear before its server listens).
+  std::chrono::milliseconds backoff(500);
+  for (int attempt = 0;; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.get_info_deadline);
+    grpc::Status s = stub.GetInfo(&ctx, pluginregistration::InfoRequest(), &info);
+    if (s.ok()) break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      errors_.push_back("GetInfo on " + socket + ": " + s.error_message());
+    }
+    std::error_code ec;
+    if (attempt == 5 || !std::filesystem::exists(socket, ec)) return;
+    pollfd stop = {wake_fd_, POLLIN, 0};
+    if (::poll(&stop, 1, static_cast<int>(backoff.count())) > 0) return;  // Stop() asked
+    backoff *= 2;
   }
   if (info.type() != "DRAPlugin") return;  // another plugin type's business
   // The plugin's order decides: the first of its versions this kubelet knows.

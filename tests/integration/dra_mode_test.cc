@@ -1,0 +1,223 @@
+// DRA mode end to end: the real gpu-agent binary in `mode: dra` against the
+// NVML stand-in (2-gpu-mig: GPU 0 with three MIG devices, GPU 1 whole), the
+// API server stand-in holding the ResourceClaims, and the DRA kubelet
+// stand-in registering it and calling prepare and unprepare on real unix
+// sockets.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "api_server_stub.h"
+#include "dra_kubelet.h"
+#include "support/agent_env.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+constexpr char kDriver[] = "gpu.gpu-agent.github.io";
+constexpr char kNode[] = "node-a";
+constexpr char kVersion[] = "550.54.15";
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+std::string ClaimJson(const std::string& name, const std::string& uid,
+                      const std::vector<std::array<std::string, 3>>& results,
+                      const std::string& version = "v1") {
+  std::string r;
+  for (const auto& [request, driver, device] : results) {
+    if (!r.empty()) r += ",";
+    r += R"({"request":")" + request + R"(","driver":")" + driver + R"(","pool":")" + kNode +
+         R"(","device":")" + device + R"("})";
+  }
+  return R"({"apiVersion":"resource.k8s.io/)" + version +
+         R"(","kind":"ResourceClaim","metadata":{"name":")" + name +
+         R"(","namespace":"team","uid":")" + uid +
+         R"("},"spec":{"devices":{"requests":[{"name":"gpu"}]}},"status":{"allocation":{"devices":{"results":[)" +
+         r + "]}}}}";
+}
+
+std::set<std::string> SpecDeviceNames(const std::string& path) {
+  rapidjson::Document d;
+  d.Parse(ReadFile(path).c_str());
+  std::set<std::string> out;
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("devices")) return out;
+  for (const auto& dev : d["devices"].GetArray()) out.insert(dev["name"].GetString());
+  return out;
+}
+
+class DraModeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(WriteFakeDriverRoot(dir_.Join("driver"), kVersion));
+    WriteFakeDevRoot(dir_.Join("devroot"), {0, 1}, {12, 13, 21, 22, 30, 31}, false);
+    dir_.Write("proc/driver/nvidia-caps/mig-minors",
+               "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+               "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\n"
+               "gpu0/gi3/ci0/access 31\n");
+    ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+    ::mkdir(dir_.Join("registry").c_str(), 0755);
+    ::mkdir(dir_.Join("plugins").c_str(), 0755);
+    api_.ServeResourceVersions({"v1", "v1beta1"});
+  }
+
+  void StartAgent() {
+    std::vector<std::string> args = {BinaryPath(),
+                                     "run",
+                                     "--mode",
+                                     "dra",
+                                     "--node-name",
+                                     kNode,
+                                     "--proxy",
+                                     api_.url(),
+                                     "--dra-registry-dir",
+                                     dir_.Join("registry"),
+                                     "--dra-plugin-dir",
+                                     dir_.Join("plugins"),
+                                     "--cdi-spec-dir",
+                                     dir_.Join("cdi"),
+                                     "--mig-strategy",
+                                     "mixed",
+                                     "--nvidia-cdi-hook-path",
+                                     "",
+                                     "--nvidia-driver-root",
+                                     dir_.Join("driver"),
+                                     "--dev-root",
+                                     dir_.Join("devroot"),
+                                     "--proc-root",
+                                     dir_.Join("proc"),
+                                     "--sysfs-root",
+                                     dir_.Join("sys")};
+    agent_ = std::make_unique<Subprocess>(args, FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
+  }
+
+  DraKubelet::Options KubeletOptions() {
+    DraKubelet::Options o;
+    o.registry_dir = dir_.Join("registry");
+    return o;
+  }
+
+  std::string Log() { return agent_ ? agent_->Stderr() : ""; }
+  std::string SpecPath(const std::string& uid) {
+    return dir_.Join("cdi/gpu-agent.github.io-claim_" + uid + ".json");
+  }
+
+  TempDir dir_;
+  ApiServerStub api_;  // outlives the agent
+  std::unique_ptr<Subprocess> agent_;
+};
+
+TEST_F(DraModeTest, RegistersPreparesABatchAndUnprepares) {
+  api_.PutResourceClaim("team", "whole",
+                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "mig",
+                        ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+  api_.PutResourceClaim("team", "foreign",
+                        ClaimJson("foreign", "uid-foreign", {{"gpu", "other.example.com", "x"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1.DRAPlugin");
+  EXPECT_EQ(kubelet.plugin(kDriver)->endpoint, dir_.Join("plugins") + "/" + kDriver + "/dra.sock");
+
+  std::map<std::string, dra::PrepareOutcome> out;
+  const grpc::Status s = kubelet.Prepare(kDriver,
+                                         {{"team", "uid-whole", "whole"},
+                                          {"team", "uid-mig", "mig"},
+                                          {"team", "uid-foreign", "foreign"},
+                                          {"team", "uid-gone", "gone"}},
+                                         &out);
+  ASSERT_TRUE(s.ok()) << s.error_message() << Log();
+  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out["uid-whole"].error, "") << Log();
+  ASSERT_EQ(out["uid-whole"].devices.size(), 1u);
+  EXPECT_EQ(out["uid-whole"].devices[0].device, "gpu-1");
+  EXPECT_EQ(out["uid-whole"].devices[0].pool, kNode);
+  EXPECT_EQ(out["uid-whole"].devices[0].request_names, std::vector<std::string>{"gpu"});
+  EXPECT_EQ(out["uid-whole"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-whole-gpu-1"});
+  ASSERT_EQ(out["uid-mig"].error, "") << Log();
+  EXPECT_EQ(out["uid-mig"].devices.at(0).cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-mig-gpu-0-mig-1g-10gb-1"});
+  EXPECT_NE(out["uid-foreign"].error.find("has no device of driver gpu.gpu-agent.github.io"),
+            std::string::npos)
+      << out["uid-foreign"].error;
+  EXPECT_NE(out["uid-gone"].error.find("is gone from the API server"), std::string::npos)
+      << out["uid-gone"].error;
+  EXPECT_EQ(SpecDeviceNames(SpecPath("uid-whole")), std::set<std::string>{"uid-whole-gpu-1"});
+  EXPECT_NE(ReadFile(SpecPath("uid-whole")).find("/dev/nvidia1"), std::string::npos);
+  EXPECT_NE(ReadFile(SpecPath("uid-mig")).find("nvidia-cap22"), std::string::npos)
+      << ReadFile(SpecPath("uid-mig"));
+  EXPECT_FALSE(Exists(SpecPath("uid-foreign")));
+  EXPECT_TRUE(api_.calls().count("get resourceclaims") > 0);
+
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(
+      kubelet.Unprepare(kDriver, {{"team", "uid-whole", "whole"}, {"team", "x", "x"}}, &un).ok());
+  EXPECT_EQ(un, (std::map<std::string, std::string>{{"uid-whole", ""}, {"x", ""}}));
+  EXPECT_FALSE(Exists(SpecPath("uid-whole")));
+  EXPECT_TRUE(Exists(SpecPath("uid-mig")));
+
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  EXPECT_FALSE(Exists(dir_.Join("registry") + "/" + kDriver + "-reg.sock"));
+  EXPECT_FALSE(Exists(dir_.Join("plugins") + "/" + kDriver + "/dra.sock"));
+  EXPECT_TRUE(Exists(SpecPath("uid-mig")));  // its container still runs
+}
+
+TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet::Options o = KubeletOptions();
+  o.known_versions = {"v1beta1.DRAPlugin"};
+  DraKubelet kubelet(o);
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1beta1.DRAPlugin");
+  for (int code : {403, 429, 500}) {
+    api_.FailNextClaimGets(code);
+    std::map<std::string, dra::PrepareOutcome> out;
+    ASSERT_TRUE(
+        kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &out).ok());
+    EXPECT_NE(out["uid-a"].error.find("the API server answered " + std::to_string(code)),
+              std::string::npos)
+        << out["uid-a"].error;
+    EXPECT_EQ(out["uid-b"].error, "") << code;  // its own GET succeeded
+    std::map<std::string, std::string> un;
+    ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-b", "b"}}, &un).ok());
+  }
+}
+
+TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  ASSERT_EQ(out["uid-a"].error, "") << Log();
+  agent_->Signal(SIGKILL);
+  agent_->Wait();
+  // The claim is deleted meanwhile: only the checkpoint knows the device.
+  api_.DeleteResourceClaim("team", "a");
+  const int registrations = kubelet.registrations();
+  StartAgent();
+  ASSERT_TRUE(
+      WaitFor([&] { return kubelet.registrations() > registrations; }, std::chrono::seconds(20)))
+      << Log();
+  out.clear();
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error, "") << Log();  // answered from the checkpoint
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok());
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
