@@ -61,6 +61,7 @@ class DraModeTest : public ::testing::Test {
     ::mkdir(dir_.Join("registry").c_str(), 0755);
     ::mkdir(dir_.Join("plugins").c_str(), 0755);
     api_.ServeResourceVersions({"v1", "v1beta1"});
+    api_.AddNode(kNode);
   }
 
   void StartAgent() {
@@ -166,6 +167,45 @@ TEST_F(DraModeTest, RegistersPreparesABatchAndUnprepares) {
   EXPECT_FALSE(Exists(dir_.Join("registry") + "/" + kDriver + "-reg.sock"));
   EXPECT_FALSE(Exists(dir_.Join("plugins") + "/" + kDriver + "/dra.sock"));
   EXPECT_TRUE(Exists(SpecPath("uid-mig")));  // its container still runs
+}
+
+// The device names of the node's published slices, and their generation.
+std::set<std::string> PublishedDevices(ApiServerStub& api, int64_t* generation = nullptr) {
+  std::set<std::string> out;
+  for (const std::string& json : api.Slices(kNode)) {
+    rapidjson::Document d;
+    d.Parse(json.c_str());
+    if (generation) *generation = d["spec"]["pool"]["generation"].GetInt64();
+    for (const auto& dev : d["spec"]["devices"].GetArray()) out.insert(dev["name"].GetString());
+  }
+  return out;
+}
+
+TEST_F(DraModeTest, PublishesTheNodesSlicesAndRepublishesWhatTheKubeletDeletes) {
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  const std::set<std::string> want = {"gpu-0-mig-2g-20gb-0", "gpu-0-mig-1g-10gb-1",
+                                      "gpu-0-mig-1g-10gb-2", "gpu-1"};
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
+      << Log();
+  const std::string slice = api_.Slices(kNode).at(0);
+  EXPECT_NE(slice.find(R"("uid":"uid-node-node-a")"), std::string::npos) << slice;
+  EXPECT_NE(slice.find(R"("driver":"gpu.gpu-agent.github.io")"), std::string::npos) << slice;
+  const int writes = api_.slice_writes();
+  // What a starting kubelet does: deletes every slice of its node.
+  api_.DeleteNodeSlices(kNode);
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(10)))
+      << Log();
+  int64_t generation = 0;
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 1);  // the same content, the same generation
+  EXPECT_EQ(api_.slice_writes(), writes + 1) << Log() << [&] {
+    std::string calls;
+    for (const auto& r : api_.requests()) calls += r.call + "\n";
+    return calls;
+  }();
+  EXPECT_FALSE(api_.calls().count("patch resourceslices"));
 }
 
 TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {

@@ -10,11 +10,13 @@
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "apiserver/rest_client.h"
+#include "apiserver/slice_publisher.h"
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/strings.h"
 #include "dra/claim_preparer.h"
 #include "dra/dra_server.h"
+#include "dra/resource_slice.h"
 #include "nvml/health_watcher.h"
 
 namespace gpu_agent {
@@ -82,6 +84,23 @@ std::shared_ptr<const dra::DeviceCatalog> CatalogOf(const Generation& gen) {
   return c;
 }
 
+// The slices of `devices` for whatever version and generation the
+// publisher asks.
+apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices, std::string driver,
+                                 std::string node) {
+  return [devices = std::move(devices), driver = std::move(driver),
+          node = std::move(node)](const apiserver::SliceContext& c) {
+    dra::SliceInput in;
+    in.api_version = c.api_version;
+    in.driver = driver;
+    in.node = node;
+    in.node_uid = c.node_uid;
+    in.pool_generation = c.generation;
+    in.devices = devices;
+    return dra::BuildResourceSlices(in);
+  };
+}
+
 dra::DraServerOptions ServerOptionsOf(const Config& c) {
   return {c.dra.driver_name, c.dra.registry_dir, c.dra.plugin_dir};
 }
@@ -91,7 +110,20 @@ dra::DraServerOptions ServerOptionsOf(const Config& c) {
 // health stream read.
 class DraHealth {
  public:
-  DraHealth(dra::ClaimPreparer* preparer) : preparer_(preparer) {}
+  DraHealth(dra::ClaimPreparer* preparer, std::string driver)
+      : preparer_(preparer), driver_(std::move(driver)) {}
+
+  // The publisher is handed each change of the healthy devices: an
+  // unhealthy device leaves the slices until it is back.
+  void SetPublisher(apiserver::SlicePublisher* publisher) {
+    std::lock_guard<std::mutex> lock(mu_);
+    publisher_ = publisher;
+  }
+  // The slices of the devices healthy now.
+  apiserver::SliceBuilder CurrentSlices() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return SlicesOf(HealthyLocked(), driver_, pool_);
+  }
 
   void SetServer(dra::DraServer* server) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -102,6 +134,7 @@ class DraHealth {
                   std::vector<DeviceKey> outages) {
     std::lock_guard<std::mutex> lock(mu_);
     devices_ = std::move(devices);
+    ++devices_version_;
     pool_ = pool;
     outages_ = std::move(outages);
     PublishLocked();
@@ -132,15 +165,42 @@ class DraHealth {
     unhealthy_ = out.size();
     preparer_->SetUnhealthy(std::move(out));
     if (server_ != nullptr) server_->SetHealth(std::move(records));
+    std::vector<dra::DraDevice> healthy = HealthyLocked();
+    std::vector<std::string> names;
+    for (const dra::DraDevice& d : healthy) names.push_back(d.name);
+    // The names and attributes come from the generation: a new generation
+    // (SetDevices) or a device in or out changes what is published.
+    if (publisher_ != nullptr && (names != published_ || devices_version_ != published_version_)) {
+      publisher_->SetDesired(SlicesOf(std::move(healthy), driver_, pool_));
+    }
+    published_ = std::move(names);
+    published_version_ = devices_version_;
+  }
+
+  std::vector<dra::DraDevice> HealthyLocked() const {
+    std::vector<dra::DraDevice> out;
+    for (const dra::DraDevice& d : devices_) {
+      bool healthy = true;
+      for (const DeviceKey& k : outages_) {
+        if (k.Covers(d.key)) healthy = false;
+      }
+      if (healthy) out.push_back(d);
+    }
+    return out;
   }
 
   dra::ClaimPreparer* const preparer_;
+  const std::string driver_;
   mutable std::mutex mu_;
-  dra::DraServer* server_ = nullptr;     // protected by mu_
-  std::vector<dra::DraDevice> devices_;  // protected by mu_
-  std::string pool_;                     // protected by mu_
-  std::vector<DeviceKey> outages_;       // protected by mu_
-  size_t unhealthy_ = 0;                 // protected by mu_
+  apiserver::SlicePublisher* publisher_ = nullptr;  // protected by mu_
+  std::vector<std::string> published_;              // protected by mu_: device names
+  uint64_t devices_version_ = 0;                    // protected by mu_: SetDevices calls
+  uint64_t published_version_ = 0;                  // protected by mu_
+  dra::DraServer* server_ = nullptr;                // protected by mu_
+  std::vector<dra::DraDevice> devices_;             // protected by mu_
+  std::string pool_;                                // protected by mu_
+  std::vector<DeviceKey> outages_;                  // protected by mu_
+  size_t unhealthy_ = 0;                            // protected by mu_
 };
 
 class DraMode : public Mode {
@@ -172,7 +232,7 @@ class DraMode : public Mode {
         dra::ClaimPreparer::Create(po, std::make_shared<ApiClaimReader>(*std::move(client)));
     if (!preparer.ok()) return absl::FailedPreconditionError(preparer.status().message());
     preparer_ = std::shared_ptr<dra::ClaimPreparer>(*std::move(preparer));
-    health_state_ = std::make_unique<DraHealth>(preparer_.get());
+    health_state_ = std::make_unique<DraHealth>(preparer_.get(), config.dra.driver_name);
     Serve(gen, {});
     absl::StatusOr<std::unique_ptr<dra::DraServer>> server =
         dra::DraServer::Start(ServerOptionsOf(config), preparer_);
@@ -180,9 +240,28 @@ class DraMode : public Mode {
       return absl::FailedPreconditionError(
           StrCat("cannot start the DRA plugin: ", server.status().message()));
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    server_ = *std::move(server);
-    health_state_->SetServer(server_.get());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      server_ = *std::move(server);
+      health_state_->SetServer(server_.get());
+    }
+    // The slices last: the kubelet can prepare what the scheduler
+    // allocates from them.
+    absl::StatusOr<apiserver::Connection> slice_conn = ConnectionFor(config);
+    if (!slice_conn.ok()) return slice_conn.status();
+    apiserver::SlicePublisherOptions so;
+    so.driver = config.dra.driver_name;
+    so.node = pool_;
+    so.watch_timeout = config.static_mode.watch_timeout;
+    absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> publisher =
+        apiserver::SlicePublisher::Start(*slice_conn, RestOptionsFor(config), so,
+                                         health_state_->CurrentSlices());
+    if (!publisher.ok()) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot publish ResourceSlices: ", publisher.status().message()));
+    }
+    publisher_ = *std::move(publisher);
+    health_state_->SetPublisher(publisher_.get());
     return absl::OkStatus();
   }
 
@@ -205,6 +284,10 @@ class DraMode : public Mode {
 
   void Stop(const Generation& /*last*/) override {
     health().Stop();
+    if (health_state_) health_state_->SetPublisher(nullptr);
+    // The slices stay: the kubelet removes a driver's slices once it has
+    // been gone a while, and a restart finds them as they should be.
+    if (publisher_) publisher_->Stop();
     std::unique_ptr<dra::DraServer> server;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -242,6 +325,22 @@ class DraMode : public Mode {
         static_cast<double>(health_state_->unhealthy()));
     one("gpu_agent_dra_health_streams", "gauge", "Open NodeWatchResources streams.",
         static_cast<double>(s.health_streams));
+    if (publisher_) {
+      const apiserver::SlicePublisherStats& ps = publisher_->stats();
+      one("gpu_agent_dra_slices_in_sync", "gauge",
+          "1 when the node's ResourceSlices were last seen as published.", ps.in_sync ? 1 : 0);
+      one("gpu_agent_dra_pool_generation", "gauge", "The pool generation published.",
+          static_cast<double>(ps.generation.load()));
+      one("gpu_agent_dra_slice_writes_total", "counter",
+          "ResourceSlice creates, updates and deletes sent.",
+          static_cast<double>(ps.creates + ps.updates + ps.deletes));
+      one("gpu_agent_dra_slice_repairs_total", "counter",
+          "Changes to the slices a watch event showed and the agent repaired.",
+          static_cast<double>(ps.repairs.load()));
+      one("gpu_agent_dra_slice_errors_total", "counter",
+          "ResourceSlice requests that failed and were retried.",
+          static_cast<double>(ps.errors.load()));
+    }
   }
 
   bool Ready(std::string* why) override {
@@ -277,6 +376,7 @@ class DraMode : public Mode {
   std::string pool_;
   std::shared_ptr<dra::ClaimPreparer> preparer_;
   std::unique_ptr<DraHealth> health_state_;
+  std::unique_ptr<apiserver::SlicePublisher> publisher_;  // set by Start
   std::mutex mu_;
   std::unique_ptr<dra::DraServer> server_;  // protected by mu_
 };

@@ -25,8 +25,12 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A connection of its own, as the kubelet dials each time: a socket that
+// refused an earlier attempt is not held in gRPC's reconnect backoff.
 std::shared_ptr<grpc::Channel> Dial(const std::string& socket) {
-  return grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args);
 }
 
 template <class Stub, class Request, class Response>
@@ -149,13 +153,13 @@ void DraKubelet::Watch() {
 }
 
 void DraKubelet::Register(const std::string& socket) {
-  pluginregistration::Registration::Stub stub(Dial(socket));
   pluginregistration::PluginInfo info;
   // As the kubelet's reconciler: a registration that fails is tried again,
   // 0.5 s then doubling, while the socket is there (a socket file can
   // appear before its server listens).
   std::chrono::milliseconds backoff(500);
   for (int attempt = 0;; ++attempt) {
+    pluginregistration::Registration::Stub stub(Dial(socket));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.get_info_deadline);
     grpc::Status s = stub.GetInfo(&ctx, pluginregistration::InfoRequest(), &info);
@@ -184,6 +188,7 @@ void DraKubelet::Register(const std::string& socket) {
   if (refusal.empty() && version.empty()) {
     refusal = "none of the versions the plugin supports is known to this kubelet";
   }
+  pluginregistration::Registration::Stub stub(Dial(socket));
   pluginregistration::RegistrationStatus status;
   status.set_plugin_registered(refusal.empty());
   status.set_error(refusal);
