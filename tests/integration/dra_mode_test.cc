@@ -91,7 +91,9 @@ class DraModeTest : public ::testing::Test {
                                      dir_.Join("proc"),
                                      "--sysfs-root",
                                      dir_.Join("sys")};
-    agent_ = std::make_unique<Subprocess>(args, FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
+    auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
+    env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
+    agent_ = std::make_unique<Subprocess>(args, env);
   }
 
   DraKubelet::Options KubeletOptions() {
@@ -206,6 +208,32 @@ TEST_F(DraModeTest, PublishesTheNodesSlicesAndRepublishesWhatTheKubeletDeletes) 
     return calls;
   }();
   EXPECT_FALSE(api_.calls().count("patch resourceslices"));
+}
+
+TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReportedUnhealthy) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-1") == 1; })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-1") == 0; })) << Log();
+  int64_t generation = 0;
+  EXPECT_EQ(PublishedDevices(api_, &generation).size(), 3u);
+  EXPECT_EQ(generation, 2);
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+  std::vector<DraKubelet::Health> health;
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
+  ASSERT_EQ(health.size(), 4u);
+  for (const DraKubelet::Health& h : health) {
+    EXPECT_EQ(h.pool, kNode);
+    EXPECT_EQ(h.healthy, h.device != "gpu-1") << h.device;
+  }
 }
 
 TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
