@@ -315,7 +315,8 @@ TEST(ConfigTest, BadEnvAndFlagValuesNameTheirSource) {
 }
 
 TEST(ConfigTest, ShippedExampleConfigsLoad) {
-  for (const char* name : {"plugin.yaml", "static.yaml", "time-slicing.yaml", "mig-mixed.yaml"}) {
+  for (const char* name :
+       {"plugin.yaml", "static.yaml", "time-slicing.yaml", "mig-mixed.yaml", "dra.yaml"}) {
     ConfigRequest req;
     req.file = SourceDir() + "/config/" + name;
     req.env = Env({});

@@ -411,6 +411,21 @@ std::vector<std::string> ApiServerStub::Slices(const std::string& node) const {
   return out;
 }
 
+void ApiServerStub::AddSlice(const std::string& json) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rapidjson::Document d;
+    d.Parse(json.c_str());
+    auto& a = d.GetAllocator();
+    d["metadata"].AddMember("resourceVersion", rapidjson::Value(std::to_string(++rv_).c_str(), a),
+                            a);
+    const std::string stored = ToJson(d);
+    slices_[d["metadata"]["name"].GetString()] = stored;
+    slice_events_.push_back({rv_, "ADDED", stored});
+  }
+  cv_.notify_all();
+}
+
 void ApiServerStub::DeleteNodeSlices(const std::string& node) {
   {
     std::lock_guard<std::mutex> lock(mu_);

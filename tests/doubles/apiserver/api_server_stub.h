@@ -146,6 +146,8 @@ class ApiServerStub {
   // (409 when the name is taken), PUT (409 on a stale resourceVersion),
   // DELETE. The slices of `node`, as JSON objects:
   std::vector<std::string> Slices(const std::string& node) const;
+  // A slice someone else made (a run before this one, with more devices).
+  void AddSlice(const std::string& json);
   // What a kubelet does at its start: deletes every slice of the node.
   void DeleteNodeSlices(const std::string& node);
   // Someone else replaces a slice's spec.devices with an empty list.
