@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "api_server_stub.h"
 #include "dra_kubelet.h"
@@ -234,6 +235,51 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
     EXPECT_EQ(h.pool, kNode);
     EXPECT_EQ(h.healthy, h.device != "gpu-1") << h.device;
   }
+}
+
+TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  api_.HangClaimGets(true);
+  std::map<std::string, dra::PrepareOutcome> out;
+  grpc::Status status;
+  std::thread call([&] { status = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out); });
+  ASSERT_TRUE(WaitFor([&] { return api_.held_claim_gets() == 1; })) << Log();
+  const auto t0 = std::chrono::steady_clock::now();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(std::chrono::seconds(10)), 0) << Log();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  call.join();
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the stop waited for the hung claim GET";
+  // The kubelet learns the claim is not prepared, by the call or the claim.
+  EXPECT_TRUE(!status.ok() || !out["uid-a"].error.empty()) << status.error_message();
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+  api_.HangClaimGets(false);
+  StartAgent();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::map<std::string, dra::PrepareOutcome> again;
+        return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &again).ok() &&
+               again["uid-a"].error.empty();
+      },
+      std::chrono::seconds(20)))
+      << Log();
+  EXPECT_TRUE(Exists(SpecPath("uid-a")));
+}
+
+TEST_F(DraModeTest, AKubeletRestartRegistersThePluginAgain) {
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(kubelet.Restart());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver)) << Log();
+  EXPECT_EQ(kubelet.registrations(), 2);
+  std::map<std::string, std::string> un;
+  EXPECT_TRUE(kubelet.Unprepare(kDriver, {{"team", "x", "x"}}, &un).ok());
 }
 
 TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {

@@ -2,6 +2,8 @@
 
 #include <rapidjson/document.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 
@@ -31,12 +33,40 @@ class ApiClaimReader : public dra::ClaimReader {
       : client_(std::move(client)) {}
 
   absl::StatusOr<Answer> GetClaim(const std::string& ns, const std::string& name) override {
+    if (stopping_) return absl::UnavailableError("the agent is stopping");
     absl::StatusOr<std::string> version = Version();
     if (!version.ok()) return version.status();
+    {
+      std::lock_guard<std::mutex> lock(flight_mu_);
+      if (stopping_) return absl::UnavailableError("the agent is stopping");
+      in_flight_ = true;
+    }
     absl::StatusOr<apiserver::HttpResponse> r = client_->Get(
         StrCat("/apis/resource.k8s.io/", *version, "/namespaces/", ns, "/resourceclaims/", name));
+    {
+      std::lock_guard<std::mutex> lock(flight_mu_);
+      in_flight_ = false;
+    }
+    flight_cv_.notify_all();
     if (!r.ok()) return r.status();
     return Answer{r->status, std::move(r->body)};
+  }
+
+  // On a stop: the GET in progress is cut off (the claim is answered with
+  // that error, which the kubelet retries with the next agent) and no other
+  // starts, so the stop does not wait out an API server that hangs.
+  void Cancel() {
+    std::unique_lock<std::mutex> lock(flight_mu_);
+    stopping_ = true;
+    // A cut-off GET is sent once more at once (RestClient), and a cancel
+    // can land just before a request opens its connection: repeated until
+    // the GET is out.
+    while (in_flight_) {
+      lock.unlock();
+      client_->Cancel();
+      lock.lock();
+      flight_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return !in_flight_; });
+    }
   }
 
  private:
@@ -73,6 +103,10 @@ class ApiClaimReader : public dra::ClaimReader {
   }
 
   const std::unique_ptr<apiserver::RestClient> client_;
+  std::atomic<bool> stopping_{false};
+  std::mutex flight_mu_;  // with flight_cv_: Cancel waits for the GET in flight
+  std::condition_variable flight_cv_;
+  bool in_flight_ = false;  // protected by flight_mu_
   std::mutex mu_;
   std::string version_;  // protected by mu_: empty until discovered
 };
@@ -228,8 +262,9 @@ class DraMode : public Mode {
     po.cdi_dir = config.cdi.spec_dir;
     po.cdi_vendor = config.cdi.vendor;
     po.checkpoint = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/checkpoint.json");
+    reader_ = std::make_shared<ApiClaimReader>(*std::move(client));
     absl::StatusOr<std::unique_ptr<dra::ClaimPreparer>> preparer =
-        dra::ClaimPreparer::Create(po, std::make_shared<ApiClaimReader>(*std::move(client)));
+        dra::ClaimPreparer::Create(po, reader_);
     if (!preparer.ok()) return absl::FailedPreconditionError(preparer.status().message());
     preparer_ = std::shared_ptr<dra::ClaimPreparer>(*std::move(preparer));
     health_state_ = std::make_unique<DraHealth>(preparer_.get(), config.dra.driver_name);
@@ -294,6 +329,7 @@ class DraMode : public Mode {
       server = std::move(server_);
     }
     if (health_state_) health_state_->SetServer(nullptr);
+    if (reader_) reader_->Cancel();
     if (server) server->Stop();
     // The claims' CDI specs stay: their containers still run, and a
     // restarted agent (or the kubelet's unprepare) removes them.
@@ -374,6 +410,7 @@ class DraMode : public Mode {
 
   const ModeContext& ctx_;
   std::string pool_;
+  std::shared_ptr<ApiClaimReader> reader_;
   std::shared_ptr<dra::ClaimPreparer> preparer_;
   std::unique_ptr<DraHealth> health_state_;
   std::unique_ptr<apiserver::SlicePublisher> publisher_;  // set by Start

@@ -347,6 +347,19 @@ void ApiServerStub::FailNextClaimGets(int code, int times) {
   for (int i = 0; i < times; ++i) claim_failures_.push_back(code);
 }
 
+void ApiServerStub::HangClaimGets(bool on) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_claims_ = on;
+  }
+  cv_.notify_all();
+}
+
+int ApiServerStub::held_claim_gets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_claim_gets_;
+}
+
 int ApiServerStub::claim_get_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return claim_gets_;
@@ -638,7 +651,7 @@ std::string ApiServerStub::HandleResource(const std::string& path, const std::st
   const bool discovery = path == group || path == group + "/";
   const std::string call = discovery ? "get resource.k8s.io" : "get resourceclaims";
   if (std::string denied = Authorize(auth, call, status); !denied.empty()) return denied;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   requests_.push_back({std::chrono::steady_clock::now(), call, ""});
   auto not_found = [&](const std::string& message) {
     *status = 404;
@@ -674,6 +687,12 @@ std::string ApiServerStub::HandleResource(const std::string& path, const std::st
     return not_found("the server could not find the requested resource");
   }
   ++claim_gets_;
+  if (hang_claims_) {
+    ++held_claim_gets_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return stopping_ || !hang_claims_; });
+    --held_claim_gets_;
+  }
   if (!claim_failures_.empty()) {
     const int code = claim_failures_.front();
     claim_failures_.pop_front();

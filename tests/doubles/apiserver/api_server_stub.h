@@ -140,6 +140,10 @@ class ApiServerStub {
   // The next `times` GETs of a claim answer `code` (403, 409, 429, 500...).
   void FailNextClaimGets(int code, int times = 1);
   int claim_get_count() const;
+  // While on, claim GETs are held unanswered (until turned off or the stub
+  // stops); held_claim_gets() counts those waiting.
+  void HangClaimGets(bool on);
+  int held_claim_gets() const;
 
   // Cluster-scoped ResourceSlices (any served resource.k8s.io version):
   // LIST and WATCH with the fieldSelector spec.nodeName / spec.driver, POST
@@ -269,6 +273,8 @@ class ApiServerStub {
   std::map<std::string, std::string> claims_;  // "<ns>/<name>" -> JSON
   std::deque<int> claim_failures_;
   int claim_gets_ = 0;
+  bool hang_claims_ = false;
+  int held_claim_gets_ = 0;
   std::map<std::string, std::string> slices_;  // name -> JSON
   std::deque<Event> slice_events_;
   uint64_t slice_oldest_ = 0;       // a watch from before this version is answered 410
