@@ -1,9 +1,13 @@
 #include "dra/dra_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -178,11 +182,7 @@ class DraServer::Impl {
       : options_(std::move(options)),
         handler_(std::move(handler)),
         registration_path_(RegistrationSocketPath(options_)),
-        plugin_path_(PluginSocketPath(options_)),
-        registration_service_(this),
-        v1_service_(this),
-        v1beta1_service_(this),
-        health_service_(this) {}
+        plugin_path_(PluginSocketPath(options_)) {}
 
   absl::Status Start() {
     const std::string folder = StrCat(options_.plugin_dir, "/", options_.driver_name);
@@ -190,25 +190,109 @@ class DraServer::Impl {
       return absl::FailedPreconditionError(
           StrCat("dra.pluginDir: cannot create \"", folder, "\": ", std::strerror(errno)));
     }
-    absl::StatusOr<std::unique_ptr<grpc::Server>> dra =
-        Serve(plugin_path_, {&v1_service_, &v1beta1_service_, &health_service_});
-    if (!dra.ok()) return dra.status();
-    dra_server_ = *std::move(dra);
-    plugin_inode_ = InodeOf(plugin_path_);
-    absl::StatusOr<std::unique_ptr<grpc::Server>> reg =
-        Serve(registration_path_, {&registration_service_});
-    if (!reg.ok()) return reg.status();
-    registration_server_ = *std::move(reg);
-    registration_inode_ = InodeOf(registration_path_);
+    if (absl::Status s = ServeDra(); !s.ok()) return s;
+    if (absl::Status s = ServeRegistration(); !s.ok()) return s;
     LogInfo("DRA plugin serving", {{"driver", options_.driver_name},
                                    {"registration", registration_path_},
                                    {"endpoint", plugin_path_}});
+    // Watch both sockets: one someone removes is served again.
+    inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (inotify_fd_ < 0 || wake_fd_ < 0 ||
+        ::inotify_add_watch(inotify_fd_, options_.registry_dir.c_str(), IN_DELETE | IN_MOVED_FROM) <
+            0 ||
+        ::inotify_add_watch(inotify_fd_, folder.c_str(), IN_DELETE | IN_MOVED_FROM) < 0) {
+      LogWarning("cannot watch the DRA sockets; one removed is not served again",
+                 {{"error", std::strerror(errno)}});
+    } else {
+      guard_ = std::thread([this] {
+        NameThisThread("dra-sockets");
+        Guard();
+      });
+    }
     return absl::OkStatus();
+  }
+
+  // (Re)serves the DRA service on fresh service objects (a service serves
+  // one server in its life).
+  absl::Status ServeDra() {
+    v1_service_ = std::make_unique<V1Service>(this);
+    v1beta1_service_ = std::make_unique<V1beta1Service>(this);
+    health_service_ = std::make_unique<HealthService>(this);
+    absl::StatusOr<std::unique_ptr<grpc::Server>> dra =
+        Serve(plugin_path_, {v1_service_.get(), v1beta1_service_.get(), health_service_.get()});
+    if (!dra.ok()) return dra.status();
+    dra_server_ = *std::move(dra);
+    plugin_inode_ = InodeOf(plugin_path_);
+    return absl::OkStatus();
+  }
+
+  absl::Status ServeRegistration() {
+    registration_service_ = std::make_unique<RegistrationService>(this);
+    absl::StatusOr<std::unique_ptr<grpc::Server>> reg =
+        Serve(registration_path_, {registration_service_.get()});
+    if (!reg.ok()) return reg.status();
+    registration_server_ = *std::move(reg);
+    registration_inode_ = InodeOf(registration_path_);
+    return absl::OkStatus();
+  }
+
+  // The socket watch: a socket of ours gone from its path (removed, or
+  // replaced) is served again, as the kubelet's plugin watcher then
+  // registers the plugin anew. A failure is tried again after a second.
+  void Guard() {
+    alignas(inotify_event) char buf[4096];
+    bool retry = false;
+    for (;;) {
+      pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      const int n = ::poll(fds, 2, retry ? 1000 : -1);
+      if (n < 0 && errno != EINTR) return;
+      if (fds[1].revents != 0) return;
+      while (::read(inotify_fd_, buf, sizeof buf) > 0) {
+      }
+      retry = false;
+      if (InodeOf(registration_path_) != registration_inode_) {
+        LogWarning("the DRA registration socket is gone; serving it again",
+                   {{"socket", registration_path_}});
+        ++heals_;
+        registration_server_->Shutdown(std::chrono::system_clock::now() +
+                                       std::chrono::milliseconds(100));
+        registration_server_.reset();
+        if (absl::Status s = ServeRegistration(); !s.ok()) {
+          LogError("cannot serve the DRA registration socket again; retrying",
+                   {{"error", std::string(s.message())}});
+          registration_inode_ = 0;
+          retry = true;
+        }
+      }
+      if (InodeOf(plugin_path_) != plugin_inode_) {
+        LogWarning("the DRA socket is gone; serving it again", {{"socket", plugin_path_}});
+        ++heals_;
+        // The calls in flight finish; the health streams are cancelled
+        // (the kubelet opens them again).
+        dra_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        dra_server_.reset();
+        if (absl::Status s = ServeDra(); !s.ok()) {
+          LogError("cannot serve the DRA socket again; retrying",
+                   {{"error", std::string(s.message())}});
+          plugin_inode_ = 0;
+          retry = true;
+        }
+      }
+    }
   }
 
   void Stop(std::chrono::milliseconds deadline) {
     if (stopped_) return;
     stopped_ = true;
+    if (wake_fd_ >= 0) {
+      const uint64_t one = 1;
+      (void)!::write(wake_fd_, &one, sizeof one);
+    }
+    if (guard_.joinable()) guard_.join();
+    if (inotify_fd_ >= 0) ::close(inotify_fd_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    inotify_fd_ = wake_fd_ = -1;
     if (registration_server_) {
       registration_server_->Shutdown(std::chrono::system_clock::now() + deadline);
       RemoveIfOurs(registration_path_, registration_inode_);
@@ -249,6 +333,7 @@ class DraServer::Impl {
       std::lock_guard<std::mutex> lock(state_mu_);
       out = stats_;
     }
+    out.socket_heals = heals_.load();
     std::lock_guard<std::mutex> lock(health_mu_);
     out.health_streams = streams_.size();
     return out;
@@ -518,16 +603,22 @@ class DraServer::Impl {
   const std::shared_ptr<ClaimHandler> handler_;
   const std::string registration_path_;
   const std::string plugin_path_;
-  RegistrationService registration_service_;
-  V1Service v1_service_;
-  V1beta1Service v1beta1_service_;
-  HealthService health_service_;
+  // Each outlives the server it serves (declared before them).
+  std::unique_ptr<RegistrationService> registration_service_;
+  std::unique_ptr<V1Service> v1_service_;
+  std::unique_ptr<V1beta1Service> v1beta1_service_;
+  std::unique_ptr<HealthService> health_service_;
   ClaimsThread claims_;
   std::unique_ptr<grpc::Server> dra_server_;
   std::unique_ptr<grpc::Server> registration_server_;
   ino_t plugin_inode_ = 0;
   ino_t registration_inode_ = 0;
   bool stopped_ = false;
+  // The socket watch (Guard); the servers and inodes are its while it runs.
+  int inotify_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread guard_;
+  std::atomic<uint64_t> heals_{0};
 
   mutable std::mutex state_mu_;
   RegistrationState registration_;  // protected by state_mu_

@@ -4,6 +4,9 @@
 // <plugin_dir>/<driver>/dra.sock. Claims go to a ClaimHandler; health comes
 // from SetHealth.
 //
+// A socket someone removes (or replaces) is served again at once, so the
+// kubelet's plugin watcher registers the plugin anew.
+//
 // gRPC's callback API serves both sockets. Prepare and unprepare can wait on
 // the API server for seconds, so they never run on gRPC's threads: one
 // claims thread of the server's own takes the batches in order of arrival.
@@ -56,6 +59,7 @@ struct ClaimCallStats {
   uint64_t unprepare_calls = 0;
   uint64_t claim_errors = 0;  // claims answered with an error, both calls
   size_t health_streams = 0;  // open NodeWatchResources streams
+  uint64_t socket_heals = 0;  // sockets someone removed, served again
 };
 
 class DraServer {

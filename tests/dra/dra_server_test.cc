@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dra_kubelet.h"
 #include "support/test_support.h"
@@ -170,6 +171,28 @@ TEST_F(DraServerTest, StopRemovesBothSocketsAndTheKubeletForgetsThePlugin) {
   EXPECT_NE(::stat(reg.c_str(), &st), 0);
   EXPECT_NE(::stat(dra.c_str(), &st), 0);
   EXPECT_TRUE(WaitFor([&] { return !kubelet.plugin(kDriver).has_value(); }));
+}
+
+TEST_F(DraServerTest, ASocketSomeoneRemovesIsServedAgainAndRegisteredAnew) {
+  StartServer();
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  ASSERT_EQ(::unlink(server_->registration_socket().c_str()), 0);
+  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() == 2; }));
+  EXPECT_TRUE(kubelet.plugin(kDriver).has_value());
+  ASSERT_EQ(::unlink(server_->plugin_socket().c_str()), 0);
+  ASSERT_TRUE(WaitFor([&] { return server_->stats().socket_heals == 2; }));
+  std::map<std::string, PrepareOutcome> out;
+  ASSERT_TRUE(WaitFor([&] {
+    out.clear();
+    return kubelet.Prepare(kDriver, {{"ns", "uid-1", "one"}}, &out).ok();
+  }));
+  EXPECT_EQ(out["uid-1"].devices.size(), 1u);
+  server_->Stop();
+  struct stat st;
+  EXPECT_NE(::stat(server_->registration_socket().c_str(), &st), 0);
+  EXPECT_NE(::stat(server_->plugin_socket().c_str(), &st), 0);
 }
 
 TEST_F(DraServerTest, AMissingRegistryFolderIsAnErrorNamingIt) {

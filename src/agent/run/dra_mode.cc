@@ -361,6 +361,8 @@ class DraMode : public Mode {
         static_cast<double>(health_state_->unhealthy()));
     one("gpu_agent_dra_health_streams", "gauge", "Open NodeWatchResources streams.",
         static_cast<double>(s.health_streams));
+    one("gpu_agent_dra_socket_heals_total", "counter", "DRA sockets someone removed, served again.",
+        static_cast<double>(s.socket_heals));
     if (publisher_) {
       const apiserver::SlicePublisherStats& ps = publisher_->stats();
       one("gpu_agent_dra_slices_in_sync", "gauge",
