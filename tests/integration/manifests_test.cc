@@ -619,15 +619,21 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
     EXPECT_EQ(Str(At(cdi.volume, {"hostPath", "path"})), cdi_dir);
     const std::string driver_name = Str(At(config, {"dra", "driverName"}));
     int classes = 0;
+    std::set<std::string> extended;
     for (const YAML::Node& d : docs) {
       if (Str(d["kind"]) != "DeviceClass") continue;
       ++classes;
+      if (At(d, {"spec", "extendedResourceName"})) {
+        extended.insert(Str(At(d, {"spec", "extendedResourceName"})));
+      }
       EXPECT_NE(Str(At(d, {"spec", "selectors"})[0]["cel"]["expression"])
                     .find("device.driver == \"" + driver_name + "\""),
                 std::string::npos)
           << Str(At(d, {"metadata", "name"})) << " selects another driver than " << driver_name;
     }
-    EXPECT_EQ(classes, 2) << "a DeviceClass for whole GPUs and one for MIG devices";
+    EXPECT_EQ(classes, 3) << "DeviceClasses for whole GPUs, MIG devices, and nvidia.com/gpu";
+    EXPECT_EQ(extended, std::set<std::string>{"nvidia.com/gpu"})
+        << "one class lets pods that ask for nvidia.com/gpu run on DRA";
     EXPECT_TRUE(v.Kubelet().empty()) << "the kubelet-* components move the device-plugins folder";
     EXPECT_FALSE(mig) << "the MIG component is for plugin mode";
   } else if (plugin) {
