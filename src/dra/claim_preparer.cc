@@ -68,6 +68,48 @@ std::vector<std::string> Strings(const rapidjson::Value* v) {
   return out;
 }
 
+// Opaque parameters for this driver: kind GpuConfig of <driver>/v1alpha1,
+// with at most sharing.strategy TimeSlicing and an interval the driver
+// knows. Accepted and checked; the interval is not applied to the GPU yet.
+absl::Status CheckGpuConfig(const rapidjson::Value* params, const std::string& driver) {
+  const std::string version = StrCat(driver, "/v1alpha1");
+  if (params == nullptr || !params->IsObject()) {
+    return absl::InvalidArgumentError(StrCat("the opaque config for ", driver,
+                                             " is not an object (want kind GpuConfig, ",
+                                             "apiVersion ", version, ")"));
+  }
+  const std::string kind = Str(*params, "kind");
+  if (kind != "GpuConfig") {
+    return absl::InvalidArgumentError(StrCat("opaque config kind \"", kind, "\" is not one ",
+                                             driver, " knows (it knows GpuConfig)"));
+  }
+  if (Str(*params, "apiVersion") != version) {
+    return absl::InvalidArgumentError(
+        StrCat("GpuConfig apiVersion \"", Str(*params, "apiVersion"), "\" is not ", version));
+  }
+  for (const auto& m : params->GetObject()) {
+    const std::string key = m.name.GetString();
+    if (key != "apiVersion" && key != "kind" && key != "sharing") {
+      return absl::InvalidArgumentError(
+          StrCat("GpuConfig has the unknown field \"", key, "\" (it has sharing)"));
+    }
+  }
+  const rapidjson::Value* sharing = Member(*params, "sharing");
+  if (sharing == nullptr) return absl::OkStatus();
+  const std::string strategy = Str(*sharing, "strategy");
+  if (strategy != "TimeSlicing") {
+    return absl::InvalidArgumentError(StrCat("GpuConfig sharing.strategy \"", strategy,
+                                             "\" is not one this driver knows (TimeSlicing)"));
+  }
+  const rapidjson::Value* ts = Member(*sharing, "timeSlicing");
+  const std::string interval = ts ? Str(*ts, "interval") : "Default";
+  for (const char* known : {"Default", "Short", "Medium", "Long"}) {
+    if (interval == known) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(StrCat("GpuConfig sharing.timeSlicing.interval \"", interval,
+                                           "\" is not one of Default, Short, Medium, Long"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
@@ -116,6 +158,19 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
     if (a.device.empty()) {
       return absl::InvalidArgumentError(
           StrCat(Named(claim), ": a result of request \"", a.request, "\" names no device"));
+    }
+  }
+  // Opaque parameters for this driver (from the claim or its class): only
+  // our own GpuConfig kind, and only values it knows.
+  const rapidjson::Value* configs = devices ? Member(*devices, "config") : nullptr;
+  if (configs != nullptr && configs->IsArray()) {
+    for (const auto& c : configs->GetArray()) {
+      const rapidjson::Value* opaque = Member(c, "opaque");
+      if (opaque == nullptr || Str(*opaque, "driver") != driver) continue;
+      const rapidjson::Value* params = Member(*opaque, "parameters");
+      if (absl::Status s = CheckGpuConfig(params, driver); !s.ok()) {
+        return absl::InvalidArgumentError(StrCat(Named(claim), ": ", s.message()));
+      }
     }
   }
   return out;

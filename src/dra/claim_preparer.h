@@ -102,7 +102,8 @@ class ClaimPreparer : public ClaimHandler {
 // The claim's results this driver prepares, parsed from the claim's JSON
 // (any served version of resource.k8s.io): errors name the claim and what
 // is wrong (no allocation, a UID other than `uid`, no result for this
-// driver in `pool`).
+// driver in `pool`, opaque parameters for this driver that are not a
+// GpuConfig it accepts).
 struct AllocatedDevice {
   std::string request;
   std::string device;

@@ -161,6 +161,47 @@ TEST_F(ClaimPreparerTest, EachBadClaimGetsItsOwnErrorAndTheGoodOneIsPrepared) {
   has("u-403", "the API server answered 403: resourceclaims is forbidden");
 }
 
+// A claim of gpu-0 with `config` as its allocation's opaque parameters for
+// this driver (and one for another driver, which is not ours to read).
+std::string ClaimWithConfig(const std::string& uid, const std::string& params) {
+  std::string json = Claim(uid, {{"r", kDriver, kPool, "gpu-0"}});
+  const std::string results = R"("results":[)";
+  const size_t at = json.find(results);
+  return json.insert(
+      at,
+      R"("config":[{"source":"FromClaim","requests":["r"],"opaque":{"driver":"other.example.com","parameters":{"kind":"Whatever"}}},{"source":"FromClaim","requests":["r"],"opaque":{"driver":")" +
+          std::string(kDriver) + R"(","parameters":)" + params + "}}],");
+}
+
+TEST_F(ClaimPreparerTest, OpaqueConfigIsOurGpuConfigOrTheClaimIsRefusedNamingIt) {
+  const std::string v = std::string(R"("apiVersion":")") + kDriver + R"(/v1alpha1")";
+  Put("ok",
+      ClaimWithConfig(
+          "u-ok",
+          "{" + v +
+              R"(,"kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}})"));
+  Put("kind", ClaimWithConfig("u-kind", "{" + v + R"(,"kind":"MpsConfig"})"));
+  Put("interval",
+      ClaimWithConfig(
+          "u-int",
+          "{" + v +
+              R"(,"kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Forever"}}})"));
+  Put("field", ClaimWithConfig("u-field", "{" + v + R"(,"kind":"GpuConfig","replicas":3})"));
+  std::map<std::string, PrepareOutcome> out = preparer_->Prepare({{"ns", "u-ok", "ok"},
+                                                                  {"ns", "u-kind", "kind"},
+                                                                  {"ns", "u-int", "interval"},
+                                                                  {"ns", "u-field", "field"}});
+  EXPECT_EQ(out["u-ok"].error, "");
+  EXPECT_EQ(out["u-kind"].error,
+            "claim ns/kind: opaque config kind \"MpsConfig\" is not one gpu.gpu-agent.github.io "
+            "knows (it knows GpuConfig)");
+  EXPECT_NE(out["u-int"].error.find("interval \"Forever\" is not one of Default, Short"),
+            std::string::npos)
+      << out["u-int"].error;
+  EXPECT_NE(out["u-field"].error.find("unknown field \"replicas\""), std::string::npos)
+      << out["u-field"].error;
+}
+
 TEST_F(ClaimPreparerTest, AnUnhealthyDeviceIsRefusedByName) {
   Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-1"}}));
   preparer_->SetUnhealthy({"gpu-1"});
