@@ -270,6 +270,32 @@ TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
   EXPECT_TRUE(Exists(SpecPath("uid-a")));
 }
 
+TEST_F(DraModeTest, AKubeletGoneMidPrepareLosesNothingAndItsRetryIsAnswered) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet::Options o = KubeletOptions();
+  o.call_deadline = std::chrono::milliseconds(300);
+  DraKubelet kubelet(o);
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  api_.HangClaimGets(true);
+  std::map<std::string, dra::PrepareOutcome> out;
+  const grpc::Status gone = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << gone.error_message();
+  api_.HangClaimGets(false);
+  // The agent finishes the prepare the kubelet gave up on; the retry gets
+  // the same answer without a second GET.
+  ASSERT_TRUE(WaitFor([&] { return Exists(SpecPath("uid-a")); })) << Log();
+  const int gets = api_.claim_get_count();
+  out.clear();
+  ASSERT_TRUE(WaitFor([&] {
+    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
+  })) << Log();
+  EXPECT_EQ(out["uid-a"].error, "");
+  EXPECT_EQ(out["uid-a"].devices.at(0).device, "gpu-1");
+  EXPECT_EQ(api_.claim_get_count(), gets);
+}
+
 TEST_F(DraModeTest, AKubeletRestartRegistersThePluginAgain) {
   DraKubelet kubelet(KubeletOptions());
   ASSERT_TRUE(kubelet.Start());
