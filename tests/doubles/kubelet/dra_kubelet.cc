@@ -34,10 +34,11 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& socket) {
 }
 
 template <class Stub, class Request, class Response>
-grpc::Status CallPrepare(const std::string& endpoint, std::chrono::milliseconds deadline,
+grpc::Status CallPrepare(const std::shared_ptr<grpc::Channel>& channel,
+                         std::chrono::milliseconds deadline,
                          const std::vector<dra::ClaimRef>& claims,
                          std::map<std::string, dra::PrepareOutcome>* out) {
-  auto stub = Stub(Dial(endpoint));
+  auto stub = Stub(channel);
   Request req;
   for (const dra::ClaimRef& c : claims) {
     auto* pc = req.add_claims();
@@ -67,10 +68,11 @@ grpc::Status CallPrepare(const std::string& endpoint, std::chrono::milliseconds 
 }
 
 template <class Stub, class Request, class Response>
-grpc::Status CallUnprepare(const std::string& endpoint, std::chrono::milliseconds deadline,
+grpc::Status CallUnprepare(const std::shared_ptr<grpc::Channel>& channel,
+                           std::chrono::milliseconds deadline,
                            const std::vector<dra::ClaimRef>& claims,
                            std::map<std::string, std::string>* out) {
-  auto stub = Stub(Dial(endpoint));
+  auto stub = Stub(channel);
   Request req;
   for (const dra::ClaimRef& c : claims) {
     auto* pc = req.add_claims();
@@ -207,6 +209,7 @@ void DraKubelet::Register(const std::string& socket) {
   p.socket = socket;
   p.name = info.name();
   p.endpoint = info.endpoint();
+  p.channel = Dial(p.endpoint);
   p.version = version;
   p.supported_versions.assign(info.supported_versions().begin(), info.supported_versions().end());
   p.health = std::find(p.supported_versions.begin(), p.supported_versions.end(),
@@ -258,11 +261,11 @@ grpc::Status DraKubelet::Prepare(const std::string& driver,
   if (!p) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " not registered");
   if (p->version == "v1.DRAPlugin") {
     return CallPrepare<v1::DRAPlugin::Stub, v1::NodePrepareResourcesRequest,
-                       v1::NodePrepareResourcesResponse>(p->endpoint, options_.call_deadline,
-                                                         claims, out);
+                       v1::NodePrepareResourcesResponse>(p->channel, options_.call_deadline, claims,
+                                                         out);
   }
   return CallPrepare<v1beta1::DRAPlugin::Stub, v1beta1::NodePrepareResourcesRequest,
-                     v1beta1::NodePrepareResourcesResponse>(p->endpoint, options_.call_deadline,
+                     v1beta1::NodePrepareResourcesResponse>(p->channel, options_.call_deadline,
                                                             claims, out);
 }
 
@@ -273,11 +276,11 @@ grpc::Status DraKubelet::Unprepare(const std::string& driver,
   if (!p) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " not registered");
   if (p->version == "v1.DRAPlugin") {
     return CallUnprepare<v1::DRAPlugin::Stub, v1::NodeUnprepareResourcesRequest,
-                         v1::NodeUnprepareResourcesResponse>(p->endpoint, options_.call_deadline,
+                         v1::NodeUnprepareResourcesResponse>(p->channel, options_.call_deadline,
                                                              claims, out);
   }
   return CallUnprepare<v1beta1::DRAPlugin::Stub, v1beta1::NodeUnprepareResourcesRequest,
-                       v1beta1::NodeUnprepareResourcesResponse>(p->endpoint, options_.call_deadline,
+                       v1beta1::NodeUnprepareResourcesResponse>(p->channel, options_.call_deadline,
                                                                 claims, out);
 }
 
@@ -287,7 +290,7 @@ grpc::Status DraKubelet::FirstHealth(const std::string& driver, std::vector<Heal
   if (!p || !p->health) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " serves no health");
   }
-  v1alpha1::DRAResourceHealth::Stub stub(Dial(p->endpoint));
+  v1alpha1::DRAResourceHealth::Stub stub(p->channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   auto reader = stub.NodeWatchResources(&ctx, v1alpha1::NodeWatchResourcesRequest());

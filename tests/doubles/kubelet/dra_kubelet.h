@@ -46,6 +46,8 @@ class DraKubelet {
     std::string version;   // the DRA version picked ("v1.DRAPlugin")
     bool health = false;   // lists v1alpha1.DRAResourceHealth
     std::vector<std::string> supported_versions;
+    // One connection to the endpoint for every call, as the kubelet keeps.
+    std::shared_ptr<grpc::Channel> channel;
   };
 
   struct Health {
