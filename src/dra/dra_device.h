@@ -39,6 +39,7 @@ struct DraDevice {
   // Kubernetes' standard ones.
   std::map<std::string, AttributeValue> attributes;
   std::map<std::string, std::string> capacity;  // name -> quantity ("81920Mi", "98")
+  friend bool operator==(const DraDevice&, const DraDevice&) = default;
 };
 
 struct DeviceModelInput {

@@ -209,6 +209,14 @@ TEST_F(DraModeTest, PublishesTheNodesSlicesAndRepublishesWhatTheKubeletDeletes) 
     return calls;
   }();
   EXPECT_FALSE(api_.calls().count("patch resourceslices"));
+  // A reload that finds the same devices publishes nothing new.
+  const int before_reload = api_.slice_writes();
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(agent_->WaitForStderr("reload done")) << Log();
+  EXPECT_FALSE(WaitFor([&] { return api_.slice_writes() != before_reload; },
+                       std::chrono::milliseconds(500)));
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 1);
 }
 
 TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReportedUnhealthy) {

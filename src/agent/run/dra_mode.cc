@@ -168,7 +168,6 @@ class DraHealth {
                   std::vector<DeviceKey> outages) {
     std::lock_guard<std::mutex> lock(mu_);
     devices_ = std::move(devices);
-    ++devices_version_;
     pool_ = pool;
     outages_ = std::move(outages);
     PublishLocked();
@@ -200,15 +199,12 @@ class DraHealth {
     preparer_->SetUnhealthy(std::move(out));
     if (server_ != nullptr) server_->SetHealth(std::move(records));
     std::vector<dra::DraDevice> healthy = HealthyLocked();
-    std::vector<std::string> names;
-    for (const dra::DraDevice& d : healthy) names.push_back(d.name);
-    // The names and attributes come from the generation: a new generation
-    // (SetDevices) or a device in or out changes what is published.
-    if (publisher_ != nullptr && (names != published_ || devices_version_ != published_version_)) {
-      publisher_->SetDesired(SlicesOf(std::move(healthy), driver_, pool_));
+    // A new generation (SetDevices) with other devices, or a device in or
+    // out, changes what is published; the same devices again change nothing.
+    if (publisher_ != nullptr && healthy != published_) {
+      publisher_->SetDesired(SlicesOf(healthy, driver_, pool_));
     }
-    published_ = std::move(names);
-    published_version_ = devices_version_;
+    published_ = std::move(healthy);
   }
 
   std::vector<dra::DraDevice> HealthyLocked() const {
@@ -227,9 +223,7 @@ class DraHealth {
   const std::string driver_;
   mutable std::mutex mu_;
   apiserver::SlicePublisher* publisher_ = nullptr;  // protected by mu_
-  std::vector<std::string> published_;              // protected by mu_: device names
-  uint64_t devices_version_ = 0;                    // protected by mu_: SetDevices calls
-  uint64_t published_version_ = 0;                  // protected by mu_
+  std::vector<dra::DraDevice> published_;           // protected by mu_: the slices' devices
   dra::DraServer* server_ = nullptr;                // protected by mu_
   std::vector<dra::DraDevice> devices_;             // protected by mu_
   std::string pool_;                                // protected by mu_
