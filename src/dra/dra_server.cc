@@ -252,31 +252,37 @@ class DraServer::Impl {
       }
       retry = false;
       if (InodeOf(registration_path_) != registration_inode_) {
-        LogWarning("the DRA registration socket is gone; serving it again",
-                   {{"socket", registration_path_}});
-        ++heals_;
-        registration_server_->Shutdown(std::chrono::system_clock::now() +
-                                       std::chrono::milliseconds(100));
-        registration_server_.reset();
+        if (registration_server_) {  // null after a failed attempt
+          LogWarning("the DRA registration socket is gone; serving it again",
+                     {{"socket", registration_path_}});
+          registration_server_->Shutdown(std::chrono::system_clock::now() +
+                                         std::chrono::milliseconds(100));
+          registration_server_.reset();
+        }
         if (absl::Status s = ServeRegistration(); !s.ok()) {
           LogError("cannot serve the DRA registration socket again; retrying",
                    {{"error", std::string(s.message())}});
           registration_inode_ = 0;
           retry = true;
+        } else {
+          ++heals_;
         }
       }
       if (InodeOf(plugin_path_) != plugin_inode_) {
-        LogWarning("the DRA socket is gone; serving it again", {{"socket", plugin_path_}});
-        ++heals_;
         // The calls in flight finish; the health streams are cancelled
         // (the kubelet opens them again).
-        dra_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-        dra_server_.reset();
+        if (dra_server_) {  // null after a failed attempt
+          LogWarning("the DRA socket is gone; serving it again", {{"socket", plugin_path_}});
+          dra_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+          dra_server_.reset();
+        }
         if (absl::Status s = ServeDra(); !s.ok()) {
           LogError("cannot serve the DRA socket again; retrying",
                    {{"error", std::string(s.message())}});
           plugin_inode_ = 0;
           retry = true;
+        } else {
+          ++heals_;
         }
       }
     }

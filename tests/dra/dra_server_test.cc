@@ -182,7 +182,8 @@ TEST_F(DraServerTest, ASocketSomeoneRemovesIsServedAgainAndRegisteredAnew) {
   ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() == 2; }));
   EXPECT_TRUE(kubelet.plugin(kDriver).has_value());
   ASSERT_EQ(::unlink(server_->plugin_socket().c_str()), 0);
-  ASSERT_TRUE(WaitFor([&] { return server_->stats().socket_heals == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return server_->stats().socket_heals == 2; }))
+      << server_->stats().socket_heals;
   std::map<std::string, PrepareOutcome> out;
   ASSERT_TRUE(WaitFor([&] {
     out.clear();
