@@ -248,6 +248,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "dra.driverName \"GPU_Driver\" is not a DNS subdomain"},
         BadCase{"DraRegistryDirRelative", "version: v1\ndra:\n  registryDir: plugins_registry\n",
                 "dra.registryDir: \"plugins_registry\" must be an absolute path"},
+        BadCase{"DraModeNodeLabels", "version: v1\nmode: dra\nnodeLabels:\n  output: node\n",
+                "in dra mode use \"nfd\""},
         BadCase{"DraModeMisspelt", "version: v1\nmode: dar\n",
                 "invalid value \"dar\" for mode (one of plugin, static, dra)"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });

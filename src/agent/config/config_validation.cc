@@ -133,10 +133,11 @@ absl::Status ValidateConfig(const Config& c) {
       c.health.event_wait_timeout > std::chrono::minutes(1)) {
     return absl::InvalidArgumentError("health.eventWaitTimeout must be between 10ms and 1m");
   }
-  if (c.agent_mode() == AgentMode::kPlugin && c.node_labels.output == "node") {
-    return absl::InvalidArgumentError(
+  if (c.agent_mode() != AgentMode::kStatic && c.node_labels.output == "node") {
+    return absl::InvalidArgumentError(StrCat(
         "nodeLabels.output: \"node\" writes labels through the API server, which static mode "
-        "does; in plugin mode use \"nfd\" (a node-feature-discovery feature file) or \"none\"");
+        "does; in ",
+        c.mode, " mode use \"nfd\" (a node-feature-discovery feature file) or \"none\""));
   }
   if (c.node_labels.Effective(c.agent_mode()) == LabelOutput::kNfd &&
       (c.node_labels.nfd_file.empty() || c.node_labels.nfd_file.front() != '/' ||

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "agent/config/api_connection.h"
+#include "agent/labels/nfd_feature_file.h"
 #include "agent/run/dra_devices.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
@@ -262,6 +263,7 @@ class DraMode : public Mode {
     if (!preparer.ok()) return absl::FailedPreconditionError(preparer.status().message());
     preparer_ = std::shared_ptr<dra::ClaimPreparer>(*std::move(preparer));
     health_state_ = std::make_unique<DraHealth>(preparer_.get(), config.dra.driver_name);
+    ApplyNfdOutput(config, gen.labels.labels);
     Serve(gen, {});
     absl::StatusOr<std::unique_ptr<dra::DraServer>> server =
         dra::DraServer::Start(ServerOptionsOf(config), preparer_);
@@ -306,6 +308,7 @@ class DraMode : public Mode {
           "dra.*, nodeName, cdi.specDir and cdi.vendor are read at start; a restart applies "
           "the changed ones");
     }
+    ApplyNfdOutput(next.config(), next.labels.labels);
     std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
     Serve(next, std::move(carried));
     return absl::OkStatus();
