@@ -7,7 +7,10 @@
 #include <rapidjson/document.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -65,7 +68,8 @@ class DraModeTest : public ::testing::Test {
     api_.AddNode(kNode);
   }
 
-  void StartAgent() {
+  // `over`: flags whose value replaces the default below.
+  void StartAgent(const std::map<std::string, std::string>& over = {}) {
     std::vector<std::string> args = {BinaryPath(),
                                      "run",
                                      "--mode",
@@ -92,6 +96,15 @@ class DraModeTest : public ::testing::Test {
                                      dir_.Join("proc"),
                                      "--sysfs-root",
                                      dir_.Join("sys")};
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (auto it = over.find(args[i]); it != over.end()) args[i + 1] = it->second;
+    }
+    for (const auto& [flag, value] : over) {
+      if (std::find(args.begin(), args.end(), flag) == args.end()) {
+        args.push_back(flag);
+        args.push_back(value);
+      }
+    }
     auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
     env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
     agent_ = std::make_unique<Subprocess>(args, env);
@@ -302,6 +315,101 @@ TEST_F(DraModeTest, AKubeletGoneMidPrepareLosesNothingAndItsRetryIsAnswered) {
   EXPECT_EQ(out["uid-a"].error, "");
   EXPECT_EQ(out["uid-a"].devices.at(0).device, "gpu-1");
   EXPECT_EQ(api_.claim_get_count(), gets);
+}
+
+// The devices a container gets from a prepared claim's CDI ids, as podman
+// resolves them: the paths in the OCI config.json podman writes. Empty, with
+// `*error` set, when podman refuses.
+std::set<std::string> PodmanDevices(const std::string& storage, const std::string& cdi_id,
+                                    std::string* error) {
+  const std::string p = "podman --root " + storage + "/root --runroot " + storage +
+                        "/runroot --tmpdir " + storage + "/tmp --storage-driver vfs " +
+                        "--cgroup-manager cgroupfs --events-backend none ";
+  ::mkdir((storage + "/rootfs").c_str(), 0755);
+  ::mkdir((storage + "/tmp").c_str(), 0755);
+  const std::string out = storage + "/out";
+  if (std::system((p + "create --network none --device " + cdi_id + " --rootfs " + storage +
+                   "/rootfs /bin/true > " + out + " 2>&1")
+                      .c_str()) != 0) {
+    *error = ReadFile(out);
+    return {};
+  }
+  std::string id = ReadFile(out);
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  const int init = std::system((p + "init " + id + " > " + out + " 2>&1").c_str());
+  const std::string config = storage + "/root/vfs-containers/" + id + "/userdata/config.json";
+  std::set<std::string> paths;
+  if (init == 0 || Exists(config)) {
+    rapidjson::Document d;
+    d.Parse(ReadFile(config).c_str());
+    if (!d.HasParseError() && d.HasMember("linux") && d["linux"].HasMember("devices")) {
+      for (const auto& dev : d["linux"]["devices"].GetArray()) {
+        paths.insert(dev["path"].GetString());
+      }
+    }
+  }
+  if (paths.empty()) *error = ReadFile(out);
+  std::system((p + "rm -f " + id + " > /dev/null 2>&1").c_str());
+  return paths;
+}
+
+// What a container runtime does with prepare's answer: podman (a real CDI
+// consumer; it reads /var/run/cdi) resolves each CDI id to the claim's
+// device nodes, and refuses it once the claim is unprepared. Root and podman
+// only; skipped otherwise.
+TEST_F(DraModeTest, PodmanResolvesTheCdiIdsPrepareAnswersUntilUnprepare) {
+  if (::geteuid() != 0 || std::system("command -v podman > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "needs root (device nodes, rootful podman) and podman";
+  }
+  TempDir t;
+  ASSERT_TRUE(WriteFakeDevRoot(t.Join("dev"), {0, 1}, {12, 13, 21, 22, 30, 31}, true));
+  // Left as found: the folder is removed again if this test made it.
+  const bool made_cdi_dir = !Exists("/var/run/cdi");
+  struct RemoveIfMade {
+    bool made;
+    ~RemoveIfMade() {
+      if (made) ::rmdir("/var/run/cdi");
+    }
+  } remove_if_made{made_cdi_dir};
+  // A kind of its own: no clash with a real spec in /var/run/cdi.
+  const std::string vendor = "gpu-agent-dra-test-" + std::to_string(::getpid()) + ".example";
+  api_.PutResourceClaim("team", "whole",
+                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "mig",
+                        ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--cdi-spec-dir", "/var/run/cdi"},
+              {"--cdi-vendor", vendor},
+              {"--dev-root", t.Join("dev")}});
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(
+      kubelet.Prepare(kDriver, {{"team", "uid-whole", "whole"}, {"team", "uid-mig", "mig"}}, &out)
+          .ok());
+  ASSERT_EQ(out["uid-whole"].error, "") << Log();
+  ASSERT_EQ(out["uid-mig"].error, "") << Log();
+  std::string error;
+  const std::set<std::string> whole =
+      PodmanDevices(t.path(), out["uid-whole"].devices.at(0).cdi_ids.at(0), &error);
+  EXPECT_TRUE(whole.count("/dev/nvidia1") && whole.count("/dev/nvidiactl") &&
+              !whole.count("/dev/nvidia0"))
+      << error;
+  const std::set<std::string> mig =
+      PodmanDevices(t.path(), out["uid-mig"].devices.at(0).cdi_ids.at(0), &error);
+  EXPECT_TRUE(mig.count("/dev/nvidia0") && mig.count("/dev/nvidia-caps/nvidia-cap22") &&
+              !mig.count("/dev/nvidia1"))
+      << error;
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(
+      kubelet.Unprepare(kDriver, {{"team", "uid-whole", "whole"}, {"team", "uid-mig", "mig"}}, &un)
+          .ok());
+  error.clear();
+  EXPECT_TRUE(
+      PodmanDevices(t.path(), out["uid-whole"].devices.at(0).cdi_ids.at(0), &error).empty());
+  EXPECT_NE(error.find("unresolvable CDI devices"), std::string::npos) << error;
+  agent_->Signal(SIGTERM);
+  agent_->Wait();
 }
 
 TEST_F(DraModeTest, AKubeletRestartRegistersThePluginAgain) {
