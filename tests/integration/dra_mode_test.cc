@@ -412,6 +412,21 @@ TEST_F(DraModeTest, PodmanResolvesTheCdiIdsPrepareAnswersUntilUnprepare) {
   agent_->Wait();
 }
 
+TEST_F(DraModeTest, TheNodesConfigLabelPicksTheConfigAndTheSlicesFollow) {
+  dir_.Write("nc/one.yaml", "version: v1\nmode: dra\ndevices:\n  include: [\"index:1\"]\n");
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--node-config-dir", dir_.Join("nc")}});
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; }, std::chrono::seconds(20)))
+      << Log();
+  api_.SetLabel(kNode, "nvidia.com/device-plugin.config", "one");
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == std::set<std::string>{"gpu-1"}; }))
+      << Log();
+  int64_t generation = 0;
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 2);
+}
+
 TEST_F(DraModeTest, AKubeletRestartRegistersThePluginAgain) {
   DraKubelet kubelet(KubeletOptions());
   ASSERT_TRUE(kubelet.Start());

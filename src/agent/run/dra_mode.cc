@@ -12,6 +12,7 @@
 #include "agent/run/dra_devices.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
+#include "agent/run/reload.h"
 #include "apiserver/rest_client.h"
 #include "apiserver/slice_publisher.h"
 #include "base/log.h"
@@ -293,6 +294,13 @@ class DraMode : public Mode {
     }
     publisher_ = *std::move(publisher);
     health_state_->SetPublisher(publisher_.get());
+    absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
+        WatchConfigLabel(config, ctx_.node_config, ctx_.events);
+    if (!label_watch.ok()) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot watch the node's config label: ", label_watch.status().message()));
+    }
+    label_watch_ = *std::move(label_watch);
     return absl::OkStatus();
   }
 
@@ -315,6 +323,7 @@ class DraMode : public Mode {
   }
 
   void Stop(const Generation& /*last*/) override {
+    if (label_watch_) label_watch_->Stop();
     health().Stop();
     if (health_state_) health_state_->SetPublisher(nullptr);
     // The slices stay: the kubelet removes a driver's slices once it has
@@ -412,7 +421,8 @@ class DraMode : public Mode {
   std::shared_ptr<ApiClaimReader> reader_;
   std::shared_ptr<dra::ClaimPreparer> preparer_;
   std::unique_ptr<DraHealth> health_state_;
-  std::unique_ptr<apiserver::SlicePublisher> publisher_;  // set by Start
+  std::unique_ptr<apiserver::SlicePublisher> publisher_;    // set by Start
+  std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;  // null without a node config
   std::mutex mu_;
   std::unique_ptr<dra::DraServer> server_;  // protected by mu_
 };
