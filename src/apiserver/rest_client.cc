@@ -155,6 +155,9 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
           return true;
         });
       }
+      if (method == "POST") return client_->Post(full, *headers, body, content_type);
+      if (method == "PUT") return client_->Put(full, *headers, body, content_type);
+      if (method == "DELETE") return client_->Delete(full, *headers);
       return client_->Patch(full, *headers, body, content_type);
     }();
     if (too_big) {
@@ -203,6 +206,20 @@ absl::StatusOr<HttpResponse> RestClient::Get(const std::string& path) {
 absl::StatusOr<HttpResponse> RestClient::Patch(const std::string& path, const std::string& body,
                                                const std::string& content_type, bool repeatable) {
   return Send("PATCH", path, body, content_type, repeatable);
+}
+
+absl::StatusOr<HttpResponse> RestClient::Post(const std::string& path, const std::string& body) {
+  return Send("POST", path, body, "application/json", /*repeatable=*/false);
+}
+
+absl::StatusOr<HttpResponse> RestClient::Put(const std::string& path, const std::string& body) {
+  // A PUT names the resourceVersion it replaces: sent twice, the second
+  // answers 409, never a second change.
+  return Send("PUT", path, body, "application/json", /*repeatable=*/true);
+}
+
+absl::StatusOr<HttpResponse> RestClient::Delete(const std::string& path) {
+  return Send("DELETE", path, "", "", /*repeatable=*/true);
 }
 
 absl::StatusOr<int> RestClient::Stream(const std::string& path,

@@ -50,6 +50,12 @@ class RestClient {
   absl::StatusOr<HttpResponse> Get(const std::string& path);
   absl::StatusOr<HttpResponse> Patch(const std::string& path, const std::string& body,
                                      const std::string& content_type, bool repeatable = false);
+  // JSON bodies. A POST cut off unanswered is not sent again (it may have
+  // created the object); a PUT (which names a resourceVersion) and a
+  // DELETE are.
+  absl::StatusOr<HttpResponse> Post(const std::string& path, const std::string& body);
+  absl::StatusOr<HttpResponse> Put(const std::string& path, const std::string& body);
+  absl::StatusOr<HttpResponse> Delete(const std::string& path);
   // Streams the body of a long GET, calling `on_chunk` with raw bytes as they
   // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen.
   absl::StatusOr<int> Stream(const std::string& path,

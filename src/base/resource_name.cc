@@ -10,6 +10,8 @@ bool IsAlnum(char c) {
 }
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
+}  // namespace
+
 // RFC 1123 subdomain: lowercase labels of [a-z0-9-], dot separated, at most
 // 253 characters.
 absl::Status ValidateDnsSubdomain(std::string_view what, std::string_view s) {
@@ -35,8 +37,6 @@ absl::Status ValidateDnsSubdomain(std::string_view what, std::string_view s) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::Status ValidateExtendedResourceName(std::string_view name) {
   const size_t slash = name.find('/');

@@ -19,6 +19,11 @@ inline constexpr std::string_view kMigResourcePrefix = "nvidia.com/mig-";
 // The error says which rule failed.
 absl::Status ValidateExtendedResourceName(std::string_view name);
 
+// OK when `s` is an RFC 1123 DNS subdomain: dot-separated labels of
+// lowercase letters, digits and '-', each starting and ending with a letter
+// or digit, at most 253 characters. The error starts with `what`.
+absl::Status ValidateDnsSubdomain(std::string_view what, std::string_view s);
+
 // OK when `name` is a valid Node name (RFC 1123 DNS subdomain).
 absl::Status ValidateNodeName(std::string_view name);
 

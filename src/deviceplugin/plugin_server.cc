@@ -258,7 +258,9 @@ PluginServer::PluginServer(std::string path, std::shared_ptr<DevicePluginService
 
 absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Start(
     const std::string& socket_path, std::shared_ptr<DevicePluginService> service) {
-  if (absl::Status s = PrepareSocketPath(socket_path); !s.ok()) return s;
+  if (absl::Status s = PrepareSocketPath(socket_path, "kubelet.socket folder or kubelet.endpoint");
+      !s.ok())
+    return s;
   std::unique_ptr<PluginServer> self(new PluginServer(socket_path, std::move(service)));
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket_path, grpc::InsecureServerCredentials());

@@ -14,8 +14,8 @@
 #include <unordered_map>
 
 #include "absl/status/statusor.h"
+#include "base/socket_path.h"
 #include "deviceplugin/device_plugin_service.h"
-#include "deviceplugin/socket_path.h"
 
 namespace gpu_agent::deviceplugin {
 

@@ -242,8 +242,30 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"EventWaitTooShort", "version: v1\nhealth:\n  eventWaitTimeout: 1ms\n",
                 "health.eventWaitTimeout must be between 10ms and 1m"},
         BadCase{"EventWaitTooLong", "version: v1\nhealth:\n  eventWaitTimeout: 2m\n",
-                "health.eventWaitTimeout must be between 10ms and 1m"}),
+                "health.eventWaitTimeout must be between 10ms and 1m"},
+        BadCase{"DraDriverNameNotASubdomain",
+                "version: v1\nmode: dra\ndra:\n  driverName: GPU_Driver\n",
+                "dra.driverName \"GPU_Driver\" is not a DNS subdomain"},
+        BadCase{"DraRegistryDirRelative", "version: v1\ndra:\n  registryDir: plugins_registry\n",
+                "dra.registryDir: \"plugins_registry\" must be an absolute path"},
+        BadCase{"DraModeNodeLabels", "version: v1\nmode: dra\nnodeLabels:\n  output: node\n",
+                "in dra mode use \"nfd\""},
+        BadCase{"DraModeMisspelt", "version: v1\nmode: dar\n",
+                "invalid value \"dar\" for mode (one of plugin, static, dra)"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
+
+TEST(ConfigTest, DraModeAndItsSettingsFromFileFlagsAndEnv) {
+  auto loaded = LoadText("version: v1\nmode: dra\ndra:\n  pluginDir: /k/plugins\n",
+                         {{"GPU_AGENT_DRA_DRIVER_NAME", "gpu.example.com"}});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->config.agent_mode(), AgentMode::kDra);
+  EXPECT_EQ(loaded->config.dra.driver_name, "gpu.example.com");
+  EXPECT_EQ(loaded->config.dra.plugin_dir, "/k/plugins");
+  EXPECT_EQ(loaded->config.dra.registry_dir, "/var/lib/kubelet/plugins_registry");
+  Config defaults;
+  EXPECT_EQ(defaults.dra.driver_name, "gpu.gpu-agent.github.io");
+  EXPECT_EQ(defaults.dra.plugin_dir, "/var/lib/kubelet/plugins");
+}
 
 TEST(ConfigTest, MissingFile) {
   ConfigRequest req;
@@ -295,7 +317,8 @@ TEST(ConfigTest, BadEnvAndFlagValuesNameTheirSource) {
 }
 
 TEST(ConfigTest, ShippedExampleConfigsLoad) {
-  for (const char* name : {"plugin.yaml", "static.yaml", "time-slicing.yaml", "mig-mixed.yaml"}) {
+  for (const char* name :
+       {"plugin.yaml", "static.yaml", "time-slicing.yaml", "mig-mixed.yaml", "dra.yaml"}) {
     ConfigRequest req;
     req.file = SourceDir() + "/config/" + name;
     req.env = Env({});

@@ -7,10 +7,12 @@
 // the driver reached one way and consistently (the NVIDIA runtime, or a
 // read-only host driver root at the path the agent loads NVML from, as the
 // agent itself resolves its config), GPU-node affinity, resources, seccomp,
-// no API access in plugin mode, the RBAC unchanged in static mode, and
-// SYS_ADMIN only with MIG.
+// no API access in plugin mode, the RBAC unchanged in static and DRA mode,
+// DRA mode's kubelet and CDI folders and DeviceClasses, and SYS_ADMIN only
+// with MIG.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <set>
 
 #include "api_server_stub.h"
+#include "dra_kubelet.h"
 #include "support/agent_env.h"
 
 namespace gpu_agent::testing {
@@ -110,6 +113,71 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
   EXPECT_EQ(used, granted) << "the ClusterRole must allow what the agent does, and nothing more";
 }
 
+TEST(ManifestsTest, DraClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
+  std::set<std::string> granted;
+  for (const YAML::Node& d : Docs("dra/agent/rbac.yaml")) {
+    if (d["kind"].as<std::string>() != "ClusterRole") continue;
+    for (const YAML::Node& rule : d["rules"]) {
+      for (const YAML::Node& res : rule["resources"]) {
+        for (const YAML::Node& verb : rule["verbs"]) {
+          granted.insert(verb.as<std::string>() + " " + res.as<std::string>());
+        }
+      }
+    }
+  }
+  // What DRA mode really asks: registration, a claim prepared and
+  // unprepared, its slices published over a stale one, edited and put back,
+  // deleted by the kubelet and published again.
+  TempDir dir;
+  ASSERT_TRUE(WriteFakeDriverRoot(dir.Join("driver"), "550.54.15"));
+  WriteFakeDevRoot(dir.Join("devroot"), {0}, {}, false);
+  for (const char* sub : {"registry", "plugins"}) ::mkdir(dir.Join(sub).c_str(), 0755);
+  ApiServerStub api;
+  api.AddNode("n1");
+  api.ServeResourceVersions({"v1"});
+  const std::string driver = "gpu.gpu-agent.github.io";
+  api.PutResourceClaim(
+      "ns", "c",
+      R"({"metadata":{"name":"c","namespace":"ns","uid":"u1"},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
+          driver + R"(","pool":"n1","device":"gpu-0"}]}}}})");
+  api.AddSlice(
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"n1-)" +
+      driver + R"(-1"},"spec":{"driver":")" + driver +
+      R"(","nodeName":"n1","pool":{"name":"n1","generation":1,"resourceSliceCount":2},"devices":[]}})");
+  DraKubelet::Options ko;
+  ko.registry_dir = dir.Join("registry");
+  DraKubelet kubelet(ko);
+  ASSERT_TRUE(kubelet.Start());
+  auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
+  Subprocess agent(
+      {BinaryPath(), "run", "--mode", "dra", "--node-name", "n1", "--proxy=" + api.url(),
+       "--dra-registry-dir", dir.Join("registry"), "--dra-plugin-dir", dir.Join("plugins"),
+       "--cdi-spec-dir", dir.Join("cdi"), "--nvidia-cdi-hook-path", "", "--nvidia-driver-root",
+       dir.Join("driver"), "--dev-root", dir.Join("devroot")},
+      env);
+  ASSERT_TRUE(kubelet.WaitForPlugin(driver, std::chrono::seconds(20))) << agent.Stderr();
+  std::map<std::string, dra::PrepareOutcome> prepared;
+  ASSERT_TRUE(kubelet.Prepare(driver, {{"ns", "u1", "c"}}, &prepared).ok());
+  ASSERT_EQ(prepared["u1"].error, "") << agent.Stderr();
+  std::map<std::string, std::string> unprepared;
+  ASSERT_TRUE(kubelet.Unprepare(driver, {{"ns", "u1", "c"}}, &unprepared).ok());
+  auto published = [&] {
+    std::vector<std::string> s = api.Slices("n1");
+    return s.size() == 1 && s[0].find("\"gpu-0\"") != std::string::npos;
+  };
+  ASSERT_TRUE(WaitFor(published)) << agent.Stderr();
+  api.EmptySliceDevices("n1-" + driver + "-0");
+  ASSERT_TRUE(WaitFor([&] { return api.calls().count("update resourceslices") > 0; }));
+  ASSERT_TRUE(WaitFor(published)) << agent.Stderr();
+  api.DeleteNodeSlices("n1");
+  ASSERT_TRUE(WaitFor(published)) << agent.Stderr();
+  agent.Signal(SIGTERM);
+  ASSERT_EQ(agent.Wait(), 0) << agent.Stderr();
+  std::set<std::string> used = api.calls();
+  used.erase("get resource.k8s.io");  // discovery: every user may (system:discovery)
+  EXPECT_EQ(used, granted) << "the ClusterRole must allow what DRA mode does, and nothing more";
+}
+
 TEST(ManifestsTest, ConfigMapHoldsTheExampleConfigsAndTheyLoad) {
   const std::vector<YAML::Node> docs = Docs("base/configmap.yaml");
   ASSERT_EQ(docs.size(), 1u);
@@ -124,7 +192,7 @@ TEST(ManifestsTest, ConfigMapHoldsTheExampleConfigsAndTheyLoad) {
     EXPECT_EQ(r.code, 0) << name << ": " << r.err;
     ++checked;
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, 5);
 }
 
 // ---- the deployment contract of a render ----
@@ -141,7 +209,7 @@ const std::map<std::string, std::string> kKubeletDevicePlugins = {
 
 struct Variant {
   std::string name;                     // for messages: the overlay folder, or the components
-  std::string mode;                     // plugin | static
+  std::string mode;                     // plugin | static | dra
   std::vector<std::string> components;  // folder names under components/
   bool Has(const std::string& c) const {
     return std::find(components.begin(), components.end(), c) != components.end();
@@ -315,6 +383,7 @@ YAML::Node EffectiveConfig(const YAML::Node& pod, const YAML::Node& container,
 void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
   SCOPED_TRACE("render of " + v.name);
   const bool plugin = v.mode == "plugin";
+  const bool dra = v.mode == "dra";
   const bool mig = v.Has("mig");
   const std::string driver = v.Driver();
   ASSERT_TRUE(driver == "nvidia-runtime" || kDriverHostRoot.count(driver))
@@ -331,7 +400,9 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
     if (IsRbac(kind)) rbac_kinds.push_back(kind);
     EXPECT_EQ(Str(At(d, {"metadata", "labels", "app.kubernetes.io/part-of"})), "gpu-agent")
         << kind << " " << Str(At(d, {"metadata", "name"})) << " lacks the common label";
-    if (kind != "ClusterRole" && kind != "ClusterRoleBinding") {
+    // kustomize does not know DeviceClass is cluster-scoped and names a
+    // namespace on it, which the API server drops for a cluster-scoped kind.
+    if (kind != "ClusterRole" && kind != "ClusterRoleBinding" && kind != "DeviceClass") {
       EXPECT_EQ(Str(At(d, {"metadata", "namespace"})), "kube-system")
           << kind << " " << Str(At(d, {"metadata", "name"}));
     }
@@ -344,7 +415,9 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
         << name << " in the rendered ConfigMap differs from config/" << name;
   }
   const YAML::Node ds = daemonsets[0];
-  EXPECT_EQ(Str(At(ds, {"metadata", "name"})), plugin ? "gpu-agent" : "gpu-agent-static");
+  EXPECT_EQ(Str(At(ds, {"metadata", "name"})), plugin ? "gpu-agent"
+                                               : dra  ? "gpu-agent-dra"
+                                                      : "gpu-agent-static");
   const YAML::Node pod = At(ds, {"spec", "template", "spec"});
   ASSERT_TRUE(pod.IsMap()) << "the DaemonSet has no pod template";
   ASSERT_TRUE(pod["containers"].IsSequence());
@@ -368,6 +441,9 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
   const bool privileged = At(c, {"securityContext", "privileged"}).IsDefined() &&
                           At(c, {"securityContext", "privileged"}).as<bool>();
   const Mount driver_mount = MountAt(pod, c, driver_here);
+  EXPECT_FALSE(dra && driver == "nvidia-runtime")
+      << "DRA mode's CDI specs name libcuda, which the runtime's utility set does not give the "
+         "agent: it needs the host's driver root";
   if (driver == "nvidia-runtime") {
     EXPECT_EQ(Str(pod["runtimeClassName"]), "nvidia");
     EXPECT_EQ(Env(c, "NVIDIA_VISIBLE_DEVICES"), "all");
@@ -513,6 +589,53 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
     ASSERT_TRUE(named.mount.IsDefined()) << "nothing is mounted at nodeConfig.dir";
     EXPECT_EQ(Str(At(named.volume, {"configMap", "name"})),
               Str(At(configmap, {"metadata", "name"})));
+  } else if (dra) {
+    // The RBAC of dra/agent/rbac.yaml, unchanged, bound to the pod's
+    // service account; the folders the config names, from the host; a
+    // DeviceClass for the driver the config names.
+    EXPECT_EQ(Str(pod["automountServiceAccountToken"]), "true");
+    std::multiset<std::string> kinds(rbac_kinds.begin(), rbac_kinds.end());
+    EXPECT_EQ(kinds,
+              (std::multiset<std::string>{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}));
+    EXPECT_EQ(Rules(docs), Rules(Docs("dra/agent/rbac.yaml")))
+        << "the rendered ClusterRole differs from dra/agent/rbac.yaml";
+    for (const YAML::Node& d : docs) {
+      if (Str(d["kind"]) != "ClusterRoleBinding") continue;
+      ASSERT_TRUE(d["subjects"].IsSequence() && d["subjects"].size() == 1u);
+      EXPECT_EQ(Str(d["subjects"][0]["name"]), Str(pod["serviceAccountName"]));
+      EXPECT_EQ(Str(At(d, {"roleRef", "name"})), "gpu-agent-dra");
+    }
+    const std::string plugin_dir = Str(At(config, {"dra", "pluginDir"}));
+    for (const std::string key : {"registryDir", "pluginDir"}) {
+      const std::string folder = Str(At(config, {"dra", key}));
+      const Mount m = MountAt(pod, c, folder);
+      ASSERT_TRUE(m.mount.IsDefined()) << "dra." << key << " " << folder << " is not mounted";
+      EXPECT_EQ(Str(At(m.volume, {"hostPath", "path"})), folder);
+      EXPECT_EQ(Str(At(m.volume, {"hostPath", "type"})), "Directory");
+    }
+    const std::string cdi_dir = Str(At(config, {"cdi", "specDir"}));
+    const Mount cdi = MountAt(pod, c, cdi_dir);
+    ASSERT_TRUE(cdi.mount.IsDefined()) << "cdi.specDir " << cdi_dir << " is not mounted";
+    EXPECT_EQ(Str(At(cdi.volume, {"hostPath", "path"})), cdi_dir);
+    const std::string driver_name = Str(At(config, {"dra", "driverName"}));
+    int classes = 0;
+    std::set<std::string> extended;
+    for (const YAML::Node& d : docs) {
+      if (Str(d["kind"]) != "DeviceClass") continue;
+      ++classes;
+      if (At(d, {"spec", "extendedResourceName"})) {
+        extended.insert(Str(At(d, {"spec", "extendedResourceName"})));
+      }
+      EXPECT_NE(Str(At(d, {"spec", "selectors"})[0]["cel"]["expression"])
+                    .find("device.driver == \"" + driver_name + "\""),
+                std::string::npos)
+          << Str(At(d, {"metadata", "name"})) << " selects another driver than " << driver_name;
+    }
+    EXPECT_EQ(classes, 3) << "DeviceClasses for whole GPUs, MIG devices, and nvidia.com/gpu";
+    EXPECT_EQ(extended, std::set<std::string>{"nvidia.com/gpu"})
+        << "one class lets pods that ask for nvidia.com/gpu run on DRA";
+    EXPECT_TRUE(v.Kubelet().empty()) << "the kubelet-* components move the device-plugins folder";
+    EXPECT_FALSE(mig) << "the MIG component is for plugin mode";
   } else if (plugin) {
     EXPECT_EQ(Str(pod["automountServiceAccountToken"]), "false")
         << "plugin mode never talks to the API server: no token";
@@ -528,7 +651,7 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
         << "the folder of kubelet.socket " << socket << " is not mounted";
     EXPECT_EQ(Str(At(kubelet.volume, {"hostPath", "path"})), kKubeletDevicePlugins.at(v.Kubelet()));
     EXPECT_EQ(Str(At(kubelet.volume, {"hostPath", "type"})), "Directory");
-  } else {
+  } else if (!dra) {
     EXPECT_TRUE(v.Kubelet().empty()) << "static mode never uses the kubelet's folder";
     EXPECT_FALSE(mig) << "the MIG component is for plugin mode";
     // The RBAC of static/agent/rbac.yaml, unchanged, bound to the pod's
@@ -603,7 +726,7 @@ TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
   // The overlays docs/install.md names; a new one is added here and there.
   EXPECT_EQ(overlays, (std::set<std::string>{"plugin", "plugin/host-driver", "plugin/gpu-operator",
                                              "plugin/mig", "static", "static/host-driver",
-                                             "static/gpu-operator"}));
+                                             "static/gpu-operator", "dra"}));
   // The image every overlay's `images:` replaces is the agent's image.
   const std::string agent_image = Str(At(Docs("plugin/agent/daemonset.yaml")[0],
                                          {"spec", "template", "spec", "containers"})[0]["image"]);
@@ -613,8 +736,8 @@ TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
   for (const std::string& dir : overlays) {
     const YAML::Node k = YAML::LoadFile(Manifests() + "/" + dir + "/kustomization.yaml");
     Variant v{dir, dir.substr(0, dir.find('/')), ComponentNames(k)};
-    ASSERT_TRUE(v.mode == "plugin" || v.mode == "static")
-        << dir << ": overlays live under manifests/plugin or manifests/static";
+    ASSERT_TRUE(v.mode == "plugin" || v.mode == "static" || v.mode == "dra")
+        << dir << ": overlays live under manifests/plugin, manifests/static or manifests/dra";
     std::vector<YAML::Node> docs;
     std::string err;
     ASSERT_TRUE(Kustomize(Manifests() + "/" + dir, &docs, &err)) << dir << ": " << err;
@@ -645,6 +768,7 @@ TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
   std::vector<Variant> variants;
   for (const std::string& driver : kDriverComponents) {
     variants.push_back({"static + " + driver, "static", {driver}});
+    if (driver != "nvidia-runtime") variants.push_back({"dra + " + driver, "dra", {driver}});
     for (bool mig : {false, true}) {
       for (const auto& [kubelet, path] : kKubeletDevicePlugins) {
         Variant v{"plugin + " + driver, "plugin", {driver}};

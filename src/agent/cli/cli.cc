@@ -149,6 +149,19 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   cdi_generate->add_option("-f,--output-file", cdi_output,
                            "write the spec to this file atomically instead of printing it");
 
+  CLI::App* dra = app.add_subcommand("dra", "Dynamic Resource Allocation (DRA mode)");
+  dra->require_subcommand(1);
+  CLI::App* dra_slices = dra->add_subcommand(
+      "slices", "print the ResourceSlices DRA mode would publish for this node's GPUs");
+  ConfigFlags dra_flags;
+  FlagSelection dra_selection;
+  dra_selection.applies = DraSlicesApplies();
+  dra_selection.nvidia_ignored = false;
+  AddConfigFlags(dra_slices, &dra_flags, dra_selection);
+  std::string dra_output = "yaml";
+  dra_slices->add_option("-o,--output", dra_output, "output format")
+      ->check(CLI::IsMember({"json", "yaml"}));
+
   CLI::App* version = app.add_subcommand("version", "print the version");
 
   CLI::App* capacity = app.add_subcommand(
@@ -279,6 +292,11 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(labels_flags));
     if (!loaded.ok()) return ReportConfigError(loaded.status());
     return commands.labels(*loaded, labels_req);
+  }
+  if (dra_slices->parsed()) {
+    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(dra_flags));
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return commands.dra_slices(*loaded, dra_output);
   }
   if (cdi_generate->parsed()) {
     ConfigRequest req = BuildRequest(cdi_flags);

@@ -10,6 +10,7 @@
 #include "agent/cli/cdi_command.h"
 #include "agent/cli/config_command.h"
 #include "agent/cli/devices_command.h"
+#include "agent/cli/dra_command.h"
 #include "agent/cli/labels_command.h"
 #include "agent/run/run_command.h"
 
@@ -22,6 +23,7 @@ struct CliCommands {
   std::function<int(const LoadedConfig&, const CapacityRequest&)> capacity = CapacityCommand;
   std::function<int(const LoadedConfig&, const std::string& format, const std::string& output)>
       cdi_generate = CdiGenerateCommand;
+  std::function<int(const LoadedConfig&, const std::string& output)> dra_slices = DraSlicesCommand;
   std::function<int(const LoadedConfig&, const LabelsRequest&)> labels = LabelsCommand;
   std::function<int(LoadedConfig&, const ConfigCommandOptions&)> config = ConfigCommand;
   std::function<int(const ConfigRequest&, LoadedConfig)> run = RunCommand;

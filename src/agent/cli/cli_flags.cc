@@ -182,6 +182,13 @@ std::function<bool(std::string_view)> CdiGenerateApplies() {
   };
 }
 
+std::function<bool(std::string_view)> DraSlicesApplies() {
+  return [](std::string_view key) {
+    return DiscoveryKey(key) || key == "flags.migStrategy" || key == "nodeName" ||
+           key == "dra.driverName";
+  };
+}
+
 std::function<bool(std::string_view)> LabelsApplies(const std::string& verb) {
   return [verb](std::string_view key) {
     if (key.starts_with("apiServer.") || key == "nodeName") return verb != "print";

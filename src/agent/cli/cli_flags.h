@@ -51,6 +51,8 @@ void AcceptSingleDashLongFlags(const CLI::App& app, std::vector<std::string>* ar
 // for plain `labels`), so their help lists only those flags.
 std::function<bool(std::string_view)> DevicesApplies();
 std::function<bool(std::string_view)> CdiGenerateApplies();
+// What `dra slices` reads: discovery, the MIG strategy, the driver and node.
+std::function<bool(std::string_view)> DraSlicesApplies();
 std::function<bool(std::string_view)> LabelsApplies(const std::string& verb);
 
 // The config file and the flags given, for the loader.

@@ -16,7 +16,7 @@ namespace gpu_agent {
 // The settings that pick between behaviours, as the code branches on them.
 // The schema (config_schema.h) admits only their names; each is read in one
 // place below, so no other code compares the strings.
-enum class AgentMode { kPlugin, kStatic };
+enum class AgentMode { kPlugin, kStatic, kDra };
 enum class MigStrategy { kNone, kSingle, kMixed };
 enum class DeviceIdStrategy { kUuid, kIndex };
 enum class LabelOutput { kNone, kNode, kNfd };
@@ -35,9 +35,11 @@ struct TimeSlicingResource {
 
 struct Config {
   std::string version = "v1";
-  std::string mode = "plugin";  // plugin | static
+  std::string mode = "plugin";  // plugin | static | dra
   AgentMode agent_mode() const {
-    return mode == "static" ? AgentMode::kStatic : AgentMode::kPlugin;
+    return mode == "static" ? AgentMode::kStatic
+           : mode == "dra"  ? AgentMode::kDra
+                            : AgentMode::kPlugin;
   }
   std::string resource_name = "nvidia.com/gpu";
   std::string node_name;
@@ -150,6 +152,15 @@ struct Config {
     // this long (kubelet.sock present) is served afresh and registered again.
     Duration stream_grace_period = std::chrono::seconds(1);
   } kubelet;
+
+  // DRA mode: the kubelet's Dynamic Resource Allocation plugin API.
+  struct Dra {
+    std::string driver_name = "gpu.gpu-agent.github.io";  // a DNS subdomain
+    // The kubelet's plugin-watcher folder: <registryDir>/<driver>-reg.sock.
+    std::string registry_dir = "/var/lib/kubelet/plugins_registry";
+    // The plugin's own folder: <pluginDir>/<driver>/dra.sock.
+    std::string plugin_dir = "/var/lib/kubelet/plugins";
+  } dra;
 
   struct Driver {
     // Before the driver is there (a driver container still installing it),

@@ -82,6 +82,19 @@ absl::Status ValidateConfig(const Config& c) {
     }
   }
   if (absl::Status s = ValidateDeviceSelection(c.devices); !s.ok()) return s;
+  if (absl::Status s = ValidateDnsSubdomain(StrCat("dra.driverName \"", c.dra.driver_name, "\""),
+                                            c.dra.driver_name);
+      !s.ok()) {
+    return absl::InvalidArgumentError(s.message());
+  }
+  for (const auto& [key, dir] :
+       {std::pair<const char*, const std::string*>{"dra.registryDir", &c.dra.registry_dir},
+        {"dra.pluginDir", &c.dra.plugin_dir}}) {
+    if (dir->empty() || dir->front() != '/') {
+      return absl::InvalidArgumentError(
+          StrCat(key, ": \"", *dir, "\" must be an absolute path (a folder of the kubelet's)"));
+    }
+  }
   if (absl::Status s = cdi::ValidateVendor(c.cdi.vendor); !s.ok()) {
     return absl::InvalidArgumentError(StrCat("cdi.vendor: ", s.message()));
   }
@@ -120,10 +133,11 @@ absl::Status ValidateConfig(const Config& c) {
       c.health.event_wait_timeout > std::chrono::minutes(1)) {
     return absl::InvalidArgumentError("health.eventWaitTimeout must be between 10ms and 1m");
   }
-  if (c.agent_mode() == AgentMode::kPlugin && c.node_labels.output == "node") {
-    return absl::InvalidArgumentError(
+  if (c.agent_mode() != AgentMode::kStatic && c.node_labels.output == "node") {
+    return absl::InvalidArgumentError(StrCat(
         "nodeLabels.output: \"node\" writes labels through the API server, which static mode "
-        "does; in plugin mode use \"nfd\" (a node-feature-discovery feature file) or \"none\"");
+        "does; in ",
+        c.mode, " mode use \"nfd\" (a node-feature-discovery feature file) or \"none\""));
   }
   if (c.node_labels.Effective(c.agent_mode()) == LabelOutput::kNfd &&
       (c.node_labels.nfd_file.empty() || c.node_labels.nfd_file.front() != '/' ||

@@ -39,7 +39,9 @@ absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
   gen->labels = ComputeNodeLabels(c, inv, gen->choice);
   warn(gen->labels.warnings);
   const bool cdi = options.cdi == GenerationOptions::Cdi::kAlways ||
-                   (options.cdi == GenerationOptions::Cdi::kWhenWritten && CdiStrategyOn(c) &&
+                   // DRA mode names every prepared device by CDI.
+                   (options.cdi == GenerationOptions::Cdi::kWhenWritten &&
+                    (CdiStrategyOn(c) || c.agent_mode() == AgentMode::kDra) &&
                     !c.cdi.spec_dir.empty() && !inv.gpus.empty());
   if (cdi) {
     absl::StatusOr<cdi::Generated> spec = GenerateCdiSpec(c, inv, gen->choice);

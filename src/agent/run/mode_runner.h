@@ -1,6 +1,6 @@
 // The one skeleton of `run`'s modes: start, the metrics server and its
-// probes, the reload loop and the stop order are written here once; plugin
-// and static mode (and DRA next) fill in a Mode.
+// probes, the reload loop and the stop order are written here once; plugin,
+// static and DRA mode fill in a Mode.
 //
 // Order: Start(first generation) -> metrics server (/metrics, /readyz,
 // /healthz) -> for each reload asked for: the next generation built
@@ -24,7 +24,7 @@ class Mode {
  public:
   virtual ~Mode() = default;
 
-  // "plugin", "static": gpu_agent_build_info's mode label and log lines.
+  // "plugin", "static", "dra": gpu_agent_build_info's mode label and log lines.
   virtual const char* name() const = 0;
   // Serves `gen`. On an error the runner logs it, calls Stop and exits with
   // ExitCodeFor(error).

@@ -12,7 +12,6 @@
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
 #include "apiserver/connection.h"
-#include "apiserver/node_label_watch.h"
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/strings.h"
@@ -118,23 +117,6 @@ deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
   o.stream_grace =
       std::chrono::duration_cast<std::chrono::milliseconds>(c.kubelet.stream_grace_period);
   return o;
-}
-
-// The watch that feeds the per-node config its label (null without one).
-absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> WatchConfigLabel(
-    const Config& config, NodeConfigSelector* node_config, RunEvents* events) {
-  if (!node_config) return std::unique_ptr<apiserver::NodeLabelWatch>();
-  absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
-  if (!conn.ok()) return conn.status();
-  apiserver::NodeLabelWatchOptions o;
-  o.node = config.node_name;
-  o.label = node_config->settings().label;
-  o.watch_timeout = config.static_mode.watch_timeout;
-  o.rest = RestOptionsFor(config);
-  return apiserver::NodeLabelWatch::Start(
-      *conn, o, [node_config, events](const std::optional<std::string>& v) {
-        ObserveConfigLabel(node_config, events, v);
-      });
 }
 
 // Writes the CDI spec of `gen` (when it has one) as the file `file` keeps;

@@ -7,6 +7,7 @@
 #include "agent/config/api_connection.h"
 #include "apiserver/connection.h"
 #include "apiserver/node_client.h"
+#include "apiserver/node_label_watch.h"
 #include "apiserver/rest_client.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -134,6 +135,22 @@ std::shared_ptr<const Generation> NextGeneration(
         break;
     }
   }
+}
+
+absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> WatchConfigLabel(
+    const Config& config, NodeConfigSelector* node_config, RunEvents* events) {
+  if (!node_config) return std::unique_ptr<apiserver::NodeLabelWatch>();
+  absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
+  if (!conn.ok()) return conn.status();
+  apiserver::NodeLabelWatchOptions o;
+  o.node = config.node_name;
+  o.label = node_config->settings().label;
+  o.watch_timeout = config.static_mode.watch_timeout;
+  o.rest = RestOptionsFor(config);
+  return apiserver::NodeLabelWatch::Start(
+      *conn, o, [node_config, events](const std::optional<std::string>& v) {
+        ObserveConfigLabel(node_config, events, v);
+      });
 }
 
 }  // namespace gpu_agent

@@ -13,6 +13,7 @@
 #include "agent/config/node_config.h"
 #include "agent/plan/generation.h"
 #include "agent/run/run_events.h"
+#include "apiserver/node_label_watch.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
 
@@ -36,6 +37,11 @@ absl::StatusOr<LoadedConfig> LoadConfigAgain(const ConfigRequest& request,
 // changed. Called on the watch's thread.
 void ObserveConfigLabel(NodeConfigSelector* node_config, RunEvents* events,
                         const std::optional<std::string>& value);
+
+// The watch of the node's config label that feeds `node_config` (through
+// ObserveConfigLabel): plugin and DRA mode's. Null without a node config.
+absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> WatchConfigLabel(
+    const Config& config, NodeConfigSelector* node_config, RunEvents* events);
 
 // On a reload (SIGHUP, or the node's config label changed): loads the config
 // again (through `node_config` when there is one, so the node's label

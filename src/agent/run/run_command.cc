@@ -5,6 +5,7 @@
 
 #include "agent/plan/generation.h"
 #include "agent/plan/nvml_start.h"
+#include "agent/run/dra_mode.h"
 #include "agent/run/driver_wait.h"
 #include "agent/run/metrics_server.h"
 #include "agent/run/mode_runner.h"
@@ -148,6 +149,7 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   ModeContext ctx{request, std::move(lib), node_config->get(), events->get()};
   if ((*gen)->config().agent_mode() == AgentMode::kStatic)
     return RunStaticMode(ctx, *std::move(gen));
+  if ((*gen)->config().agent_mode() == AgentMode::kDra) return RunDraMode(ctx, *std::move(gen));
   return RunPluginMode(ctx, *std::move(gen));
 }
 

@@ -195,8 +195,20 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
   }
   if (threads > 0) server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/apis/resource.k8s.io", 0) == 0 &&
+        req.path.find("/resourceslices") != std::string::npos) {
+      HandleSlices(req, res);
+      return;
+    }
     if (req.method == "GET" && req.has_param("watch")) {
       Watch(req, res);
+      return;
+    }
+    if (req.method == "GET" && req.path.rfind("/apis/resource.k8s.io", 0) == 0) {
+      int status = 200;
+      std::string body = HandleResource(req.path, req.get_header_value("Authorization"), &status);
+      res.status = status;
+      res.set_content(body, "application/json");
       return;
     }
     const bool list = req.method == "GET" && req.path == "/api/v1/nodes";
@@ -250,6 +262,9 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
   };
   server_->Get(".*", handler);
   server_->Patch(".*", handler);
+  server_->Post(".*", handler);
+  server_->Put(".*", handler);
+  server_->Delete(".*", handler);
   server_->set_read_timeout(5, 0);
   // kube-apiserver does not close a connection after a few requests.
   server_->set_keep_alive_max_count(1000);
@@ -307,6 +322,400 @@ std::string ApiServerStub::Authorize(const std::string& auth, const std::string&
                           "\" in API group \"\" at the cluster scope");
   }
   return "";
+}
+
+void ApiServerStub::ServeResourceVersions(std::vector<std::string> versions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  resource_versions_ = std::move(versions);
+}
+
+void ApiServerStub::PutResourceClaim(const std::string& ns, const std::string& name,
+                                     std::string json) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_[ns + "/" + name] = std::move(json);
+  ++rv_;
+}
+
+void ApiServerStub::DeleteResourceClaim(const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_.erase(ns + "/" + name);
+  ++rv_;
+}
+
+void ApiServerStub::FailNextClaimGets(int code, int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < times; ++i) claim_failures_.push_back(code);
+}
+
+void ApiServerStub::HangClaimGets(bool on) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_claims_ = on;
+  }
+  cv_.notify_all();
+}
+
+int ApiServerStub::held_claim_gets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_claim_gets_;
+}
+
+int ApiServerStub::claim_get_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return claim_gets_;
+}
+
+namespace {
+
+std::string SliceField(const rapidjson::Value& slice, const char* field) {
+  if (!slice.IsObject() || !slice.HasMember("spec") || !slice["spec"].IsObject()) return "";
+  const rapidjson::Value& spec = slice["spec"];
+  return spec.HasMember(field) && spec[field].IsString() ? spec[field].GetString() : "";
+}
+
+std::string ToJson(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v.Accept(w);
+  return buf.GetString();
+}
+
+// The object with metadata.resourceVersion set to `rv`.
+std::string WithVersion(const std::string& json, uint64_t rv) {
+  rapidjson::Document d;
+  d.Parse(json.c_str());
+  d["metadata"]["resourceVersion"].SetString(std::to_string(rv).c_str(), d.GetAllocator());
+  return ToJson(d);
+}
+
+// "spec.nodeName=a,spec.driver=b" -> {spec.nodeName: a, spec.driver: b}
+std::map<std::string, std::string> FieldSelector(const std::string& sel) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start < sel.size()) {
+    size_t comma = sel.find(',', start);
+    if (comma == std::string::npos) comma = sel.size();
+    const std::string term = sel.substr(start, comma - start);
+    const size_t eq = term.find('=');
+    if (eq != std::string::npos) out[term.substr(0, eq)] = term.substr(eq + 1);
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool Selected(const std::string& json, const std::map<std::string, std::string>& sel) {
+  rapidjson::Document d;
+  d.Parse(json.c_str());
+  for (const auto& [field, value] : sel) {
+    if (field == "spec.nodeName" && SliceField(d, "nodeName") != value) return false;
+    if (field == "spec.driver" && SliceField(d, "driver") != value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> ApiServerStub::Slices(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, json] : slices_) {
+    if (Selected(json, {{"spec.nodeName", node}})) out.push_back(json);
+  }
+  return out;
+}
+
+void ApiServerStub::AddSlice(const std::string& json) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rapidjson::Document d;
+    d.Parse(json.c_str());
+    auto& a = d.GetAllocator();
+    d["metadata"].AddMember("resourceVersion", rapidjson::Value(std::to_string(++rv_).c_str(), a),
+                            a);
+    const std::string stored = ToJson(d);
+    slices_[d["metadata"]["name"].GetString()] = stored;
+    slice_events_.push_back({rv_, "ADDED", stored});
+  }
+  cv_.notify_all();
+}
+
+void ApiServerStub::DeleteNodeSlices(const std::string& node) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = slices_.begin(); it != slices_.end();) {
+      if (!Selected(it->second, {{"spec.nodeName", node}})) {
+        ++it;
+        continue;
+      }
+      slice_events_.push_back({++rv_, "DELETED", WithVersion(it->second, rv_)});
+      it = slices_.erase(it);
+    }
+  }
+  cv_.notify_all();
+}
+
+void ApiServerStub::EmptySliceDevices(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = slices_.find(name);
+    if (it == slices_.end()) return;
+    rapidjson::Document d;
+    d.Parse(it->second.c_str());
+    d["spec"]["devices"].SetArray();
+    d["metadata"]["resourceVersion"].SetString(std::to_string(++rv_).c_str(), d.GetAllocator());
+    it->second = ToJson(d);
+    slice_events_.push_back({rv_, "MODIFIED", it->second});
+  }
+  cv_.notify_all();
+}
+
+void ApiServerStub::ExpireSliceWatches() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slice_oldest_ = rv_ + 1;
+    ++slice_watch_epoch_;
+  }
+  cv_.notify_all();
+}
+
+int ApiServerStub::slice_writes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return slice_writes_;
+}
+
+void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response& res) {
+  // /apis/resource.k8s.io/<version>/resourceslices[/<name>]
+  const std::string marker = "/resourceslices";
+  const size_t at = req.path.find(marker);
+  const std::string rest = req.path.substr(at + marker.size());
+  const std::string name = rest.size() > 1 ? rest.substr(1) : "";
+  const bool watch = req.method == "GET" && req.has_param("watch");
+  const std::string verb = req.method == "POST"     ? "create"
+                           : req.method == "PUT"    ? "update"
+                           : req.method == "DELETE" ? "delete"
+                           : watch                  ? "watch"
+                           : name.empty()           ? "list"
+                                                    : "get";
+  int status = 200;
+  if (std::string denied =
+          Authorize(req.get_header_value("Authorization"), verb + " resourceslices", &status);
+      !denied.empty()) {
+    res.status = status;
+    res.set_content(denied, "application/json");
+    return;
+  }
+  const std::map<std::string, std::string> sel =
+      FieldSelector(req.get_param_value("fieldSelector"));
+  std::unique_lock<std::mutex> lock(mu_);
+  requests_.push_back({std::chrono::steady_clock::now(), verb + " resourceslices", ""});
+  auto answer = [&](int code, const std::string& body) {
+    res.status = code;
+    res.set_content(body, "application/json");
+  };
+  if (verb == "list") {
+    std::string items;
+    for (const auto& [n, json] : slices_) {
+      if (Selected(json, sel)) items += (items.empty() ? "" : ",") + json;
+    }
+    answer(200,
+           "{\"kind\":\"ResourceSliceList\",\"apiVersion\":\"resource.k8s.io/v1\","
+           "\"metadata\":{\"resourceVersion\":\"" +
+               std::to_string(rv_) + "\"},\"items\":[" + items + "]}");
+    return;
+  }
+  if (verb == "create" || verb == "update") {
+    ++slice_writes_;
+    rapidjson::Document d;
+    d.Parse(req.body.c_str());
+    if (d.HasParseError() || !d.IsObject() || !d.HasMember("metadata") ||
+        !d["metadata"].IsObject() || !d["metadata"].HasMember("name") ||
+        !d["metadata"]["name"].IsString()) {
+      answer(400, StatusBody(400, "BadRequest", "the body is not a ResourceSlice"));
+      return;
+    }
+    const std::string n = d["metadata"]["name"].GetString();
+    auto it = slices_.find(n);
+    auto& a = d.GetAllocator();
+    if (verb == "create") {
+      if (it != slices_.end()) {
+        answer(409, StatusBody(409, "AlreadyExists",
+                               "resourceslices.resource.k8s.io \"" + n + "\" already exists"));
+        return;
+      }
+      d["metadata"].AddMember("uid", rapidjson::Value(("uid-" + n).c_str(), a), a);
+    } else {
+      if (it == slices_.end() || n != name) {
+        answer(404, StatusBody(404, "NotFound",
+                               "resourceslices.resource.k8s.io \"" + name + "\" not found"));
+        return;
+      }
+      rapidjson::Document old;
+      old.Parse(it->second.c_str());
+      const std::string want =
+          d["metadata"].HasMember("resourceVersion") && d["metadata"]["resourceVersion"].IsString()
+              ? d["metadata"]["resourceVersion"].GetString()
+              : "";
+      if (want != old["metadata"]["resourceVersion"].GetString()) {
+        answer(409,
+               StatusBody(409, "Conflict",
+                          "Operation cannot be fulfilled on resourceslices.resource.k8s.io \"" + n +
+                              "\": the object has been modified; please apply your "
+                              "changes to the latest version and try again"));
+        return;
+      }
+      d["metadata"].RemoveMember("resourceVersion");
+    }
+    d["metadata"].AddMember("resourceVersion", rapidjson::Value(std::to_string(++rv_).c_str(), a),
+                            a);
+    const std::string json = ToJson(d);
+    slices_[n] = json;
+    slice_events_.push_back({rv_, verb == "create" ? "ADDED" : "MODIFIED", json});
+    lock.unlock();
+    cv_.notify_all();
+    answer(verb == "create" ? 201 : 200, json);
+    return;
+  }
+  if (verb == "delete") {
+    ++slice_writes_;
+    auto it = slices_.find(name);
+    if (it == slices_.end()) {
+      answer(404, StatusBody(404, "NotFound",
+                             "resourceslices.resource.k8s.io \"" + name + "\" not found"));
+      return;
+    }
+    // As kube-apiserver: the DELETED event's object carries the deletion's
+    // version.
+    const std::string json = WithVersion(it->second, ++rv_);
+    slices_.erase(it);
+    slice_events_.push_back({rv_, "DELETED", json});
+    lock.unlock();
+    cv_.notify_all();
+    answer(200, json);
+    return;
+  }
+  if (verb == "get") {
+    auto it = slices_.find(name);
+    if (it == slices_.end()) {
+      answer(404, StatusBody(404, "NotFound",
+                             "resourceslices.resource.k8s.io \"" + name + "\" not found"));
+      return;
+    }
+    answer(200, it->second);
+    return;
+  }
+  // watch
+  uint64_t from = std::strtoull(req.get_param_value("resourceVersion").c_str(), nullptr, 10);
+  if (from < slice_oldest_) {
+    answer(200, ErrorEvent(410, "Expired",
+                           "too old resource version: " + std::to_string(from) + " (" +
+                               std::to_string(slice_oldest_) + ")"));
+    return;
+  }
+  const long timeout_s = std::strtol(req.get_param_value("timeoutSeconds").c_str(), nullptr, 10);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      timeout_s > 0 ? Clock::now() + std::chrono::seconds(timeout_s) : Clock::time_point::max();
+  const uint64_t epoch = slice_watch_epoch_;
+  lock.unlock();
+  res.set_chunked_content_provider("application/json", [this, sel, from, epoch, deadline](
+                                                           size_t,
+                                                           httplib::DataSink& sink) mutable {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)), [&] {
+      if (stopping_ || slice_watch_epoch_ != epoch) return true;
+      for (const Event& e : slice_events_) {
+        if (e.rv > from) return true;
+      }
+      return false;
+    });
+    if (stopping_ || slice_watch_epoch_ != epoch || Clock::now() >= deadline) {
+      sink.done();
+      return true;
+    }
+    std::string out;
+    for (const Event& e : slice_events_) {
+      if (e.rv <= from) continue;
+      from = e.rv;
+      if (Selected(e.object, sel)) {
+        out += "{\"type\":\"" + e.type + "\",\"object\":" + e.object + "}\n";
+      }
+    }
+    lock.unlock();
+    return out.empty() || sink.write(out.data(), out.size());
+  });
+}
+
+std::string ApiServerStub::HandleResource(const std::string& path, const std::string& auth,
+                                          int* status) {
+  const std::string group = "/apis/resource.k8s.io";
+  const bool discovery = path == group || path == group + "/";
+  const std::string call = discovery ? "get resource.k8s.io" : "get resourceclaims";
+  if (std::string denied = Authorize(auth, call, status); !denied.empty()) return denied;
+  std::unique_lock<std::mutex> lock(mu_);
+  requests_.push_back({std::chrono::steady_clock::now(), call, ""});
+  auto not_found = [&](const std::string& message) {
+    *status = 404;
+    return StatusBody(404, "NotFound", message);
+  };
+  if (discovery) {
+    if (resource_versions_.empty()) {
+      return not_found("the server could not find the requested resource");
+    }
+    std::string versions;
+    for (const std::string& v : resource_versions_) {
+      versions += (versions.empty() ? "" : ",") +
+                  std::string("{\"groupVersion\":\"resource.k8s.io/") + v + "\",\"version\":\"" +
+                  v + "\"}";
+    }
+    return "{\"kind\":\"APIGroup\",\"apiVersion\":\"v1\",\"name\":\"resource.k8s.io\","
+           "\"versions\":[" +
+           versions + "],\"preferredVersion\":{\"groupVersion\":\"resource.k8s.io/" +
+           resource_versions_.front() + "\",\"version\":\"" + resource_versions_.front() + "\"}}";
+  }
+  // /apis/resource.k8s.io/<version>/namespaces/<ns>/resourceclaims/<name>
+  std::vector<std::string> parts;
+  for (size_t start = group.size() + 1; start <= path.size();) {
+    const size_t slash = path.find('/', start);
+    parts.push_back(
+        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (parts.size() != 5 || parts[1] != "namespaces" || parts[3] != "resourceclaims" ||
+      std::find(resource_versions_.begin(), resource_versions_.end(), parts[0]) ==
+          resource_versions_.end()) {
+    return not_found("the server could not find the requested resource");
+  }
+  ++claim_gets_;
+  if (hang_claims_) {
+    ++held_claim_gets_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return stopping_ || !hang_claims_; });
+    --held_claim_gets_;
+  }
+  if (!claim_failures_.empty()) {
+    const int code = claim_failures_.front();
+    claim_failures_.pop_front();
+    *status = code;
+    if (code == 403) {
+      return StatusBody(403, "Forbidden",
+                        "resourceclaims.resource.k8s.io \"" + parts[4] +
+                            "\" is forbidden: User \"system:serviceaccount:kube-system:gpu-agent\" "
+                            "cannot get resource \"resourceclaims\" in API group "
+                            "\"resource.k8s.io\" in the namespace \"" +
+                            parts[2] + "\"");
+    }
+    if (code == 429)
+      return StatusBody(429, "TooManyRequests", "Too many requests, please try again later.");
+    if (code == 409) return StatusBody(409, "Conflict", "the object has been modified");
+    return StatusBody(code, "InternalError",
+                      "Internal error occurred: etcdserver: request timed out");
+  }
+  auto it = claims_.find(parts[2] + "/" + parts[4]);
+  if (it == claims_.end()) {
+    return not_found("resourceclaims.resource.k8s.io \"" + parts[4] + "\" not found");
+  }
+  return it->second;
 }
 
 std::string ApiServerStub::List(const std::string& name, bool from_cache) const {
@@ -481,6 +890,7 @@ void ApiServerStub::AddNode(const std::string& name, std::map<std::string, std::
   d.AddMember("apiVersion", "v1", a);
   rapidjson::Value meta(rapidjson::kObjectType);
   meta.AddMember("name", rapidjson::Value(name.c_str(), a), a);
+  meta.AddMember("uid", rapidjson::Value(("uid-node-" + name).c_str(), a), a);
   std::lock_guard<std::mutex> lock(mu_);
   meta.AddMember("resourceVersion", rapidjson::Value(std::to_string(++rv_).c_str(), a), a);
   d.AddMember("metadata", meta, a);

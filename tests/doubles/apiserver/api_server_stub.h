@@ -130,6 +130,38 @@ class ApiServerStub {
   // Answers `call` ("list nodes", "watch nodes", ...) with 403 from now on.
   void Forbid(const std::string& call);
 
+  // resource.k8s.io, for DRA: the versions the group's discovery lists
+  // (none, the default: the group is not served, 404), and namespaced
+  // ResourceClaims, GET only, by any served version. `json` is the claim as
+  // the server holds it (metadata.uid, status.allocation...).
+  void ServeResourceVersions(std::vector<std::string> versions);
+  void PutResourceClaim(const std::string& ns, const std::string& name, std::string json);
+  void DeleteResourceClaim(const std::string& ns, const std::string& name);
+  // The next `times` GETs of a claim answer `code` (403, 409, 429, 500...).
+  void FailNextClaimGets(int code, int times = 1);
+  int claim_get_count() const;
+  // While on, claim GETs are held unanswered (until turned off or the stub
+  // stops); held_claim_gets() counts those waiting.
+  void HangClaimGets(bool on);
+  int held_claim_gets() const;
+
+  // Cluster-scoped ResourceSlices (any served resource.k8s.io version):
+  // LIST and WATCH with the fieldSelector spec.nodeName / spec.driver, POST
+  // (409 when the name is taken), PUT (409 on a stale resourceVersion),
+  // DELETE. The slices of `node`, as JSON objects:
+  std::vector<std::string> Slices(const std::string& node) const;
+  // A slice someone else made (a run before this one, with more devices).
+  void AddSlice(const std::string& json);
+  // What a kubelet does at its start: deletes every slice of the node.
+  void DeleteNodeSlices(const std::string& node);
+  // Someone else replaces a slice's spec.devices with an empty list.
+  void EmptySliceDevices(const std::string& name);
+  // Ends every slice watch; the next one that names an older version than
+  // now is answered 410.
+  void ExpireSliceWatches();
+  // POST, PUT and DELETE requests for slices.
+  int slice_writes() const;
+
   // RBAC-style "verb resource" of every request seen: "get nodes",
   // "watch nodes", "patch nodes/status", ...
   std::set<std::string> calls() const;
@@ -166,6 +198,10 @@ class ApiServerStub {
   };
   std::string Handle(const std::string& method, const std::string& path, const std::string& auth,
                      const std::string& content_type, const std::string& body, int* status);
+  // Requests for ResourceSlices.
+  void HandleSlices(const httplib::Request& req, httplib::Response& res);
+  // GETs under /apis/resource.k8s.io: discovery and ResourceClaims.
+  std::string HandleResource(const std::string& path, const std::string& auth, int* status);
   // `status_sub`: the status subresource, which keeps metadata changes and
   // resets spec (v1 Node's legacy rule); else the Node, whose PATCH drops
   // status changes.
@@ -233,6 +269,17 @@ class ApiServerStub {
   std::vector<long> watch_timeouts_;
   std::vector<std::string> patch_bodies_, patch_types_;
   std::set<std::string> calls_;
+  std::vector<std::string> resource_versions_;
+  std::map<std::string, std::string> claims_;  // "<ns>/<name>" -> JSON
+  std::deque<int> claim_failures_;
+  int claim_gets_ = 0;
+  bool hang_claims_ = false;
+  int held_claim_gets_ = 0;
+  std::map<std::string, std::string> slices_;  // name -> JSON
+  std::deque<Event> slice_events_;
+  uint64_t slice_oldest_ = 0;       // a watch from before this version is answered 410
+  uint64_t slice_watch_epoch_ = 0;  // ExpireSliceWatches ends the open ones
+  int slice_writes_ = 0;
 };
 
 // Makes a CA and a server certificate for "localhost" (and a second,

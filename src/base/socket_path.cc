@@ -1,4 +1,4 @@
-#include "deviceplugin/socket_path.h"
+#include "base/socket_path.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 
-namespace gpu_agent::deviceplugin {
+namespace gpu_agent {
 namespace {
 
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;  // 107 on Linux
@@ -35,18 +35,18 @@ bool SomeoneServes(const std::string& path) {
 
 }  // namespace
 
-absl::Status PrepareSocketPath(const std::string& path) {
+absl::Status PrepareSocketPath(const std::string& path, std::string_view settings) {
   if (path.size() > kMaxSocketPath) {
-    return absl::InvalidArgumentError(
-        StrCat("socket path \"", path, "\" is ", path.size(), " bytes; unix sockets allow at most ",
-               kMaxSocketPath, ". Use a shorter kubelet.socket folder or kubelet.endpoint"));
+    return absl::InvalidArgumentError(StrCat("socket path \"", path, "\" is ", path.size(),
+                                             " bytes; unix sockets allow at most ", kMaxSocketPath,
+                                             ". Use a shorter ", settings));
   }
   const std::string folder = Folder(path);
   struct stat st;
   if (::stat(folder.c_str(), &st) != 0) {
     return absl::FailedPreconditionError(
         StrCat("socket folder \"", folder, "\" does not exist (", std::strerror(errno),
-               "); is the kubelet's device-plugins folder mounted into this container?"));
+               "); is the kubelet's folder mounted into this container?"));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(StrCat("\"", folder, "\" is not a folder"));
@@ -64,8 +64,8 @@ absl::Status PrepareSocketPath(const std::string& path) {
     if (SomeoneServes(path)) {
       return absl::FailedPreconditionError(
           StrCat("socket \"", path,
-                 "\" is served by another live process (another gpu-agent, or NVIDIA's device "
-                 "plugin, for the same resource?)"));
+                 "\" is served by another live process (another gpu-agent, or NVIDIA's "
+                 "plugin or driver, for the same resource?)"));
     }
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       return absl::FailedPreconditionError(
@@ -76,4 +76,4 @@ absl::Status PrepareSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-}  // namespace gpu_agent::deviceplugin
+}  // namespace gpu_agent

@@ -1,0 +1,193 @@
+// DRA mode's costs, the real binary against the DRA kubelet stand-in and the
+// API server stand-in (8 GPUs, the NVML stand-in):
+//  - prepare round trip for 1 claim and for a batch of 8, each as a ratio to
+//    an empty NodeUnprepareResources on the same socket, interleaved call by
+//    call; the claim GET (one GET of a claim from this process to the same
+//    stand-in) is reported on its own, and the 1-claim ratio is judged with
+//    it taken out;
+//  - ResourceSlices published after discovery: from the agent's GET of
+//    /apis/resource.k8s.io to its first slice create, from the stand-in's
+//    log.
+//   dra_bench [--calls N] [--markdown FILE] [--smoke]
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api_server_stub.h"
+#include "apiserver/connection.h"
+#include "apiserver/rest_client.h"
+#include "dra_kubelet.h"
+#include "support/agent_env.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kDriver[] = "gpu.gpu-agent.github.io";
+constexpr char kNode[] = "node-a";
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+std::string Claim(int i) {
+  return std::string(R"({"metadata":{"name":"c)") + std::to_string(i) +
+         R"(","namespace":"ns","uid":"u)" + std::to_string(i) +
+         R"("},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
+         kDriver + R"(","pool":")" + kNode + R"(","device":"gpu-)" + std::to_string(i) +
+         R"("}]}}}})";
+}
+
+int Main(int argc, char** argv) {
+  int calls = 200;
+  std::string markdown;
+  bool smoke = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--calls") && i + 1 < argc)
+      calls = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--markdown") && i + 1 < argc)
+      markdown = argv[++i];
+    else if (!std::strcmp(argv[i], "--smoke"))
+      smoke = true;
+    else {
+      std::fprintf(stderr, "usage: dra_bench [--calls N] [--markdown FILE] [--smoke]\n");
+      return 2;
+    }
+  }
+  if (smoke) calls = 5;
+  TempDir dir;
+  if (!WriteFakeDriverRoot(dir.Join("driver"), "550.54.15")) return 1;
+  WriteFakeDevRoot(dir.Join("devroot"), {0, 1, 2, 3, 4, 5, 6, 7}, {}, false);
+  ::mkdir(dir.Join("registry").c_str(), 0755);
+  ::mkdir(dir.Join("plugins").c_str(), 0755);
+  ApiServerStub api;
+  api.AddNode(kNode);
+  api.ServeResourceVersions({"v1"});
+  for (int i = 0; i < 8; ++i) api.PutResourceClaim("ns", "c" + std::to_string(i), Claim(i));
+  DraKubelet::Options ko;
+  ko.registry_dir = dir.Join("registry");
+  DraKubelet kubelet(ko);
+  if (!kubelet.Start()) return 1;
+  Subprocess agent({BinaryPath(),
+                    "run",
+                    "--mode",
+                    "dra",
+                    "--node-name",
+                    kNode,
+                    "--proxy=" + api.url(),
+                    "--dra-registry-dir",
+                    dir.Join("registry"),
+                    "--dra-plugin-dir",
+                    dir.Join("plugins"),
+                    "--cdi-spec-dir",
+                    dir.Join("cdi"),
+                    "--nvidia-cdi-hook-path",
+                    "",
+                    "--nvidia-driver-root",
+                    dir.Join("driver"),
+                    "--dev-root",
+                    dir.Join("devroot"),
+                    "--log-level",
+                    "warning"},
+                   FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml")));
+  if (!kubelet.WaitForPlugin(kDriver, std::chrono::seconds(30)) ||
+      !WaitFor([&] { return !api.Slices(kNode).empty(); }, std::chrono::seconds(30))) {
+    std::fprintf(stderr, "dra_bench: the agent did not register or publish:\n%s\n",
+                 agent.Stderr().c_str());
+    return 1;
+  }
+  // Slices after discovery, from the stand-in's log.
+  Clock::time_point discovery{}, first_create{};
+  for (const auto& r : api.requests()) {
+    if (r.call == "get resource.k8s.io" && discovery == Clock::time_point{}) discovery = r.at;
+    if (r.call == "create resourceslices" && first_create == Clock::time_point{}) {
+      first_create = r.at;
+    }
+  }
+  const double slices_ms = Us(first_create - discovery) / 1000.0;
+
+  // The claim GET on its own: this process to the same stand-in.
+  apiserver::ConnectionOptions co;
+  co.proxy = api.url();
+  absl::StatusOr<apiserver::Connection> conn =
+      apiserver::ResolveConnection(co, [](const std::string&) { return std::nullopt; });
+  if (!conn.ok()) return 1;
+  auto rest = apiserver::RestClient::Create(*conn, apiserver::RestOptions{});
+  if (!rest.ok()) return 1;
+
+  std::vector<double> floor_us, one_us, batch_us, get_us;
+  std::vector<dra::ClaimRef> batch;
+  for (int i = 0; i < 8; ++i) {
+    batch.push_back({"ns", "u" + std::to_string(i), "c" + std::to_string(i)});
+  }
+  int errors = 0;
+  for (int n = 0; n < calls; ++n) {
+    std::map<std::string, std::string> un;
+    auto t0 = Clock::now();
+    if (!kubelet.Unprepare(kDriver, {}, &un).ok()) ++errors;
+    floor_us.push_back(Us(Clock::now() - t0));
+
+    std::map<std::string, dra::PrepareOutcome> out;
+    t0 = Clock::now();
+    if (!kubelet.Prepare(kDriver, {batch[0]}, &out).ok() || !out["u0"].error.empty()) ++errors;
+    one_us.push_back(Us(Clock::now() - t0));
+    kubelet.Unprepare(kDriver, {batch[0]}, &un);
+
+    t0 = Clock::now();
+    if (!(*rest)->Get("/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c0").ok()) ++errors;
+    get_us.push_back(Us(Clock::now() - t0));
+
+    out.clear();
+    t0 = Clock::now();
+    if (!kubelet.Prepare(kDriver, batch, &out).ok()) ++errors;
+    batch_us.push_back(Us(Clock::now() - t0));
+    kubelet.Unprepare(kDriver, batch, &un);
+  }
+  agent.Signal(SIGTERM);
+  agent.Wait();
+  const double floor = Median(floor_us), one = Median(one_us), eight = Median(batch_us),
+               get = Median(get_us);
+  const double one_ratio = (one - get) / floor;
+  char table[4096];
+  std::snprintf(
+      table, sizeof table,
+      "| figure | value | goal | verdict |\n|---|---|---|---|\n"
+      "| empty NodeUnprepareResources (floor), median of %d | %.0f us | | |\n"
+      "| claim GET alone (this process to the stand-in), median | %.0f us | reported on its own | "
+      "|\n"
+      "| prepare 1 claim, round trip, median | %.0f us (%.2fx floor) | | |\n"
+      "| prepare 1 claim less the claim GET, as a ratio to the floor | %.2fx | <= 1.5x | %s |\n"
+      "| prepare a batch of 8 claims, round trip, median | %.0f us (%.2fx floor) | | |\n"
+      "| ResourceSlices published after discovery (first create less the discovery GET) | %.1f "
+      "ms | < 100 ms | %s |\n"
+      "| calls that failed | %d | 0 | %s |\n",
+      calls, floor, get, one, one / floor, one_ratio,
+      smoke              ? "(smoke)"
+      : one_ratio <= 1.5 ? "pass"
+                         : "MISS",
+      eight, eight / floor, slices_ms,
+      smoke             ? "(smoke)"
+      : slices_ms < 100 ? "pass"
+                        : "MISS",
+      errors, errors == 0 ? "pass" : "FAIL");
+  std::fputs(table, stdout);
+  if (!markdown.empty()) std::ofstream(markdown) << table;
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
+
+int main(int argc, char** argv) { return gpu_agent::testing::Main(argc, argv); }

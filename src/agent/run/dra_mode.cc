@@ -1,0 +1,437 @@
+#include "agent/run/dra_mode.h"
+
+#include <rapidjson/document.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
+#include "agent/config/api_connection.h"
+#include "agent/labels/nfd_feature_file.h"
+#include "agent/run/dra_devices.h"
+#include "agent/run/health_policy.h"
+#include "agent/run/mode_runner.h"
+#include "agent/run/reload.h"
+#include "apiserver/rest_client.h"
+#include "apiserver/slice_publisher.h"
+#include "base/log.h"
+#include "base/prom_text.h"
+#include "base/strings.h"
+#include "dra/claim_preparer.h"
+#include "dra/dra_server.h"
+#include "dra/resource_slice.h"
+#include "nvml/health_watcher.h"
+
+namespace gpu_agent {
+namespace {
+
+// The resource.k8s.io version the API server serves that the agent reads
+// claims through: v1, else v1beta2, else v1beta1 (their claims' allocation
+// results have one shape). Asked once, on the first claim.
+class ApiClaimReader : public dra::ClaimReader {
+ public:
+  explicit ApiClaimReader(std::unique_ptr<apiserver::RestClient> client)
+      : client_(std::move(client)) {}
+
+  absl::StatusOr<Answer> GetClaim(const std::string& ns, const std::string& name) override {
+    if (stopping_) return absl::UnavailableError("the agent is stopping");
+    absl::StatusOr<std::string> version = Version();
+    if (!version.ok()) return version.status();
+    {
+      std::lock_guard<std::mutex> lock(flight_mu_);
+      if (stopping_) return absl::UnavailableError("the agent is stopping");
+      in_flight_ = true;
+    }
+    absl::StatusOr<apiserver::HttpResponse> r = client_->Get(
+        StrCat("/apis/resource.k8s.io/", *version, "/namespaces/", ns, "/resourceclaims/", name));
+    {
+      std::lock_guard<std::mutex> lock(flight_mu_);
+      in_flight_ = false;
+    }
+    flight_cv_.notify_all();
+    if (!r.ok()) return r.status();
+    return Answer{r->status, std::move(r->body)};
+  }
+
+  // On a stop: the GET in progress is cut off (the claim is answered with
+  // that error, which the kubelet retries with the next agent) and no other
+  // starts, so the stop does not wait out an API server that hangs.
+  void Cancel() {
+    std::unique_lock<std::mutex> lock(flight_mu_);
+    stopping_ = true;
+    // A cut-off GET is sent once more at once (RestClient), and a cancel
+    // can land just before a request opens its connection: repeated until
+    // the GET is out.
+    while (in_flight_) {
+      lock.unlock();
+      client_->Cancel();
+      lock.lock();
+      flight_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return !in_flight_; });
+    }
+  }
+
+ private:
+  absl::StatusOr<std::string> Version() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!version_.empty()) return version_;
+    absl::StatusOr<apiserver::HttpResponse> r = client_->Get("/apis/resource.k8s.io");
+    if (!r.ok()) return r.status();
+    if (r->status != 200) {
+      return absl::UnavailableError(
+          StrCat("the API server serves no resource.k8s.io group (GET /apis/resource.k8s.io "
+                 "answered ",
+                 r->status, "); DRA needs Kubernetes 1.32 or later"));
+    }
+    rapidjson::Document d;
+    d.Parse(r->body.c_str());
+    std::set<std::string> served;
+    if (!d.HasParseError() && d.IsObject() && d.HasMember("versions") && d["versions"].IsArray()) {
+      for (const auto& v : d["versions"].GetArray()) {
+        if (v.IsObject() && v.HasMember("version") && v["version"].IsString()) {
+          served.insert(v["version"].GetString());
+        }
+      }
+    }
+    for (const char* v : {"v1", "v1beta2", "v1beta1"}) {
+      if (served.count(v) > 0) {
+        version_ = v;
+        LogInfo("reading ResourceClaims through resource.k8s.io/" + version_);
+        return version_;
+      }
+    }
+    return absl::UnavailableError(
+        "the API server's resource.k8s.io group serves none of v1, v1beta2, v1beta1");
+  }
+
+  const std::unique_ptr<apiserver::RestClient> client_;
+  std::atomic<bool> stopping_{false};
+  std::mutex flight_mu_;  // with flight_cv_: Cancel waits for the GET in flight
+  std::condition_variable flight_cv_;
+  bool in_flight_ = false;  // protected by flight_mu_
+  std::mutex mu_;
+  std::string version_;  // protected by mu_: empty until discovered
+};
+
+std::shared_ptr<const dra::DeviceCatalog> CatalogOf(const Generation& gen) {
+  auto c = std::make_shared<dra::DeviceCatalog>();
+  c->devices = DraDevicesOf(gen);
+  if (gen.cdi) c->node_spec = gen.cdi->spec;
+  return c;
+}
+
+// The slices of `devices` for whatever version and generation the
+// publisher asks.
+apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices, std::string driver,
+                                 std::string node) {
+  return [devices = std::move(devices), driver = std::move(driver),
+          node = std::move(node)](const apiserver::SliceContext& c) {
+    dra::SliceInput in;
+    in.api_version = c.api_version;
+    in.driver = driver;
+    in.node = node;
+    in.node_uid = c.node_uid;
+    in.pool_generation = c.generation;
+    in.devices = devices;
+    return dra::BuildResourceSlices(in);
+  };
+}
+
+dra::DraServerOptions ServerOptionsOf(const Config& c) {
+  return {c.dra.driver_name, c.dra.registry_dir, c.dra.plugin_dir};
+}
+
+// Which devices are unhealthy: the health watcher's outages, matched to
+// the devices each covers. The watcher's thread reports; prepare and the
+// health stream read.
+class DraHealth {
+ public:
+  DraHealth(dra::ClaimPreparer* preparer, std::string driver)
+      : preparer_(preparer), driver_(std::move(driver)) {}
+
+  // The publisher is handed each change of the healthy devices: an
+  // unhealthy device leaves the slices until it is back.
+  void SetPublisher(apiserver::SlicePublisher* publisher) {
+    std::lock_guard<std::mutex> lock(mu_);
+    publisher_ = publisher;
+  }
+  // The slices of the devices healthy now.
+  apiserver::SliceBuilder CurrentSlices() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return SlicesOf(HealthyLocked(), driver_, pool_);
+  }
+
+  void SetServer(dra::DraServer* server) {
+    std::lock_guard<std::mutex> lock(mu_);
+    server_ = server;
+    PublishLocked();
+  }
+  void SetDevices(std::vector<dra::DraDevice> devices, const std::string& pool,
+                  std::vector<DeviceKey> outages) {
+    std::lock_guard<std::mutex> lock(mu_);
+    devices_ = std::move(devices);
+    pool_ = pool;
+    outages_ = std::move(outages);
+    PublishLocked();
+  }
+  void Change(const nvml::HealthChange& change) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase(outages_, change.key);
+    if (!change.healthy) outages_.push_back(change.key);
+    PublishLocked();
+  }
+  size_t unhealthy() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return unhealthy_;
+  }
+
+ private:
+  void PublishLocked() {
+    std::set<std::string> out;
+    std::vector<dra::DeviceHealthRecord> records;
+    for (const dra::DraDevice& d : devices_) {
+      bool healthy = true;
+      for (const DeviceKey& k : outages_) {
+        if (k.Covers(d.key)) healthy = false;
+      }
+      if (!healthy) out.insert(d.name);
+      records.push_back({pool_, d.name, healthy});
+    }
+    unhealthy_ = out.size();
+    preparer_->SetUnhealthy(std::move(out));
+    if (server_ != nullptr) server_->SetHealth(std::move(records));
+    std::vector<dra::DraDevice> healthy = HealthyLocked();
+    // A new generation (SetDevices) with other devices, or a device in or
+    // out, changes what is published; the same devices again change nothing.
+    if (publisher_ != nullptr && healthy != published_) {
+      publisher_->SetDesired(SlicesOf(healthy, driver_, pool_));
+    }
+    published_ = std::move(healthy);
+  }
+
+  std::vector<dra::DraDevice> HealthyLocked() const {
+    std::vector<dra::DraDevice> out;
+    for (const dra::DraDevice& d : devices_) {
+      bool healthy = true;
+      for (const DeviceKey& k : outages_) {
+        if (k.Covers(d.key)) healthy = false;
+      }
+      if (healthy) out.push_back(d);
+    }
+    return out;
+  }
+
+  dra::ClaimPreparer* const preparer_;
+  const std::string driver_;
+  mutable std::mutex mu_;
+  apiserver::SlicePublisher* publisher_ = nullptr;  // protected by mu_
+  std::vector<dra::DraDevice> published_;           // protected by mu_: the slices' devices
+  dra::DraServer* server_ = nullptr;                // protected by mu_
+  std::vector<dra::DraDevice> devices_;             // protected by mu_
+  std::string pool_;                                // protected by mu_
+  std::vector<DeviceKey> outages_;                  // protected by mu_
+  size_t unhealthy_ = 0;                            // protected by mu_
+};
+
+class DraMode : public Mode {
+ public:
+  explicit DraMode(const ModeContext& ctx) : ctx_(ctx) {}
+
+  const char* name() const override { return "dra"; }
+
+  absl::Status Start(const Generation& gen) override {
+    const Config& config = gen.config();
+    pool_ = DraPoolName(config);
+    if (pool_.empty()) {
+      return absl::InvalidArgumentError(
+          "nodeName: DRA mode needs this node's name (NODE_NAME or --node-name), the name of "
+          "its ResourceSlice pool");
+    }
+    absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<std::unique_ptr<apiserver::RestClient>> client =
+        apiserver::RestClient::Create(*std::move(conn), RestOptionsFor(config));
+    if (!client.ok()) return client.status();
+    dra::PreparerOptions po;
+    po.driver = config.dra.driver_name;
+    po.pool = pool_;
+    po.cdi_dir = config.cdi.spec_dir;
+    po.cdi_vendor = config.cdi.vendor;
+    po.checkpoint = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/checkpoint.json");
+    reader_ = std::make_shared<ApiClaimReader>(*std::move(client));
+    absl::StatusOr<std::unique_ptr<dra::ClaimPreparer>> preparer =
+        dra::ClaimPreparer::Create(po, reader_);
+    if (!preparer.ok()) return absl::FailedPreconditionError(preparer.status().message());
+    preparer_ = std::shared_ptr<dra::ClaimPreparer>(*std::move(preparer));
+    health_state_ = std::make_unique<DraHealth>(preparer_.get(), config.dra.driver_name);
+    ApplyNfdOutput(config, gen.labels.labels);
+    Serve(gen, {});
+    absl::StatusOr<std::unique_ptr<dra::DraServer>> server =
+        dra::DraServer::Start(ServerOptionsOf(config), preparer_);
+    if (!server.ok()) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot start the DRA plugin: ", server.status().message()));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      server_ = *std::move(server);
+      health_state_->SetServer(server_.get());
+    }
+    // The slices last: the kubelet can prepare what the scheduler
+    // allocates from them.
+    absl::StatusOr<apiserver::Connection> slice_conn = ConnectionFor(config);
+    if (!slice_conn.ok()) return slice_conn.status();
+    apiserver::SlicePublisherOptions so;
+    so.driver = config.dra.driver_name;
+    so.node = pool_;
+    so.watch_timeout = config.static_mode.watch_timeout;
+    absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> publisher =
+        apiserver::SlicePublisher::Start(*slice_conn, RestOptionsFor(config), so,
+                                         health_state_->CurrentSlices());
+    if (!publisher.ok()) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot publish ResourceSlices: ", publisher.status().message()));
+    }
+    publisher_ = *std::move(publisher);
+    health_state_->SetPublisher(publisher_.get());
+    absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
+        WatchConfigLabel(config, ctx_.node_config, ctx_.events);
+    if (!label_watch.ok()) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot watch the node's config label: ", label_watch.status().message()));
+    }
+    label_watch_ = *std::move(label_watch);
+    return absl::OkStatus();
+  }
+
+  absl::Status Reload(const Generation& running, const Generation& next) override {
+    const Config& a = running.config();
+    const Config& b = next.config();
+    if (a.dra.driver_name != b.dra.driver_name || a.dra.registry_dir != b.dra.registry_dir ||
+        a.dra.plugin_dir != b.dra.plugin_dir || DraPoolName(b) != pool_ ||
+        a.cdi.spec_dir != b.cdi.spec_dir || a.cdi.vendor != b.cdi.vendor) {
+      // The claims prepared under the old names stay where they were:
+      // their pods still run with them.
+      LogWarning(
+          "dra.*, nodeName, cdi.specDir and cdi.vendor are read at start; a restart applies "
+          "the changed ones");
+    }
+    ApplyNfdOutput(next.config(), next.labels.labels);
+    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    Serve(next, std::move(carried));
+    return absl::OkStatus();
+  }
+
+  void Stop(const Generation& /*last*/) override {
+    if (label_watch_) label_watch_->Stop();
+    health().Stop();
+    if (health_state_) health_state_->SetPublisher(nullptr);
+    // The slices stay: the kubelet removes a driver's slices once it has
+    // been gone a while, and a restart finds them as they should be.
+    if (publisher_) publisher_->Stop();
+    std::unique_ptr<dra::DraServer> server;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      server = std::move(server_);
+    }
+    if (health_state_) health_state_->SetServer(nullptr);
+    if (reader_) reader_->Cancel();
+    if (server) server->Stop();
+    // The claims' CDI specs stay: their containers still run, and a
+    // restarted agent (or the kubelet's unprepare) removes them.
+    LogInfo("stopped; DRA sockets removed");
+  }
+
+  void RenderMetrics(PromText* p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!server_) return;
+    const dra::RegistrationState r = server_->registration();
+    const dra::ClaimCallStats s = server_->stats();
+    auto one = [&](const char* name, const char* type, const char* help, double v) {
+      p->Family(name, type, help);
+      p->Sample(name, {}, v);
+    };
+    one("gpu_agent_dra_registered", "gauge", "1 when the kubelet took the DRA registration.",
+        r.registered ? 1 : 0);
+    one("gpu_agent_dra_registration_refusals_total", "counter",
+        "Registrations the kubelet refused.", static_cast<double>(r.refusals));
+    one("gpu_agent_dra_prepare_requests_total", "counter", "NodePrepareResources calls.",
+        static_cast<double>(s.prepare_calls));
+    one("gpu_agent_dra_unprepare_requests_total", "counter", "NodeUnprepareResources calls.",
+        static_cast<double>(s.unprepare_calls));
+    one("gpu_agent_dra_claim_errors_total", "counter", "Claims answered with an error.",
+        static_cast<double>(s.claim_errors));
+    one("gpu_agent_dra_prepared_claims", "gauge", "Claims prepared and not yet unprepared.",
+        static_cast<double>(preparer_->Prepared().size()));
+    one("gpu_agent_dra_unhealthy_devices", "gauge", "Devices the health watcher has out.",
+        static_cast<double>(health_state_->unhealthy()));
+    one("gpu_agent_dra_health_streams", "gauge", "Open NodeWatchResources streams.",
+        static_cast<double>(s.health_streams));
+    one("gpu_agent_dra_socket_heals_total", "counter", "DRA sockets someone removed, served again.",
+        static_cast<double>(s.socket_heals));
+    if (publisher_) {
+      const apiserver::SlicePublisherStats& ps = publisher_->stats();
+      one("gpu_agent_dra_slices_in_sync", "gauge",
+          "1 when the node's ResourceSlices were last seen as published.", ps.in_sync ? 1 : 0);
+      one("gpu_agent_dra_pool_generation", "gauge", "The pool generation published.",
+          static_cast<double>(ps.generation.load()));
+      one("gpu_agent_dra_slice_writes_total", "counter",
+          "ResourceSlice creates, updates and deletes sent.",
+          static_cast<double>(ps.creates + ps.updates + ps.deletes));
+      one("gpu_agent_dra_slice_repairs_total", "counter",
+          "Changes to the slices a watch event showed and the agent repaired.",
+          static_cast<double>(ps.repairs.load()));
+      one("gpu_agent_dra_slice_errors_total", "counter",
+          "ResourceSlice requests that failed and were retried.",
+          static_cast<double>(ps.errors.load()));
+    }
+  }
+
+  bool Ready(std::string* why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (server_ && server_->registration().registered) return true;
+    *why = "the kubelet has not taken the DRA registration";
+    return false;
+  }
+
+  bool Alive(std::string* /*why*/) override { return true; }
+
+ private:
+  // Hands the generation's devices to prepare and the health stream, and
+  // starts its health watcher carrying `carried`.
+  void Serve(const Generation& gen, std::vector<nvml::HealthWatcher::Outage> carried) {
+    std::shared_ptr<const dra::DeviceCatalog> catalog = CatalogOf(gen);
+    LogInfo("DRA devices", {{"devices", StrCat(catalog->devices.size())}, {"pool", pool_}});
+    preparer_->SetCatalog(catalog);
+    std::vector<DeviceKey> outages;
+    for (const std::string& uuid : gen.plan.initially_unhealthy) {
+      outages.push_back(DeviceKey::Gpu(uuid));
+    }
+    for (const auto& o : carried) outages.push_back(o.key);
+    health_state_->SetDevices(catalog->devices, pool_, std::move(outages));
+    if (!ctx_.lib) return;
+    DraHealth* state = health_state_.get();
+    health().Replace(nvml::HealthWatcher::Start(
+        ctx_.lib, gen.plan.gpu_uuids, gen.plan.initially_unhealthy, HealthPolicyFrom(gen.config()),
+        [state](const nvml::HealthChange& change) { state->Change(change); }, std::move(carried)));
+  }
+
+  const ModeContext& ctx_;
+  std::string pool_;
+  std::shared_ptr<ApiClaimReader> reader_;
+  std::shared_ptr<dra::ClaimPreparer> preparer_;
+  std::unique_ptr<DraHealth> health_state_;
+  std::unique_ptr<apiserver::SlicePublisher> publisher_;    // set by Start
+  std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;  // null without a node config
+  std::mutex mu_;
+  std::unique_ptr<dra::DraServer> server_;  // protected by mu_
+};
+
+}  // namespace
+
+int RunDraMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
+  DraMode mode(ctx);
+  return RunMode(ctx, std::move(gen), mode);
+}
+
+}  // namespace gpu_agent

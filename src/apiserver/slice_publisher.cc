@@ -1,0 +1,474 @@
+#include "apiserver/slice_publisher.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "apiserver/line_buffer.h"
+#include "apiserver/node_watch.h"
+#include "base/duration.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/thread_name.h"
+
+namespace gpu_agent::apiserver {
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+std::string Serialize(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v.Accept(w);
+  return buf.GetString();
+}
+
+const rapidjson::Value* Find(const rapidjson::Value& v, const char* key) {
+  if (!v.IsObject()) return nullptr;
+  auto it = v.FindMember(key);
+  return it == v.MemberEnd() ? nullptr : &it->value;
+}
+
+std::string StringAt(const rapidjson::Value& v, const char* a, const char* b) {
+  const rapidjson::Value* x = Find(v, a);
+  const rapidjson::Value* y = x ? Find(*x, b) : nullptr;
+  return y && y->IsString() ? y->GetString() : "";
+}
+
+// Every member `want` sets is in `have` with the same value; members only
+// `have` holds (defaults the server adds) do not count.
+bool Covers(const rapidjson::Value& have, const rapidjson::Value& want) {
+  if (want.IsObject()) {
+    if (!have.IsObject()) return false;
+    for (const auto& m : want.GetObject()) {
+      auto it = have.FindMember(m.name);
+      if (it == have.MemberEnd() || !Covers(it->value, m.value)) return false;
+    }
+    return true;
+  }
+  if (want.IsArray()) {
+    if (!have.IsArray() || have.Size() != want.Size()) return false;
+    for (rapidjson::SizeType i = 0; i < want.Size(); ++i) {
+      if (!Covers(have[i], want[i])) return false;
+    }
+    return true;
+  }
+  return have == want;
+}
+
+int64_t PoolGeneration(const rapidjson::Value& slice) {
+  const rapidjson::Value* spec = Find(slice, "spec");
+  const rapidjson::Value* pool = spec ? Find(*spec, "pool") : nullptr;
+  const rapidjson::Value* g = pool ? Find(*pool, "generation") : nullptr;
+  return g && g->IsInt64() ? g->GetInt64() : 0;
+}
+
+std::string StatusMessage(const HttpResponse& r) {
+  rapidjson::Document d;
+  d.Parse(r.body.c_str());
+  if (!d.HasParseError()) {
+    if (const rapidjson::Value* m = Find(d, "message"); m && m->IsString()) {
+      return StrCat(r.status, ": ", m->GetString());
+    }
+  }
+  return StrCat(r.status, ": ", r.body.substr(0, 200));
+}
+
+}  // namespace
+
+// What the thread knows: the slices on the server (by name, as last seen),
+// the version to watch from, and what is wanted.
+class SlicePublisher::State {
+ public:
+  std::map<std::string, std::string> have;  // name -> object JSON
+  std::string version;
+  std::map<std::string, std::string> want;  // name -> object JSON
+  int64_t generation = 0;                   // 0: not yet decided
+
+  // Whether the slice `name` is as wanted (absent when unwanted).
+  bool Matches(const std::string& name) const {
+    auto w = want.find(name);
+    auto h = have.find(name);
+    if (w == want.end()) return h == have.end();
+    if (h == have.end()) return false;
+    rapidjson::Document wd, hd;
+    wd.Parse(w->second.c_str());
+    hd.Parse(h->second.c_str());
+    const rapidjson::Value* ws = Find(wd, "spec");
+    const rapidjson::Value* hs = Find(hd, "spec");
+    return ws && hs && Covers(*hs, *ws);
+  }
+  bool AllMatch() const {
+    for (const auto& [name, _] : want) {
+      if (!Matches(name)) return false;
+    }
+    for (const auto& [name, _] : have) {
+      if (!want.count(name)) return false;
+    }
+    return true;
+  }
+  void Want(const std::vector<std::string>& slices) {
+    want.clear();
+    for (const std::string& s : slices) {
+      rapidjson::Document d;
+      d.Parse(s.c_str());
+      want[StringAt(d, "metadata", "name")] = s;
+    }
+  }
+};
+
+absl::StatusOr<std::unique_ptr<SlicePublisher>> SlicePublisher::Start(const Connection& connection,
+                                                                      const RestOptions& rest,
+                                                                      SlicePublisherOptions options,
+                                                                      SliceBuilder desired) {
+  absl::StatusOr<NodeWatchClients> clients =
+      CreateNodeWatchClients(connection, rest, options.watch_timeout);
+  if (!clients.ok()) return clients.status();
+  std::unique_ptr<SlicePublisher> p(
+      new SlicePublisher(std::move(options), std::move(clients->rest), std::move(clients->watch)));
+  p->desired_ = std::move(desired);
+  SlicePublisher* raw = p.get();
+  p->thread_ = std::thread([raw] {
+    NameThisThread("dra-slices");
+    raw->Run();
+    {
+      std::lock_guard<std::mutex> lock(raw->mu_);
+      raw->done_ = true;
+    }
+    raw->cv_.notify_all();
+  });
+  p->kicker_ = std::thread([raw] {
+    NameThisThread("dra-slices-kick");
+    raw->Kick();
+  });
+  return p;
+}
+
+SlicePublisher::SlicePublisher(SlicePublisherOptions options, std::unique_ptr<RestClient> rest,
+                               std::unique_ptr<RestClient> watch)
+    : options_(std::move(options)), rest_(std::move(rest)), watch_(std::move(watch)) {}
+
+SlicePublisher::~SlicePublisher() { Stop(); }
+
+void SlicePublisher::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (kicker_.joinable()) kicker_.join();
+}
+
+void SlicePublisher::SetDesired(SliceBuilder desired) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    desired_ = std::move(desired);
+    changed_ = true;
+  }
+  cv_.notify_all();  // a watch in progress is cancelled by Kick
+}
+
+void SlicePublisher::Kick() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return done_ || stopped_ || (changed_ && watching_); });
+    if (done_) return;
+    // A cancel can land just before the loop opens its stream (or, on a
+    // stop, a request): repeated until the loop is out of it.
+    const bool all = stopped_;
+    lock.unlock();
+    watch_->Cancel();
+    if (all) rest_->Cancel();
+    lock.lock();
+    cv_.wait_for(lock, Ms(50), [this] { return done_ || (!stopped_ && !watching_); });
+  }
+}
+
+bool SlicePublisher::Stopped() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopped_;
+}
+
+bool SlicePublisher::Pause(Ms d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stopped_ || changed_; });
+  return !stopped_;
+}
+
+bool SlicePublisher::Discover(SliceContext* context) {
+  context->api_version = options_.api_version;
+  Ms backoff = options_.backoff_initial;
+  while (context->api_version.empty()) {
+    absl::StatusOr<HttpResponse> r = rest_->Get("/apis/resource.k8s.io");
+    std::string why;
+    if (!r.ok()) {
+      why = std::string(r.status().message());
+    } else if (r->status != 200) {
+      why = StrCat("GET /apis/resource.k8s.io answered ", StatusMessage(*r),
+                   " (DRA needs Kubernetes 1.32 or later)");
+    } else {
+      rapidjson::Document d;
+      d.Parse(r->body.c_str());
+      std::set<std::string> served;
+      if (const rapidjson::Value* v = Find(d, "versions"); v && v->IsArray()) {
+        for (const auto& x : v->GetArray()) {
+          if (const rapidjson::Value* n = Find(x, "version"); n && n->IsString()) {
+            served.insert(n->GetString());
+          }
+        }
+      }
+      for (const char* v : {"v1", "v1beta2", "v1beta1"}) {
+        if (served.count(v) > 0) {
+          context->api_version = v;
+          break;
+        }
+      }
+      if (context->api_version.empty()) {
+        why = "resource.k8s.io serves none of v1, v1beta2, v1beta1";
+      }
+    }
+    if (!why.empty()) {
+      ++stats_.errors;
+      LogWarning("ResourceSlices: cannot tell which resource.k8s.io version to use; retrying",
+                 {{"error", why}});
+      if (!Pause(std::chrono::duration_cast<Ms>(Jitter(backoff)))) return false;
+      backoff = std::min(backoff * 2, options_.backoff_max);
+    }
+  }
+  absl::StatusOr<HttpResponse> node = rest_->Get(StrCat("/api/v1/nodes/", options_.node));
+  if (node.ok() && node->status == 200) {
+    rapidjson::Document d;
+    d.Parse(node->body.c_str());
+    context->node_uid = StringAt(d, "metadata", "uid");
+  } else {
+    // The slices go out without an owner: the kubelet still removes them.
+    LogWarning(
+        "ResourceSlices: cannot read the Node for its UID; publishing without an owner",
+        {{"node", options_.node},
+         {"error", node.ok() ? StatusMessage(*node) : std::string(node.status().message())}});
+  }
+  LogInfo("publishing ResourceSlices",
+          {{"version", "resource.k8s.io/" + context->api_version}, {"node", options_.node}});
+  return !Stopped();
+}
+
+void SlicePublisher::Run() {
+  SliceContext context;
+  if (!Discover(&context)) return;
+  const std::string base = StrCat("/apis/resource.k8s.io/", context.api_version, "/resourceslices");
+  const std::string selector =
+      StrCat("fieldSelector=spec.nodeName%3D", options_.node, "%2Cspec.driver%3D", options_.driver);
+  const std::string list_path = StrCat(base, "?", selector);
+  State s;
+  bool listed = false;
+  Ms backoff = options_.backoff_initial;
+  auto fail = [&](const std::string& what, const std::string& why) {
+    ++stats_.errors;
+    stats_.in_sync = false;
+    LogWarning("ResourceSlices: " + what + "; retrying",
+               {{"node", options_.node}, {"driver", options_.driver}, {"error", why}});
+    listed = false;
+    const Ms wait = std::chrono::duration_cast<Ms>(Jitter(backoff));
+    backoff = std::min(backoff * 2, options_.backoff_max);
+    return Pause(wait);
+  };
+  while (!Stopped()) {
+    if (!listed) {
+      ++stats_.lists;
+      absl::StatusOr<HttpResponse> r = rest_->Get(list_path);
+      if (!r.ok()) {
+        if (!fail("cannot list them", std::string(r.status().message()))) return;
+        continue;
+      }
+      if (r->status != 200) {
+        if (!fail("cannot list them", StatusMessage(*r))) return;
+        continue;
+      }
+      rapidjson::Document d;
+      d.Parse(r->body.c_str());
+      const rapidjson::Value* items = Find(d, "items");
+      if (d.HasParseError() || items == nullptr || !items->IsArray()) {
+        if (!fail("cannot list them", "the answer is not a list")) return;
+        continue;
+      }
+      s.have.clear();
+      int64_t highest = 0;
+      for (const auto& item : items->GetArray()) {
+        s.have[StringAt(item, "metadata", "name")] = Serialize(item);
+        highest = std::max(highest, PoolGeneration(item));
+      }
+      s.version = StringAt(d, "metadata", "resourceVersion");
+      listed = true;
+      if (s.generation == 0) {
+        // First list: slices already as wanted keep their generation;
+        // otherwise the next one is published.
+        SliceBuilder build;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          build = desired_;
+          changed_ = false;
+        }
+        context.generation = std::max<int64_t>(highest, 1);
+        s.Want(build(context));
+        s.generation = s.AllMatch() ? context.generation : highest + 1;
+        context.generation = s.generation;
+        s.Want(build(context));
+        stats_.generation = s.generation;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (changed_) {
+        changed_ = false;
+        context.generation = ++s.generation;
+        s.Want(desired_(context));
+        stats_.generation = s.generation;
+      }
+    }
+    // Reconcile: create, replace and delete what differs.
+    bool ok = true;
+    for (const auto& [name, json] : s.want) {
+      if (s.Matches(name)) continue;
+      auto have = s.have.find(name);
+      absl::StatusOr<HttpResponse> r;
+      if (have == s.have.end()) {
+        r = rest_->Post(base, json);
+        ++stats_.creates;
+      } else {
+        rapidjson::Document body, old;
+        body.Parse(json.c_str());
+        old.Parse(have->second.c_str());
+        const std::string rv = StringAt(old, "metadata", "resourceVersion");
+        body["metadata"].AddMember("resourceVersion",
+                                   rapidjson::Value(rv.c_str(), body.GetAllocator()),
+                                   body.GetAllocator());
+        r = rest_->Put(StrCat(base, "/", name), Serialize(body));
+        ++stats_.updates;
+      }
+      if (!r.ok() || (r->status != 200 && r->status != 201)) {
+        ok = false;
+        if (!fail(StrCat("cannot write ", name),
+                  r.ok() ? StatusMessage(*r) : std::string(r.status().message()))) {
+          return;
+        }
+        break;
+      }
+      s.have[name] = r->body;
+    }
+    if (!ok) continue;
+    for (auto it = s.have.begin(); it != s.have.end();) {
+      if (s.want.count(it->first)) {
+        ++it;
+        continue;
+      }
+      ++stats_.deletes;
+      absl::StatusOr<HttpResponse> r = rest_->Delete(StrCat(base, "/", it->first));
+      if (!r.ok() || (r->status != 200 && r->status != 404)) {
+        ok = false;
+        if (!fail(StrCat("cannot delete ", it->first),
+                  r.ok() ? StatusMessage(*r) : std::string(r.status().message()))) {
+          return;
+        }
+        break;
+      }
+      it = s.have.erase(it);
+    }
+    if (!ok) continue;
+    stats_.in_sync = true;
+    backoff = options_.backoff_initial;
+    // Watch from the list's version (or the last event's) until an event
+    // shows a difference, the server ends the watch, or a change or a stop
+    // cancels it.
+    const auto timeout =
+        std::chrono::duration_cast<std::chrono::seconds>(Spread(options_.watch_timeout, 1.0, 2.0));
+    const std::string watch_path =
+        StrCat(list_path, "&watch=1&allowWatchBookmarks=true&resourceVersion=", s.version,
+               "&timeoutSeconds=", std::max<int64_t>(1, timeout.count()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return;
+      if (changed_) continue;
+      watching_ = true;
+    }
+    ++stats_.watches;
+    LineBuffer buffer;
+    bool repair = false, expired = false;
+    std::string error_event;
+    absl::StatusOr<int> status = watch_->Stream(watch_path, [&](std::string_view chunk) {
+      if (Stopped()) return false;
+      buffer.Append(chunk);
+      while (std::optional<std::string> line = buffer.NextLine()) {
+        rapidjson::Document ev;
+        ev.Parse(line->c_str());
+        const rapidjson::Value* type = Find(ev, "type");
+        const rapidjson::Value* object = Find(ev, "object");
+        if (ev.HasParseError() || !type || !type->IsString() || !object) continue;
+        const std::string t = type->GetString();
+        if (t == "ERROR") {
+          const rapidjson::Value* code = Find(*object, "code");
+          if (code && code->IsInt() && code->GetInt() == 410) {
+            expired = true;
+          } else {
+            error_event = Serialize(*object);
+          }
+          return false;
+        }
+        const std::string rv = StringAt(*object, "metadata", "resourceVersion");
+        if (!rv.empty()) s.version = rv;
+        if (t == "BOOKMARK") continue;
+        const std::string name = StringAt(*object, "metadata", "name");
+        if (t == "DELETED") {
+          s.have.erase(name);
+        } else {
+          s.have[name] = Serialize(*object);
+        }
+        if (!s.Matches(name)) {
+          repair = true;
+          return false;
+        }
+      }
+      return true;
+    });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watching_ = false;
+    }
+    cv_.notify_all();
+    if (Stopped()) return;
+    if (expired) {
+      ++stats_.watch_expired;
+      listed = false;  // list again, at once
+      continue;
+    }
+    if (repair) {
+      ++stats_.repairs;
+      stats_.in_sync = false;
+      continue;
+    }
+    if (!error_event.empty()) {
+      if (!fail("the watch failed", error_event)) return;
+      continue;
+    }
+    if (!status.ok()) {
+      // A change cancels the watch: not a failure.
+      bool changed;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        changed = changed_;
+      }
+      if (changed) continue;
+      if (!fail("the watch broke off", std::string(status.status().message()))) return;
+      continue;
+    }
+    if (*status != 200) {
+      if (!fail("cannot watch them", StrCat("HTTP ", *status))) return;
+    }
+  }
+}
+
+}  // namespace gpu_agent::apiserver

@@ -1,0 +1,120 @@
+// Keeps one node's ResourceSlices of one DRA driver equal to what the agent
+// publishes, as static mode keeps the Node's capacity: LIST the slices
+// (fieldSelector spec.nodeName and spec.driver), create, replace or delete
+// what differs, then WATCH from the list's version and repair what an event
+// shows changed (the kubelet deletes a node's slices at its start and after
+// a driver has been gone a while; anyone may edit or delete them). A 410
+// lists again; failures back off with jitter; watch timeouts are drawn at
+// random, so a fleet does not stay in step. In steady state nothing is sent
+// but the watch's renewals.
+//
+// Slices are compared on what the agent sets: a field the server adds does
+// not count as a difference. The pool's generation goes up by one for each
+// change of the desired slices; a restart that finds the slices already as
+// wanted keeps their generation, and one that finds them otherwise
+// publishes the next.
+#ifndef GPU_AGENT_APISERVER_SLICE_PUBLISHER_H_
+#define GPU_AGENT_APISERVER_SLICE_PUBLISHER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "apiserver/connection.h"
+#include "apiserver/rest_client.h"
+
+namespace gpu_agent::apiserver {
+
+struct SlicePublisherOptions {
+  // Of resource.k8s.io; empty: the first of v1, v1beta2, v1beta1 the server
+  // serves, asked before the first LIST.
+  std::string api_version;
+  std::string driver;
+  std::string node;
+  // Each watch asks the server to end it after a time drawn from
+  // [watch_timeout, 2*watch_timeout), whole seconds, at least 1 s.
+  std::chrono::milliseconds watch_timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds backoff_initial{500};
+  std::chrono::milliseconds backoff_max{30000};
+};
+
+// What the slices are built for.
+struct SliceContext {
+  std::string api_version;  // of resource.k8s.io: v1, v1beta2 or v1beta1
+  std::string node_uid;     // the Node's UID for the owner reference; empty: unknown
+  int64_t generation = 1;   // the pool's
+};
+
+// The desired slices: JSON objects of `api_version`, each with its
+// metadata.name and spec.pool.generation = `generation`.
+using SliceBuilder = std::function<std::vector<std::string>(const SliceContext&)>;
+
+struct SlicePublisherStats {
+  std::atomic<uint64_t> lists{0};
+  std::atomic<uint64_t> watches{0};
+  std::atomic<uint64_t> watch_expired{0};  // 410 Gone
+  std::atomic<uint64_t> creates{0};
+  std::atomic<uint64_t> updates{0};
+  std::atomic<uint64_t> deletes{0};
+  std::atomic<uint64_t> repairs{0};  // reconciles a watch event asked for
+  std::atomic<uint64_t> errors{0};   // failed requests, retried after a backoff
+  std::atomic<int64_t> generation{0};
+  std::atomic<bool> in_sync{false};  // the slices are as wanted (last seen)
+};
+
+class SlicePublisher {
+ public:
+  static absl::StatusOr<std::unique_ptr<SlicePublisher>> Start(const Connection& connection,
+                                                               const RestOptions& rest,
+                                                               SlicePublisherOptions options,
+                                                               SliceBuilder desired);
+  ~SlicePublisher();
+  // Ends the watch and the thread. The slices stay: the kubelet removes
+  // them when the driver has been gone a while.
+  void Stop();
+  // The desired slices changed: published under the next generation.
+  void SetDesired(SliceBuilder desired);
+  const SlicePublisherStats& stats() const { return stats_; }
+
+ private:
+  SlicePublisher(SlicePublisherOptions options, std::unique_ptr<RestClient> rest,
+                 std::unique_ptr<RestClient> watch);
+  void Run();
+  // Cancels the watch when a change or a stop must end it.
+  void Kick();
+  // The served version of resource.k8s.io and the Node's UID, asked until
+  // the version is known; false when stopped first.
+  bool Discover(SliceContext* context);
+  // Waits `d` unless stopped or given new slices; false when stopped.
+  bool Pause(std::chrono::milliseconds d);
+  bool Stopped();
+
+  class State;
+
+  const SlicePublisherOptions options_;
+  const std::unique_ptr<RestClient> rest_;
+  const std::unique_ptr<RestClient> watch_;
+  SlicePublisherStats stats_;
+  std::thread thread_;
+  std::thread kicker_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;   // protected by mu_
+  bool changed_ = false;   // protected by mu_: SetDesired since the last reconcile
+  bool watching_ = false;  // protected by mu_: a watch stream is open (or opening)
+  bool done_ = false;      // protected by mu_: Run has returned
+  SliceBuilder desired_;   // protected by mu_
+};
+
+}  // namespace gpu_agent::apiserver
+
+#endif  // GPU_AGENT_APISERVER_SLICE_PUBLISHER_H_

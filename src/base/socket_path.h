@@ -1,0 +1,23 @@
+// The unix socket a gRPC server for the kubelet listens on (a device plugin,
+// a DRA plugin, its registration): its path checked and made ready before
+// gRPC binds it.
+#ifndef GPU_AGENT_BASE_SOCKET_PATH_H_
+#define GPU_AGENT_BASE_SOCKET_PATH_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace gpu_agent {
+
+// Checks that `path` can be a unix socket path (at most 107 bytes) in an
+// existing, writable folder. A stale socket file there is removed; a socket
+// another process is serving, or a file that is not a socket, is an error.
+// `settings` names what sets the path, for the message when it is too long
+// ("kubelet.socket folder or kubelet.endpoint").
+absl::Status PrepareSocketPath(const std::string& path, std::string_view settings);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_BASE_SOCKET_PATH_H_

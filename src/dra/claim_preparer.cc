@@ -1,0 +1,489 @@
+#include "dra/claim_preparer.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/file_util.h"
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+std::string Str(const rapidjson::Value& v, const char* key) {
+  if (!v.IsObject()) return "";
+  auto it = v.FindMember(key);
+  return it != v.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+}
+
+const rapidjson::Value* Member(const rapidjson::Value& v, const char* key) {
+  if (!v.IsObject()) return nullptr;
+  auto it = v.FindMember(key);
+  return it == v.MemberEnd() ? nullptr : &it->value;
+}
+
+std::string Named(const ClaimRef& c) { return StrCat("claim ", c.name_space, "/", c.name); }
+
+bool ReadWhole(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return !in.bad();
+}
+
+// The message of a Kubernetes Status body, else the body's start.
+std::string ApiMessage(const std::string& body) {
+  rapidjson::Document d;
+  d.Parse(body.c_str());
+  if (!d.HasParseError()) {
+    if (std::string m = Str(d, "message"); !m.empty()) return m;
+  }
+  return body.substr(0, 200);
+}
+
+void WriteStrings(Writer& w, const std::vector<std::string>& v) {
+  w.StartArray();
+  for (const std::string& s : v) w.String(s.c_str(), static_cast<unsigned>(s.size()));
+  w.EndArray();
+}
+
+std::vector<std::string> Strings(const rapidjson::Value* v) {
+  std::vector<std::string> out;
+  if (v == nullptr || !v->IsArray()) return out;
+  for (const auto& s : v->GetArray()) {
+    if (s.IsString()) out.push_back(s.GetString());
+  }
+  return out;
+}
+
+// Opaque parameters for this driver: kind GpuConfig of <driver>/v1alpha1,
+// with at most sharing.strategy TimeSlicing and an interval the driver
+// knows. Accepted and checked; the interval is not applied to the GPU yet.
+absl::Status CheckGpuConfig(const rapidjson::Value* params, const std::string& driver) {
+  const std::string version = StrCat(driver, "/v1alpha1");
+  if (params == nullptr || !params->IsObject()) {
+    return absl::InvalidArgumentError(StrCat("the opaque config for ", driver,
+                                             " is not an object (want kind GpuConfig, ",
+                                             "apiVersion ", version, ")"));
+  }
+  const std::string kind = Str(*params, "kind");
+  if (kind != "GpuConfig") {
+    return absl::InvalidArgumentError(StrCat("opaque config kind \"", kind, "\" is not one ",
+                                             driver, " knows (it knows GpuConfig)"));
+  }
+  if (Str(*params, "apiVersion") != version) {
+    return absl::InvalidArgumentError(
+        StrCat("GpuConfig apiVersion \"", Str(*params, "apiVersion"), "\" is not ", version));
+  }
+  for (const auto& m : params->GetObject()) {
+    const std::string key = m.name.GetString();
+    if (key != "apiVersion" && key != "kind" && key != "sharing") {
+      return absl::InvalidArgumentError(
+          StrCat("GpuConfig has the unknown field \"", key, "\" (it has sharing)"));
+    }
+  }
+  const rapidjson::Value* sharing = Member(*params, "sharing");
+  if (sharing == nullptr) return absl::OkStatus();
+  const std::string strategy = Str(*sharing, "strategy");
+  if (strategy != "TimeSlicing") {
+    return absl::InvalidArgumentError(StrCat("GpuConfig sharing.strategy \"", strategy,
+                                             "\" is not one this driver knows (TimeSlicing)"));
+  }
+  const rapidjson::Value* ts = Member(*sharing, "timeSlicing");
+  const std::string interval = ts ? Str(*ts, "interval") : "Default";
+  for (const char* known : {"Default", "Short", "Medium", "Long"}) {
+    if (interval == known) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(StrCat("GpuConfig sharing.timeSlicing.interval \"", interval,
+                                           "\" is not one of Default, Short, Medium, Long"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
+                                                             const ClaimRef& claim,
+                                                             const std::string& driver,
+                                                             const std::string& pool) {
+  rapidjson::Document d;
+  d.Parse(claim_json.c_str());
+  if (d.HasParseError() || !d.IsObject()) {
+    return absl::InvalidArgumentError(
+        StrCat(Named(claim), ": the API server's answer is not a ResourceClaim"));
+  }
+  const rapidjson::Value* meta = Member(d, "metadata");
+  const std::string uid = meta ? Str(*meta, "uid") : "";
+  if (uid != claim.uid) {
+    return absl::FailedPreconditionError(StrCat(
+        Named(claim), ": UID mismatch: the kubelet asked for ", claim.uid, ", the API server has ",
+        uid.empty() ? "none" : uid, " (deleted and created again since its allocation?)"));
+  }
+  const rapidjson::Value* status = Member(d, "status");
+  const rapidjson::Value* allocation = status ? Member(*status, "allocation") : nullptr;
+  const rapidjson::Value* devices = allocation ? Member(*allocation, "devices") : nullptr;
+  const rapidjson::Value* results = devices ? Member(*devices, "results") : nullptr;
+  if (allocation == nullptr || !allocation->IsObject()) {
+    return absl::FailedPreconditionError(
+        StrCat(Named(claim), " has no allocation (status.allocation is empty)"));
+  }
+  std::vector<AllocatedDevice> out;
+  std::vector<std::string> others;
+  if (results != nullptr && results->IsArray()) {
+    for (const auto& r : results->GetArray()) {
+      const std::string r_driver = Str(r, "driver"), r_pool = Str(r, "pool");
+      if (r_driver == driver && r_pool == pool) {
+        out.push_back({Str(r, "request"), Str(r, "device")});
+      } else {
+        others.push_back(StrCat(r_driver, "/", r_pool, "/", Str(r, "device")));
+      }
+    }
+  }
+  if (out.empty()) {
+    return absl::FailedPreconditionError(
+        StrCat(Named(claim), " has no device of driver ", driver, " in pool ", pool, " allocated",
+               others.empty() ? "" : StrCat(" (it has ", StrJoin(others, ", "), ")")));
+  }
+  for (const AllocatedDevice& a : out) {
+    if (a.device.empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(Named(claim), ": a result of request \"", a.request, "\" names no device"));
+    }
+  }
+  // Opaque parameters for this driver (from the claim or its class): only
+  // our own GpuConfig kind, and only values it knows.
+  const rapidjson::Value* configs = devices ? Member(*devices, "config") : nullptr;
+  if (configs != nullptr && configs->IsArray()) {
+    for (const auto& c : configs->GetArray()) {
+      const rapidjson::Value* opaque = Member(c, "opaque");
+      if (opaque == nullptr || Str(*opaque, "driver") != driver) continue;
+      const rapidjson::Value* params = Member(*opaque, "parameters");
+      if (absl::Status s = CheckGpuConfig(params, driver); !s.ok()) {
+        return absl::InvalidArgumentError(StrCat(Named(claim), ": ", s.message()));
+      }
+    }
+  }
+  return out;
+}
+
+ClaimPreparer::ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader)
+    : options_(std::move(options)), reader_(std::move(reader)) {}
+
+absl::StatusOr<std::unique_ptr<ClaimPreparer>> ClaimPreparer::Create(
+    PreparerOptions options, std::shared_ptr<ClaimReader> reader) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.cdi_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        StrCat("cdi.specDir: cannot create ", options.cdi_dir, ": ", ec.message()));
+  }
+  const std::string folder = std::filesystem::path(options.checkpoint).parent_path().string();
+  std::filesystem::create_directories(folder, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        StrCat("cannot create the DRA checkpoint's folder ", folder, ": ", ec.message()));
+  }
+  std::unique_ptr<ClaimPreparer> p(new ClaimPreparer(std::move(options), std::move(reader)));
+  p->Load();
+  return p;
+}
+
+void ClaimPreparer::SetCatalog(std::shared_ptr<const DeviceCatalog> catalog) {
+  std::lock_guard<std::mutex> lock(mu_);
+  catalog_ = std::move(catalog);
+}
+
+void ClaimPreparer::SetUnhealthy(std::set<std::string> devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  unhealthy_ = std::move(devices);
+}
+
+std::string ClaimPreparer::SpecPath(const std::string& uid) const {
+  return StrCat(options_.cdi_dir, "/", options_.cdi_vendor, "-claim_", uid, ".json");
+}
+
+std::map<std::string, PrepareOutcome> ClaimPreparer::Prepared() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, PrepareOutcome> out;
+  for (const auto& [uid, e] : prepared_) out[uid].devices = e.devices;
+  return out;
+}
+
+std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<ClaimRef>& claims) {
+  std::map<std::string, PrepareOutcome> out;
+  std::vector<std::string> added;
+  for (const ClaimRef& c : claims) {
+    PrepareOutcome& o = out[c.uid];
+    if (c.uid.empty()) {
+      o.error = StrCat(Named(c), " has no UID");
+      continue;
+    }
+    {
+      // Prepared before (this run or the checkpoint's): the same answer,
+      // as long as its spec is still there.
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = prepared_.find(c.uid);
+      if (it != prepared_.end() && PathExists(SpecPath(c.uid))) {
+        o.devices = it->second.devices;
+        continue;
+      }
+    }
+    Entry e;
+    if (std::string error = PrepareOne(c, &e); !error.empty()) {
+      LogWarning("claim not prepared",
+                 {{"claim", StrCat(c.name_space, "/", c.name)}, {"uid", c.uid}, {"error", error}});
+      o.error = error;
+      continue;
+    }
+    o.devices = e.devices;
+    std::lock_guard<std::mutex> lock(mu_);
+    prepared_[c.uid] = std::move(e);
+    added.push_back(c.uid);
+  }
+  if (!added.empty()) {
+    if (absl::Status s = Save(); !s.ok()) {
+      // The kubelet asks again; until the checkpoint is written, a restart
+      // could not unprepare these.
+      for (const std::string& uid : added) {
+        out[uid].devices.clear();
+        out[uid].error = StrCat("prepared, but ", s.message());
+      }
+    }
+  }
+  return out;
+}
+
+std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
+  absl::StatusOr<ClaimReader::Answer> answer = reader_->GetClaim(c.name_space, c.name);
+  if (!answer.ok()) {
+    return StrCat(Named(c), ": cannot read it from the API server: ", answer.status().message());
+  }
+  if (answer->status == 404) {
+    return StrCat(Named(c), " (", c.uid, ") is gone from the API server (deleted after its ",
+                  "allocation?)");
+  }
+  if (answer->status != 200) {
+    return StrCat(Named(c), ": the API server answered ", answer->status, ": ",
+                  ApiMessage(answer->body));
+  }
+  absl::StatusOr<std::vector<AllocatedDevice>> allocated =
+      ParseAllocation(answer->body, c, options_.driver, options_.pool);
+  if (!allocated.ok()) return std::string(allocated.status().message());
+  std::shared_ptr<const DeviceCatalog> catalog;
+  std::set<std::string> unhealthy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    catalog = catalog_;
+    unhealthy = unhealthy_;
+  }
+  if (!catalog) return StrCat(Named(c), ": the node's devices are not known yet");
+  cdi::Spec spec;
+  spec.kind = CdiKind();
+  spec.edits = catalog->node_spec.edits;
+  entry->name_space = c.name_space;
+  entry->name = c.name;
+  for (const AllocatedDevice& a : *allocated) {
+    const DraDevice* found = nullptr;
+    for (const DraDevice& d : catalog->devices) {
+      if (d.name == a.device) found = &d;
+    }
+    if (found == nullptr) {
+      return StrCat(Named(c), ": device \"", a.device, "\" is not one of this node's (pool ",
+                    options_.pool, ")");
+    }
+    if (unhealthy.count(a.device) > 0) {
+      return StrCat(Named(c), ": device \"", a.device, "\" is unhealthy");
+    }
+    // A device two requests share is prepared once, naming both.
+    bool merged = false;
+    for (PreparedDevice& p : entry->devices) {
+      if (p.device == a.device) {
+        p.request_names.push_back(a.request);
+        merged = true;
+      }
+    }
+    if (merged) continue;
+    const cdi::Device* edits = nullptr;
+    for (const cdi::Device& d : catalog->node_spec.devices) {
+      if (d.name == found->uuid) edits = &d;
+    }
+    if (edits == nullptr) {
+      return StrCat(Named(c), ": device \"", a.device, "\" (", found->uuid,
+                    ") has no entry in the node's CDI spec");
+    }
+    const std::string cdi_name = StrCat(c.uid, "-", a.device);
+    spec.devices.push_back({cdi_name, edits->edits});
+    entry->devices.push_back(
+        {{a.request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}});
+  }
+  if (absl::Status s = cdi::ValidateSpec(spec); !s.ok()) {
+    return StrCat(Named(c), ": its CDI spec is not valid: ", s.message());
+  }
+  if (absl::Status s = WriteFileAtomically(SpecPath(c.uid), cdi::RenderJson(spec)); !s.ok()) {
+    return StrCat(Named(c), ": cannot write its CDI spec: ", s.message());
+  }
+  return "";
+}
+
+std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<ClaimRef>& claims) {
+  std::map<std::string, std::string> out;
+  bool changed = false;
+  for (const ClaimRef& c : claims) {
+    std::string& error = out[c.uid];
+    if (c.uid.empty()) continue;  // nothing can be prepared under no UID
+    const std::string path = SpecPath(c.uid);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      error = StrCat(Named(c), ": cannot remove its CDI spec ", path, ": ", std::strerror(errno));
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    changed = prepared_.erase(c.uid) > 0 || changed;
+  }
+  if (changed) {
+    if (absl::Status s = Save(); !s.ok()) {
+      for (auto& [uid, error] : out) {
+        if (error.empty()) error = StrCat("unprepared, but ", s.message());
+      }
+    }
+  }
+  return out;
+}
+
+absl::Status ClaimPreparer::Save() {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  w.Key("version");
+  w.Int(1);
+  w.Key("claims");
+  w.StartObject();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [uid, e] : prepared_) {
+      w.Key(uid.c_str(), static_cast<unsigned>(uid.size()));
+      w.StartObject();
+      w.Key("namespace");
+      w.String(e.name_space.c_str(), static_cast<unsigned>(e.name_space.size()));
+      w.Key("name");
+      w.String(e.name.c_str(), static_cast<unsigned>(e.name.size()));
+      w.Key("devices");
+      w.StartArray();
+      for (const PreparedDevice& d : e.devices) {
+        w.StartObject();
+        w.Key("requests");
+        WriteStrings(w, d.request_names);
+        w.Key("pool");
+        w.String(d.pool.c_str(), static_cast<unsigned>(d.pool.size()));
+        w.Key("device");
+        w.String(d.device.c_str(), static_cast<unsigned>(d.device.size()));
+        w.Key("cdiIds");
+        WriteStrings(w, d.cdi_ids);
+        w.EndObject();
+      }
+      w.EndArray();
+      w.EndObject();
+    }
+  }
+  w.EndObject();
+  w.EndObject();
+  if (absl::Status s = WriteFileAtomically(options_.checkpoint, buf.GetString()); !s.ok()) {
+    return absl::Status(s.code(), StrCat("the DRA checkpoint cannot be written: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+void ClaimPreparer::Load() {
+  std::string text;
+  if (!ReadWhole(options_.checkpoint, &text)) return;  // none yet: nothing prepared
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  std::string problem;
+  const rapidjson::Value* claims = nullptr;
+  if (d.HasParseError() || !d.IsObject()) {
+    problem = "not JSON";
+  } else if (const rapidjson::Value* v = Member(d, "version");
+             !v || !v->IsInt() || v->GetInt() != 1) {
+    problem = "no version 1";
+  } else if (claims = Member(d, "claims"); !claims || !claims->IsObject()) {
+    problem = "no claims object";
+  }
+  if (problem.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& m : claims->GetObject()) {
+      Entry e;
+      e.name_space = Str(m.value, "namespace");
+      e.name = Str(m.value, "name");
+      const rapidjson::Value* devices = Member(m.value, "devices");
+      if (devices == nullptr || !devices->IsArray()) {
+        problem = StrCat("claim ", m.name.GetString(), " has no devices list");
+        break;
+      }
+      for (const auto& dv : devices->GetArray()) {
+        e.devices.push_back({Strings(Member(dv, "requests")), Str(dv, "pool"), Str(dv, "device"),
+                             Strings(Member(dv, "cdiIds"))});
+      }
+      prepared_[m.name.GetString()] = std::move(e);
+    }
+  }
+  if (problem.empty()) {
+    LogInfo("DRA checkpoint loaded",
+            {{"checkpoint", options_.checkpoint}, {"claims", StrCat(prepared_.size())}});
+    return;
+  }
+  const std::string aside = options_.checkpoint + ".corrupt";
+  const bool moved = ::rename(options_.checkpoint.c_str(), aside.c_str()) == 0;
+  LogError("the DRA checkpoint is corrupt; moved aside and rebuilt from the claims' CDI specs",
+           {{"checkpoint", options_.checkpoint},
+            {"problem", problem},
+            {"moved_to", moved ? aside : std::string("(could not move it)")}});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepared_.clear();
+  }
+  RebuildFromSpecs();
+  if (absl::Status s = Save(); !s.ok()) LogError(std::string(s.message()));
+}
+
+void ClaimPreparer::RebuildFromSpecs() {
+  const std::string prefix = StrCat(options_.cdi_vendor, "-claim_");
+  const std::string kind = CdiKind();
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(options_.cdi_dir, ec)) {
+    const std::string file = f.path().filename().string();
+    if (!file.starts_with(prefix) || !file.ends_with(".json")) continue;
+    const std::string uid = file.substr(prefix.size(), file.size() - prefix.size() - 5);
+    std::string text;
+    rapidjson::Document d;
+    if (!ReadWhole(f.path().string(), &text) || d.Parse(text.c_str()).HasParseError()) {
+      LogWarning("a claim's CDI spec cannot be read; left out of the rebuilt checkpoint",
+                 {{"file", f.path().string()}});
+      continue;
+    }
+    Entry e;
+    const rapidjson::Value* devices = Member(d, "devices");
+    if (devices != nullptr && devices->IsArray()) {
+      for (const auto& dv : devices->GetArray()) {
+        const std::string name = Str(dv, "name");
+        if (!name.starts_with(uid + "-")) continue;
+        e.devices.push_back(
+            {{}, options_.pool, name.substr(uid.size() + 1), {StrCat(kind, "=", name)}});
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    prepared_[uid] = std::move(e);
+  }
+  LogInfo("DRA checkpoint rebuilt from the claims' CDI specs",
+          {{"folder", options_.cdi_dir}, {"claims", StrCat(prepared_.size())}});
+}
+
+}  // namespace gpu_agent::dra

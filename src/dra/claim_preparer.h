@@ -1,0 +1,118 @@
+// Prepares and unprepares ResourceClaims for the DRA service: for each claim
+// the kubelet names, reads the claim from the API server (through a
+// ClaimReader), checks its UID, takes this driver's results for this node's
+// pool, writes one CDI spec for the claim and answers with the CDI ids of
+// its devices; or answers that claim's own error. What is prepared is kept
+// in a checkpoint file, so a restarted agent answers again and unprepares
+// what it prepared before.
+//
+// The claim's CDI spec: kind "<cdi vendor>/claim", one device per allocated
+// device named "<claim UID>-<device>", with that device's edits from the
+// node's CDI spec and the node spec's common edits; the file is
+// "<vendor>-claim_<claim UID>.json" in the CDI folder, written atomically.
+#ifndef GPU_AGENT_DRA_CLAIM_PREPARER_H_
+#define GPU_AGENT_DRA_CLAIM_PREPARER_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cdi/spec.h"
+#include "dra/claim_handler.h"
+#include "dra/dra_device.h"
+
+namespace gpu_agent::dra {
+
+// How a claim is read: the API server's answer to its GET (any HTTP code),
+// or a transport error.
+class ClaimReader {
+ public:
+  virtual ~ClaimReader() = default;
+  struct Answer {
+    int status = 0;
+    std::string body;
+  };
+  virtual absl::StatusOr<Answer> GetClaim(const std::string& name_space,
+                                          const std::string& name) = 0;
+};
+
+// The devices claims can be given, and the node's CDI spec their edits come
+// from (devices named by UUID there). Replaced whole on a reload.
+struct DeviceCatalog {
+  std::vector<DraDevice> devices;
+  cdi::Spec node_spec;
+};
+
+struct PreparerOptions {
+  std::string driver;      // results of other drivers are not ours
+  std::string pool;        // this node's pool (the node name)
+  std::string cdi_dir;     // where the claims' specs go
+  std::string cdi_vendor;  // the claims' CDI kind is "<vendor>/claim"
+  std::string checkpoint;  // the checkpoint file
+};
+
+class ClaimPreparer : public ClaimHandler {
+ public:
+  // Loads the checkpoint. A checkpoint that cannot be parsed is named in an
+  // error log line, moved aside (<file>.corrupt) and rebuilt from the
+  // claims' specs in the CDI folder. Errors: the CDI folder or the
+  // checkpoint's folder cannot be created.
+  static absl::StatusOr<std::unique_ptr<ClaimPreparer>> Create(PreparerOptions options,
+                                                               std::shared_ptr<ClaimReader> reader);
+
+  void SetCatalog(std::shared_ptr<const DeviceCatalog> catalog);
+  // Devices (by name) that are unhealthy now: prepare refuses them.
+  void SetUnhealthy(std::set<std::string> devices);
+
+  std::map<std::string, PrepareOutcome> Prepare(const std::vector<ClaimRef>& claims) override;
+  std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& claims) override;
+
+  // Prepared claims by UID, as the checkpoint holds them.
+  std::map<std::string, PrepareOutcome> Prepared() const;
+  // The claim's CDI spec file.
+  std::string SpecPath(const std::string& uid) const;
+  std::string CdiKind() const { return options_.cdi_vendor + "/claim"; }
+
+ private:
+  struct Entry {
+    std::string name_space, name;
+    std::vector<PreparedDevice> devices;
+  };
+  ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
+  void Load();
+  void RebuildFromSpecs();
+  absl::Status Save();
+  // One claim; an error message, or empty with `*entry` filled.
+  std::string PrepareOne(const ClaimRef& claim, Entry* entry);
+
+  const PreparerOptions options_;
+  const std::shared_ptr<ClaimReader> reader_;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const DeviceCatalog> catalog_;  // protected by mu_
+  std::set<std::string> unhealthy_;               // protected by mu_
+  std::map<std::string, Entry> prepared_;         // protected by mu_: by claim UID
+};
+
+// The claim's results this driver prepares, parsed from the claim's JSON
+// (any served version of resource.k8s.io): errors name the claim and what
+// is wrong (no allocation, a UID other than `uid`, no result for this
+// driver in `pool`, opaque parameters for this driver that are not a
+// GpuConfig it accepts).
+struct AllocatedDevice {
+  std::string request;
+  std::string device;
+};
+absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
+                                                             const ClaimRef& claim,
+                                                             const std::string& driver,
+                                                             const std::string& pool);
+
+}  // namespace gpu_agent::dra
+
+#endif  // GPU_AGENT_DRA_CLAIM_PREPARER_H_

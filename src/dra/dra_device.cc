@@ -1,0 +1,137 @@
+#include "dra/dra_device.h"
+
+#include <unistd.h>
+
+#include <climits>
+
+#include "base/strings.h"
+#include "nvml/mig_profile.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+// A profile name as part of a DNS label: "1g.10gb" -> "1g-10gb".
+std::string LabelPart(const std::string& s) {
+  std::string out;
+  for (char c : AsciiToLower(s)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (ok) {
+      out.push_back(c);
+    } else if (!out.empty() && out.back() != '-') {
+      out.push_back('-');
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+// resource.kubernetes.io/pciBusID takes "dddd:bb:dd.f", lowercase.
+std::string StandardPciBusId(const std::string& nvml_bus_id) {
+  const std::string id = AsciiToLower(nvml::SysfsPciAddress(nvml_bus_id));
+  if (id.size() != 12 || id[4] != ':' || id[7] != ':' || id[10] != '.') return "";
+  return id;
+}
+
+void AddCommon(const nvml::Inventory& inv, const nvml::GpuRecord& gpu,
+               const DeviceModelInput& input, DraDevice* d) {
+  auto& a = d->attributes;
+  a["productName"] = AttributeValue::String(gpu.name);
+  if (!gpu.brand.empty()) a["brand"] = AttributeValue::String(gpu.brand);
+  if (!gpu.architecture.empty()) a["architecture"] = AttributeValue::String(gpu.architecture);
+  a["index"] = AttributeValue::Int(gpu.index);
+  if (gpu.minor >= 0) a["minor"] = AttributeValue::Int(gpu.minor);
+  if (gpu.cc_major > 0) {
+    a["cudaComputeCapability"] =
+        AttributeValue::Version(StrCat(gpu.cc_major, ".", gpu.cc_minor, ".0"));
+  }
+  if (std::string v = SemanticVersion(inv.driver_version); !v.empty()) {
+    a["driverVersion"] = AttributeValue::Version(v);
+  }
+  if (std::string v = SemanticVersion(inv.cuda_driver_version); !v.empty()) {
+    a["cudaDriverVersion"] = AttributeValue::Version(v);
+  }
+  if (auto it = input.pcie_roots.find(gpu.pci_bus_id);
+      it != input.pcie_roots.end() && !it->second.empty()) {
+    a["resource.kubernetes.io/pcieRoot"] = AttributeValue::String(it->second);
+  }
+  if (gpu.numa_node >= 0) a["resource.kubernetes.io/numaNode"] = AttributeValue::Int(gpu.numa_node);
+}
+
+}  // namespace
+
+std::string GpuDeviceName(unsigned gpu_index) { return StrCat("gpu-", gpu_index); }
+
+std::string MigDeviceName(unsigned gpu_index, const std::string& profile, unsigned mig_index) {
+  const std::string part = LabelPart(profile);
+  return part.empty() ? StrCat("gpu-", gpu_index, "-mig-", mig_index)
+                      : StrCat("gpu-", gpu_index, "-mig-", part, "-", mig_index);
+}
+
+std::string SemanticVersion(const std::string& v) {
+  std::vector<std::string_view> parts = StrSplit(v, '.');
+  if (v.empty() || parts.size() > 3) return "";
+  std::vector<std::string> out;
+  for (std::string_view p : parts) {
+    long n = 0;
+    if (p.empty() || !ParseInt(p, &n) || n < 0) return "";
+    out.push_back(StrCat(n));
+  }
+  while (out.size() < 3) out.push_back("0");
+  return StrJoin(out, ".");
+}
+
+std::string ReadPcieRoot(const std::string& sysfs_root, const std::string& nvml_bus_id) {
+  const std::string link =
+      StrCat(sysfs_root, "/bus/pci/devices/", nvml::SysfsPciAddress(nvml_bus_id));
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  // ".../devices/pci0000:00/0000:00:01.0/0000:07:00.0": the first part
+  // that starts "pci" is the root complex.
+  for (std::string_view part : StrSplit(std::string_view(buf, static_cast<size_t>(n)), '/')) {
+    if (part.starts_with("pci") && part.size() > 3) return std::string(part);
+  }
+  return "";
+}
+
+std::vector<DraDevice> BuildDevices(const DeviceModelInput& input) {
+  std::vector<DraDevice> out;
+  const nvml::Inventory& inv = *input.inventory;
+  for (size_t pos : input.chosen) {
+    const nvml::GpuRecord& gpu = inv.gpus[pos];
+    if (input.mig_devices && gpu.mig_enabled) {
+      for (const nvml::MigRecord& mig : gpu.mig_devices) {
+        const std::string profile = nvml::MigProfileName(gpu, mig);
+        DraDevice d;
+        d.name = MigDeviceName(gpu.index, profile, mig.index);
+        d.key = {gpu.uuid, static_cast<int>(mig.gpu_instance_id),
+                 static_cast<int>(mig.compute_instance_id)};
+        d.uuid = mig.uuid;
+        AddCommon(inv, gpu, input, &d);
+        d.attributes["type"] = AttributeValue::String("mig");
+        d.attributes["uuid"] = AttributeValue::String(mig.uuid);
+        d.attributes["parentUUID"] = AttributeValue::String(gpu.uuid);
+        if (!profile.empty()) d.attributes["profile"] = AttributeValue::String(profile);
+        d.capacity["memory"] = StrCat(mig.memory_mib, "Mi");
+        if (mig.multiprocessors > 0) d.capacity["multiprocessors"] = StrCat(mig.multiprocessors);
+        out.push_back(std::move(d));
+      }
+      continue;
+    }
+    DraDevice d;
+    d.name = GpuDeviceName(gpu.index);
+    d.key = DeviceKey::Gpu(gpu.uuid);
+    d.uuid = gpu.uuid;
+    AddCommon(inv, gpu, input, &d);
+    d.attributes["type"] = AttributeValue::String("gpu");
+    d.attributes["uuid"] = AttributeValue::String(gpu.uuid);
+    if (std::string id = StandardPciBusId(gpu.pci_bus_id); !id.empty()) {
+      d.attributes["resource.kubernetes.io/pciBusID"] = AttributeValue::String(id);
+    }
+    if (gpu.memory_mib > 0) d.capacity["memory"] = StrCat(gpu.memory_mib, "Mi");
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace gpu_agent::dra

@@ -1,0 +1,73 @@
+// The node's devices as a DRA driver publishes them: a DNS-label name in the
+// pool (gpu-0, gpu-0-mig-1g-10gb-3), typed attributes and capacity, the
+// health key, and the UUID under which the node's CDI spec holds its edits.
+// Built from plain inventory records, so the same GPUs give the same
+// devices in `run` and in `gpu-agent dra slices`.
+#ifndef GPU_AGENT_DRA_DRA_DEVICE_H_
+#define GPU_AGENT_DRA_DRA_DEVICE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/device_key.h"
+#include "nvml/inventory.h"
+
+namespace gpu_agent::dra {
+
+// One attribute value; exactly one of the API's int, bool, string, version.
+struct AttributeValue {
+  enum class Type { kInt, kBool, kString, kVersion };
+  Type type = Type::kString;
+  int64_t number = 0;  // kInt
+  bool flag = false;   // kBool
+  std::string text;    // kString, kVersion (semantic version)
+
+  static AttributeValue Int(int64_t v) { return {Type::kInt, v, false, ""}; }
+  static AttributeValue Bool(bool v) { return {Type::kBool, 0, v, ""}; }
+  static AttributeValue String(std::string v) { return {Type::kString, 0, false, std::move(v)}; }
+  static AttributeValue Version(std::string v) { return {Type::kVersion, 0, false, std::move(v)}; }
+  friend bool operator==(const AttributeValue&, const AttributeValue&) = default;
+};
+
+struct DraDevice {
+  std::string name;  // a DNS label, unique in the pool
+  DeviceKey key;     // what health reports are about
+  std::string uuid;  // the GPU's or MIG device's UUID (its name in the node's CDI spec)
+  // Unqualified names are the driver's own; resource.kubernetes.io/... are
+  // Kubernetes' standard ones.
+  std::map<std::string, AttributeValue> attributes;
+  std::map<std::string, std::string> capacity;  // name -> quantity ("81920Mi", "98")
+  friend bool operator==(const DraDevice&, const DraDevice&) = default;
+};
+
+struct DeviceModelInput {
+  const nvml::Inventory* inventory = nullptr;
+  std::vector<size_t> chosen;  // positions in inventory->gpus
+  // A MIG-enabled GPU offers its MIG devices instead of itself.
+  bool mig_devices = false;
+  // pcieRoot of each GPU by NVML bus id ("pci0000:00"); absent: unknown.
+  std::map<std::string, std::string> pcie_roots;
+};
+
+// The devices, in inventory order (a GPU's MIG devices in their order).
+std::vector<DraDevice> BuildDevices(const DeviceModelInput& input);
+
+// "gpu-0", "gpu-0-mig-1g-10gb-3": names the kubelet, the scheduler and
+// claims use, DNS labels (lowercase letters, digits, '-', at most 63).
+std::string GpuDeviceName(unsigned gpu_index);
+std::string MigDeviceName(unsigned gpu_index, const std::string& profile, unsigned mig_index);
+
+// A version as semantic versioning requires it: "12.2" -> "12.2.0",
+// "535.129.03" -> "535.129.3"; "" when `v` is not one to three numbers.
+std::string SemanticVersion(const std::string& v);
+
+// The root complex above a PCI device, from sysfs's device link
+// (<sysfs_root>/bus/pci/devices/<bdf> -> .../devices/pci0000:00/...):
+// "pci0000:00"; "" when it cannot be read.
+std::string ReadPcieRoot(const std::string& sysfs_root, const std::string& nvml_bus_id);
+
+}  // namespace gpu_agent::dra
+
+#endif  // GPU_AGENT_DRA_DRA_DEVICE_H_

@@ -1,0 +1,664 @@
+#include "dra/dra_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "base/file_util.h"
+#include "base/log.h"
+#include "base/socket_path.h"
+#include "base/strings.h"
+#include "base/thread_name.h"
+#include "dra/dra_v1.grpc.pb.h"
+#include "dra/dra_v1beta1.grpc.pb.h"
+#include "dra/health_v1alpha1.grpc.pb.h"
+#include "dra/registration.grpc.pb.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
+namespace v1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
+
+constexpr char kSocketSettings[] = "dra.registryDir, dra.pluginDir or dra.driverName";
+
+template <class Request>
+std::vector<ClaimRef> ClaimsOf(const Request& request) {
+  std::vector<ClaimRef> out;
+  out.reserve(request.claims_size());
+  for (const auto& c : request.claims()) out.push_back({c.namespace_(), c.uid(), c.name()});
+  return out;
+}
+
+// Every claim asked is answered: one the handler left out gets an error
+// rather than silence (the kubelet would wait for it until its deadline).
+template <class Response>
+uint64_t FillPrepare(const std::vector<ClaimRef>& claims,
+                     const std::map<std::string, PrepareOutcome>& outcomes, Response* response) {
+  uint64_t errors = 0;
+  auto& out = *response->mutable_claims();
+  for (const ClaimRef& c : claims) {
+    auto& r = out[c.uid];
+    auto it = outcomes.find(c.uid);
+    if (it == outcomes.end()) {
+      r.set_error(StrCat("claim ", c.name_space, "/", c.name, " (", c.uid, ") was not answered"));
+      ++errors;
+      continue;
+    }
+    r.set_error(it->second.error);
+    if (!it->second.error.empty()) ++errors;
+    for (const PreparedDevice& d : it->second.devices) {
+      auto* pd = r.add_devices();
+      for (const std::string& n : d.request_names) pd->add_request_names(n);
+      pd->set_pool_name(d.pool);
+      pd->set_device_name(d.device);
+      for (const std::string& id : d.cdi_ids) pd->add_cdi_device_ids(id);
+    }
+  }
+  return errors;
+}
+
+template <class Response>
+uint64_t FillUnprepare(const std::vector<ClaimRef>& claims,
+                       const std::map<std::string, std::string>& errors, Response* response) {
+  uint64_t count = 0;
+  auto& out = *response->mutable_claims();
+  for (const ClaimRef& c : claims) {
+    auto it = errors.find(c.uid);
+    const std::string error = it == errors.end() ? "" : it->second;
+    out[c.uid].set_error(error);
+    if (!error.empty()) ++count;
+  }
+  return count;
+}
+
+// The one thread prepare and unprepare run on, in order of arrival.
+class ClaimsThread {
+ public:
+  ClaimsThread() {
+    thread_ = std::thread([this] {
+      NameThisThread("dra-claims");
+      Run();
+    });
+  }
+  ~ClaimsThread() { Join(); }
+
+  // `run` does the work; `refuse` answers instead once the server stops.
+  void Post(std::function<void()> run, std::function<void()> refuse) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stopping_) {
+        jobs_.push_back({std::move(run), std::move(refuse)});
+        cv_.notify_one();
+        return;
+      }
+    }
+    refuse();
+  }
+
+  // Jobs not started are refused from here on; the one running finishes.
+  void Refuse() {
+    std::deque<Job> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      left.swap(jobs_);
+    }
+    for (Job& j : left) j.refuse();
+  }
+
+  void Join() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    Refuse();
+  }
+
+ private:
+  struct Job {
+    std::function<void()> run;
+    std::function<void()> refuse;
+  };
+
+  void Run() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return done_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job.run();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;   // protected by mu_
+  bool stopping_ = false;  // protected by mu_: new jobs are refused
+  bool done_ = false;      // protected by mu_: the thread ends once idle
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::string RegistrationSocketPath(const DraServerOptions& o) {
+  return StrCat(o.registry_dir, "/", o.driver_name, "-reg.sock");
+}
+
+std::string PluginSocketPath(const DraServerOptions& o) {
+  return StrCat(o.plugin_dir, "/", o.driver_name, "/dra.sock");
+}
+
+const std::vector<std::string>& SupportedVersions() {
+  static const auto* versions = new std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin",
+                                                             "v1alpha1.DRAResourceHealth"};
+  return *versions;
+}
+
+class DraServer::Impl {
+ public:
+  Impl(DraServerOptions options, std::shared_ptr<ClaimHandler> handler)
+      : options_(std::move(options)),
+        handler_(std::move(handler)),
+        registration_path_(RegistrationSocketPath(options_)),
+        plugin_path_(PluginSocketPath(options_)) {}
+
+  absl::Status Start() {
+    const std::string folder = StrCat(options_.plugin_dir, "/", options_.driver_name);
+    if (::mkdir(folder.c_str(), 0750) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(
+          StrCat("dra.pluginDir: cannot create \"", folder, "\": ", std::strerror(errno)));
+    }
+    if (absl::Status s = ServeDra(); !s.ok()) return s;
+    if (absl::Status s = ServeRegistration(); !s.ok()) return s;
+    LogInfo("DRA plugin serving", {{"driver", options_.driver_name},
+                                   {"registration", registration_path_},
+                                   {"endpoint", plugin_path_}});
+    // Watch both sockets: one someone removes is served again.
+    inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (inotify_fd_ < 0 || wake_fd_ < 0 ||
+        ::inotify_add_watch(inotify_fd_, options_.registry_dir.c_str(), IN_DELETE | IN_MOVED_FROM) <
+            0 ||
+        ::inotify_add_watch(inotify_fd_, folder.c_str(), IN_DELETE | IN_MOVED_FROM) < 0) {
+      LogWarning("cannot watch the DRA sockets; one removed is not served again",
+                 {{"error", std::strerror(errno)}});
+    } else {
+      guard_ = std::thread([this] {
+        NameThisThread("dra-sockets");
+        Guard();
+      });
+    }
+    return absl::OkStatus();
+  }
+
+  // (Re)serves the DRA service on fresh service objects (a service serves
+  // one server in its life).
+  absl::Status ServeDra() {
+    v1_service_ = std::make_unique<V1Service>(this);
+    v1beta1_service_ = std::make_unique<V1beta1Service>(this);
+    health_service_ = std::make_unique<HealthService>(this);
+    absl::StatusOr<std::unique_ptr<grpc::Server>> dra =
+        Serve(plugin_path_, {v1_service_.get(), v1beta1_service_.get(), health_service_.get()});
+    if (!dra.ok()) return dra.status();
+    dra_server_ = *std::move(dra);
+    plugin_inode_ = InodeOf(plugin_path_);
+    return absl::OkStatus();
+  }
+
+  absl::Status ServeRegistration() {
+    registration_service_ = std::make_unique<RegistrationService>(this);
+    absl::StatusOr<std::unique_ptr<grpc::Server>> reg =
+        Serve(registration_path_, {registration_service_.get()});
+    if (!reg.ok()) return reg.status();
+    registration_server_ = *std::move(reg);
+    registration_inode_ = InodeOf(registration_path_);
+    return absl::OkStatus();
+  }
+
+  // The socket watch: a socket of ours gone from its path (removed, or
+  // replaced) is served again, as the kubelet's plugin watcher then
+  // registers the plugin anew. A failure is tried again after a second.
+  void Guard() {
+    alignas(inotify_event) char buf[4096];
+    bool retry = false;
+    for (;;) {
+      pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      const int n = ::poll(fds, 2, retry ? 1000 : -1);
+      if (n < 0 && errno != EINTR) return;
+      if (fds[1].revents != 0) return;
+      while (::read(inotify_fd_, buf, sizeof buf) > 0) {
+      }
+      retry = false;
+      if (InodeOf(registration_path_) != registration_inode_) {
+        if (registration_server_) {  // null after a failed attempt
+          LogWarning("the DRA registration socket is gone; serving it again",
+                     {{"socket", registration_path_}});
+          registration_server_->Shutdown(std::chrono::system_clock::now() +
+                                         std::chrono::milliseconds(100));
+          registration_server_.reset();
+        }
+        if (absl::Status s = ServeRegistration(); !s.ok()) {
+          LogError("cannot serve the DRA registration socket again; retrying",
+                   {{"error", std::string(s.message())}});
+          registration_inode_ = 0;
+          retry = true;
+        } else {
+          ++heals_;
+        }
+      }
+      if (InodeOf(plugin_path_) != plugin_inode_) {
+        // The calls in flight finish; the health streams are cancelled
+        // (the kubelet opens them again).
+        if (dra_server_) {  // null after a failed attempt
+          LogWarning("the DRA socket is gone; serving it again", {{"socket", plugin_path_}});
+          dra_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+          dra_server_.reset();
+        }
+        if (absl::Status s = ServeDra(); !s.ok()) {
+          LogError("cannot serve the DRA socket again; retrying",
+                   {{"error", std::string(s.message())}});
+          plugin_inode_ = 0;
+          retry = true;
+        } else {
+          ++heals_;
+        }
+      }
+    }
+  }
+
+  void Stop(std::chrono::milliseconds deadline) {
+    if (stopped_) return;
+    stopped_ = true;
+    if (wake_fd_ >= 0) {
+      const uint64_t one = 1;
+      (void)!::write(wake_fd_, &one, sizeof one);
+    }
+    if (guard_.joinable()) guard_.join();
+    if (inotify_fd_ >= 0) ::close(inotify_fd_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    inotify_fd_ = wake_fd_ = -1;
+    if (registration_server_) {
+      registration_server_->Shutdown(std::chrono::system_clock::now() + deadline);
+      RemoveIfOurs(registration_path_, registration_inode_);
+    }
+    CloseStreams();
+    claims_.Refuse();
+    if (dra_server_) {
+      dra_server_->Shutdown(std::chrono::system_clock::now() + deadline);
+      RemoveIfOurs(plugin_path_, plugin_inode_);
+    }
+    claims_.Join();
+  }
+
+  void SetHealth(std::vector<DeviceHealthRecord> devices) {
+    std::vector<HealthStream*> write;
+    {
+      std::lock_guard<std::mutex> lock(health_mu_);
+      health_ = std::move(devices);
+      health_updated_ = std::chrono::system_clock::now();
+      ++health_version_;
+      for (HealthStream* s : streams_) {
+        if (s->PrepareWriteLocked()) write.push_back(s);
+      }
+    }
+    // A stream with a write prepared cannot finish, so cannot be freed,
+    // before that write completes.
+    for (HealthStream* s : write) s->StartPrepared();
+  }
+
+  RegistrationState registration() const {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    return registration_;
+  }
+
+  ClaimCallStats stats() const {
+    ClaimCallStats out;
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      out = stats_;
+    }
+    out.socket_heals = heals_.load();
+    std::lock_guard<std::mutex> lock(health_mu_);
+    out.health_streams = streams_.size();
+    return out;
+  }
+
+  const std::string& registration_socket() const { return registration_path_; }
+  const std::string& plugin_socket() const { return plugin_path_; }
+
+ private:
+  class RegistrationService final : public pluginregistration::Registration::CallbackService {
+   public:
+    explicit RegistrationService(Impl* impl) : impl_(impl) {}
+    grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
+                                      const pluginregistration::InfoRequest*,
+                                      pluginregistration::PluginInfo* info) override {
+      info->set_type("DRAPlugin");
+      info->set_name(impl_->options_.driver_name);
+      info->set_endpoint(impl_->plugin_path_);
+      for (const std::string& v : SupportedVersions()) info->add_supported_versions(v);
+      {
+        std::lock_guard<std::mutex> lock(impl_->state_mu_);
+        ++impl_->registration_.info_calls;
+      }
+      auto* reactor = ctx->DefaultReactor();
+      reactor->Finish(grpc::Status::OK);
+      return reactor;
+    }
+    grpc::ServerUnaryReactor* NotifyRegistrationStatus(
+        grpc::CallbackServerContext* ctx, const pluginregistration::RegistrationStatus* status,
+        pluginregistration::RegistrationStatusResponse*) override {
+      impl_->Notified(status->plugin_registered(), status->error());
+      auto* reactor = ctx->DefaultReactor();
+      reactor->Finish(grpc::Status::OK);
+      return reactor;
+    }
+
+   private:
+    Impl* const impl_;
+  };
+
+  // One version of the DRA service; v1 and v1beta1 differ only in names.
+  template <class Service, class PrepareRequest, class PrepareResponse, class UnprepareRequest,
+            class UnprepareResponse>
+  class DraService final : public Service {
+   public:
+    explicit DraService(Impl* impl) : impl_(impl) {}
+    grpc::ServerUnaryReactor* NodePrepareResources(grpc::CallbackServerContext* ctx,
+                                                   const PrepareRequest* request,
+                                                   PrepareResponse* response) override {
+      auto* reactor = ctx->DefaultReactor();
+      Impl* impl = impl_;
+      impl->claims_.Post(
+          [impl, reactor, request, response] {
+            const std::vector<ClaimRef> claims = ClaimsOf(*request);
+            const uint64_t errors = FillPrepare(claims, impl->handler_->Prepare(claims), response);
+            impl->Counted(true, errors);
+            reactor->Finish(grpc::Status::OK);
+          },
+          [reactor] { reactor->Finish(ShuttingDown()); });
+      return reactor;
+    }
+    grpc::ServerUnaryReactor* NodeUnprepareResources(grpc::CallbackServerContext* ctx,
+                                                     const UnprepareRequest* request,
+                                                     UnprepareResponse* response) override {
+      auto* reactor = ctx->DefaultReactor();
+      Impl* impl = impl_;
+      impl->claims_.Post(
+          [impl, reactor, request, response] {
+            const std::vector<ClaimRef> claims = ClaimsOf(*request);
+            const uint64_t errors =
+                FillUnprepare(claims, impl->handler_->Unprepare(claims), response);
+            impl->Counted(false, errors);
+            reactor->Finish(grpc::Status::OK);
+          },
+          [reactor] { reactor->Finish(ShuttingDown()); });
+      return reactor;
+    }
+
+   private:
+    static grpc::Status ShuttingDown() {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the DRA plugin is shutting down");
+    }
+    Impl* const impl_;
+  };
+
+  using V1Service = DraService<v1::DRAPlugin::CallbackService, v1::NodePrepareResourcesRequest,
+                               v1::NodePrepareResourcesResponse, v1::NodeUnprepareResourcesRequest,
+                               v1::NodeUnprepareResourcesResponse>;
+  using V1beta1Service =
+      DraService<v1beta1::DRAPlugin::CallbackService, v1beta1::NodePrepareResourcesRequest,
+                 v1beta1::NodePrepareResourcesResponse, v1beta1::NodeUnprepareResourcesRequest,
+                 v1beta1::NodeUnprepareResourcesResponse>;
+
+  // One NodeWatchResources stream: the device list written when it opens
+  // and again after each change, one write in flight, newer lists coalesced.
+  // In the server's set (health_mu_) until it is finished; only then freed,
+  // by gRPC's OnDone.
+  class HealthStream final : public grpc::ServerWriteReactor<v1alpha1::NodeWatchResourcesResponse> {
+   public:
+    explicit HealthStream(Impl* impl) : impl_(impl) {}
+
+    // REQUIRES: health_mu_ held. True when the current list is now the
+    // stream's to write (it was not written and no write is in flight): the
+    // caller then calls StartPrepared, without the lock.
+    bool PrepareWriteLocked() {
+      if (finishing_ || writing_ || sent_version_ == impl_->health_version_) return false;
+      FillLocked();
+      writing_ = true;
+      return true;
+    }
+    void StartPrepared() { StartWrite(&message_); }
+
+    // Finishes the stream unless it is already finishing.
+    void Close(grpc::Status status) {
+      bool finish_now;
+      {
+        std::lock_guard<std::mutex> lock(impl_->health_mu_);
+        if (finishing_) return;
+        finish_now = CloseLocked(std::move(status));
+      }
+      if (finish_now) Finish(status_);
+    }
+
+    // REQUIRES: health_mu_ held, not finishing. True when Finish is due now
+    // (no write in flight); otherwise OnWriteDone calls it.
+    bool CloseLocked(grpc::Status status) {
+      finishing_ = true;
+      status_ = std::move(status);
+      impl_->streams_.erase(this);
+      return !writing_;
+    }
+
+    void OnWriteDone(bool ok) override {
+      enum { kNothing, kWrite, kFinish } next = kNothing;
+      {
+        std::lock_guard<std::mutex> lock(impl_->health_mu_);
+        writing_ = false;
+        if (!ok && !finishing_) {
+          CloseLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream broken"));
+        }
+        if (finishing_) {
+          next = kFinish;
+        } else if (PrepareWriteLocked()) {
+          next = kWrite;
+        }
+      }
+      if (next == kWrite) StartWrite(&message_);
+      if (next == kFinish) Finish(status_);
+    }
+
+    void OnCancel() override { Close(grpc::Status::CANCELLED); }
+    void OnDone() override { delete this; }
+
+   private:
+    void FillLocked() {
+      message_.Clear();
+      const int64_t updated = std::chrono::duration_cast<std::chrono::seconds>(
+                                  impl_->health_updated_.time_since_epoch())
+                                  .count();
+      for (const DeviceHealthRecord& d : impl_->health_) {
+        auto* h = message_.add_devices();
+        h->mutable_device()->set_pool_name(d.pool);
+        h->mutable_device()->set_device_name(d.device);
+        h->set_health(d.healthy ? v1alpha1::HEALTHY : v1alpha1::UNHEALTHY);
+        h->set_last_updated_time(updated);
+      }
+      sent_version_ = impl_->health_version_;
+    }
+
+    Impl* const impl_;
+    // All protected by impl_->health_mu_; message_ is the write's while
+    // writing_.
+    bool writing_ = false;
+    bool finishing_ = false;
+    uint64_t sent_version_ = 0;
+    grpc::Status status_;
+    v1alpha1::NodeWatchResourcesResponse message_;
+  };
+
+  class HealthService final : public v1alpha1::DRAResourceHealth::CallbackService {
+   public:
+    explicit HealthService(Impl* impl) : impl_(impl) {}
+    grpc::ServerWriteReactor<v1alpha1::NodeWatchResourcesResponse>* NodeWatchResources(
+        grpc::CallbackServerContext*, const v1alpha1::NodeWatchResourcesRequest*) override {
+      auto* stream = new HealthStream(impl_);
+      bool closed, write = false;
+      {
+        std::lock_guard<std::mutex> lock(impl_->health_mu_);
+        closed = impl_->streams_closed_;
+        if (!closed) {
+          impl_->streams_.insert(stream);
+          write = stream->PrepareWriteLocked();
+        }
+      }
+      if (closed) stream->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+      if (write) stream->StartPrepared();
+      return stream;
+    }
+
+   private:
+    Impl* const impl_;
+  };
+
+  void CloseStreams() {
+    std::vector<HealthStream*> finish;
+    {
+      std::lock_guard<std::mutex> lock(health_mu_);
+      streams_closed_ = true;
+      std::vector<HealthStream*> all(streams_.begin(), streams_.end());
+      for (HealthStream* s : all) {
+        if (s->CloseLocked(grpc::Status::OK)) finish.push_back(s);
+      }
+    }
+    for (HealthStream* s : finish) s->Finish(grpc::Status::OK);
+  }
+
+  void Notified(bool registered, const std::string& error) {
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      registration_.registered = registered;
+      if (registered) {
+        ++registration_.registrations;
+      } else {
+        ++registration_.refusals;
+        registration_.last_refusal = error;
+      }
+    }
+    if (registered) {
+      LogInfo("registered with the kubelet as a DRA driver", {{"driver", options_.driver_name}});
+    } else {
+      // The kubelet tries again with its own backoff while the socket is
+      // there; what it said is all an operator can go on.
+      LogError("the kubelet refused the DRA driver's registration",
+               {{"driver", options_.driver_name}, {"reason", error}});
+    }
+  }
+
+  void Counted(bool prepare, uint64_t errors) {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    ++(prepare ? stats_.prepare_calls : stats_.unprepare_calls);
+    stats_.claim_errors += errors;
+  }
+
+  static absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
+      const std::string& path, std::initializer_list<grpc::Service*> services) {
+    if (absl::Status s = PrepareSocketPath(path, kSocketSettings); !s.ok()) return s;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
+    for (grpc::Service* s : services) builder.RegisterService(s);
+    // As the device-plugin server: no keepalive or BDP pings on a local
+    // socket, where a peer's death closes the connection at once.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, std::numeric_limits<int>::max());
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (server == nullptr) {
+      return absl::UnavailableError(
+          StrCat("cannot serve on \"", path, "\" (gRPC could not bind; see its log above)"));
+    }
+    return server;
+  }
+
+  static void RemoveIfOurs(const std::string& path, ino_t inode) {
+    if (inode != 0 && InodeOf(path) == inode) ::unlink(path.c_str());
+  }
+
+  const DraServerOptions options_;
+  const std::shared_ptr<ClaimHandler> handler_;
+  const std::string registration_path_;
+  const std::string plugin_path_;
+  // Each outlives the server it serves (declared before them).
+  std::unique_ptr<RegistrationService> registration_service_;
+  std::unique_ptr<V1Service> v1_service_;
+  std::unique_ptr<V1beta1Service> v1beta1_service_;
+  std::unique_ptr<HealthService> health_service_;
+  ClaimsThread claims_;
+  std::unique_ptr<grpc::Server> dra_server_;
+  std::unique_ptr<grpc::Server> registration_server_;
+  ino_t plugin_inode_ = 0;
+  ino_t registration_inode_ = 0;
+  bool stopped_ = false;
+  // The socket watch (Guard); the servers and inodes are its while it runs.
+  int inotify_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread guard_;
+  std::atomic<uint64_t> heals_{0};
+
+  mutable std::mutex state_mu_;
+  RegistrationState registration_;  // protected by state_mu_
+  ClaimCallStats stats_;            // protected by state_mu_
+
+  mutable std::mutex health_mu_;
+  std::vector<DeviceHealthRecord> health_;                // protected by health_mu_
+  std::chrono::system_clock::time_point health_updated_;  // protected by health_mu_
+  uint64_t health_version_ = 1;                           // protected by health_mu_
+  std::set<HealthStream*> streams_;                       // protected by health_mu_
+  bool streams_closed_ = false;                           // protected by health_mu_
+};
+
+DraServer::DraServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DraServer::~DraServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<DraServer>> DraServer::Start(const DraServerOptions& options,
+                                                            std::shared_ptr<ClaimHandler> handler) {
+  auto impl = std::make_unique<Impl>(options, std::move(handler));
+  if (absl::Status s = impl->Start(); !s.ok()) {
+    impl->Stop(std::chrono::milliseconds(0));
+    return s;
+  }
+  return std::unique_ptr<DraServer>(new DraServer(std::move(impl)));
+}
+
+void DraServer::Stop(std::chrono::milliseconds deadline) { impl_->Stop(deadline); }
+void DraServer::SetHealth(std::vector<DeviceHealthRecord> devices) {
+  impl_->SetHealth(std::move(devices));
+}
+RegistrationState DraServer::registration() const { return impl_->registration(); }
+ClaimCallStats DraServer::stats() const { return impl_->stats(); }
+const std::string& DraServer::registration_socket() const { return impl_->registration_socket(); }
+const std::string& DraServer::plugin_socket() const { return impl_->plugin_socket(); }
+
+}  // namespace gpu_agent::dra

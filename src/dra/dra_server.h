@@ -1,0 +1,101 @@
+// The kubelet's side of a DRA driver on this node: the plugin-registration
+// service on <registry_dir>/<driver>-reg.sock, and the DRA service (v1 and
+// v1beta1) with its health stream (v1alpha1) on
+// <plugin_dir>/<driver>/dra.sock. Claims go to a ClaimHandler; health comes
+// from SetHealth.
+//
+// A socket someone removes (or replaces) is served again at once, so the
+// kubelet's plugin watcher registers the plugin anew.
+//
+// gRPC's callback API serves both sockets. Prepare and unprepare can wait on
+// the API server for seconds, so they never run on gRPC's threads: one
+// claims thread of the server's own takes the batches in order of arrival.
+#ifndef GPU_AGENT_DRA_DRA_SERVER_H_
+#define GPU_AGENT_DRA_DRA_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dra/claim_handler.h"
+
+namespace gpu_agent::dra {
+
+struct DraServerOptions {
+  std::string driver_name;   // a DNS subdomain, e.g. gpu.gpu-agent.github.io
+  std::string registry_dir;  // the kubelet's plugins_registry folder
+  std::string plugin_dir;    // the kubelet's plugins folder
+};
+
+// <registry_dir>/<driver>-reg.sock and <plugin_dir>/<driver>/dra.sock.
+std::string RegistrationSocketPath(const DraServerOptions& o);
+std::string PluginSocketPath(const DraServerOptions& o);
+
+// What GetInfo lists, in the order the kubelet should prefer them (it takes
+// the first it knows): v1, v1beta1, then the health stream.
+const std::vector<std::string>& SupportedVersions();
+
+// A device's health as the health stream reports it.
+struct DeviceHealthRecord {
+  std::string pool;
+  std::string device;
+  bool healthy = true;
+};
+
+// What the kubelet has said about the registration.
+struct RegistrationState {
+  bool registered = false;     // the last NotifyRegistrationStatus said yes
+  uint64_t info_calls = 0;     // GetInfo calls
+  uint64_t registrations = 0;  // NotifyRegistrationStatus: registered
+  uint64_t refusals = 0;       // NotifyRegistrationStatus: refused
+  std::string last_refusal;    // the kubelet's reason, last refusal
+};
+
+struct ClaimCallStats {
+  uint64_t prepare_calls = 0;
+  uint64_t unprepare_calls = 0;
+  uint64_t claim_errors = 0;  // claims answered with an error, both calls
+  size_t health_streams = 0;  // open NodeWatchResources streams
+  uint64_t socket_heals = 0;  // sockets someone removed, served again
+};
+
+class DraServer {
+ public:
+  // Serves the DRA socket (creating <plugin_dir>/<driver>/), then the
+  // registration socket, so the kubelet finds the service it is told of.
+  // Errors name the socket and why (folder missing, path too long, served by
+  // another process).
+  static absl::StatusOr<std::unique_ptr<DraServer>> Start(const DraServerOptions& options,
+                                                          std::shared_ptr<ClaimHandler> handler);
+  ~DraServer();
+  DraServer(const DraServer&) = delete;
+  DraServer& operator=(const DraServer&) = delete;
+
+  // Removes the registration socket first (the kubelet stops calling), ends
+  // the health streams, lets the prepare in progress finish (batches not
+  // started are answered UNAVAILABLE, which the kubelet retries), waits up to
+  // `deadline` for the calls in flight, and removes the DRA socket.
+  void Stop(std::chrono::milliseconds deadline = std::chrono::seconds(2));
+
+  // Replaces the devices the health stream reports; streams open get the
+  // new list.
+  void SetHealth(std::vector<DeviceHealthRecord> devices);
+
+  RegistrationState registration() const;
+  ClaimCallStats stats() const;
+  const std::string& registration_socket() const;
+  const std::string& plugin_socket() const;
+
+  class Impl;
+
+ private:
+  explicit DraServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpu_agent::dra
+
+#endif  // GPU_AGENT_DRA_DRA_SERVER_H_

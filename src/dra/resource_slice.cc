@@ -1,0 +1,144 @@
+#include "dra/resource_slice.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+
+#include "base/strings.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void Key(Writer& w, const std::string& k) { w.Key(k.c_str(), static_cast<unsigned>(k.size())); }
+void Str(Writer& w, const std::string& v) { w.String(v.c_str(), static_cast<unsigned>(v.size())); }
+
+void WriteAttribute(Writer& w, const AttributeValue& v) {
+  w.StartObject();
+  switch (v.type) {
+    case AttributeValue::Type::kInt:
+      w.Key("int");
+      w.Int64(v.number);
+      break;
+    case AttributeValue::Type::kBool:
+      w.Key("bool");
+      w.Bool(v.flag);
+      break;
+    case AttributeValue::Type::kString:
+      w.Key("string");
+      Str(w, v.text);
+      break;
+    case AttributeValue::Type::kVersion:
+      w.Key("version");
+      Str(w, v.text);
+      break;
+  }
+  w.EndObject();
+}
+
+void WriteDeviceFields(Writer& w, const DraDevice& d) {
+  w.Key("attributes");
+  w.StartObject();
+  for (const auto& [name, value] : d.attributes) {
+    Key(w, name);
+    WriteAttribute(w, value);
+  }
+  w.EndObject();
+  w.Key("capacity");
+  w.StartObject();
+  for (const auto& [name, quantity] : d.capacity) {
+    Key(w, name);
+    w.StartObject();
+    w.Key("value");
+    Str(w, quantity);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string SliceName(const std::string& node, const std::string& driver, size_t n) {
+  return StrCat(node, "-", driver, "-", n);
+}
+
+std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
+  const size_t count =
+      std::max<size_t>(1, (input.devices.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice);
+  const bool basic = input.api_version == "v1beta1";
+  std::vector<std::string> out;
+  for (size_t n = 0; n < count; ++n) {
+    rapidjson::StringBuffer buf;
+    Writer w(buf);
+    w.StartObject();
+    w.Key("apiVersion");
+    Str(w, StrCat("resource.k8s.io/", input.api_version));
+    w.Key("kind");
+    w.String("ResourceSlice");
+    w.Key("metadata");
+    w.StartObject();
+    w.Key("name");
+    Str(w, SliceName(input.node, input.driver, n));
+    if (!input.node_uid.empty()) {
+      w.Key("ownerReferences");
+      w.StartArray();
+      w.StartObject();
+      w.Key("apiVersion");
+      w.String("v1");
+      w.Key("kind");
+      w.String("Node");
+      w.Key("name");
+      Str(w, input.node);
+      w.Key("uid");
+      Str(w, input.node_uid);
+      w.Key("controller");
+      w.Bool(true);
+      w.EndObject();
+      w.EndArray();
+    }
+    w.EndObject();
+    w.Key("spec");
+    w.StartObject();
+    w.Key("driver");
+    Str(w, input.driver);
+    w.Key("nodeName");
+    Str(w, input.node);
+    w.Key("pool");
+    w.StartObject();
+    w.Key("name");
+    Str(w, input.node);
+    w.Key("generation");
+    w.Int64(input.pool_generation);
+    w.Key("resourceSliceCount");
+    w.Uint64(count);
+    w.EndObject();
+    w.Key("devices");
+    w.StartArray();
+    const size_t first = n * kMaxDevicesPerSlice;
+    const size_t last = std::min(input.devices.size(), first + kMaxDevicesPerSlice);
+    for (size_t i = first; i < last; ++i) {
+      const DraDevice& d = input.devices[i];
+      w.StartObject();
+      w.Key("name");
+      Str(w, d.name);
+      if (basic) {
+        w.Key("basic");
+        w.StartObject();
+        WriteDeviceFields(w, d);
+        w.EndObject();
+      } else {
+        WriteDeviceFields(w, d);
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    w.EndObject();
+    out.push_back(buf.GetString());
+  }
+  return out;
+}
+
+}  // namespace gpu_agent::dra

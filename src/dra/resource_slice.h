@@ -1,0 +1,39 @@
+// The ResourceSlices that publish a node's devices, as a pure function of
+// the devices: resource.k8s.io/v1 objects (v1beta2 the same; v1beta1 with
+// each device's fields under `basic`), one pool named after the node, at
+// most kMaxDevicesPerSlice devices a slice, every slice of the pool carrying
+// the pool's generation and its slice count.
+#ifndef GPU_AGENT_DRA_RESOURCE_SLICE_H_
+#define GPU_AGENT_DRA_RESOURCE_SLICE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dra/dra_device.h"
+
+namespace gpu_agent::dra {
+
+// The API's limit on devices in one slice (without taints or counters).
+inline constexpr size_t kMaxDevicesPerSlice = 128;
+
+struct SliceInput {
+  std::string api_version = "v1";  // v1 | v1beta2 | v1beta1
+  std::string driver;
+  std::string node;      // the node name, also the pool's name
+  std::string node_uid;  // the Node's UID for ownerReferences; empty: none
+  int64_t pool_generation = 1;
+  std::vector<DraDevice> devices;
+};
+
+// Each slice as a JSON object. No devices still gives one slice, empty, so
+// the scheduler learns the pool is there and has nothing. Slice names are
+// "<node>-<driver>-<n>", so a publisher finds its own by name.
+std::vector<std::string> BuildResourceSlices(const SliceInput& input);
+
+// "<node>-<driver>-<n>".
+std::string SliceName(const std::string& node, const std::string& driver, size_t n);
+
+}  // namespace gpu_agent::dra
+
+#endif  // GPU_AGENT_DRA_RESOURCE_SLICE_H_

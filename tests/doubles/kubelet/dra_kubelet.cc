@@ -1,0 +1,308 @@
+#include "dra_kubelet.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "dra/dra_v1.grpc.pb.h"
+#include "dra/dra_v1beta1.grpc.pb.h"
+#include "dra/health_v1alpha1.grpc.pb.h"
+#include "dra/registration.grpc.pb.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
+namespace v1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A connection of its own, as the kubelet dials each time: a socket that
+// refused an earlier attempt is not held in gRPC's reconnect backoff.
+std::shared_ptr<grpc::Channel> Dial(const std::string& socket) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args);
+}
+
+template <class Stub, class Request, class Response>
+grpc::Status CallPrepare(const std::shared_ptr<grpc::Channel>& channel,
+                         std::chrono::milliseconds deadline,
+                         const std::vector<dra::ClaimRef>& claims,
+                         std::map<std::string, dra::PrepareOutcome>* out) {
+  auto stub = Stub(channel);
+  Request req;
+  for (const dra::ClaimRef& c : claims) {
+    auto* pc = req.add_claims();
+    pc->set_namespace_(c.name_space);
+    pc->set_uid(c.uid);
+    pc->set_name(c.name);
+  }
+  Response resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+  grpc::Status s = stub.NodePrepareResources(&ctx, req, &resp);
+  if (!s.ok()) return s;
+  for (const auto& [uid, r] : resp.claims()) {
+    dra::PrepareOutcome o;
+    o.error = r.error();
+    for (const auto& d : r.devices()) {
+      dra::PreparedDevice pd;
+      pd.request_names.assign(d.request_names().begin(), d.request_names().end());
+      pd.pool = d.pool_name();
+      pd.device = d.device_name();
+      pd.cdi_ids.assign(d.cdi_device_ids().begin(), d.cdi_device_ids().end());
+      o.devices.push_back(std::move(pd));
+    }
+    (*out)[uid] = std::move(o);
+  }
+  return s;
+}
+
+template <class Stub, class Request, class Response>
+grpc::Status CallUnprepare(const std::shared_ptr<grpc::Channel>& channel,
+                           std::chrono::milliseconds deadline,
+                           const std::vector<dra::ClaimRef>& claims,
+                           std::map<std::string, std::string>* out) {
+  auto stub = Stub(channel);
+  Request req;
+  for (const dra::ClaimRef& c : claims) {
+    auto* pc = req.add_claims();
+    pc->set_namespace_(c.name_space);
+    pc->set_uid(c.uid);
+    pc->set_name(c.name);
+  }
+  Response resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+  grpc::Status s = stub.NodeUnprepareResources(&ctx, req, &resp);
+  if (!s.ok()) return s;
+  for (const auto& [uid, r] : resp.claims()) (*out)[uid] = r.error();
+  return s;
+}
+
+}  // namespace
+
+DraKubelet::DraKubelet(Options options) : options_(std::move(options)) {}
+
+DraKubelet::~DraKubelet() { Stop(); }
+
+bool DraKubelet::Start() {
+  inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (inotify_fd_ < 0 || wake_fd_ < 0) return false;
+  if (::inotify_add_watch(inotify_fd_, options_.registry_dir.c_str(),
+                          IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) < 0) {
+    return false;
+  }
+  ScanFolder();
+  watcher_ = std::thread([this] { Watch(); });
+  return true;
+}
+
+void DraKubelet::Stop() {
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
+  if (watcher_.joinable()) watcher_.join();
+  if (inotify_fd_ >= 0) ::close(inotify_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  inotify_fd_ = wake_fd_ = -1;
+  std::lock_guard<std::mutex> lock(mu_);
+  plugins_.clear();
+}
+
+bool DraKubelet::Restart() {
+  Stop();
+  return Start();
+}
+
+void DraKubelet::ScanFolder() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.registry_dir, ec)) {
+    if (entry.is_socket()) Register(entry.path().string());
+  }
+}
+
+void DraKubelet::Watch() {
+  alignas(inotify_event) char buf[4096];
+  for (;;) {
+    pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents != 0) return;
+    const ssize_t n = ::read(inotify_fd_, buf, sizeof buf);
+    for (ssize_t off = 0; off < n;) {
+      auto* ev = reinterpret_cast<inotify_event*>(buf + off);
+      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      if (ev->len == 0) continue;
+      const std::string path = options_.registry_dir + "/" + ev->name;
+      if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
+        Register(path);
+      } else {
+        Forget(path);
+      }
+    }
+  }
+}
+
+void DraKubelet::Register(const std::string& socket) {
+  pluginregistration::PluginInfo info;
+  // As the kubelet's reconciler: a registration that fails is tried again,
+  // 0.5 s then doubling, while the socket is there (a socket file can
+  // appear before its server listens).
+  std::chrono::milliseconds backoff(500);
+  for (int attempt = 0;; ++attempt) {
+    pluginregistration::Registration::Stub stub(Dial(socket));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.get_info_deadline);
+    grpc::Status s = stub.GetInfo(&ctx, pluginregistration::InfoRequest(), &info);
+    if (s.ok()) break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      errors_.push_back("GetInfo on " + socket + ": " + s.error_message());
+    }
+    std::error_code ec;
+    if (attempt == 5 || !std::filesystem::exists(socket, ec)) return;
+    pollfd stop = {wake_fd_, POLLIN, 0};
+    if (::poll(&stop, 1, static_cast<int>(backoff.count())) > 0) return;  // Stop() asked
+    backoff *= 2;
+  }
+  if (info.type() != "DRAPlugin") return;  // another plugin type's business
+  // The plugin's order decides: the first of its versions this kubelet knows.
+  std::string version;
+  for (const std::string& v : info.supported_versions()) {
+    if (std::find(options_.known_versions.begin(), options_.known_versions.end(), v) !=
+        options_.known_versions.end()) {
+      version = v;
+      break;
+    }
+  }
+  std::string refusal = options_.refuse_reason;
+  if (refusal.empty() && version.empty()) {
+    refusal = "none of the versions the plugin supports is known to this kubelet";
+  }
+  pluginregistration::Registration::Stub stub(Dial(socket));
+  pluginregistration::RegistrationStatus status;
+  status.set_plugin_registered(refusal.empty());
+  status.set_error(refusal);
+  grpc::ClientContext notify_ctx;
+  notify_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  pluginregistration::RegistrationStatusResponse ignored;
+  grpc::Status ns = stub.NotifyRegistrationStatus(&notify_ctx, status, &ignored);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ns.ok())
+    errors_.push_back("NotifyRegistrationStatus on " + socket + ": " + ns.error_message());
+  if (!refusal.empty()) {
+    ++refusals_;
+    return;
+  }
+  Plugin p;
+  p.socket = socket;
+  p.name = info.name();
+  p.endpoint = info.endpoint();
+  p.channel = Dial(p.endpoint);
+  p.version = version;
+  p.supported_versions.assign(info.supported_versions().begin(), info.supported_versions().end());
+  p.health = std::find(p.supported_versions.begin(), p.supported_versions.end(),
+                       "v1alpha1.DRAResourceHealth") != p.supported_versions.end();
+  plugins_[p.name] = p;
+  ++registrations_;
+}
+
+void DraKubelet::Forget(const std::string& socket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = plugins_.begin(); it != plugins_.end(); ++it) {
+    if (it->second.socket == socket) {
+      plugins_.erase(it);
+      return;
+    }
+  }
+}
+
+std::optional<DraKubelet::Plugin> DraKubelet::plugin(const std::string& driver) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plugins_.find(driver);
+  if (it == plugins_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool DraKubelet::WaitForPlugin(const std::string& driver, std::chrono::milliseconds timeout) const {
+  return WaitFor([&] { return plugin(driver).has_value(); }, timeout);
+}
+
+int DraKubelet::registrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registrations_;
+}
+
+int DraKubelet::refusals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refusals_;
+}
+
+std::vector<std::string> DraKubelet::errors() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return errors_;
+}
+
+grpc::Status DraKubelet::Prepare(const std::string& driver,
+                                 const std::vector<dra::ClaimRef>& claims,
+                                 std::map<std::string, dra::PrepareOutcome>* out) {
+  std::optional<Plugin> p = plugin(driver);
+  if (!p) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " not registered");
+  if (p->version == "v1.DRAPlugin") {
+    return CallPrepare<v1::DRAPlugin::Stub, v1::NodePrepareResourcesRequest,
+                       v1::NodePrepareResourcesResponse>(p->channel, options_.call_deadline, claims,
+                                                         out);
+  }
+  return CallPrepare<v1beta1::DRAPlugin::Stub, v1beta1::NodePrepareResourcesRequest,
+                     v1beta1::NodePrepareResourcesResponse>(p->channel, options_.call_deadline,
+                                                            claims, out);
+}
+
+grpc::Status DraKubelet::Unprepare(const std::string& driver,
+                                   const std::vector<dra::ClaimRef>& claims,
+                                   std::map<std::string, std::string>* out) {
+  std::optional<Plugin> p = plugin(driver);
+  if (!p) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " not registered");
+  if (p->version == "v1.DRAPlugin") {
+    return CallUnprepare<v1::DRAPlugin::Stub, v1::NodeUnprepareResourcesRequest,
+                         v1::NodeUnprepareResourcesResponse>(p->channel, options_.call_deadline,
+                                                             claims, out);
+  }
+  return CallUnprepare<v1beta1::DRAPlugin::Stub, v1beta1::NodeUnprepareResourcesRequest,
+                       v1beta1::NodeUnprepareResourcesResponse>(p->channel, options_.call_deadline,
+                                                                claims, out);
+}
+
+grpc::Status DraKubelet::FirstHealth(const std::string& driver, std::vector<Health>* out,
+                                     std::chrono::milliseconds timeout) {
+  std::optional<Plugin> p = plugin(driver);
+  if (!p || !p->health) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " serves no health");
+  }
+  v1alpha1::DRAResourceHealth::Stub stub(p->channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto reader = stub.NodeWatchResources(&ctx, v1alpha1::NodeWatchResourcesRequest());
+  v1alpha1::NodeWatchResourcesResponse msg;
+  if (!reader->Read(&msg)) return reader->Finish();
+  for (const auto& d : msg.devices()) {
+    out->push_back(
+        {d.device().pool_name(), d.device().device_name(), d.health() == v1alpha1::HEALTHY});
+  }
+  ctx.TryCancel();
+  (void)reader->Finish();
+  return grpc::Status::OK;
+}
+
+}  // namespace gpu_agent::testing

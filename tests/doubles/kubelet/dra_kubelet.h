@@ -1,0 +1,106 @@
+// A stand-in for the kubelet's DRA side, written from how the kubelet
+// behaves (its plugin watcher and DRA manager): it watches the plugin
+// registry folder; for each socket that appears it dials it and asks GetInfo
+// (1 s deadline), takes a plugin of type DRAPlugin, picks the first version
+// in the PLUGIN's list that it knows, and says so with
+// NotifyRegistrationStatus (or refuses, with a reason). It then calls
+// NodePrepareResources / NodeUnprepareResources in batches on the endpoint
+// the plugin named, with the kubelet's 45 s deadline, on the version it
+// picked, and can read the health stream where the plugin lists it. A
+// socket removed from the folder deregisters its plugin; Restart drops
+// every connection and registers what is in the folder again.
+#ifndef GPU_AGENT_TESTS_DOUBLES_KUBELET_DRA_KUBELET_H_
+#define GPU_AGENT_TESTS_DOUBLES_KUBELET_DRA_KUBELET_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dra/claim_handler.h"
+
+namespace gpu_agent::testing {
+
+class DraKubelet {
+ public:
+  struct Options {
+    std::string registry_dir;
+    // The versions this kubelet knows, e.g. {"v1beta1.DRAPlugin"} for 1.32.
+    std::vector<std::string> known_versions = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
+    // Non-empty: every registration is refused with this reason.
+    std::string refuse_reason;
+    std::chrono::milliseconds get_info_deadline{1000};
+    std::chrono::milliseconds call_deadline{45000};
+  };
+
+  struct Plugin {
+    std::string socket;    // the registration socket it was found on
+    std::string name;      // the driver name
+    std::string endpoint;  // the DRA socket
+    std::string version;   // the DRA version picked ("v1.DRAPlugin")
+    bool health = false;   // lists v1alpha1.DRAResourceHealth
+    std::vector<std::string> supported_versions;
+    // One connection to the endpoint for every call, as the kubelet keeps.
+    std::shared_ptr<grpc::Channel> channel;
+  };
+
+  struct Health {
+    std::string pool, device;
+    bool healthy = false;
+  };
+
+  explicit DraKubelet(Options options);
+  ~DraKubelet();
+
+  // Registers what is in the folder, then watches it. False on failure.
+  bool Start();
+  void Stop();
+  // What a kubelet restart does to its DRA plugins: forgets them, then
+  // registers again what the folder holds.
+  bool Restart();
+
+  // The plugin registered under `driver`, if any.
+  std::optional<Plugin> plugin(const std::string& driver) const;
+  bool WaitForPlugin(const std::string& driver,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+  int registrations() const;  // GetInfo answered and accepted
+  int refusals() const;
+  std::vector<std::string> errors() const;  // what went wrong talking to plugins
+
+  // One batch on the registered plugin's endpoint and version. The status is
+  // the call's; `out` gets the per-claim answers by UID.
+  grpc::Status Prepare(const std::string& driver, const std::vector<dra::ClaimRef>& claims,
+                       std::map<std::string, dra::PrepareOutcome>* out);
+  grpc::Status Unprepare(const std::string& driver, const std::vector<dra::ClaimRef>& claims,
+                         std::map<std::string, std::string>* out);
+  // Opens NodeWatchResources and waits for the first message (or `timeout`).
+  grpc::Status FirstHealth(const std::string& driver, std::vector<Health>* out,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+ private:
+  void Watch();
+  void Register(const std::string& socket);
+  void Forget(const std::string& socket);
+  void ScanFolder();
+
+  const Options options_;
+  int inotify_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread watcher_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, Plugin> plugins_;  // protected by mu_: by driver name
+  int registrations_ = 0;                  // protected by mu_
+  int refusals_ = 0;                       // protected by mu_
+  std::vector<std::string> errors_;        // protected by mu_
+};
+
+}  // namespace gpu_agent::testing
+
+#endif  // GPU_AGENT_TESTS_DOUBLES_KUBELET_DRA_KUBELET_H_

@@ -1,0 +1,247 @@
+// ClaimPreparer against claims as the API server returns them (a reader
+// that answers from a table): the CDI spec written per claim and the ids
+// answered, each bad claim its own error, idempotence, unprepare, and the
+// checkpoint (kept across a restart; a corrupt one moved aside and rebuilt
+// from the specs on disk).
+#include "dra/claim_preparer.h"
+
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include "base/file_util.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using gpu_agent::testing::ReadFile;
+using gpu_agent::testing::TempDir;
+
+constexpr char kDriver[] = "gpu.gpu-agent.github.io";
+constexpr char kPool[] = "node-a";
+
+class TableReader : public ClaimReader {
+ public:
+  absl::StatusOr<Answer> GetClaim(const std::string& ns, const std::string& name) override {
+    ++gets;
+    auto it = claims.find(ns + "/" + name);
+    if (it == claims.end()) {
+      return Answer{404, R"({"kind":"Status","message":"resourceclaims \")" + name +
+                             R"(\" not found","code":404})"};
+    }
+    return it->second;
+  }
+  std::map<std::string, Answer> claims;
+  int gets = 0;
+};
+
+// A claim allocated `results`: (request, driver, pool, device).
+std::string Claim(const std::string& uid, const std::vector<std::array<std::string, 4>>& results) {
+  std::string r;
+  for (const auto& [req, driver, pool, device] : results) {
+    if (!r.empty()) r += ",";
+    r += R"({"request":")" + req + R"(","driver":")" + driver + R"(","pool":")" + pool +
+         R"(","device":")" + device + R"("})";
+  }
+  return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns","uid":")" +
+         uid + R"("},"status":{"allocation":{"devices":{"results":[)" + r + "]}}}}";
+}
+
+std::shared_ptr<const DeviceCatalog> TwoGpus() {
+  auto c = std::make_shared<DeviceCatalog>();
+  for (int i = 0; i < 2; ++i) {
+    DraDevice d;
+    d.name = "gpu-" + std::to_string(i);
+    d.uuid = "GPU-" + std::to_string(i);
+    c->devices.push_back(d);
+    cdi::ContainerEdits e;
+    e.device_nodes.push_back({"/dev/nvidia" + std::to_string(i), ""});
+    c->node_spec.devices.push_back({d.uuid, e});
+    c->node_spec.devices.push_back({std::to_string(i), e});
+  }
+  c->node_spec.kind = "gpu-agent.github.io/gpu";
+  c->node_spec.edits.device_nodes.push_back({"/dev/nvidiactl", ""});
+  return c;
+}
+
+class ClaimPreparerTest : public ::testing::Test {
+ protected:
+  ClaimPreparerTest() {
+    reader_ = std::make_shared<TableReader>();
+    options_ = {kDriver, kPool, dir_.Join("cdi"), "gpu-agent.github.io",
+                dir_.Join("plugin/checkpoint.json")};
+    Restart();
+  }
+  void Restart() {
+    auto p = ClaimPreparer::Create(options_, reader_);
+    ASSERT_TRUE(p.ok()) << p.status();
+    preparer_ = *std::move(p);
+    preparer_->SetCatalog(TwoGpus());
+  }
+  void Put(const std::string& name, std::string json, int status = 200) {
+    reader_->claims["ns/" + name] = {status, std::move(json)};
+  }
+  PrepareOutcome PrepareOne(const std::string& name, const std::string& uid) {
+    return preparer_->Prepare({{"ns", uid, name}})[uid];
+  }
+
+  TempDir dir_;
+  std::shared_ptr<TableReader> reader_;
+  PreparerOptions options_;
+  std::unique_ptr<ClaimPreparer> preparer_;
+};
+
+TEST_F(ClaimPreparerTest, AClaimGetsItsOwnSpecAndTheCdiIdsOfItsDevices) {
+  Put("one", Claim("u1", {{"gpus", kDriver, kPool, "gpu-1"}, {"gpus", kDriver, kPool, "gpu-0"}}));
+  const PrepareOutcome o = PrepareOne("one", "u1");
+  ASSERT_EQ(o.error, "");
+  ASSERT_EQ(o.devices.size(), 2u);
+  EXPECT_EQ(o.devices[0].device, "gpu-1");
+  EXPECT_EQ(o.devices[0].pool, kPool);
+  EXPECT_EQ(o.devices[0].request_names, std::vector<std::string>{"gpus"});
+  EXPECT_EQ(o.devices[0].cdi_ids, std::vector<std::string>{"gpu-agent.github.io/claim=u1-gpu-1"});
+  const std::string path = dir_.Join("cdi/gpu-agent.github.io-claim_u1.json");
+  EXPECT_EQ(preparer_->SpecPath("u1"), path);
+  rapidjson::Document spec;
+  spec.Parse(ReadFile(path).c_str());
+  ASSERT_FALSE(spec.HasParseError());
+  EXPECT_STREQ(spec["kind"].GetString(), "gpu-agent.github.io/claim");
+  ASSERT_EQ(spec["devices"].Size(), 2u);
+  EXPECT_STREQ(spec["devices"][0]["name"].GetString(), "u1-gpu-1");
+  EXPECT_STREQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"].GetString(),
+               "/dev/nvidia1");
+  EXPECT_STREQ(spec["containerEdits"]["deviceNodes"][0]["path"].GetString(), "/dev/nvidiactl");
+}
+
+TEST_F(ClaimPreparerTest, PrepareIsIdempotentAndSurvivesARestart) {
+  Put("one", Claim("u1", {{"gpus", kDriver, kPool, "gpu-0"}}));
+  const PrepareOutcome first = PrepareOne("one", "u1");
+  ASSERT_EQ(first.error, "");
+  const PrepareOutcome again = PrepareOne("one", "u1");
+  EXPECT_EQ(again.devices.size(), 1u);
+  EXPECT_EQ(again.devices[0].cdi_ids, first.devices[0].cdi_ids);
+  EXPECT_EQ(reader_->gets, 1);  // answered from what was prepared
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
+  EXPECT_EQ(PrepareOne("one", "u1").devices[0].cdi_ids, first.devices[0].cdi_ids);
+  EXPECT_EQ(reader_->gets, 1);
+}
+
+TEST_F(ClaimPreparerTest, EachBadClaimGetsItsOwnErrorAndTheGoodOneIsPrepared) {
+  Put("good", Claim("u-good", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("mismatch", Claim("u-other", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("unallocated",
+      R"({"metadata":{"name":"unallocated","namespace":"ns","uid":"u-un"},"status":{}})");
+  Put("foreign", Claim("u-foreign", {{"r", "other.example.com", kPool, "gpu-0"},
+                                     {"r", kDriver, "node-b", "gpu-0"}}));
+  Put("unknown", Claim("u-unknown", {{"r", kDriver, kPool, "gpu-9"}}));
+  Put("forbidden", R"({"kind":"Status","message":"resourceclaims is forbidden","code":403})", 403);
+  std::map<std::string, PrepareOutcome> out = preparer_->Prepare({{"ns", "u-good", "good"},
+                                                                  {"ns", "u-mismatch", "mismatch"},
+                                                                  {"ns", "u-un", "unallocated"},
+                                                                  {"ns", "u-foreign", "foreign"},
+                                                                  {"ns", "u-unknown", "unknown"},
+                                                                  {"ns", "u-gone", "gone"},
+                                                                  {"ns", "u-403", "forbidden"}});
+  ASSERT_EQ(out.size(), 7u);
+  EXPECT_EQ(out["u-good"].error, "");
+  EXPECT_EQ(out["u-good"].devices.size(), 1u);
+  auto has = [&](const std::string& uid, const std::string& text) {
+    EXPECT_NE(out[uid].error.find(text), std::string::npos) << uid << ": " << out[uid].error;
+    EXPECT_TRUE(out[uid].devices.empty()) << uid;
+    EXPECT_FALSE(PathExists(preparer_->SpecPath(uid))) << uid;
+  };
+  has("u-mismatch", "claim ns/mismatch: UID mismatch: the kubelet asked for u-mismatch");
+  has("u-un", "claim ns/unallocated has no allocation");
+  has("u-foreign",
+      "no device of driver gpu.gpu-agent.github.io in pool node-a allocated (it has "
+      "other.example.com/node-a/gpu-0, gpu.gpu-agent.github.io/node-b/gpu-0)");
+  has("u-unknown", "device \"gpu-9\" is not one of this node's");
+  has("u-gone", "claim ns/gone (u-gone) is gone from the API server");
+  has("u-403", "the API server answered 403: resourceclaims is forbidden");
+}
+
+// A claim of gpu-0 with `config` as its allocation's opaque parameters for
+// this driver (and one for another driver, which is not ours to read).
+std::string ClaimWithConfig(const std::string& uid, const std::string& params) {
+  std::string json = Claim(uid, {{"r", kDriver, kPool, "gpu-0"}});
+  const std::string results = R"("results":[)";
+  const size_t at = json.find(results);
+  return json.insert(
+      at,
+      R"("config":[{"source":"FromClaim","requests":["r"],"opaque":{"driver":"other.example.com","parameters":{"kind":"Whatever"}}},{"source":"FromClaim","requests":["r"],"opaque":{"driver":")" +
+          std::string(kDriver) + R"(","parameters":)" + params + "}}],");
+}
+
+TEST_F(ClaimPreparerTest, OpaqueConfigIsOurGpuConfigOrTheClaimIsRefusedNamingIt) {
+  const std::string v = std::string(R"("apiVersion":")") + kDriver + R"(/v1alpha1")";
+  Put("ok",
+      ClaimWithConfig(
+          "u-ok",
+          "{" + v +
+              R"(,"kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}})"));
+  Put("kind", ClaimWithConfig("u-kind", "{" + v + R"(,"kind":"MpsConfig"})"));
+  Put("interval",
+      ClaimWithConfig(
+          "u-int",
+          "{" + v +
+              R"(,"kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Forever"}}})"));
+  Put("field", ClaimWithConfig("u-field", "{" + v + R"(,"kind":"GpuConfig","replicas":3})"));
+  std::map<std::string, PrepareOutcome> out = preparer_->Prepare({{"ns", "u-ok", "ok"},
+                                                                  {"ns", "u-kind", "kind"},
+                                                                  {"ns", "u-int", "interval"},
+                                                                  {"ns", "u-field", "field"}});
+  EXPECT_EQ(out["u-ok"].error, "");
+  EXPECT_EQ(out["u-kind"].error,
+            "claim ns/kind: opaque config kind \"MpsConfig\" is not one gpu.gpu-agent.github.io "
+            "knows (it knows GpuConfig)");
+  EXPECT_NE(out["u-int"].error.find("interval \"Forever\" is not one of Default, Short"),
+            std::string::npos)
+      << out["u-int"].error;
+  EXPECT_NE(out["u-field"].error.find("unknown field \"replicas\""), std::string::npos)
+      << out["u-field"].error;
+}
+
+TEST_F(ClaimPreparerTest, AnUnhealthyDeviceIsRefusedByName) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-1"}}));
+  preparer_->SetUnhealthy({"gpu-1"});
+  EXPECT_EQ(PrepareOne("one", "u1").error, "claim ns/one: device \"gpu-1\" is unhealthy");
+  preparer_->SetUnhealthy({});
+  EXPECT_EQ(PrepareOne("one", "u1").error, "");
+}
+
+TEST_F(ClaimPreparerTest, UnprepareRemovesTheSpecAndAnUnknownClaimSucceeds) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  ASSERT_TRUE(PathExists(preparer_->SpecPath("u1")));
+  std::map<std::string, std::string> out =
+      preparer_->Unprepare({{"ns", "u1", "one"}, {"ns", "never", "x"}});
+  EXPECT_EQ(out, (std::map<std::string, std::string>{{"u1", ""}, {"never", ""}}));
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+  Restart();
+  EXPECT_TRUE(preparer_->Prepared().empty());
+}
+
+TEST_F(ClaimPreparerTest, ACorruptCheckpointIsMovedAsideAndRebuiltFromTheSpecs) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  dir_.Write("plugin/checkpoint.json", "{\"version\":1,\"claims\":[tru");
+  Restart();
+  EXPECT_EQ(ReadFile(dir_.Join("plugin/checkpoint.json.corrupt")),
+            "{\"version\":1,\"claims\":[tru");
+  std::map<std::string, PrepareOutcome> prepared = preparer_->Prepared();
+  ASSERT_EQ(prepared.count("u1"), 1u);
+  ASSERT_EQ(prepared["u1"].devices.size(), 1u);
+  EXPECT_EQ(prepared["u1"].devices[0].device, "gpu-0");
+  EXPECT_EQ(prepared["u1"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=u1-gpu-0"});
+  // The rebuilt checkpoint is written: a further restart has the claim
+  // without the specs being read again, and unprepare removes the spec.
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
+  EXPECT_EQ(preparer_->Unprepare({{"", "u1", ""}})["u1"], "");
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+}
+
+}  // namespace
+}  // namespace gpu_agent::dra

@@ -1,0 +1,208 @@
+// DraServer on real unix sockets, against the DRA kubelet stand-in: the
+// registration (GetInfo's answer, the version the kubelet picks, a refusal
+// logged with its reason), prepare and unprepare on both versions, every
+// claim answered, the health stream, and the sockets removed on Stop.
+#include "dra/dra_server.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dra_kubelet.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using gpu_agent::testing::DraKubelet;
+using gpu_agent::testing::TempDir;
+using gpu_agent::testing::WaitFor;
+
+constexpr char kDriver[] = "gpu.gpu-agent.github.io";
+
+// Answers every claim from a table; a claim not in it is left out, which
+// the server must still answer.
+class TableHandler : public ClaimHandler {
+ public:
+  std::map<std::string, PrepareOutcome> Prepare(const std::vector<ClaimRef>& claims) override {
+    std::map<std::string, PrepareOutcome> out;
+    for (const ClaimRef& c : claims) {
+      std::lock_guard<std::mutex> lock(mu_);
+      asked.push_back(c);
+      if (auto it = table.find(c.uid); it != table.end()) out[c.uid] = it->second;
+    }
+    return out;
+  }
+  std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& claims) override {
+    std::map<std::string, std::string> out;
+    for (const ClaimRef& c : claims) out[c.uid] = c.uid == "bad" ? "cannot remove" : "";
+    return out;
+  }
+  std::map<std::string, PrepareOutcome> table;
+  std::mutex mu_;
+  std::vector<ClaimRef> asked;
+};
+
+class DraServerTest : public ::testing::Test {
+ protected:
+  DraServerTest() {
+    ::mkdir(dir_.Join("registry").c_str(), 0755);
+    ::mkdir(dir_.Join("plugins").c_str(), 0755);
+    options_ = {kDriver, dir_.Join("registry"), dir_.Join("plugins")};
+    handler_ = std::make_shared<TableHandler>();
+    PreparedDevice d{{"gpu"}, "node-a", "gpu-0", {"gpu-agent.github.io/gpu=uid-1-gpu-0"}};
+    handler_->table["uid-1"] = {{d}, ""};
+    handler_->table["uid-2"] = {{}, "claim ns/two: not allocated"};
+  }
+
+  void StartServer() {
+    auto server = DraServer::Start(options_, handler_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  DraKubelet::Options KubeletOptions() {
+    DraKubelet::Options o;
+    o.registry_dir = options_.registry_dir;
+    return o;
+  }
+
+  TempDir dir_;
+  DraServerOptions options_;
+  std::shared_ptr<TableHandler> handler_;
+  std::unique_ptr<DraServer> server_;
+};
+
+TEST_F(DraServerTest, GetInfoNamesTheDraSocketAndListsV1First) {
+  StartServer();
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  const DraKubelet::Plugin p = *kubelet.plugin(kDriver);
+  EXPECT_EQ(p.socket, dir_.Join("registry") + "/" + kDriver + "-reg.sock");
+  EXPECT_EQ(p.endpoint, dir_.Join("plugins") + "/" + kDriver + "/dra.sock");
+  EXPECT_EQ(p.supported_versions, (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin",
+                                                            "v1alpha1.DRAResourceHealth"}));
+  EXPECT_EQ(p.version, "v1.DRAPlugin");
+  EXPECT_TRUE(p.health);
+  EXPECT_TRUE(WaitFor([&] { return server_->registration().registered; }));
+  EXPECT_EQ(server_->registration().registrations, 1u);
+}
+
+TEST_F(DraServerTest, AKubeletThatKnowsOnlyV1beta1PreparesOnV1beta1) {
+  StartServer();
+  DraKubelet::Options o = KubeletOptions();
+  o.known_versions = {"v1beta1.DRAPlugin"};
+  DraKubelet kubelet(o);
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1beta1.DRAPlugin");
+  std::map<std::string, PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"ns", "uid-1", "one"}}, &out).ok());
+  ASSERT_EQ(out.count("uid-1"), 1u);
+  ASSERT_EQ(out["uid-1"].devices.size(), 1u);
+  EXPECT_EQ(out["uid-1"].devices[0].device, "gpu-0");
+  EXPECT_EQ(out["uid-1"].devices[0].pool, "node-a");
+  EXPECT_EQ(out["uid-1"].devices[0].request_names, std::vector<std::string>{"gpu"});
+  EXPECT_EQ(out["uid-1"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/gpu=uid-1-gpu-0"});
+}
+
+TEST_F(DraServerTest, ARefusedRegistrationIsRecordedWithTheKubeletsReason) {
+  StartServer();
+  DraKubelet::Options o = KubeletOptions();
+  o.refuse_reason = "driver name already registered by another plugin";
+  DraKubelet kubelet(o);
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(WaitFor([&] { return server_->registration().refusals == 1; }));
+  EXPECT_FALSE(server_->registration().registered);
+  EXPECT_EQ(server_->registration().last_refusal, o.refuse_reason);
+  EXPECT_FALSE(kubelet.plugin(kDriver).has_value());
+}
+
+TEST_F(DraServerTest, EveryClaimOfABatchIsAnsweredEachWithItsOwnError) {
+  StartServer();
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  std::map<std::string, PrepareOutcome> out;
+  ASSERT_TRUE(
+      kubelet
+          .Prepare(kDriver,
+                   {{"ns", "uid-1", "one"}, {"ns", "uid-2", "two"}, {"ns", "uid-3", "three"}}, &out)
+          .ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out["uid-1"].error, "");
+  EXPECT_EQ(out["uid-2"].error, "claim ns/two: not allocated");
+  // The handler left uid-3 out: answered with an error naming it.
+  EXPECT_NE(out["uid-3"].error.find("ns/three (uid-3)"), std::string::npos) << out["uid-3"].error;
+  EXPECT_EQ(server_->stats().prepare_calls, 1u);
+  EXPECT_EQ(server_->stats().claim_errors, 2u);
+
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"ns", "uid-1", "one"}, {"ns", "bad", "b"}}, &un).ok());
+  EXPECT_EQ(un, (std::map<std::string, std::string>{{"uid-1", ""}, {"bad", "cannot remove"}}));
+}
+
+TEST_F(DraServerTest, TheHealthStreamSendsTheDevicesOnOpen) {
+  StartServer();
+  server_->SetHealth({{"node-a", "gpu-0", true}, {"node-a", "gpu-1", false}});
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  std::vector<DraKubelet::Health> health;
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
+  ASSERT_EQ(health.size(), 2u);
+  EXPECT_EQ(health[0].device, "gpu-0");
+  EXPECT_TRUE(health[0].healthy);
+  EXPECT_EQ(health[1].device, "gpu-1");
+  EXPECT_FALSE(health[1].healthy);
+}
+
+TEST_F(DraServerTest, StopRemovesBothSocketsAndTheKubeletForgetsThePlugin) {
+  StartServer();
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  const std::string reg = server_->registration_socket();
+  const std::string dra = server_->plugin_socket();
+  server_->Stop();
+  struct stat st;
+  EXPECT_NE(::stat(reg.c_str(), &st), 0);
+  EXPECT_NE(::stat(dra.c_str(), &st), 0);
+  EXPECT_TRUE(WaitFor([&] { return !kubelet.plugin(kDriver).has_value(); }));
+}
+
+TEST_F(DraServerTest, ASocketSomeoneRemovesIsServedAgainAndRegisteredAnew) {
+  StartServer();
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  ASSERT_EQ(::unlink(server_->registration_socket().c_str()), 0);
+  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() == 2; }));
+  EXPECT_TRUE(kubelet.plugin(kDriver).has_value());
+  ASSERT_EQ(::unlink(server_->plugin_socket().c_str()), 0);
+  ASSERT_TRUE(WaitFor([&] { return server_->stats().socket_heals == 2; }))
+      << server_->stats().socket_heals;
+  std::map<std::string, PrepareOutcome> out;
+  ASSERT_TRUE(WaitFor([&] {
+    out.clear();
+    return kubelet.Prepare(kDriver, {{"ns", "uid-1", "one"}}, &out).ok();
+  }));
+  EXPECT_EQ(out["uid-1"].devices.size(), 1u);
+  server_->Stop();
+  struct stat st;
+  EXPECT_NE(::stat(server_->registration_socket().c_str(), &st), 0);
+  EXPECT_NE(::stat(server_->plugin_socket().c_str(), &st), 0);
+}
+
+TEST_F(DraServerTest, AMissingRegistryFolderIsAnErrorNamingIt) {
+  options_.registry_dir = dir_.Join("nowhere");
+  auto server = DraServer::Start(options_, handler_);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find(dir_.Join("nowhere")), std::string::npos)
+      << server.status();
+}
+
+}  // namespace
+}  // namespace gpu_agent::dra

@@ -1,0 +1,198 @@
+// The DRA device model and the ResourceSlices built from it: names that are
+// DNS labels, typed attributes, capacity, the split at 128 devices, and
+// v1beta1's `basic` wrapper.
+#include "dra/resource_slice.h"
+
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include "base/resource_name.h"
+#include "dra/dra_device.h"
+#include "support/gpu_records.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using gpu_agent::testing::Gpu;
+using gpu_agent::testing::MixedNode;
+
+rapidjson::Document Parse(const std::string& json) {
+  rapidjson::Document d;
+  d.Parse(json.c_str());
+  EXPECT_FALSE(d.HasParseError()) << json;
+  return d;
+}
+
+nvml::Inventory OneA100() {
+  nvml::Inventory inv;
+  inv.driver_version = "535.129.03";
+  inv.cuda_driver_version = "12.2";
+  nvml::GpuRecord g = Gpu(0);
+  g.pci_bus_id = "00000000:3B:00.0";
+  g.numa_node = 1;
+  g.cc_major = 8;
+  g.cc_minor = 0;
+  g.brand = "Nvidia";
+  g.architecture = "ampere";
+  inv.gpus = {g};
+  return inv;
+}
+
+TEST(DraDeviceTest, AWholeGpuCarriesTypedAttributesAndCapacity) {
+  nvml::Inventory inv = OneA100();
+  DeviceModelInput in{&inv, {0}, false, {{"00000000:3B:00.0", "pci0000:3a"}}};
+  std::vector<DraDevice> devices = BuildDevices(in);
+  ASSERT_EQ(devices.size(), 1u);
+  const DraDevice& d = devices[0];
+  EXPECT_EQ(d.name, "gpu-0");
+  EXPECT_EQ(d.uuid, "GPU-0aaa");
+  EXPECT_EQ(d.key, DeviceKey::Gpu("GPU-0aaa"));
+  const auto& a = d.attributes;
+  EXPECT_EQ(a.at("uuid"), AttributeValue::String("GPU-0aaa"));
+  EXPECT_EQ(a.at("type"), AttributeValue::String("gpu"));
+  EXPECT_EQ(a.at("productName"), AttributeValue::String("NVIDIA A100-SXM4-80GB"));
+  EXPECT_EQ(a.at("brand"), AttributeValue::String("Nvidia"));
+  EXPECT_EQ(a.at("architecture"), AttributeValue::String("ampere"));
+  EXPECT_EQ(a.at("index"), AttributeValue::Int(0));
+  EXPECT_EQ(a.at("minor"), AttributeValue::Int(0));
+  EXPECT_EQ(a.at("cudaComputeCapability"), AttributeValue::Version("8.0.0"));
+  // Semantic versions: no leading zeros, three numbers.
+  EXPECT_EQ(a.at("driverVersion"), AttributeValue::Version("535.129.3"));
+  EXPECT_EQ(a.at("cudaDriverVersion"), AttributeValue::Version("12.2.0"));
+  EXPECT_EQ(a.at("resource.kubernetes.io/pciBusID"), AttributeValue::String("0000:3b:00.0"));
+  EXPECT_EQ(a.at("resource.kubernetes.io/pcieRoot"), AttributeValue::String("pci0000:3a"));
+  EXPECT_EQ(a.at("resource.kubernetes.io/numaNode"), AttributeValue::Int(1));
+  EXPECT_EQ(d.capacity.at("memory"), "81920Mi");
+}
+
+TEST(DraDeviceTest, NumaNodeAndPcieRootOnlyWhereKnown) {
+  nvml::Inventory inv = OneA100();
+  inv.gpus[0].numa_node = -1;
+  DeviceModelInput in{&inv, {0}, false, {}};
+  const DraDevice d = BuildDevices(in).at(0);
+  EXPECT_EQ(d.attributes.count("resource.kubernetes.io/numaNode"), 0u);
+  EXPECT_EQ(d.attributes.count("resource.kubernetes.io/pcieRoot"), 0u);
+}
+
+TEST(DraDeviceTest, MigDevicesReplaceTheirGpuWithDnsLabelNames) {
+  nvml::Inventory inv = MixedNode();
+  inv.gpus[0].mig_devices[1].multiprocessors = 14;
+  DeviceModelInput in{&inv, {0, 1}, true, {}};
+  std::vector<DraDevice> devices = BuildDevices(in);
+  ASSERT_EQ(devices.size(), 4u);
+  EXPECT_EQ(devices[1].name, "gpu-0-mig-1g-10gb-1");
+  EXPECT_EQ(devices[1].attributes.at("type"), AttributeValue::String("mig"));
+  EXPECT_EQ(devices[1].attributes.at("profile"), AttributeValue::String("1g.10gb"));
+  EXPECT_EQ(devices[1].attributes.at("uuid"), AttributeValue::String("MIG-b"));
+  EXPECT_EQ(devices[1].attributes.at("parentUUID"), AttributeValue::String("GPU-0aaa"));
+  EXPECT_EQ(devices[1].capacity.at("memory"), "9856Mi");
+  EXPECT_EQ(devices[1].capacity.at("multiprocessors"), "14");
+  EXPECT_EQ(devices[1].key, (DeviceKey{"GPU-0aaa", 2, 0}));
+  EXPECT_EQ(devices[3].name, "gpu-1");
+  for (const DraDevice& d : devices) {
+    EXPECT_TRUE(ValidateNodeName(d.name).ok()) << d.name;  // a DNS label is a subdomain
+    EXPECT_EQ(d.name.find('.'), std::string::npos) << d.name;
+    EXPECT_LE(d.name.size(), 63u);
+  }
+  // Without MIG devices asked for, the MIG-enabled GPU is offered whole.
+  in.mig_devices = false;
+  EXPECT_EQ(BuildDevices(in).size(), 2u);
+}
+
+TEST(DraDeviceTest, SemanticVersionRefusesWhatIsNotOne) {
+  EXPECT_EQ(SemanticVersion("550.54.15"), "550.54.15");
+  EXPECT_EQ(SemanticVersion("12"), "12.0.0");
+  EXPECT_EQ(SemanticVersion(""), "");
+  EXPECT_EQ(SemanticVersion("1.2.3.4"), "");
+  EXPECT_EQ(SemanticVersion("12.x"), "");
+}
+
+TEST(DraDeviceTest, PcieRootIsReadFromTheSysfsDeviceLink) {
+  gpu_agent::testing::TempDir dir;
+  dir.Write("devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/class", "0x030200\n");
+  dir.Write("bus/pci/devices/.keep", "");
+  ASSERT_EQ(::symlink("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0",
+                      dir.Join("bus/pci/devices/0000:3b:00.0").c_str()),
+            0);
+  EXPECT_EQ(ReadPcieRoot(dir.path(), "00000000:3B:00.0"), "pci0000:3a");
+  EXPECT_EQ(ReadPcieRoot(dir.path(), "00000000:3C:00.0"), "");
+}
+
+SliceInput Input(size_t devices) {
+  SliceInput in;
+  in.driver = "gpu.gpu-agent.github.io";
+  in.node = "node-a";
+  in.node_uid = "uid-node-a";
+  in.pool_generation = 7;
+  for (size_t i = 0; i < devices; ++i) {
+    DraDevice d;
+    d.name = GpuDeviceName(static_cast<unsigned>(i));
+    d.attributes["index"] = AttributeValue::Int(static_cast<int64_t>(i));
+    d.capacity["memory"] = "80Gi";
+    in.devices.push_back(d);
+  }
+  return in;
+}
+
+TEST(ResourceSliceTest, OneSliceCarriesThePoolDriverNodeAndOwner) {
+  std::vector<std::string> slices = BuildResourceSlices(Input(2));
+  ASSERT_EQ(slices.size(), 1u);
+  rapidjson::Document d = Parse(slices[0]);
+  EXPECT_STREQ(d["apiVersion"].GetString(), "resource.k8s.io/v1");
+  EXPECT_STREQ(d["kind"].GetString(), "ResourceSlice");
+  EXPECT_STREQ(d["metadata"]["name"].GetString(), "node-a-gpu.gpu-agent.github.io-0");
+  EXPECT_STREQ(d["metadata"]["ownerReferences"][0]["kind"].GetString(), "Node");
+  EXPECT_STREQ(d["metadata"]["ownerReferences"][0]["uid"].GetString(), "uid-node-a");
+  const auto& spec = d["spec"];
+  EXPECT_STREQ(spec["driver"].GetString(), "gpu.gpu-agent.github.io");
+  EXPECT_STREQ(spec["nodeName"].GetString(), "node-a");
+  EXPECT_STREQ(spec["pool"]["name"].GetString(), "node-a");
+  EXPECT_EQ(spec["pool"]["generation"].GetInt64(), 7);
+  EXPECT_EQ(spec["pool"]["resourceSliceCount"].GetInt(), 1);
+  ASSERT_EQ(spec["devices"].Size(), 2u);
+  EXPECT_STREQ(spec["devices"][1]["name"].GetString(), "gpu-1");
+  EXPECT_EQ(spec["devices"][1]["attributes"]["index"]["int"].GetInt(), 1);
+  EXPECT_STREQ(spec["devices"][1]["capacity"]["memory"]["value"].GetString(), "80Gi");
+  EXPECT_FALSE(spec["devices"][1].HasMember("basic"));
+}
+
+TEST(ResourceSliceTest, A129thDeviceStartsASecondSliceAndBothCountTwo) {
+  std::vector<std::string> slices = BuildResourceSlices(Input(129));
+  ASSERT_EQ(slices.size(), 2u);
+  rapidjson::Document first = Parse(slices[0]);
+  rapidjson::Document second = Parse(slices[1]);
+  EXPECT_EQ(first["spec"]["devices"].Size(), 128u);
+  EXPECT_EQ(second["spec"]["devices"].Size(), 1u);
+  EXPECT_STREQ(second["spec"]["devices"][0]["name"].GetString(), "gpu-128");
+  EXPECT_EQ(first["spec"]["pool"]["resourceSliceCount"].GetInt(), 2);
+  EXPECT_EQ(second["spec"]["pool"]["resourceSliceCount"].GetInt(), 2);
+  EXPECT_STREQ(second["metadata"]["name"].GetString(), "node-a-gpu.gpu-agent.github.io-1");
+  // 128 exactly is still one slice.
+  EXPECT_EQ(BuildResourceSlices(Input(128)).size(), 1u);
+}
+
+TEST(ResourceSliceTest, NoDevicesIsOneEmptySliceSoThePoolIsKnown) {
+  std::vector<std::string> slices = BuildResourceSlices(Input(0));
+  ASSERT_EQ(slices.size(), 1u);
+  rapidjson::Document d = Parse(slices[0]);
+  EXPECT_EQ(d["spec"]["devices"].Size(), 0u);
+  EXPECT_EQ(d["spec"]["pool"]["resourceSliceCount"].GetInt(), 1);
+}
+
+TEST(ResourceSliceTest, V1beta1WrapsEachDevicesFieldsInBasic) {
+  SliceInput in = Input(1);
+  in.api_version = "v1beta1";
+  in.node_uid.clear();
+  rapidjson::Document d = Parse(BuildResourceSlices(in).at(0));
+  EXPECT_STREQ(d["apiVersion"].GetString(), "resource.k8s.io/v1beta1");
+  EXPECT_FALSE(d["metadata"].HasMember("ownerReferences"));
+  const auto& dev = d["spec"]["devices"][0];
+  EXPECT_STREQ(dev["name"].GetString(), "gpu-0");
+  EXPECT_FALSE(dev.HasMember("attributes"));
+  EXPECT_EQ(dev["basic"]["attributes"]["index"]["int"].GetInt(), 0);
+  EXPECT_STREQ(dev["basic"]["capacity"]["memory"]["value"].GetString(), "80Gi");
+}
+
+}  // namespace
+}  // namespace gpu_agent::dra

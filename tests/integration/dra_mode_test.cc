@@ -1,0 +1,494 @@
+// DRA mode end to end: the real gpu-agent binary in `mode: dra` against the
+// NVML stand-in (2-gpu-mig: GPU 0 with three MIG devices, GPU 1 whole), the
+// API server stand-in holding the ResourceClaims, and the DRA kubelet
+// stand-in registering it and calling prepare and unprepare on real unix
+// sockets.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "api_server_stub.h"
+#include "dra_kubelet.h"
+#include "support/agent_env.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+constexpr char kDriver[] = "gpu.gpu-agent.github.io";
+constexpr char kNode[] = "node-a";
+constexpr char kVersion[] = "550.54.15";
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+std::string ClaimJson(const std::string& name, const std::string& uid,
+                      const std::vector<std::array<std::string, 3>>& results,
+                      const std::string& version = "v1") {
+  std::string r;
+  for (const auto& [request, driver, device] : results) {
+    if (!r.empty()) r += ",";
+    r += R"({"request":")" + request + R"(","driver":")" + driver + R"(","pool":")" + kNode +
+         R"(","device":")" + device + R"("})";
+  }
+  return R"({"apiVersion":"resource.k8s.io/)" + version +
+         R"(","kind":"ResourceClaim","metadata":{"name":")" + name +
+         R"(","namespace":"team","uid":")" + uid +
+         R"("},"spec":{"devices":{"requests":[{"name":"gpu"}]}},"status":{"allocation":{"devices":{"results":[)" +
+         r + "]}}}}";
+}
+
+std::set<std::string> SpecDeviceNames(const std::string& path) {
+  rapidjson::Document d;
+  d.Parse(ReadFile(path).c_str());
+  std::set<std::string> out;
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("devices")) return out;
+  for (const auto& dev : d["devices"].GetArray()) out.insert(dev["name"].GetString());
+  return out;
+}
+
+class DraModeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(WriteFakeDriverRoot(dir_.Join("driver"), kVersion));
+    WriteFakeDevRoot(dir_.Join("devroot"), {0, 1}, {12, 13, 21, 22, 30, 31}, false);
+    dir_.Write("proc/driver/nvidia-caps/mig-minors",
+               "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+               "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\n"
+               "gpu0/gi3/ci0/access 31\n");
+    ASSERT_TRUE(WriteFixtureSysfs(FixturePath("2-gpu-mig.yaml"), dir_.Join("sys")));
+    ::mkdir(dir_.Join("registry").c_str(), 0755);
+    ::mkdir(dir_.Join("plugins").c_str(), 0755);
+    api_.ServeResourceVersions({"v1", "v1beta1"});
+    api_.AddNode(kNode);
+  }
+
+  // `over`: flags whose value replaces the default below.
+  void StartAgent(const std::map<std::string, std::string>& over = {}) {
+    std::vector<std::string> args = {BinaryPath(),
+                                     "run",
+                                     "--mode",
+                                     "dra",
+                                     "--node-name",
+                                     kNode,
+                                     "--proxy",
+                                     api_.url(),
+                                     "--dra-registry-dir",
+                                     dir_.Join("registry"),
+                                     "--dra-plugin-dir",
+                                     dir_.Join("plugins"),
+                                     "--cdi-spec-dir",
+                                     dir_.Join("cdi"),
+                                     "--mig-strategy",
+                                     "mixed",
+                                     "--nvidia-cdi-hook-path",
+                                     "",
+                                     "--nvidia-driver-root",
+                                     dir_.Join("driver"),
+                                     "--dev-root",
+                                     dir_.Join("devroot"),
+                                     "--proc-root",
+                                     dir_.Join("proc"),
+                                     "--sysfs-root",
+                                     dir_.Join("sys")};
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (auto it = over.find(args[i]); it != over.end()) args[i + 1] = it->second;
+    }
+    for (const auto& [flag, value] : over) {
+      if (std::find(args.begin(), args.end(), flag) == args.end()) {
+        args.push_back(flag);
+        args.push_back(value);
+      }
+    }
+    auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
+    env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
+    agent_ = std::make_unique<Subprocess>(args, env);
+  }
+
+  DraKubelet::Options KubeletOptions() {
+    DraKubelet::Options o;
+    o.registry_dir = dir_.Join("registry");
+    return o;
+  }
+
+  std::string Log() { return agent_ ? agent_->Stderr() : ""; }
+  std::string SpecPath(const std::string& uid) {
+    return dir_.Join("cdi/gpu-agent.github.io-claim_" + uid + ".json");
+  }
+
+  TempDir dir_;
+  ApiServerStub api_;  // outlives the agent
+  std::unique_ptr<Subprocess> agent_;
+};
+
+TEST_F(DraModeTest, RegistersPreparesABatchAndUnprepares) {
+  api_.PutResourceClaim("team", "whole",
+                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "mig",
+                        ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+  api_.PutResourceClaim("team", "foreign",
+                        ClaimJson("foreign", "uid-foreign", {{"gpu", "other.example.com", "x"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1.DRAPlugin");
+  EXPECT_EQ(kubelet.plugin(kDriver)->endpoint, dir_.Join("plugins") + "/" + kDriver + "/dra.sock");
+
+  std::map<std::string, dra::PrepareOutcome> out;
+  const grpc::Status s = kubelet.Prepare(kDriver,
+                                         {{"team", "uid-whole", "whole"},
+                                          {"team", "uid-mig", "mig"},
+                                          {"team", "uid-foreign", "foreign"},
+                                          {"team", "uid-gone", "gone"}},
+                                         &out);
+  ASSERT_TRUE(s.ok()) << s.error_message() << Log();
+  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out["uid-whole"].error, "") << Log();
+  ASSERT_EQ(out["uid-whole"].devices.size(), 1u);
+  EXPECT_EQ(out["uid-whole"].devices[0].device, "gpu-1");
+  EXPECT_EQ(out["uid-whole"].devices[0].pool, kNode);
+  EXPECT_EQ(out["uid-whole"].devices[0].request_names, std::vector<std::string>{"gpu"});
+  EXPECT_EQ(out["uid-whole"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-whole-gpu-1"});
+  ASSERT_EQ(out["uid-mig"].error, "") << Log();
+  EXPECT_EQ(out["uid-mig"].devices.at(0).cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-mig-gpu-0-mig-1g-10gb-1"});
+  EXPECT_NE(out["uid-foreign"].error.find("has no device of driver gpu.gpu-agent.github.io"),
+            std::string::npos)
+      << out["uid-foreign"].error;
+  EXPECT_NE(out["uid-gone"].error.find("is gone from the API server"), std::string::npos)
+      << out["uid-gone"].error;
+  EXPECT_EQ(SpecDeviceNames(SpecPath("uid-whole")), std::set<std::string>{"uid-whole-gpu-1"});
+  EXPECT_NE(ReadFile(SpecPath("uid-whole")).find("/dev/nvidia1"), std::string::npos);
+  EXPECT_NE(ReadFile(SpecPath("uid-mig")).find("nvidia-cap22"), std::string::npos)
+      << ReadFile(SpecPath("uid-mig"));
+  EXPECT_FALSE(Exists(SpecPath("uid-foreign")));
+  EXPECT_TRUE(api_.calls().count("get resourceclaims") > 0);
+
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(
+      kubelet.Unprepare(kDriver, {{"team", "uid-whole", "whole"}, {"team", "x", "x"}}, &un).ok());
+  EXPECT_EQ(un, (std::map<std::string, std::string>{{"uid-whole", ""}, {"x", ""}}));
+  EXPECT_FALSE(Exists(SpecPath("uid-whole")));
+  EXPECT_TRUE(Exists(SpecPath("uid-mig")));
+
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  EXPECT_FALSE(Exists(dir_.Join("registry") + "/" + kDriver + "-reg.sock"));
+  EXPECT_FALSE(Exists(dir_.Join("plugins") + "/" + kDriver + "/dra.sock"));
+  EXPECT_TRUE(Exists(SpecPath("uid-mig")));  // its container still runs
+}
+
+// The device names of the node's published slices, and their generation.
+std::set<std::string> PublishedDevices(ApiServerStub& api, int64_t* generation = nullptr) {
+  std::set<std::string> out;
+  for (const std::string& json : api.Slices(kNode)) {
+    rapidjson::Document d;
+    d.Parse(json.c_str());
+    if (generation) *generation = d["spec"]["pool"]["generation"].GetInt64();
+    for (const auto& dev : d["spec"]["devices"].GetArray()) out.insert(dev["name"].GetString());
+  }
+  return out;
+}
+
+TEST_F(DraModeTest, PublishesTheNodesSlicesAndRepublishesWhatTheKubeletDeletes) {
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  const std::set<std::string> want = {"gpu-0-mig-2g-20gb-0", "gpu-0-mig-1g-10gb-1",
+                                      "gpu-0-mig-1g-10gb-2", "gpu-1"};
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
+      << Log();
+  const std::string slice = api_.Slices(kNode).at(0);
+  EXPECT_NE(slice.find(R"("uid":"uid-node-node-a")"), std::string::npos) << slice;
+  EXPECT_NE(slice.find(R"("driver":"gpu.gpu-agent.github.io")"), std::string::npos) << slice;
+  const int writes = api_.slice_writes();
+  // What a starting kubelet does: deletes every slice of its node.
+  api_.DeleteNodeSlices(kNode);
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(10)))
+      << Log();
+  int64_t generation = 0;
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 1);  // the same content, the same generation
+  EXPECT_EQ(api_.slice_writes(), writes + 1) << Log() << [&] {
+    std::string calls;
+    for (const auto& r : api_.requests()) calls += r.call + "\n";
+    return calls;
+  }();
+  EXPECT_FALSE(api_.calls().count("patch resourceslices"));
+  // A reload that finds the same devices publishes nothing new.
+  const int before_reload = api_.slice_writes();
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(agent_->WaitForStderr("reload done")) << Log();
+  EXPECT_FALSE(WaitFor([&] { return api_.slice_writes() != before_reload; },
+                       std::chrono::milliseconds(500)));
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 1);
+}
+
+TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReportedUnhealthy) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-1") == 1; })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-1") == 0; })) << Log();
+  int64_t generation = 0;
+  EXPECT_EQ(PublishedDevices(api_, &generation).size(), 3u);
+  EXPECT_EQ(generation, 2);
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+  std::vector<DraKubelet::Health> health;
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
+  ASSERT_EQ(health.size(), 4u);
+  for (const DraKubelet::Health& h : health) {
+    EXPECT_EQ(h.pool, kNode);
+    EXPECT_EQ(h.healthy, h.device != "gpu-1") << h.device;
+  }
+}
+
+TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  api_.HangClaimGets(true);
+  std::map<std::string, dra::PrepareOutcome> out;
+  grpc::Status status;
+  std::thread call([&] { status = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out); });
+  ASSERT_TRUE(WaitFor([&] { return api_.held_claim_gets() == 1; })) << Log();
+  const auto t0 = std::chrono::steady_clock::now();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(std::chrono::seconds(10)), 0) << Log();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  call.join();
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the stop waited for the hung claim GET";
+  // The kubelet learns the claim is not prepared, by the call or the claim.
+  EXPECT_TRUE(!status.ok() || !out["uid-a"].error.empty()) << status.error_message();
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+  api_.HangClaimGets(false);
+  StartAgent();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::map<std::string, dra::PrepareOutcome> again;
+        return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &again).ok() &&
+               again["uid-a"].error.empty();
+      },
+      std::chrono::seconds(20)))
+      << Log();
+  EXPECT_TRUE(Exists(SpecPath("uid-a")));
+}
+
+TEST_F(DraModeTest, AKubeletGoneMidPrepareLosesNothingAndItsRetryIsAnswered) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet::Options o = KubeletOptions();
+  o.call_deadline = std::chrono::milliseconds(300);
+  DraKubelet kubelet(o);
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  api_.HangClaimGets(true);
+  std::map<std::string, dra::PrepareOutcome> out;
+  const grpc::Status gone = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << gone.error_message();
+  api_.HangClaimGets(false);
+  // The agent finishes the prepare the kubelet gave up on; the retry gets
+  // the same answer without a second GET.
+  ASSERT_TRUE(WaitFor([&] { return Exists(SpecPath("uid-a")); })) << Log();
+  const int gets = api_.claim_get_count();
+  out.clear();
+  ASSERT_TRUE(WaitFor([&] {
+    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
+  })) << Log();
+  EXPECT_EQ(out["uid-a"].error, "");
+  EXPECT_EQ(out["uid-a"].devices.at(0).device, "gpu-1");
+  EXPECT_EQ(api_.claim_get_count(), gets);
+}
+
+// The devices a container gets from a prepared claim's CDI ids, as podman
+// resolves them: the paths in the OCI config.json podman writes. Empty, with
+// `*error` set, when podman refuses.
+std::set<std::string> PodmanDevices(const std::string& storage, const std::string& cdi_id,
+                                    std::string* error) {
+  const std::string p = "podman --root " + storage + "/root --runroot " + storage +
+                        "/runroot --tmpdir " + storage + "/tmp --storage-driver vfs " +
+                        "--cgroup-manager cgroupfs --events-backend none ";
+  ::mkdir((storage + "/rootfs").c_str(), 0755);
+  ::mkdir((storage + "/tmp").c_str(), 0755);
+  const std::string out = storage + "/out";
+  if (std::system((p + "create --network none --device " + cdi_id + " --rootfs " + storage +
+                   "/rootfs /bin/true > " + out + " 2>&1")
+                      .c_str()) != 0) {
+    *error = ReadFile(out);
+    return {};
+  }
+  std::string id = ReadFile(out);
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  const int init = std::system((p + "init " + id + " > " + out + " 2>&1").c_str());
+  const std::string config = storage + "/root/vfs-containers/" + id + "/userdata/config.json";
+  std::set<std::string> paths;
+  if (init == 0 || Exists(config)) {
+    rapidjson::Document d;
+    d.Parse(ReadFile(config).c_str());
+    if (!d.HasParseError() && d.HasMember("linux") && d["linux"].HasMember("devices")) {
+      for (const auto& dev : d["linux"]["devices"].GetArray()) {
+        paths.insert(dev["path"].GetString());
+      }
+    }
+  }
+  if (paths.empty()) *error = ReadFile(out);
+  std::system((p + "rm -f " + id + " > /dev/null 2>&1").c_str());
+  return paths;
+}
+
+// What a container runtime does with prepare's answer: podman (a real CDI
+// consumer; it reads /var/run/cdi) resolves each CDI id to the claim's
+// device nodes, and refuses it once the claim is unprepared. Root and podman
+// only; skipped otherwise.
+TEST_F(DraModeTest, PodmanResolvesTheCdiIdsPrepareAnswersUntilUnprepare) {
+  if (::geteuid() != 0 || std::system("command -v podman > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "needs root (device nodes, rootful podman) and podman";
+  }
+  TempDir t;
+  ASSERT_TRUE(WriteFakeDevRoot(t.Join("dev"), {0, 1}, {12, 13, 21, 22, 30, 31}, true));
+  // Left as found: the folder is removed again if this test made it.
+  const bool made_cdi_dir = !Exists("/var/run/cdi");
+  struct RemoveIfMade {
+    bool made;
+    ~RemoveIfMade() {
+      if (made) ::rmdir("/var/run/cdi");
+    }
+  } remove_if_made{made_cdi_dir};
+  // A kind of its own: no clash with a real spec in /var/run/cdi.
+  const std::string vendor = "gpu-agent-dra-test-" + std::to_string(::getpid()) + ".example";
+  api_.PutResourceClaim("team", "whole",
+                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "mig",
+                        ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--cdi-spec-dir", "/var/run/cdi"},
+              {"--cdi-vendor", vendor},
+              {"--dev-root", t.Join("dev")}});
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(
+      kubelet.Prepare(kDriver, {{"team", "uid-whole", "whole"}, {"team", "uid-mig", "mig"}}, &out)
+          .ok());
+  ASSERT_EQ(out["uid-whole"].error, "") << Log();
+  ASSERT_EQ(out["uid-mig"].error, "") << Log();
+  std::string error;
+  const std::set<std::string> whole =
+      PodmanDevices(t.path(), out["uid-whole"].devices.at(0).cdi_ids.at(0), &error);
+  EXPECT_TRUE(whole.count("/dev/nvidia1") && whole.count("/dev/nvidiactl") &&
+              !whole.count("/dev/nvidia0"))
+      << error;
+  const std::set<std::string> mig =
+      PodmanDevices(t.path(), out["uid-mig"].devices.at(0).cdi_ids.at(0), &error);
+  EXPECT_TRUE(mig.count("/dev/nvidia0") && mig.count("/dev/nvidia-caps/nvidia-cap22") &&
+              !mig.count("/dev/nvidia1"))
+      << error;
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(
+      kubelet.Unprepare(kDriver, {{"team", "uid-whole", "whole"}, {"team", "uid-mig", "mig"}}, &un)
+          .ok());
+  error.clear();
+  EXPECT_TRUE(
+      PodmanDevices(t.path(), out["uid-whole"].devices.at(0).cdi_ids.at(0), &error).empty());
+  EXPECT_NE(error.find("unresolvable CDI devices"), std::string::npos) << error;
+  agent_->Signal(SIGTERM);
+  agent_->Wait();
+}
+
+TEST_F(DraModeTest, TheNodesConfigLabelPicksTheConfigAndTheSlicesFollow) {
+  dir_.Write("nc/one.yaml", "version: v1\nmode: dra\ndevices:\n  include: [\"index:1\"]\n");
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--node-config-dir", dir_.Join("nc")}});
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; }, std::chrono::seconds(20)))
+      << Log();
+  api_.SetLabel(kNode, "nvidia.com/device-plugin.config", "one");
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == std::set<std::string>{"gpu-1"}; }))
+      << Log();
+  int64_t generation = 0;
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 2);
+}
+
+TEST_F(DraModeTest, AKubeletRestartRegistersThePluginAgain) {
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(kubelet.Restart());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver)) << Log();
+  EXPECT_EQ(kubelet.registrations(), 2);
+  std::map<std::string, std::string> un;
+  EXPECT_TRUE(kubelet.Unprepare(kDriver, {{"team", "x", "x"}}, &un).ok());
+}
+
+TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet::Options o = KubeletOptions();
+  o.known_versions = {"v1beta1.DRAPlugin"};
+  DraKubelet kubelet(o);
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1beta1.DRAPlugin");
+  for (int code : {403, 429, 500}) {
+    api_.FailNextClaimGets(code);
+    std::map<std::string, dra::PrepareOutcome> out;
+    ASSERT_TRUE(
+        kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &out).ok());
+    EXPECT_NE(out["uid-a"].error.find("the API server answered " + std::to_string(code)),
+              std::string::npos)
+        << out["uid-a"].error;
+    EXPECT_EQ(out["uid-b"].error, "") << code;  // its own GET succeeded
+    std::map<std::string, std::string> un;
+    ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-b", "b"}}, &un).ok());
+  }
+}
+
+TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  ASSERT_EQ(out["uid-a"].error, "") << Log();
+  agent_->Signal(SIGKILL);
+  agent_->Wait();
+  // The claim is deleted meanwhile: only the checkpoint knows the device.
+  api_.DeleteResourceClaim("team", "a");
+  const int registrations = kubelet.registrations();
+  StartAgent();
+  ASSERT_TRUE(
+      WaitFor([&] { return kubelet.registrations() > registrations; }, std::chrono::seconds(20)))
+      << Log();
+  out.clear();
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error, "") << Log();  // answered from the checkpoint
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok());
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
