@@ -10,6 +10,7 @@
 
 #include "base/duration.h"
 #include "base/file_util.h"
+#include "nvml/health_check_catalog.h"
 
 namespace gpu_agent {
 
@@ -141,6 +142,11 @@ struct Config {
     // Longest single NVML event wait; the backoff cap is twice this, and
     // /healthz's heartbeat bound 6 times this (4 waits plus the cap).
     Duration event_wait_timeout = std::chrono::seconds(5);
+    // How often the polled checks (memory, thermal, NVLink, PCIe, recovery
+    // action) read every GPU.
+    Duration poll_interval = std::chrono::seconds(30);
+    // health.checks.<name>: {severity, threshold}; the catalog's defaults.
+    nvml::CheckSettings checks = nvml::CheckSettings::Defaults();
   } health;
 
   struct Kubelet {

@@ -278,6 +278,14 @@ const std::vector<Setting>& Table() {
        "twice this or 1s, whichever is less, and /healthz fails when the health thread stalls "
        "4 times this plus that backoff",
        FIELD(health.event_wait_timeout)},
+      {"health.pollInterval",
+       "health-poll-interval",
+       "",
+       K::kDuration,
+       {},
+       "how often the polled checks (memory, thermal, NVLink, PCIe, recovery action) read every "
+       "GPU (1s to 1h); health.checks.<name> sets each one's severity and threshold",
+       FIELD(health.poll_interval)},
       {"kubelet.socket",
        "kubelet-socket",
        "KUBELET_SOCKET",
@@ -569,6 +577,7 @@ std::vector<std::string> ChildKeys(std::string_view prefix) {
   for (const Setting& s : Table()) add(s.key);
   for (std::string_view k : IgnoredCompat()) add(k);
   add("sharing.timeSlicing.resources");
+  add("health.checks");
   add("sharing.mps");
   return {out.begin(), out.end()};
 }
