@@ -254,15 +254,9 @@ class YamlWalker {
       const nvml::CheckSpec* spec = nvml::FindCheck(name);
       if (spec == nullptr) {
         // A check that does not exist would silently do nothing: refused.
-        std::string msg = StrCat(
-            "unknown health check "
-            ", Printable(name, 60), "
-            "");
+        std::string msg = StrCat("unknown health check \"", Printable(name, 60), "\"");
         if (std::string near = ClosestMatch(name, nvml::CheckNames()); !near.empty()) {
-          StrAppend(&msg,
-                    "; did you mean "
-                    ", near, "
-                    "?");
+          StrAppend(&msg, "; did you mean \"", near, "\"?");
         } else {
           StrAppend(&msg, "; the checks are ", StrJoin(nvml::CheckNames(), ", "));
         }
