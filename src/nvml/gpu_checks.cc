@@ -95,9 +95,10 @@ class Judging {
     return true;
   }
   CheckResult& r() { return r_; }
-  CheckResult Done(bool failing, std::string value) {
+  CheckResult Done(bool failing, std::string value, double number) {
     r_.state = failing ? CheckState::kFailing : CheckState::kPass;
     r_.value = std::move(value);
+    r_.number = number;
     return std::move(r_);
   }
   CheckResult Off(std::string why) {
@@ -133,8 +134,10 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
     }
     const bool pending = id == CheckId::kRowRemapPending;
     const unsigned v = pending ? s.remapped_rows.value.pending : s.remapped_rows.value.failed;
-    out.push_back(j.Done(v != 0, pending ? (v ? "a remap is pending" : "none pending")
-                                         : (v ? "remapping failed" : "no failure")));
+    out.push_back(j.Done(v != 0,
+                         pending ? (v ? "a remap is pending" : "none pending")
+                                 : (v ? "remapping failed" : "no failure"),
+                         v != 0 ? 1 : 0));
   }
   {
     Judging j(lib_, CheckId::kRetiredPagesPending);
@@ -145,7 +148,8 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
       j.Raw(kPages, s.pages_pending, s.pages_pending.value ? "enabled" : "disabled");
       if (!j.Settled(s.pages_pending, kPages)) {
         out.push_back(j.Done(s.pages_pending.value,
-                             s.pages_pending.value ? "retirement pending" : "none pending"));
+                             s.pages_pending.value ? "retirement pending" : "none pending",
+                             s.pages_pending.value ? 1 : 0));
       } else {
         out.push_back(std::move(j.r()));
       }
@@ -171,14 +175,16 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
         if (!before || now_count < before->value) {
           // First reading, or the volatile count went back (a reset or a
           // driver reload cleared it): a new baseline.
-          CheckResult r = j.Done(false, StrCat(now_count, " since the driver loaded"));
+          CheckResult r = j.Done(false, StrCat(now_count, " since the driver loaded"),
+                                 std::numeric_limits<double>::quiet_NaN());
           r.state = CheckState::kBaseline;
           out.push_back(std::move(r));
         } else {
           const unsigned long long delta = now_count - before->value;
           const double threshold = settings[CheckId::kEccUncorrectable].threshold;
           out.push_back(j.Done(static_cast<double>(delta) >= threshold,
-                               StrCat(delta, " new since the last poll (", now_count, " in all)")));
+                               StrCat(delta, " new since the last poll (", now_count, " in all)"),
+                               static_cast<double>(delta)));
         }
       }
     }
@@ -189,7 +195,7 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
     j.Raw(kField, s.recovery_action, StrCat(s.recovery_action.value));
     if (!j.Settled(s.recovery_action, kField)) {
       const unsigned a = s.recovery_action.value;
-      out.push_back(j.Done(a != NVML_GPU_RECOVERY_ACTION_NONE, RecoveryActionName(a)));
+      out.push_back(j.Done(a != NVML_GPU_RECOVERY_ACTION_NONE, RecoveryActionName(a), a));
     } else {
       out.push_back(std::move(j.r()));
     }
@@ -217,7 +223,7 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
         if (shutdown) StrAppend(&value, ": at the shutdown temperature");
         out.push_back(j.Done(
             shutdown || static_cast<double>(t) + margin >= static_cast<double>(f.slowdown_c.value),
-            value));
+            value, t));
       }
     }
   }
@@ -227,7 +233,7 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
     j.Raw(kClocks, s.clock_reasons, Hex(s.clock_reasons.value));
     if (!j.Settled(s.clock_reasons, kClocks)) {
       const unsigned long long held = s.clock_reasons.value & kSlowdownReasons;
-      out.push_back(j.Done(held != 0, ClockReasonNames(held)));
+      out.push_back(j.Done(held != 0, ClockReasonNames(held), static_cast<double>(held)));
     } else {
       out.push_back(std::move(j.r()));
     }
@@ -269,7 +275,8 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
         std::string value = StrCat(down.size(), " of ", links.size(), " links down");
         if (!down.empty()) StrAppend(&value, " (", StrJoin(down, ", "), ")");
         const double threshold = settings[CheckId::kNvLink].threshold;
-        out.push_back(j.Done(static_cast<double>(down.size()) >= threshold, value));
+        out.push_back(j.Done(static_cast<double>(down.size()) >= threshold, value,
+                             static_cast<double>(down.size())));
       }
     }
   }
@@ -286,7 +293,8 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
         out.push_back(std::move(j.r()));
       } else {
         out.push_back(j.Done(s.link_width.value < f.max_link_width.value,
-                             StrCat("x", s.link_width.value, " of x", f.max_link_width.value)));
+                             StrCat("x", s.link_width.value, " of x", f.max_link_width.value),
+                             s.link_width.value));
       }
     }
   }
@@ -312,11 +320,12 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
           j.r().detail = StrCat("not judged: ", kClocks, " does not say whether the GPU is idle");
           out.push_back(std::move(j.r()));
         } else if (s.clock_reasons.value & nvmlClocksEventReasonGpuIdle) {
-          CheckResult r = j.Done(false, value);
+          CheckResult r = j.Done(false, value, s.link_generation.value);
           r.detail = "the GPU is idle: its link may train down to save power";
           out.push_back(std::move(r));
         } else {
-          out.push_back(j.Done(s.link_generation.value < f.max_link_generation.value, value));
+          out.push_back(j.Done(s.link_generation.value < f.max_link_generation.value, value,
+                               s.link_generation.value));
         }
       }
     }
@@ -332,15 +341,18 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
       replays_ = Counter{s.replays.value, now};
       const double seconds = before ? std::chrono::duration<double>(now - before->at).count() : 0.0;
       if (!before || s.replays.value < before->value || seconds <= 0) {
-        CheckResult r = j.Done(false, StrCat(s.replays.value, " since the driver loaded"));
+        CheckResult r = j.Done(false, StrCat(s.replays.value, " since the driver loaded"),
+                               std::numeric_limits<double>::quiet_NaN());
         r.state = CheckState::kBaseline;
         out.push_back(std::move(r));
       } else {
         const unsigned long long delta = s.replays.value - before->value;
         const double per_minute = static_cast<double>(delta) * 60.0 / seconds;
         const double threshold = settings[CheckId::kPcieReplays].threshold;
-        out.push_back(j.Done(per_minute >= threshold, StrCat(delta, " in ", Number(seconds), " s (",
-                                                             Number(per_minute), " a minute)")));
+        out.push_back(
+            j.Done(per_minute >= threshold,
+                   StrCat(delta, " in ", Number(seconds), " s (", Number(per_minute), " a minute)"),
+                   per_minute));
       }
     }
   }

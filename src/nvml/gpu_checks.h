@@ -7,6 +7,7 @@
 #ifndef GPU_AGENT_NVML_GPU_CHECKS_H_
 #define GPU_AGENT_NVML_GPU_CHECKS_H_
 
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -33,6 +34,10 @@ struct CheckResult {
   CheckState state = CheckState::kUnknown;
   std::string value;   // what was judged, in words ("83 C", "2 of 18 links down")
   std::string detail;  // why off or unknown, or what a threshold was
+  // The judged quantity as a number, for metrics: degrees, links down, new
+  // errors, replays a minute, lanes, generation, recovery action, 0/1 for
+  // a pending repair. NaN when there is none (off, unknown, a baseline).
+  double number = std::numeric_limits<double>::quiet_NaN();
   // NVML's answers behind the check: query -> value, or NVML's error text
   // ("Not Supported (3)").
   std::vector<std::pair<std::string, std::string>> raw;

@@ -21,40 +21,40 @@ HealthPoller::~HealthPoller() = default;
 
 std::vector<GpuVerdict> HealthPoller::Poll() {
   std::vector<GpuVerdict> out;
-  for (const std::string& uuid : uuids_) {
-    GpuVerdict v;
-    v.uuid = uuid;
-    nvmlReturn_t why = NVML_SUCCESS;
-    nvmlDevice_t dev = handles_->Find(uuid, &why);
-    if (dev == nullptr) {
-      v.lost = why == NVML_ERROR_GPU_IS_LOST;
-      v.no_handle = why;
-      out.push_back(std::move(v));
-      continue;
-    }
-    auto it = checks_.find(uuid);
-    if (it == checks_.end()) {
-      GpuFacts facts = ReadFacts(lib_, dev);
-      discovery_calls_ += static_cast<uint64_t>(facts.nvml_calls);
-      it = checks_.emplace(uuid, std::make_unique<GpuChecks>(lib_, std::move(facts))).first;
-    }
-    const GpuSample sample = ReadSample(lib_, dev, it->second->facts());
-    poll_calls_ += static_cast<uint64_t>(sample.nvml_calls);
-    if (sample.lost) {
-      v.lost = true;
-      out.push_back(std::move(v));
-      continue;
-    }
-    v.results = it->second->Judge(sample, settings_, clock_->Now());
-    for (const CheckResult& r : v.results) {
-      if (r.state != CheckState::kOff || !log_off_) continue;
-      if (!said_off_.insert({uuid, r.id}).second) continue;
-      LogInfo("GPU health check off for this GPU",
-              {{"uuid", uuid}, {"check", std::string(Spec(r.id).name)}, {"why", r.detail}});
-    }
-    out.push_back(std::move(v));
-  }
+  for (const std::string& uuid : uuids_) out.push_back(PollOne(uuid));
   return out;
+}
+
+GpuVerdict HealthPoller::PollOne(const std::string& uuid) {
+  GpuVerdict v;
+  v.uuid = uuid;
+  nvmlReturn_t why = NVML_SUCCESS;
+  nvmlDevice_t dev = handles_->Find(uuid, &why);
+  if (dev == nullptr) {
+    v.lost = why == NVML_ERROR_GPU_IS_LOST;
+    v.no_handle = why;
+    return v;
+  }
+  auto it = checks_.find(uuid);
+  if (it == checks_.end()) {
+    GpuFacts facts = ReadFacts(lib_, dev);
+    discovery_calls_ += static_cast<uint64_t>(facts.nvml_calls);
+    it = checks_.emplace(uuid, std::make_unique<GpuChecks>(lib_, std::move(facts))).first;
+  }
+  const GpuSample sample = ReadSample(lib_, dev, it->second->facts());
+  poll_calls_ += static_cast<uint64_t>(sample.nvml_calls);
+  if (sample.lost) {
+    v.lost = true;
+    return v;
+  }
+  v.results = it->second->Judge(sample, settings_, clock_->Now());
+  for (const CheckResult& r : v.results) {
+    if (r.state != CheckState::kOff || !log_off_) continue;
+    if (!said_off_.insert({uuid, r.id}).second) continue;
+    LogInfo("GPU health check off for this GPU",
+            {{"uuid", uuid}, {"check", std::string(Spec(r.id).name)}, {"why", r.detail}});
+  }
+  return v;
 }
 
 }  // namespace gpu_agent::nvml

@@ -44,6 +44,8 @@ class HealthPoller {
 
   // One poll of every GPU, in the order given.
   std::vector<GpuVerdict> Poll();
+  // One poll of `uuid` alone (one of the GPUs given).
+  GpuVerdict PollOne(const std::string& uuid);
 
   const CheckSettings& settings() const { return settings_; }
   // NVML calls made by polls (not by discovery), and polls made.

@@ -42,4 +42,14 @@ std::map<int, uint64_t> HealthSlot::XidCounts() const {
   return out;
 }
 
+std::vector<nvml::CheckStatus> HealthSlot::Checks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watcher_ ? watcher_->Checks() : std::vector<nvml::CheckStatus>{};
+}
+
+std::vector<nvml::HealthWatcher::Outage> HealthSlot::Outages() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watcher_ ? watcher_->Outages() : std::vector<nvml::HealthWatcher::Outage>{};
+}
+
 }  // namespace gpu_agent

@@ -37,6 +37,9 @@ class HealthSlot {
   bool Alive(std::string* why) const;
   // XIDs seen by every watcher this slot held, by code.
   std::map<int, uint64_t> XidCounts() const;
+  // The running watcher's check standings and outages (none without one).
+  std::vector<nvml::CheckStatus> Checks() const;
+  std::vector<nvml::HealthWatcher::Outage> Outages() const;
 
  private:
   mutable std::mutex mu_;
