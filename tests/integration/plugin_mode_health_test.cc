@@ -43,6 +43,41 @@ sharing:
   }
 }
 
+// A polled check failing at severity unhealthy takes the GPU out as an XID
+// does, every replica of it; it comes back once the check passes. A
+// degraded check leaves the GPU in and says so.
+TEST_F(PluginModeTest, AnUnhealthyCheckTakesTheGpuAndItsReplicasOut) {
+  const std::string config = dir_.Write("ts.yaml", R"(version: v1
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+health:
+  pollInterval: 1s
+  checks:
+    temperature:
+      severity: unhealthy
+)");
+  StartAgent({"--config", config});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 16; })) << Dump();
+  const auto uuids = FixtureUuids(FixturePath("8-gpu-nvlink.yaml"));
+  Nvml("set 3 temperature 95");
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 14; }))
+      << Dump();
+  for (const auto& d : sim_.Devices(kGpu)) {
+    const bool gpu3 = d.id().rfind(uuids[3] + "::", 0) == 0;
+    EXPECT_EQ(d.health(), gpu3 ? "Unhealthy" : "Healthy") << d.id();
+  }
+  ASSERT_TRUE(agent_->WaitForStderr("health check temperature: 95 C")) << Dump();
+  Nvml("set 5 pcieWidth 8");  // degraded by default: shown, still allocatable
+  ASSERT_TRUE(agent_->WaitForStderr("x8 of x16")) << Dump();
+  EXPECT_EQ(CountHealthy(sim_.Devices(kGpu)), 14);
+  Nvml("set 3 temperature 60");
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 16; }))
+      << Dump();
+}
+
 TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilItIsReset) {
   StartAgent();
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));

@@ -96,6 +96,20 @@ TEST_F(StaticModeTest, GpuHealthChangesTheValue) {
   ASSERT_TRUE(CapacityIs(api, "8")) << Log();
 }
 
+// A polled check at severity unhealthy (the driver's recovery action, by
+// default) counts its GPU out of the Node's capacity until it is reset.
+TEST_F(StaticModeTest, AnUnhealthyCheckChangesTheValue) {
+  ApiServerStub& api = MakeApi();
+  api.AddNode("gpu-node-1");
+  Start(api, {"--health-poll-interval", "1s"});
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "set 2 recoveryAction 2"));
+  ASSERT_TRUE(CapacityIs(api, "7")) << Log();
+  EXPECT_FALSE(CapacityIs(api, "8", std::chrono::seconds(2))) << Log();
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "reset 2"));
+  ASSERT_TRUE(CapacityIs(api, "8")) << Log();
+}
+
 // Device health has one source, the health watcher, which reports what is
 // out at start before the first PATCH: a GPU NVML calls lost at discovery
 // is counted out from it, with XID health checks off too.
