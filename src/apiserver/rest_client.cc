@@ -155,6 +155,7 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
           return true;
         });
       }
+      if (method == "POST") return client_->Post(full, *headers, body, content_type);
       return client_->Patch(full, *headers, body, content_type);
     }();
     if (too_big) {
@@ -194,6 +195,11 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
     }
     return out;
   }
+}
+
+absl::StatusOr<HttpResponse> RestClient::Post(const std::string& path, const std::string& body,
+                                              const std::string& content_type) {
+  return Send("POST", path, body, content_type, /*repeatable=*/false);
 }
 
 absl::StatusOr<HttpResponse> RestClient::Get(const std::string& path) {

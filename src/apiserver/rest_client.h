@@ -50,6 +50,9 @@ class RestClient {
   absl::StatusOr<HttpResponse> Get(const std::string& path);
   absl::StatusOr<HttpResponse> Patch(const std::string& path, const std::string& body,
                                      const std::string& content_type, bool repeatable = false);
+  // A POST (creating an object); never sent twice.
+  absl::StatusOr<HttpResponse> Post(const std::string& path, const std::string& body,
+                                    const std::string& content_type);
   // Streams the body of a long GET, calling `on_chunk` with raw bytes as they
   // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen.
   absl::StatusOr<int> Stream(const std::string& path,
