@@ -1,5 +1,6 @@
 #include "apiserver/node_health_reporter.h"
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -146,7 +147,7 @@ struct NodeHealthReporter::State {
   std::condition_variable cv;
   bool stop = false;              // protected by mu
   std::map<Key, Track> tracks;    // protected by mu
-  bool condition_dirty = true;    // protected by mu
+  bool condition_dirty = false;   // protected by mu
   NodeHealthReporterStats stats;  // protected by mu
   // The sending thread's alone.
   std::optional<Clock::TimePoint> condition_retry_at;
@@ -156,7 +157,32 @@ struct NodeHealthReporter::State {
   std::string transition_time;
   uint64_t serial = 0;
 
+  // At start: a GpuHealthy condition other than True on the Node (left by
+  // an agent before this one) is set right; with none, nothing is written
+  // until a GPU fails a check. An unreadable Node is written to.
+  void ReadStartingCondition() {
+    absl::StatusOr<HttpResponse> r = rest->Get(StrCat("/api/v1/nodes/", options.node));
+    bool stale = true;
+    if (r.ok() && r->status == 200) {
+      rapidjson::Document d;
+      d.Parse<rapidjson::kParseIterativeFlag>(r->body.c_str(), r->body.size());
+      stale = false;
+      if (!d.HasParseError() && d.IsObject() && d.HasMember("status") && d["status"].IsObject() &&
+          d["status"].HasMember("conditions") && d["status"]["conditions"].IsArray()) {
+        for (const auto& c : d["status"]["conditions"].GetArray()) {
+          if (c.IsObject() && c.HasMember("type") && c["type"] == "GpuHealthy") {
+            stale = !(c.HasMember("status") && c["status"] == "True");
+            written_healthy = !stale;
+          }
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (stale) condition_dirty = true;
+  }
+
   void Run() {
+    ReadStartingCondition();
     std::unique_lock<std::mutex> lock(mu);
     while (!stop) {
       const Clock::TimePoint now = clock->Now();
@@ -233,7 +259,7 @@ struct NodeHealthReporter::State {
         NodeEventJson(node, options.event_namespace, name, reason, type, message, Rfc3339Now());
     absl::StatusOr<HttpResponse> r =
         rest->Post(StrCat("/api/v1/namespaces/", options.event_namespace, "/events"), body,
-                   "application/json");
+                   "application/json", /*repeatable=*/true);  // a duplicate event beats a lost one
     const int code = r.ok() ? r->status : 0;
     std::lock_guard<std::mutex> lock(mu);
     if (code == 201 || code == 200) {

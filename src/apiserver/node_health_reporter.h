@@ -63,7 +63,9 @@ struct NodeHealthReporterStats {
 
 class NodeHealthReporter {
  public:
-  // Starts the sending thread; it writes the condition (True) at once.
+  // Starts the sending thread. It reads the Node once: a GpuHealthy
+  // condition other than True there (an earlier agent's) is set right at
+  // once; with none, nothing is written until a GPU's health changes.
   static absl::StatusOr<std::unique_ptr<NodeHealthReporter>> Start(
       Connection connection, NodeHealthReporterOptions options);
   ~NodeHealthReporter();  // Stop()

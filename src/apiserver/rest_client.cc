@@ -198,8 +198,8 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
 }
 
 absl::StatusOr<HttpResponse> RestClient::Post(const std::string& path, const std::string& body,
-                                              const std::string& content_type) {
-  return Send("POST", path, body, content_type, /*repeatable=*/false);
+                                              const std::string& content_type, bool repeatable) {
+  return Send("POST", path, body, content_type, repeatable);
 }
 
 absl::StatusOr<HttpResponse> RestClient::Get(const std::string& path) {

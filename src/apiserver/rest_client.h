@@ -50,9 +50,10 @@ class RestClient {
   absl::StatusOr<HttpResponse> Get(const std::string& path);
   absl::StatusOr<HttpResponse> Patch(const std::string& path, const std::string& body,
                                      const std::string& content_type, bool repeatable = false);
-  // A POST (creating an object); never sent twice.
+  // A POST (creating an object); sent again when cut off unanswered only
+  // when `repeatable` (a duplicate does no harm).
   absl::StatusOr<HttpResponse> Post(const std::string& path, const std::string& body,
-                                    const std::string& content_type);
+                                    const std::string& content_type, bool repeatable = false);
   // Streams the body of a long GET, calling `on_chunk` with raw bytes as they
   // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen.
   absl::StatusOr<int> Stream(const std::string& path,

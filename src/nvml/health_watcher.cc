@@ -74,6 +74,9 @@ struct HealthWatcher::State {
   // severity unhealthy (kept out whatever else shows); the thread's alone.
   std::map<std::pair<std::string, CheckId>, CheckLevel> levels;
   std::set<std::string> failing_unhealthy;
+  // Checks an operator vouched past (SIGUSR1) while they failed: they hold
+  // their GPU out again only once they have passed and fail anew.
+  std::set<std::pair<std::string, CheckId>> vouched_checks;
 
   // Calls out without holding `mu`: the callback takes its own locks (the
   // device publisher's, the reconciler's) and may read XidCounts(); Stop()
@@ -160,7 +163,8 @@ struct HealthWatcher::State {
                {"value", r.value}});
           level = now;
         }
-        if (now == CheckLevel::kUnhealthy) {
+        if (now != CheckLevel::kUnhealthy) vouched_checks.erase({v.uuid, r.id});
+        if (now == CheckLevel::kUnhealthy && vouched_checks.count({v.uuid, r.id}) == 0) {
           unhealthy = true;
           // As a reset-class XID: each poll that still fails starts the
           // quiet period again. A GPU already held for a reset (an XID, or
@@ -287,11 +291,20 @@ struct HealthWatcher::State {
         Judge({poller->PollOne(uuid)});
       }
       if (r == NVML_SUCCESS && key.IsWholeGpu() && failing_unhealthy.count(uuid) > 0) {
-        // A polled check still fails at severity unhealthy: whatever the
-        // quiet period or an operator says, the GPU stays out.
-        bad.next_probe = now + std::min(policy.recovery_period, policy.wait_timeout);
-        ++it;
-        continue;
+        if (vouched_for) {
+          // An operator's word, as for a reset-class XID: the checks that
+          // fail now no longer hold the GPU out, until each has passed once.
+          for (auto& [k, level] : levels) {
+            if (k.first == uuid && level == CheckLevel::kUnhealthy) vouched_checks.insert(k);
+          }
+          failing_unhealthy.erase(uuid);
+        } else {
+          // A polled check still fails at severity unhealthy: whatever the
+          // quiet period, the GPU stays out.
+          bad.next_probe = now + std::min(policy.recovery_period, policy.wait_timeout);
+          ++it;
+          continue;
+        }
       }
       std::string missing;
       if (r == NVML_SUCCESS && bad.needs_reset && !vouched_for &&

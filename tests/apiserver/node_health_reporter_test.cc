@@ -36,7 +36,7 @@ class NodeHealthReporterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.AddNode(kNode);
-    server_.KubeletSetsReady(kNode);
+    server_.SetCondition(kNode, "Ready", "True");
   }
   void Start() {
     ConnectionOptions options;
@@ -76,7 +76,10 @@ class NodeHealthReporterTest : public ::testing::Test {
 
 TEST_F(NodeHealthReporterTest, ATransitionIsAnEventOnTheNodeAndTheCondition) {
   Start();
-  ASSERT_TRUE(WaitFor([&] { return ConditionStatus() == "True"; }));
+  // Nothing to say yet: the Node is read, not written.
+  ASSERT_TRUE(WaitFor([&] { return server_.calls().count("get nodes") > 0; }));
+  EXPECT_FALSE(WaitFor([&] { return server_.patch_count() > 0; }, std::chrono::milliseconds(200)))
+      << server_.NodeJson(kNode);
   reporter_->Note(Note("nvlink", GpuHealthLevel::kUnhealthy, "1 of 18 links down (4)"));
   ASSERT_TRUE(WaitFor([&] { return server_.events().size() == 1; }));
   rapidjson::Document ev = Parse(server_.events()[0]);
@@ -161,11 +164,20 @@ TEST_F(NodeHealthReporterTest, AServerThatRefusesEventsIsSaidOnceAndTheCondition
   EXPECT_TRUE(server_.events().empty());
 }
 
+TEST_F(NodeHealthReporterTest, AFalseConditionAnEarlierAgentLeftIsSetRightAtStart) {
+  server_.SetCondition(kNode, "GpuHealthy", "False");
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return ConditionStatus() == "True"; }));
+  EXPECT_NE(server_.Condition(kNode, "Ready"), "");
+  EXPECT_TRUE(server_.events().empty());
+}
+
 TEST_F(NodeHealthReporterTest, AConditionTheServerRefusedIsTriedAgain) {
+  server_.SetCondition(kNode, "GpuHealthy", "False");
   server_.FailNextPatches(500, 1);
   Start();
   ASSERT_TRUE(WaitFor([&] { return reporter_->stats().condition_errors == 1; }));
-  EXPECT_EQ(ConditionStatus(), "");
+  EXPECT_EQ(ConditionStatus(), "False");
   Advance(seconds(10));
   ASSERT_TRUE(WaitFor([&] { return ConditionStatus() == "True"; }));
 }

@@ -81,12 +81,16 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
     }
   }
   // What the agent really asks: static mode through a reconcile, a drift
-  // repair, a removal on exit, with node labels on (the default: they ride
-  // in the capacity PATCH of nodes/status, so they need no rule of their
-  // own); and the capacity and labels subcommands.
+  // repair, a GPU health transition (an Event on the Node, and its
+  // GpuHealthy condition in a PATCH of nodes/status), a removal on exit,
+  // with node labels on (the default: they ride in the capacity PATCH of
+  // nodes/status, so they need no rule of their own); and the capacity and
+  // labels subcommands.
   ApiServerStub api;
   api.AddNode("n1");
+  TempDir dir;
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
+  env["FAKE_NVML_CONTROL"] = dir.Join("nvml.ctl");
   Subprocess agent({BinaryPath(), "run", "--mode", "static", "--node-name", "n1",
                     "--proxy=" + api.url(), "--remove-on-exit"},
                    env);
@@ -97,6 +101,9 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
       << agent.Stderr();
   api.KubeletSetsCapacity("n1", "nvidia.com/gpu", "0");
   ASSERT_TRUE(WaitFor([&] { return api.Capacity("n1", "nvidia.com/gpu") == "1"; }));
+  ASSERT_TRUE(WriteFifo(dir.Join("nvml.ctl"), "xid 0 79"));
+  ASSERT_TRUE(WaitFor([&] { return api.events().size() == 1; })) << agent.Stderr();
+  ASSERT_TRUE(WaitFor([&] { return api.Condition("n1", "GpuHealthy") != ""; }));
   agent.Signal(SIGTERM);
   ASSERT_EQ(agent.Wait(), 0);
   EXPECT_EQ(api.Labels("n1").count("nvidia.com/gpu.product"), 0u) << "removed on exit";

@@ -3,6 +3,7 @@
 // The fixture: plugin_mode_fixture.h.
 #include <gtest/gtest.h>
 
+#include "api_server_stub.h"
 #include "integration/plugin_mode_fixture.h"
 
 namespace gpu_agent::testing {
@@ -76,6 +77,33 @@ health:
   Nvml("set 3 temperature 60");
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return CountHealthy(d) == 16; }))
       << Dump();
+}
+
+// Plugin mode has no API connection unless given one: events and the
+// condition are off by default, and it says so; health.nodeEvents: on with a
+// connection sends them.
+TEST_F(PluginModeTest, NodeEventsAreOffUnlessAnApiConnectionIsGiven) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  ASSERT_TRUE(
+      agent_->WaitForStderr("GPU health events on the Node and its GpuHealthy condition "
+                            "are off"))
+      << Dump();
+  EXPECT_NE(Dump().find("health.nodeEvents: on"), std::string::npos) << Dump();
+}
+
+TEST_F(PluginModeTest, NodeEventsOnSendsThemThroughTheGivenConnection) {
+  ApiServerStub api;
+  api.AddNode("gpu-node-1");
+  StartAgent({"--health-node-events", "on", "--node-name", "gpu-node-1", "--proxy=" + api.url()});
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const Devices& d) { return d.size() == 8; }));
+  Nvml("xid 4 79");
+  ASSERT_TRUE(WaitFor([&] { return api.events().size() == 1; })) << Dump();
+  EXPECT_NE(api.events()[0].find("GPU 4 (GPU-"), std::string::npos) << api.events()[0];
+  ASSERT_TRUE(WaitFor([&] { return api.Condition("gpu-node-1", "GpuHealthy") != ""; })) << Dump();
+  // What the RBAC of such a connection must grant, and no more.
+  EXPECT_EQ(api.calls(),
+            (std::set<std::string>{"get nodes", "create events", "patch nodes/status"}));
 }
 
 TEST_F(PluginModeTest, LostGpuStaysUnhealthyUntilItIsReset) {

@@ -194,24 +194,31 @@ TEST_F(HealthCheckWatchTest, UnhealthyConditionComesBackOnlyOnceItPasses) {
   EXPECT_TRUE(Changes()[1].healthy);
 }
 
-// SIGUSR1 (an operator vouching for a reset) does not bring back a GPU
-// whose check still fails.
-TEST_F(HealthCheckWatchTest, AnOperatorCannotVouchForAGpuThatStillFails) {
+// SIGUSR1 (an operator vouching for a reset) brings back a GPU whose check
+// still fails, as for a reset-class XID; that check holds it out again only
+// once it has passed and fails anew.
+TEST_F(HealthCheckWatchTest, AnOperatorsWordHoldsUntilTheCheckFailsAnew) {
   Open("8-gpu-nvlink.yaml");
   Start();
   Send("set 1 nvlinksDown 0");
   Step(seconds(10));
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 1; }));
   EXPECT_EQ(Changes()[0].reason, "health check nvlink: 1 of 6 links down (0)");
-  watcher_->OperatorVouches();
-  Step(seconds(10));
-  Step(seconds(10));
-  EXPECT_EQ(Changes().size(), 1u);
-  Send("set 1 nvlinksDown 9");  // link 9 was never up: not watched
+  for (int i = 0; i < 3; ++i) Step(seconds(60));
+  EXPECT_EQ(Changes().size(), 1u) << "back while the link is down";
   watcher_->OperatorVouches();
   Step(seconds(10));
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 2; }));
   EXPECT_TRUE(Changes()[1].healthy);
+  Step(seconds(10));
+  Step(seconds(10));
+  EXPECT_EQ(Changes().size(), 2u) << "the same failure took it out again";
+  Send("set 1 nvlinksDown 9");  // link 9 was never up: not watched; link 0 is back
+  Step(seconds(10));
+  Send("set 1 nvlinksDown 0");
+  Step(seconds(10));
+  ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }));
+  EXPECT_FALSE(Changes()[2].healthy);
 }
 
 // A reset-class XID and a failing check on the same GPU: one outage, the

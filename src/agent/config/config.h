@@ -147,6 +147,10 @@ struct Config {
     Duration poll_interval = std::chrono::seconds(30);
     // health.checks.<name>: {severity, threshold}; the catalog's defaults.
     nvml::CheckSettings checks = nvml::CheckSettings::Defaults();
+    // Events on the Node and its GpuHealthy condition: auto (static mode
+    // yes, plugin mode no: it has no API connection unless given one), on,
+    // off.
+    std::string node_events = "auto";
   } health;
 
   struct Kubelet {

@@ -286,6 +286,15 @@ const std::vector<Setting>& Table() {
        "how often the polled checks (memory, thermal, NVLink, PCIe, recovery action) read every "
        "GPU (1s to 1h); health.checks.<name> sets each one's severity and threshold",
        FIELD(health.poll_interval)},
+      {"health.nodeEvents",
+       "health-node-events",
+       "GPU_AGENT_HEALTH_NODE_EVENTS",
+       K::kEnum,
+       {"auto", "on", "off"},
+       "a Kubernetes Event on the Node for each GPU health transition and the Node condition "
+       "GpuHealthy (RBAC: events create, nodes/status patch); auto: in static mode, on; in "
+       "plugin mode, off (on needs nodeName and an API connection)",
+       FIELD(health.node_events)},
       {"kubelet.socket",
        "kubelet-socket",
        "KUBELET_SOCKET",

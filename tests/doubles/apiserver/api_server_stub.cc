@@ -1091,7 +1091,8 @@ std::string ApiServerStub::Condition(const std::string& node, const std::string&
   return "";
 }
 
-void ApiServerStub::KubeletSetsReady(const std::string& node) {
+void ApiServerStub::SetCondition(const std::string& node, const std::string& type,
+                                 const std::string& status) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
@@ -1100,14 +1101,14 @@ void ApiServerStub::KubeletSetsReady(const std::string& node) {
   auto& a = doc.GetAllocator();
   if (!doc.HasMember("status"))
     doc.AddMember("status", rapidjson::Value(rapidjson::kObjectType), a);
-  rapidjson::Value conditions(rapidjson::kArrayType);
-  rapidjson::Value ready(rapidjson::kObjectType);
-  ready.AddMember("type", "Ready", a);
-  ready.AddMember("status", "True", a);
-  ready.AddMember("reason", "KubeletReady", a);
-  conditions.PushBack(ready, a);
-  doc["status"].RemoveMember("conditions");
-  doc["status"].AddMember("conditions", conditions, a);
+  rapidjson::Document patch;
+  patch.Parse(("{\"conditions\":[{\"type\":\"" + type + "\",\"status\":\"" + status +
+               "\",\"reason\":\"Set\"}]}")
+                  .c_str());
+  if (!doc["status"].HasMember("conditions")) {
+    doc["status"].AddMember("conditions", rapidjson::Value(rapidjson::kArrayType), a);
+  }
+  MergeStrategic(doc, doc["status"], patch);
   doc["metadata"]["resourceVersion"].SetString(std::to_string(++rv_).c_str(), a);
   it->second = Serialize(doc);
   Publish(node);

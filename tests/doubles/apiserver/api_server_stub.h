@@ -166,9 +166,10 @@ class ApiServerStub {
   // PATCH nodes/<n>/status with application/strategic-merge-patch+json
   // merges status.conditions by type, as kube-apiserver does.
   std::string Condition(const std::string& node, const std::string& type);
-  // What a kubelet does: sets its Ready condition (a condition the agent
-  // must leave alone).
-  void KubeletSetsReady(const std::string& node);
+  // Sets (adds or replaces) a condition of the Node's status, as its
+  // writer would: the kubelet's Ready (which the agent must leave alone),
+  // or a GpuHealthy an earlier agent left.
+  void SetCondition(const std::string& node, const std::string& type, const std::string& status);
   std::vector<std::string> patch_content_types() const;
 
  private:
