@@ -255,7 +255,12 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
       bool absent = false;
       for (unsigned link : links) {
         auto it = s.nvlink_up.find(link);
-        const Answered<bool> a = it == s.nvlink_up.end() ? Answered<bool>{} : it->second;
+        if (it != s.nvlink_up.end()) {
+          links_[link] = it->second;
+        } else if (!links_.count(link)) {
+          links_[link] = Answered<bool>{NVML_SUCCESS, true};  // up at discovery, not read since
+        }
+        const Answered<bool> a = links_[link];
         j.Raw(StrCat(query, "[link ", link, "]"), a, a.value ? "active" : "inactive");
         if (a.ok()) {
           if (!a.value) down.push_back(link);

@@ -8,6 +8,7 @@
 #define GPU_AGENT_NVML_GPU_CHECKS_H_
 
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -63,6 +64,9 @@ class GpuChecks {
   const NvmlLibrary& lib_;
   const GpuFacts facts_;
   std::optional<Counter> ecc_, replays_;
+  // Each watched link's last answer: a poll that reads only some links (one
+  // call a link, within the poll's budget) judges the rest as last read.
+  std::map<unsigned, Answered<bool>> links_;
 };
 
 }  // namespace gpu_agent::nvml

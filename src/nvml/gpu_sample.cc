@@ -1,5 +1,7 @@
 #include "nvml/gpu_sample.h"
 
+#include <algorithm>
+
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent::nvml {
@@ -40,6 +42,12 @@ GpuFacts ReadFacts(const NvmlLibrary& lib, nvmlDevice_t dev) {
   }
   facts.slowdown_c = Threshold(f, dev, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, calls);
   facts.shutdown_c = Threshold(f, dev, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, calls);
+  if (f.DeviceGetRemappedRows) {
+    ++*calls;
+    unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+    facts.row_remapping.code = f.DeviceGetRemappedRows(dev, &corr, &unc, &pending, &failed);
+    facts.row_remapping.value = facts.row_remapping.ok();
+  }
   facts.max_link_width = AskUint<unsigned>(f.DeviceGetMaxPcieLinkWidth, dev, calls);
   facts.max_link_generation = AskUint<unsigned>(f.DeviceGetMaxPcieLinkGeneration, dev, calls);
   if (f.DeviceGetNvLinkState) {
@@ -72,7 +80,8 @@ GpuFacts ReadFacts(const NvmlLibrary& lib, nvmlDevice_t dev) {
   return facts;
 }
 
-GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts) {
+GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts,
+                     size_t call_budget, size_t* link_cursor) {
   const NvmlFunctions& f = lib.fn();
   GpuSample s;
   int* calls = &s.nvml_calls;
@@ -99,16 +108,9 @@ GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& f
       a.value = a.ok() && v[i].value.uiVal == NVML_FEATURE_ENABLED;
     }
   }
-  if (!facts.nvlink_by_field && f.DeviceGetNvLinkState) {
-    for (unsigned link : links) {
-      Answered<bool>& a = s.nvlink_up[link];
-      nvmlEnableState_t active = NVML_FEATURE_DISABLED;
-      ++*calls;
-      a.code = f.DeviceGetNvLinkState(dev, link, &active);
-      a.value = a.ok() && active == NVML_FEATURE_ENABLED;
-    }
-  }
-  if (f.DeviceGetRemappedRows) {
+  if (facts.row_remapping.absent()) {
+    s.remapped_rows.code = facts.row_remapping.code;  // asked once, at discovery
+  } else if (f.DeviceGetRemappedRows) {
     ++*calls;
     RemappedRows& rr = s.remapped_rows.value;
     s.remapped_rows.code =
@@ -143,6 +145,24 @@ GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& f
     s.link_generation = AskUint<unsigned>(f.DeviceGetCurrPcieLinkGeneration, dev, calls);
   }
   s.replays = AskUint<unsigned>(f.DeviceGetPcieReplayCounter, dev, calls);
+  // Last: as many links as the budget leaves.
+  if (!facts.nvlink_by_field && f.DeviceGetNvLinkState && !links.empty()) {
+    const size_t used = static_cast<size_t>(*calls);
+    const size_t budget = call_budget > used ? call_budget - used : 1;
+    const size_t n =
+        link_cursor ? std::min(std::max<size_t>(budget, 1), links.size()) : links.size();
+    const size_t start = link_cursor ? *link_cursor % links.size() : 0;
+    if (link_cursor) *link_cursor = (start + n) % links.size();
+    for (size_t i = 0; i < n; ++i) {
+      const unsigned link = links[(start + i) % links.size()];
+      Answered<bool>& a = s.nvlink_up[link];
+      nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+      ++*calls;
+      a.code = f.DeviceGetNvLinkState(dev, link, &active);
+      a.value = a.ok() && active == NVML_FEATURE_ENABLED;
+    }
+  }
+
   auto lost = [](nvmlReturn_t r) { return r == NVML_ERROR_GPU_IS_LOST; };
   s.lost = lost(s.recovery_action.code) || lost(s.remapped_rows.code) ||
            lost(s.temperature_c.code) || lost(s.clock_reasons.code) || lost(s.replays.code) ||

@@ -8,6 +8,8 @@
 #ifndef GPU_AGENT_NVML_GPU_SAMPLE_H_
 #define GPU_AGENT_NVML_GPU_SAMPLE_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +40,9 @@ struct GpuFacts {
   Answered<bool> ecc_enabled;  // nvmlDeviceGetEccMode's current mode
   Answered<unsigned> slowdown_c, shutdown_c;
   Answered<unsigned> max_link_width, max_link_generation;
+  // nvmlDeviceGetRemappedRows's answer at discovery: where it is absent
+  // (GPUs before Ampere) it is not asked again, and retired pages are.
+  Answered<bool> row_remapping;
   // The NVLink links up at discovery; nvlink.code is the first link's
   // answer (NOT_SUPPORTED on a PCIe-only GPU).
   Answered<std::vector<unsigned>> nvlinks_up;
@@ -65,7 +70,12 @@ struct GpuSample {
 };
 
 GpuFacts ReadFacts(const NvmlLibrary& lib, nvmlDevice_t dev);
-GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts);
+// Where the links' state is read one call a link (no field value), the
+// links are read last, as many as keep the sample within `call_budget`
+// NVML calls (one at least), in turn from `*link_cursor` (advanced); a null
+// cursor reads every link.
+GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts,
+                     size_t call_budget = SIZE_MAX, size_t* link_cursor = nullptr);
 
 }  // namespace gpu_agent::nvml
 

@@ -41,7 +41,8 @@ GpuVerdict HealthPoller::PollOne(const std::string& uuid) {
     discovery_calls_ += static_cast<uint64_t>(facts.nvml_calls);
     it = checks_.emplace(uuid, std::make_unique<GpuChecks>(lib_, std::move(facts))).first;
   }
-  const GpuSample sample = ReadSample(lib_, dev, it->second->facts());
+  const GpuSample sample = ReadSample(lib_, dev, it->second->facts(), call_budget_,
+                                      call_budget_ == SIZE_MAX ? nullptr : &link_cursor_[uuid]);
   poll_calls_ += static_cast<uint64_t>(sample.nvml_calls);
   if (sample.lost) {
     v.lost = true;

@@ -40,6 +40,13 @@ class HealthPoller {
   // instead).
   HealthPoller(const NvmlLibrary& lib, GpuHandles* handles, std::vector<std::string> uuids,
                CheckSettings settings, const Clock* clock, bool log_off = true);
+
+  // Where a GPU's NVLink state is read one call a link (drivers without the
+  // field value: GPUs before Hopper), only as many links a poll as keep it
+  // within this many NVML calls a GPU (one link at least), in turn. A
+  // one-shot report sets SIZE_MAX: every link.
+  void set_call_budget(size_t n) { call_budget_ = n; }
+  static constexpr size_t kCallBudget = 10;
   ~HealthPoller();
 
   // One poll of every GPU, in the order given.
@@ -61,6 +68,8 @@ class HealthPoller {
   const bool log_off_;
   std::map<std::string, std::unique_ptr<GpuChecks>> checks_;  // by UUID, once discovered
   std::set<std::pair<std::string, CheckId>> said_off_;
+  std::map<std::string, size_t> link_cursor_;  // by UUID
+  size_t call_budget_ = kCallBudget;
   uint64_t poll_calls_ = 0, discovery_calls_ = 0;
 };
 

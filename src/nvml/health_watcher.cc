@@ -133,6 +133,9 @@ struct HealthWatcher::State {
     for (const GpuVerdict& v : verdicts) {
       const DeviceKey gpu = DeviceKey::Gpu(v.uuid);
       if (v.lost) {
+        // An XID that came with it (79) names it better: handle what the
+        // event set holds first.
+        DrainEvents();
         if (!book.IsOut(gpu)) {
           MarkBad(gpu, "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
                   /*needs_reset=*/true, /*was_lost=*/true);
@@ -360,6 +363,16 @@ struct HealthWatcher::State {
     if (poller) cap = std::min(cap, clock->Until(next_poll));
     if (policy.recovery_period.count() == 0) return cap;
     return book.UntilNextProbe(cap);
+  }
+
+  // Handles the events already queued, without waiting (a bounded number).
+  void DrainEvents() {
+    if (!events) return;
+    for (int i = 0; i < 64; ++i) {
+      nvmlEventData_t ev{};
+      if (events->Wait(&ev, std::chrono::milliseconds(0)) != NVML_SUCCESS) return;
+      HandleEvent(ev);
+    }
   }
 
   void HandleEvent(const nvmlEventData_t& ev) {

@@ -199,6 +199,7 @@ TEST_F(HealthCheckWatchTest, UnhealthyConditionComesBackOnlyOnceItPasses) {
 // once it has passed and fails anew.
 TEST_F(HealthCheckWatchTest, AnOperatorsWordHoldsUntilTheCheckFailsAnew) {
   Open("8-gpu-nvlink.yaml");
+  Send("set 1 nvlinkStateField true");  // every link every poll, as on Hopper
   Start();
   Send("set 1 nvlinksDown 0");
   Step(seconds(10));

@@ -234,6 +234,7 @@ TEST(HealthChecksTest, ClockEventsCountOnlyHardwareSlowdowns) {
 
 TEST(HealthChecksTest, AnNvLinkUpAtDiscoveryGoneDown) {
   Polled p("8-gpu-nvlink.yaml");
+  p.Set(0, "nvlinkStateField", "true");  // every link every poll, as on Hopper
   EXPECT_STATE(p.Next(0, CheckId::kNvLink), CheckState::kPass);
   p.Set(0, "nvlinksDown", "2");
   CheckResult r = p.Next(0, CheckId::kNvLink);
@@ -256,6 +257,7 @@ TEST(HealthChecksTest, NvLinkThresholdCountsLinksDown) {
   CheckSettings s = CheckSettings::Defaults();
   s[CheckId::kNvLink].threshold = 2;
   Polled p("8-gpu-nvlink.yaml", s);
+  p.Set(0, "nvlinkStateField", "true");
   p.Poll();
   p.Set(0, "nvlinksDown", "1");
   EXPECT_STATE(p.Next(0, CheckId::kNvLink), CheckState::kPass);
@@ -266,18 +268,35 @@ TEST(HealthChecksTest, NvLinkThresholdCountsLinksDown) {
 // NVLink calls of one poll of the 8 V100s (6 links up each).
 uint64_t NvLinkPollCalls(bool by_field) {
   Polled p("8-gpu-nvlink.yaml");
-  for (unsigned i = 0; i < p.gpus(); ++i) p.Set(i, "nvlinkStateField", by_field ? "true" : "false");
+  for (unsigned i = 0; i < p.gpus(); ++i) {
+    p.Set(i, "nvlinkStateField", by_field ? "true" : "false");
+  }
   p.Poll();  // facts, read at the first poll, see the setting above
   const uint64_t before = p.poller().poll_calls();
-  p.Set(0, "nvlinksDown", "4");
-  EXPECT_STATE(p.Next(0, CheckId::kNvLink), CheckState::kFailing);
+  p.Poll();
   return p.poller().poll_calls() - before;
 }
 
-TEST(HealthChecksTest, NvLinkStateByLinkWhereTheFieldIsNotSupported) {
-  // The same verdict, one call a link instead of one for all (in the call
+TEST(HealthChecksTest, NvLinkStateByLinkReadsTwoLinksAPollInTurn) {
+  // Without the field value, one call a link: two links a poll, so a poll
+  // stays within 10 calls a GPU (with the field: all links in the call
   // that reads the recovery action).
-  EXPECT_EQ(NvLinkPollCalls(false), NvLinkPollCalls(true) + 8 * 6);
+  EXPECT_EQ(NvLinkPollCalls(false), NvLinkPollCalls(true) + 8 * 2);
+  Polled p("8-gpu-nvlink.yaml");
+  p.Set(0, "nvlinkStateField", "false");
+  p.Poll();
+  p.Set(0, "nvlinksDown", "4");
+  // Links 0-5 are read two a poll: link 4 within three polls.
+  int polls = 0;
+  CheckResult r;
+  do {
+    r = p.Next(0, CheckId::kNvLink);
+    ++polls;
+  } while (r.state != CheckState::kFailing && polls < 3);
+  EXPECT_STATE(r, CheckState::kFailing);
+  EXPECT_EQ(r.value, "1 of 6 links down (4)");
+  // Links not read this poll keep their last answer: still failing.
+  EXPECT_STATE(p.Next(0, CheckId::kNvLink), CheckState::kFailing);
 }
 
 TEST(HealthChecksTest, PcieWidthBelowTheMaximum) {

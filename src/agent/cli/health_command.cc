@@ -27,6 +27,7 @@ int HealthCommand(const LoadedConfig& loaded, const std::string& output) {
   nvml::GpuHandles handles(*found->lib, uuids);
   nvml::HealthPoller poller(*found->lib, &handles, uuids, loaded.config.health.checks,
                             Clock::Real(), /*log_off=*/false);
+  poller.set_call_budget(SIZE_MAX);  // one report: every link
   std::vector<nvml::GpuVerdict> verdicts = poller.Poll();
   HealthReport report;
   report.driver_version = inv.driver_version;
