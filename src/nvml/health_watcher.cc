@@ -121,13 +121,22 @@ struct HealthWatcher::State {
   // failing at severity unhealthy marks its GPU out the way a reset-class
   // XID does, a GPU NVML calls lost goes out as lost. GPUs already out for
   // an XID are polled too: their checks still say what is wrong.
+  // One GPU at a time, handling the events queued meanwhile after each: an
+  // XID waits for at most one GPU's queries, not the whole poll's.
   void PollChecks() {
     next_poll = clock->Now() + policy.poll_interval;
-    Judge(poller->Poll());
+    for (const std::string& uuid : uuids) {
+      Judge({poller->PollOne(uuid)}, /*whole_poll=*/false);
+      DrainEvents();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    ++polls;
+    poll_calls = poller->poll_calls();
   }
 
   // Judges polled verdicts; the statuses of GPUs not among them stand.
-  void Judge(const std::vector<GpuVerdict>& verdicts) {
+  // `whole_poll`: count it as a poll.
+  void Judge(const std::vector<GpuVerdict>& verdicts, bool whole_poll = true) {
     std::vector<CheckStatus> statuses;
     std::vector<CheckChange> changes;
     for (const GpuVerdict& v : verdicts) {
@@ -194,7 +203,7 @@ struct HealthWatcher::State {
         if (!judged.count(c.uuid)) statuses.push_back(c);
       }
       checks = std::move(statuses);
-      ++polls;
+      if (whole_poll) ++polls;
       poll_calls = poller->poll_calls();
     }
     for (const CheckChange& c : changes) ReportCheck(c);
