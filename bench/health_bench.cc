@@ -87,14 +87,14 @@ void PollCost(const std::string& fixture, const std::string& what, int polls,
                          static_cast<double>(polls) / static_cast<double>(n.uuids.size());
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", per_gpu);
-  rows->push_back({"NVML calls per GPU per poll, " + what, buf, "<= 10",
-                   per_gpu <= 10 ? "pass" : "FAIL"});
+  rows->push_back(
+      {"NVML calls per GPU per poll, " + what, buf, "<= 10", per_gpu <= 10 ? "pass" : "FAIL"});
   std::snprintf(buf, sizeof buf, "%.0f us", Percentile(us, 50));
-  rows->push_back({"one poll of " + std::to_string(n.uuids.size()) + " GPUs, p50, " + what, buf,
-                   "", ""});
-  std::snprintf(buf, sizeof buf, "%.0f discovery calls a GPU",
-                static_cast<double>(poller.discovery_calls()) /
-                    static_cast<double>(n.uuids.size()));
+  rows->push_back(
+      {"one poll of " + std::to_string(n.uuids.size()) + " GPUs, p50, " + what, buf, "", ""});
+  std::snprintf(
+      buf, sizeof buf, "%.0f discovery calls a GPU",
+      static_cast<double>(poller.discovery_calls()) / static_cast<double>(n.uuids.size()));
   rows->push_back({"once per GPU, at its first poll, " + what, buf, "", ""});
 }
 
@@ -110,15 +110,15 @@ std::vector<double> XidLatency(bool polling, int xids) {
   std::mutex mu;
   std::vector<Clock_::time_point> seen;
   int back = 0;
-  auto watcher = nvml::HealthWatcher::Start(n.lib, n.uuids, {}, policy,
-                                            [&](const nvml::HealthChange& c) {
-                                              std::lock_guard<std::mutex> lock(mu);
-                                              if (c.healthy) {
-                                                ++back;
-                                              } else {
-                                                seen.push_back(Clock_::now());
-                                              }
-                                            });
+  auto watcher =
+      nvml::HealthWatcher::Start(n.lib, n.uuids, {}, policy, [&](const nvml::HealthChange& c) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (c.healthy) {
+          ++back;
+        } else {
+          seen.push_back(Clock_::now());
+        }
+      });
   std::vector<double> ms;
   for (int i = 0; i < xids; ++i) {
     const int gpu = i % 8;
