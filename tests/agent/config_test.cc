@@ -290,6 +290,21 @@ TEST(ConfigTest, HealthChecksFromTheFile) {
   EXPECT_EQ(h.checks[nvml::CheckId::kEccUncorrectable].threshold, 1);
 }
 
+// `gpu-agent config` shows every check's setting, where it came from, in a
+// form the config file takes back.
+TEST(ConfigTest, ConfigReportShowsEveryHealthCheckAndReadsBack) {
+  auto loaded = LoadText(
+      "version: v1\nhealth:\n  checks:\n    temperature: {severity: unhealthy, threshold: 3}\n");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::string report = ConfigReport(*loaded);
+  EXPECT_THAT(report, ::testing::HasSubstr("    temperature: {severity: unhealthy, threshold: 3}"));
+  EXPECT_THAT(report, ::testing::HasSubstr("    pcieWidth: {severity: degraded}"));
+  EXPECT_THAT(report, ::testing::HasSubstr("  checks:"));
+  auto again = LoadText(report);
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << report;
+  EXPECT_EQ(again->config.health.checks, loaded->config.health.checks);
+}
+
 TEST(ConfigTest, HealthCheckDefaultsTakeNoGpuForWhatDoesNotBreakJobs) {
   auto loaded = LoadText("version: v1\n");
   ASSERT_TRUE(loaded.ok());
