@@ -237,12 +237,9 @@ enum : unsigned long long {
   nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x0000000000000080ULL,
   nvmlClocksEventReasonDisplayClockSetting = 0x0000000000000100ULL,
 };
-// nvmlDeviceGetFieldValues fields: links of the GPU, and one link's state
-// (scopeId: the link; value.uiVal an nvmlEnableState_t), R520+ for Hopper.
-enum : unsigned int {
-  NVML_FI_DEV_NVLINK_LINK_COUNT = 91,
-  NVML_FI_DEV_NVLINK_GET_STATE = 165,
-};
+// nvmlDeviceGetFieldValues field: one NVLink link's state (scopeId: the
+// link; value.uiVal an nvmlEnableState_t), answered on Hopper and later.
+enum : unsigned int { NVML_FI_DEV_NVLINK_GET_STATE = 165 };
 
 typedef union nvmlValue_st {
   double dVal;
