@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark in one go and writes bench/RESULTS.md: the machine,
 # the end-to-end table (figure, value, budget, pass/fail), the static-mode
-# fleet table, the DRA-mode table and the micro-benchmark medians. What RESULTS.md holds after
+# fleet table, the DRA-mode table, the health checks' poll cost and the micro-benchmark medians. What RESULTS.md holds after
 # the line "<!-- kept by scripts/bench.sh -->" (notes written by hand) is
 # kept. The agent's memory is reported as it costs, idle and after 100,000
 # Allocates: RssAnon, PSS, peak (VmHWM) and the working set a kubelet reads
@@ -25,8 +25,8 @@ done
 
 ./scripts/install-deps.sh >/dev/null
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target gpu-agent e2e_bench fleet_bench dra_bench micro_bench fake_nvml \
-  fake-nvml-tool
+cmake --build build -j "$(nproc)" --target gpu-agent e2e_bench fleet_bench dra_bench health_bench micro_bench \
+  fake_nvml fake-nvml-tool
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -34,6 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 # Judged in the table; a missed goal is written down, not fatal here.
 ./build/bench/fleet_bench --agents "$agents" --markdown "$tmp/fleet.md" || true
 ./build/bench/dra_bench --markdown "$tmp/dra.md" || true
+./build/bench/health_bench --markdown "$tmp/health.md" 2>/dev/null || true
 marker='<!-- kept by scripts/bench.sh -->'
 kept=""
 [ -f bench/RESULTS.md ] && kept=$(awk -v m="$marker" 'f || $0 == m { f = 1; print }' bench/RESULTS.md)
@@ -60,6 +61,10 @@ kept=""
   echo "## DRA mode (real binary, DRA kubelet stand-in, API server stand-in)"
   echo
   cat "$tmp/dra.md"
+  echo
+  echo "## GPU health checks: one poll of 8 GPUs (NVML stand-in)"
+  echo
+  cat "$tmp/health.md"
   echo
   echo "## Micro-benchmarks (median of 5 repetitions)"
   echo

@@ -199,6 +199,11 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
   }
 }
 
+absl::StatusOr<HttpResponse> RestClient::Post(const std::string& path, const std::string& body,
+                                              const std::string& content_type, bool repeatable) {
+  return Send("POST", path, body, content_type, repeatable);
+}
+
 absl::StatusOr<HttpResponse> RestClient::Get(const std::string& path) {
   return Send("GET", path, "", "", /*repeatable=*/true);
 }
@@ -206,10 +211,6 @@ absl::StatusOr<HttpResponse> RestClient::Get(const std::string& path) {
 absl::StatusOr<HttpResponse> RestClient::Patch(const std::string& path, const std::string& body,
                                                const std::string& content_type, bool repeatable) {
   return Send("PATCH", path, body, content_type, repeatable);
-}
-
-absl::StatusOr<HttpResponse> RestClient::Post(const std::string& path, const std::string& body) {
-  return Send("POST", path, body, "application/json", /*repeatable=*/false);
 }
 
 absl::StatusOr<HttpResponse> RestClient::Put(const std::string& path, const std::string& body) {

@@ -50,10 +50,12 @@ class RestClient {
   absl::StatusOr<HttpResponse> Get(const std::string& path);
   absl::StatusOr<HttpResponse> Patch(const std::string& path, const std::string& body,
                                      const std::string& content_type, bool repeatable = false);
-  // JSON bodies. A POST cut off unanswered is not sent again (it may have
-  // created the object); a PUT (which names a resourceVersion) and a
-  // DELETE are.
-  absl::StatusOr<HttpResponse> Post(const std::string& path, const std::string& body);
+  // JSON bodies unless said otherwise. A POST (creating an object) cut off
+  // unanswered is sent again only when `repeatable` (a duplicate does no
+  // harm); a PUT (which names a resourceVersion) and a DELETE are.
+  absl::StatusOr<HttpResponse> Post(const std::string& path, const std::string& body,
+                                    const std::string& content_type = "application/json",
+                                    bool repeatable = false);
   absl::StatusOr<HttpResponse> Put(const std::string& path, const std::string& body);
   absl::StatusOr<HttpResponse> Delete(const std::string& path);
   // Streams the body of a long GET, calling `on_chunk` with raw bytes as they

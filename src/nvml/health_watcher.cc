@@ -11,19 +11,33 @@
 #include "base/thread_name.h"
 #include "nvml/event_registry.h"
 #include "nvml/gpu_handles.h"
+#include "nvml/health_poller.h"
 #include "nvml/nvml_library.h"
 #include "nvml/outage_book.h"
 #include "nvml/repair_state.h"
 
 namespace gpu_agent::nvml {
 
+std::string_view CheckLevelName(CheckLevel l) {
+  switch (l) {
+    case CheckLevel::kOk:
+      return "ok";
+    case CheckLevel::kDegraded:
+      return "degraded";
+    case CheckLevel::kUnhealthy:
+      return "unhealthy";
+  }
+  return "ok";
+}
+
 struct HealthWatcher::State {
   State(std::shared_ptr<const NvmlLibrary> l, std::vector<std::string> u, HealthPolicy p,
-        Callback cb, const Clock* c)
+        Callback cb, CheckCallback ccb, const Clock* c)
       : lib(std::move(l)),
         uuids(std::move(u)),
         policy(std::move(p)),
         callback(std::move(cb)),
+        on_check(std::move(ccb)),
         clock(c),
         book(c, policy.recovery_period) {}
 
@@ -32,24 +46,37 @@ struct HealthWatcher::State {
   const std::vector<std::string> uuids;
   const HealthPolicy policy;
   const Callback callback;
+  const CheckCallback on_check;  // may be null
   const Clock* const clock;
 
   std::mutex mu;
   std::condition_variable cv;
-  bool stop = false;             // protected by mu
-  bool exited = false;           // protected by mu
-  bool reporting = true;         // protected by mu; false once Stop() returns
-  int reports_in_flight = 0;     // protected by mu: callbacks running now
-  std::map<int, uint64_t> xids;  // protected by mu
-  bool vouched = false;          // protected by mu: OperatorVouches() not yet acted on
-  bool running = false;          // protected by mu: the thread was started
-  Clock::TimePoint beat;         // protected by mu: the thread last came round its loop
-  std::vector<Outage> outages;   // protected by mu: book.Snapshot() as last changed
+  bool stop = false;                // protected by mu
+  bool exited = false;              // protected by mu
+  bool reporting = true;            // protected by mu; false once Stop() returns
+  int reports_in_flight = 0;        // protected by mu: callbacks running now
+  std::map<int, uint64_t> xids;     // protected by mu
+  bool vouched = false;             // protected by mu: OperatorVouches() not yet acted on
+  bool running = false;             // protected by mu: the thread was started
+  Clock::TimePoint beat;            // protected by mu: the thread last came round its loop
+  std::vector<Outage> outages;      // protected by mu: book.Snapshot() as last changed
+  std::vector<CheckStatus> checks;  // protected by mu: as judged at the last poll
+  uint64_t polls = 0;               // protected by mu
+  uint64_t poll_calls = 0;          // protected by mu
 
   // Thread-only state.
   std::unique_ptr<GpuHandles> handles;    // set by Setup()
   std::unique_ptr<EventRegistry> events;  // null when no event API
   OutageBook book;                        // what is out; the thread's alone
+  std::unique_ptr<HealthPoller> poller;   // set by Setup()
+  Clock::TimePoint next_poll;             // the thread's alone
+  // Each GPU's level on each check, and the GPUs with a check failing at
+  // severity unhealthy (kept out whatever else shows); the thread's alone.
+  std::map<std::pair<std::string, CheckId>, CheckLevel> levels;
+  std::set<std::string> failing_unhealthy;
+  // Checks an operator vouched past (SIGUSR1) while they failed: they hold
+  // their GPU out again only once they have passed and fail anew.
+  std::set<std::pair<std::string, CheckId>> vouched_checks;
 
   // Calls out without holding `mu`: the callback takes its own locks (the
   // device publisher's, the reconciler's) and may read XidCounts(); Stop()
@@ -65,6 +92,123 @@ struct HealthWatcher::State {
     --reports_in_flight;
     cv.notify_all();
   }
+  void ReportCheck(const CheckChange& change) {
+    if (!on_check) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!reporting) return;
+      ++reports_in_flight;
+    }
+    on_check(change);
+    std::lock_guard<std::mutex> lock(mu);
+    --reports_in_flight;
+    cv.notify_all();
+  }
+
+  static CheckLevel LevelOf(Severity s) {
+    switch (s) {
+      case Severity::kUnhealthy:
+        return CheckLevel::kUnhealthy;
+      case Severity::kDegraded:
+        return CheckLevel::kDegraded;
+      case Severity::kIgnore:
+        return CheckLevel::kOk;
+    }
+    return CheckLevel::kOk;
+  }
+
+  // One poll of every GPU's checks: levels updated and reported, a check
+  // failing at severity unhealthy marks its GPU out the way a reset-class
+  // XID does, a GPU NVML calls lost goes out as lost. GPUs already out for
+  // an XID are polled too: their checks still say what is wrong.
+  // One GPU at a time, handling the events queued meanwhile after each: an
+  // XID waits for at most one GPU's queries, not the whole poll's.
+  void PollChecks() {
+    next_poll = clock->Now() + policy.poll_interval;
+    for (const std::string& uuid : uuids) {
+      Judge({poller->PollOne(uuid)}, /*whole_poll=*/false);
+      DrainEvents();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    ++polls;
+    poll_calls = poller->poll_calls();
+  }
+
+  // Judges polled verdicts; the statuses of GPUs not among them stand.
+  // `whole_poll`: count it as a poll.
+  void Judge(const std::vector<GpuVerdict>& verdicts, bool whole_poll = true) {
+    std::vector<CheckStatus> statuses;
+    std::vector<CheckChange> changes;
+    for (const GpuVerdict& v : verdicts) {
+      const DeviceKey gpu = DeviceKey::Gpu(v.uuid);
+      if (v.lost) {
+        // An XID that came with it (79) names it better: handle what the
+        // event set holds first.
+        DrainEvents();
+        if (!book.IsOut(gpu)) {
+          MarkBad(gpu, "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
+                  /*needs_reset=*/true, /*was_lost=*/true);
+        }
+        continue;
+      }
+      bool unhealthy = false;
+      for (const CheckResult& r : v.results) {
+        const CheckSpec& spec = Spec(r.id);
+        CheckLevel& level = levels[{v.uuid, r.id}];
+        CheckLevel now = level;
+        if (r.state == CheckState::kFailing) {
+          now = LevelOf(policy.checks[r.id].severity);
+        } else if (r.state == CheckState::kPass || r.state == CheckState::kBaseline ||
+                   r.state == CheckState::kOff) {
+          now = CheckLevel::kOk;
+        }  // kUnknown: NVML did not answer this time; the level stands
+        if (r.state != CheckState::kOff && r.state != CheckState::kUnknown) {
+          statuses.push_back({v.uuid, r.id, now, r.value, r.number});
+        }
+        if (now != level) {
+          changes.push_back({{v.uuid, r.id, now, r.value, r.number}, level});
+          Log(now == CheckLevel::kOk ? LogLevel::kInfo : LogLevel::kWarning,
+              now == CheckLevel::kOk ? "GPU health check passes again" : "GPU health check failing",
+              {{"uuid", v.uuid},
+               {"check", std::string(spec.name)},
+               {"level", std::string(CheckLevelName(now))},
+               {"value", r.value}});
+          level = now;
+        }
+        if (now != CheckLevel::kUnhealthy) vouched_checks.erase({v.uuid, r.id});
+        if (now == CheckLevel::kUnhealthy && vouched_checks.count({v.uuid, r.id}) == 0) {
+          unhealthy = true;
+          // As a reset-class XID: each poll that still fails starts the
+          // quiet period again. A GPU already held for a reset (an XID, or
+          // another check) keeps its reason and evidence rules; the check
+          // failing holds it out besides.
+          auto out = book.entries().find(gpu);
+          if (out == book.entries().end() || !out->second.needs_reset) {
+            MarkBad(gpu, StrCat("health check ", spec.name, ": ", r.value), spec.evidence_xid,
+                    spec.needs_reset);
+          }
+        }
+      }
+      if (unhealthy) {
+        failing_unhealthy.insert(v.uuid);
+      } else {
+        failing_unhealthy.erase(v.uuid);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::set<std::string> judged;
+      for (const GpuVerdict& v : verdicts) judged.insert(v.uuid);
+      for (const CheckStatus& c : checks) {
+        if (!judged.count(c.uuid)) statuses.push_back(c);
+      }
+      checks = std::move(statuses);
+      if (whole_poll) ++polls;
+      poll_calls = poller->poll_calls();
+    }
+    for (const CheckChange& c : changes) ReportCheck(c);
+  }
+
   bool Stopping() {
     std::lock_guard<std::mutex> lock(mu);
     return stop;
@@ -154,6 +298,26 @@ struct HealthWatcher::State {
         bad.was_lost = true;
         changed = true;
       }
+      if (r == NVML_SUCCESS && key.IsWholeGpu() && failing_unhealthy.count(uuid) > 0) {
+        // Ask again now rather than at the next poll: a repair shows at once.
+        Judge({poller->PollOne(uuid)});
+      }
+      if (r == NVML_SUCCESS && key.IsWholeGpu() && failing_unhealthy.count(uuid) > 0) {
+        if (vouched_for) {
+          // An operator's word, as for a reset-class XID: the checks that
+          // fail now no longer hold the GPU out, until each has passed once.
+          for (auto& [k, level] : levels) {
+            if (k.first == uuid && level == CheckLevel::kUnhealthy) vouched_checks.insert(k);
+          }
+          failing_unhealthy.erase(uuid);
+        } else {
+          // A polled check still fails at severity unhealthy: whatever the
+          // quiet period, the GPU stays out.
+          bad.next_probe = now + std::min(policy.recovery_period, policy.wait_timeout);
+          ++it;
+          continue;
+        }
+      }
       std::string missing;
       if (r == NVML_SUCCESS && bad.needs_reset && !vouched_for &&
           !ShowsReset(*lib, dev, bad.xid, bad.was_lost, &missing)) {
@@ -204,8 +368,20 @@ struct HealthWatcher::State {
   }
 
   std::chrono::milliseconds NextTimeout() const {
-    if (policy.recovery_period.count() == 0) return policy.wait_timeout;
-    return book.UntilNextProbe(policy.wait_timeout);
+    std::chrono::milliseconds cap = policy.wait_timeout;
+    if (poller) cap = std::min(cap, clock->Until(next_poll));
+    if (policy.recovery_period.count() == 0) return cap;
+    return book.UntilNextProbe(cap);
+  }
+
+  // Handles the events already queued, without waiting (a bounded number).
+  void DrainEvents() {
+    if (!events) return;
+    for (int i = 0; i < 64; ++i) {
+      nvmlEventData_t ev{};
+      if (events->Wait(&ev, std::chrono::milliseconds(0)) != NVML_SUCCESS) return;
+      HandleEvent(ev);
+    }
   }
 
   void HandleEvent(const nvmlEventData_t& ev) {
@@ -257,6 +433,9 @@ struct HealthWatcher::State {
         MarkBad(DeviceKey::Gpu(uuid), StrCat("at start: ", what), xid, /*needs_reset=*/true);
       }
     }
+    // The polled checks, first run on the thread's first turn.
+    poller = std::make_unique<HealthPoller>(*lib, handles.get(), uuids, policy.checks, clock);
+    next_poll = clock->Now();
     events = std::make_unique<EventRegistry>(*lib, handles.get());
     if (!events->Create()) {
       events.reset();
@@ -302,12 +481,14 @@ struct HealthWatcher::State {
         Backoff(backoff);
         backoff = std::min(backoff * 2, policy.max_backoff);
       }
+      if (poller && clock->Now() >= next_poll) PollChecks();
       ProbeRecoveries();
     }
     Finish();
   }
 
   void Finish() {
+    poller.reset();
     events.reset();
     handles.reset();
     std::lock_guard<std::mutex> lock(mu);
@@ -320,10 +501,10 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLi
                                                     std::vector<std::string> uuids,
                                                     std::set<std::string> initially_unhealthy,
                                                     HealthPolicy policy, Callback callback,
-                                                    std::vector<Outage> carried,
-                                                    const Clock* clock) {
+                                                    std::vector<Outage> carried, const Clock* clock,
+                                                    CheckCallback on_check) {
   auto state = std::make_shared<State>(std::move(lib), std::move(uuids), std::move(policy),
-                                       std::move(callback), clock);
+                                       std::move(callback), std::move(on_check), clock);
   if (state->policy.disabled) {
     LogInfo("GPU health checks are disabled by config");
     // No XIDs are watched, but a GPU NVML calls lost is out all the same;
@@ -372,6 +553,21 @@ bool HealthWatcher::Alive(std::string* why) const {
 std::vector<Outage> HealthWatcher::Outages() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->outages;
+}
+
+std::vector<CheckStatus> HealthWatcher::Checks() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->checks;
+}
+
+uint64_t HealthWatcher::Polls() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->polls;
+}
+
+uint64_t HealthWatcher::PollCalls() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->poll_calls;
 }
 
 void HealthWatcher::OperatorVouches() {

@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/device_key.h"
+#include "nvml/health_check_catalog.h"
 #include "nvml/outage_book.h"
 
 namespace gpu_agent::nvml {
@@ -44,6 +45,14 @@ struct HealthPolicy {
   // Longest wait after a failing event wait (100 ms doubling up to this).
   std::chrono::milliseconds max_backoff{10000};
 
+  // The polled checks (health_check_catalog.h): each GPU read this often,
+  // each check's severity and threshold. A check failing with severity
+  // unhealthy takes its GPU out as a reset-class XID does (back only on the
+  // check's evidence rules, and never while it still fails); degraded ones
+  // are reported as CheckChanges only.
+  std::chrono::milliseconds poll_interval{30000};
+  CheckSettings checks = CheckSettings::Defaults();
+
   // Whether `xid` marks a GPU unhealthy under this policy.
   bool IsCritical(int xid) const {
     return critical_xids.count(xid) > 0 || ignored_xids.count(xid) == 0;
@@ -60,9 +69,29 @@ struct HealthChange {
   int xid = -1;        // the XID that caused it, or -1
 };
 
+// A GPU's standing on one polled check, as the poller last judged it.
+enum class CheckLevel { kOk, kDegraded, kUnhealthy };
+std::string_view CheckLevelName(CheckLevel l);
+
+struct CheckStatus {
+  std::string uuid;
+  CheckId check;
+  CheckLevel level = CheckLevel::kOk;
+  std::string value;  // what was judged, in words
+  double number = 0;  // CheckResult::number (NaN when none)
+};
+
+// A check's level changed (ok, degraded, unhealthy); an XID's outage is a
+// HealthChange.
+struct CheckChange {
+  CheckStatus now;
+  CheckLevel before = CheckLevel::kOk;
+};
+
 class HealthWatcher {
  public:
   using Callback = std::function<void(const HealthChange&)>;
+  using CheckCallback = std::function<void(const CheckChange&)>;
 
   // What is out, carried from one watcher to the next (a SIGHUP reload), so
   // a reload never brings back a GPU that is still broken.
@@ -79,7 +108,8 @@ class HealthWatcher {
                                               std::set<std::string> initially_unhealthy,
                                               HealthPolicy policy, Callback callback,
                                               std::vector<Outage> carried = {},
-                                              const Clock* clock = Clock::Real());
+                                              const Clock* clock = Clock::Real(),
+                                              CheckCallback on_check = nullptr);
   ~HealthWatcher();  // Stop()
 
   // Stops reporting at once. The thread ends when its current NVML wait
@@ -92,6 +122,14 @@ class HealthWatcher {
 
   // What is out now. Thread-safe.
   std::vector<Outage> Outages() const;
+
+  // Every GPU's standing on every check judged at the last poll (off and
+  // unknown ones left out). Thread-safe.
+  std::vector<CheckStatus> Checks() const;
+
+  // Polls made, and the NVML calls they made. Thread-safe.
+  uint64_t Polls() const;
+  uint64_t PollCalls() const;
 
   // The watcher's thread has come round its loop within 4 x wait_timeout +
   // max_backoff, 21 s by default (an NVML call that hangs stops it); true when there is no thread

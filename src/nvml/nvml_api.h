@@ -207,6 +207,40 @@ typedef enum nvmlDeviceGpuRecoveryAction_s {
   NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4
 } nvmlDeviceGpuRecoveryAction_t;
 
+// Health checks (health_checks.h). Per NVIDIA's nvml.h.
+// nvmlDeviceGetTemperature's sensor; nvmlDeviceGetTemperatureThreshold's kinds.
+typedef enum nvmlTemperatureSensors_enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
+typedef enum nvmlTemperatureThresholds_enum {
+  NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+  NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+  NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
+  NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+} nvmlTemperatureThresholds_t;
+// nvmlDeviceGetTotalEccErrors's error and counter kinds.
+typedef enum nvmlMemoryErrorType_enum {
+  NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+  NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+} nvmlMemoryErrorType_t;
+typedef enum nvmlEccCounterType_enum {
+  NVML_VOLATILE_ECC = 0,   // since the driver loaded (or the GPU was reset)
+  NVML_AGGREGATE_ECC = 1,  // over the GPU's life
+} nvmlEccCounterType_t;
+// Clock event reasons (formerly "throttle reasons"), a bit mask.
+enum : unsigned long long {
+  nvmlClocksEventReasonGpuIdle = 0x0000000000000001ULL,
+  nvmlClocksEventReasonApplicationsClocksSetting = 0x0000000000000002ULL,
+  nvmlClocksEventReasonSwPowerCap = 0x0000000000000004ULL,
+  nvmlClocksEventReasonHwSlowdown = 0x0000000000000008ULL,
+  nvmlClocksEventReasonSyncBoost = 0x0000000000000010ULL,
+  nvmlClocksEventReasonSwThermalSlowdown = 0x0000000000000020ULL,
+  nvmlClocksEventReasonHwThermalSlowdown = 0x0000000000000040ULL,
+  nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x0000000000000080ULL,
+  nvmlClocksEventReasonDisplayClockSetting = 0x0000000000000100ULL,
+};
+// nvmlDeviceGetFieldValues field: one NVLink link's state (scopeId: the
+// link; value.uiVal an nvmlEnableState_t), answered on Hopper and later.
+enum : unsigned int { NVML_FI_DEV_NVLINK_GET_STATE = 165 };
+
 typedef union nvmlValue_st {
   double dVal;
   int siVal;
@@ -309,6 +343,20 @@ typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceProfileInfoV_fn)(nvmlDevice_t, un
                                                                 nvmlGpuInstanceProfileInfo_v2_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetGpuFabricInfo_fn)(nvmlDevice_t, nvmlGpuFabricInfo_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetGpuFabricInfoV_fn)(nvmlDevice_t, nvmlGpuFabricInfoV_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetTemperature_fn)(nvmlDevice_t, nvmlTemperatureSensors_t,
+                                                    unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetTemperatureThreshold_fn)(nvmlDevice_t,
+                                                             nvmlTemperatureThresholds_t,
+                                                             unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetCurrentClocksEventReasons_fn)(nvmlDevice_t,
+                                                                  unsigned long long*);
+typedef nvmlReturn_t (*nvmlDeviceGetEccMode_fn)(nvmlDevice_t, nvmlEnableState_t* current,
+                                                nvmlEnableState_t* pending);
+typedef nvmlReturn_t (*nvmlDeviceGetTotalEccErrors_fn)(nvmlDevice_t, nvmlMemoryErrorType_t,
+                                                       nvmlEccCounterType_t, unsigned long long*);
+// nvmlDeviceGetCurrPcieLinkWidth, ...Generation, nvmlDeviceGetMaxPcieLinkWidth,
+// ...Generation (the most the GPU and its slot allow), nvmlDeviceGetPcieReplayCounter.
+typedef nvmlReturn_t (*nvmlDeviceGetUintValue_fn)(nvmlDevice_t, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetSupportedEventTypes_fn)(nvmlDevice_t, unsigned long long*);
 typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long,
                                                     nvmlEventSet_t);

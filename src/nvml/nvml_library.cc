@@ -199,6 +199,18 @@ absl::Status NvmlLibrary::Resolve() {
   resolve(fn_.DeviceGetRemappedRows, {"nvmlDeviceGetRemappedRows"}, false);
   resolve(fn_.DeviceGetRetiredPagesPendingStatus, {"nvmlDeviceGetRetiredPagesPendingStatus"},
           false);
+  resolve(fn_.DeviceGetTemperature, {"nvmlDeviceGetTemperature"}, false);
+  resolve(fn_.DeviceGetTemperatureThreshold, {"nvmlDeviceGetTemperatureThreshold"}, false);
+  resolve(fn_.DeviceGetCurrentClocksEventReasons,
+          {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"},
+          false);
+  resolve(fn_.DeviceGetEccMode, {"nvmlDeviceGetEccMode"}, false);
+  resolve(fn_.DeviceGetTotalEccErrors, {"nvmlDeviceGetTotalEccErrors"}, false);
+  resolve(fn_.DeviceGetCurrPcieLinkWidth, {"nvmlDeviceGetCurrPcieLinkWidth"}, false);
+  resolve(fn_.DeviceGetCurrPcieLinkGeneration, {"nvmlDeviceGetCurrPcieLinkGeneration"}, false);
+  resolve(fn_.DeviceGetMaxPcieLinkWidth, {"nvmlDeviceGetMaxPcieLinkWidth"}, false);
+  resolve(fn_.DeviceGetMaxPcieLinkGeneration, {"nvmlDeviceGetMaxPcieLinkGeneration"}, false);
+  resolve(fn_.DeviceGetPcieReplayCounter, {"nvmlDeviceGetPcieReplayCounter"}, false);
   if (!missing.empty()) {
     return absl::UnimplementedError(
         StrCat(path_, " lacks the NVML functions ", StrJoin(missing, ", "),

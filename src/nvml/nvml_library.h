@@ -60,6 +60,20 @@ struct NvmlFunctions {
   // Optional: a GPU's multi-node NVLink fabric registration (clique).
   nvmlDeviceGetGpuFabricInfo_fn DeviceGetGpuFabricInfo = nullptr;
   nvmlDeviceGetGpuFabricInfoV_fn DeviceGetGpuFabricInfoV = nullptr;
+  // Optional: the polled health checks (health_checks.h); each one missing
+  // turns its checks off.
+  nvmlDeviceGetTemperature_fn DeviceGetTemperature = nullptr;
+  nvmlDeviceGetTemperatureThreshold_fn DeviceGetTemperatureThreshold = nullptr;
+  // nvmlDeviceGetCurrentClocksEventReasons (R535+), else the older
+  // nvmlDeviceGetCurrentClocksThrottleReasons of the same signature.
+  nvmlDeviceGetCurrentClocksEventReasons_fn DeviceGetCurrentClocksEventReasons = nullptr;
+  nvmlDeviceGetEccMode_fn DeviceGetEccMode = nullptr;
+  nvmlDeviceGetTotalEccErrors_fn DeviceGetTotalEccErrors = nullptr;
+  nvmlDeviceGetUintValue_fn DeviceGetCurrPcieLinkWidth = nullptr;
+  nvmlDeviceGetUintValue_fn DeviceGetCurrPcieLinkGeneration = nullptr;
+  nvmlDeviceGetUintValue_fn DeviceGetMaxPcieLinkWidth = nullptr;
+  nvmlDeviceGetUintValue_fn DeviceGetMaxPcieLinkGeneration = nullptr;
+  nvmlDeviceGetUintValue_fn DeviceGetPcieReplayCounter = nullptr;
   nvmlDeviceGetSupportedEventTypes_fn DeviceGetSupportedEventTypes = nullptr;  // optional
   nvmlDeviceRegisterEvents_fn DeviceRegisterEvents = nullptr;                  // optional
   nvmlEventSetCreate_fn EventSetCreate = nullptr;                              // optional

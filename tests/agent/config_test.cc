@@ -251,8 +251,81 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"DraModeNodeLabels", "version: v1\nmode: dra\nnodeLabels:\n  output: node\n",
                 "in dra mode use \"nfd\""},
         BadCase{"DraModeMisspelt", "version: v1\nmode: dar\n",
-                "invalid value \"dar\" for mode (one of plugin, static, dra)"}),
+                "invalid value \"dar\" for mode (one of plugin, static, dra)"},
+        BadCase{"PollIntervalTooShort", "version: v1\nhealth:\n  pollInterval: 100ms\n",
+                "health.pollInterval must be between 1s and 1h"},
+        BadCase{"CheckUnknownName",
+                "version: v1\nhealth:\n  checks:\n    temprature:\n      severity: ignore\n",
+                "config.yaml:4:5: unknown health check \"temprature\"; did you mean "
+                "\"temperature\"?"},
+        BadCase{"CheckSeverityMisspelled",
+                "version: v1\nhealth:\n  checks:\n    nvlink:\n      severity: unhealty\n",
+                "config.yaml:5:17: health.checks.nvlink.severity: the value \"unhealty\" is not "
+                "one of unhealthy, degraded, ignore; did you mean \"unhealthy\"?"},
+        BadCase{"CheckThresholdOutOfRange",
+                "version: v1\nhealth:\n  checks:\n    temperature:\n      threshold: 80\n",
+                "config.yaml:5:18: health.checks.temperature.threshold: the value \"80\" is out "
+                "of range; it is the degrees Celsius below the GPU's own slowdown temperature at "
+                "which it counts, from 0 to 50"},
+        BadCase{"CheckThresholdNotANumber",
+                "version: v1\nhealth:\n  checks:\n    pcieReplays:\n      threshold: lots\n",
+                "config.yaml:5:18: health.checks.pcieReplays.threshold: the value \"lots\" is "
+                "out of range"},
+        BadCase{"CheckThresholdWhereNoneApplies",
+                "version: v1\nhealth:\n  checks:\n    pcieWidth:\n      threshold: 1\n",
+                "config.yaml:5:7: health.checks.pcieWidth takes no threshold"},
+        BadCase{"CheckUnknownField",
+                "version: v1\nhealth:\n  checks:\n    nvlink:\n      severty: ignore\n",
+                "config.yaml:5:7: unknown key \"severty\" in health.checks.nvlink; it takes "
+                "severity and threshold"},
+        BadCase{"CheckNotAMapping", "version: v1\nhealth:\n  checks:\n    nvlink: off\n",
+                "config.yaml:4:13: health.checks.nvlink must be a mapping"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
+
+TEST(ConfigTest, HealthChecksFromTheFile) {
+  auto loaded = LoadText(
+      "version: v1\nhealth:\n  pollInterval: 10s\n  checks:\n    temperature:\n"
+      "      severity: unhealthy\n      threshold: 3\n    pcieWidth:\n      severity: ignore\n"
+      "    nvlink: {threshold: 2}\n");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Config::Health& h = loaded->config.health;
+  EXPECT_EQ(h.poll_interval, std::chrono::seconds(10));
+  EXPECT_EQ(h.checks[nvml::CheckId::kTemperature].severity, nvml::Severity::kUnhealthy);
+  EXPECT_EQ(h.checks[nvml::CheckId::kTemperature].threshold, 3);
+  EXPECT_EQ(h.checks[nvml::CheckId::kPcieWidth].severity, nvml::Severity::kIgnore);
+  // A field left out keeps the catalog's default.
+  EXPECT_EQ(h.checks[nvml::CheckId::kNvLink].severity, nvml::Severity::kUnhealthy);
+  EXPECT_EQ(h.checks[nvml::CheckId::kNvLink].threshold, 2);
+  EXPECT_EQ(h.checks[nvml::CheckId::kEccUncorrectable].threshold, 1);
+}
+
+// `gpu-agent config` shows every check's setting, where it came from, in a
+// form the config file takes back.
+TEST(ConfigTest, ConfigReportShowsEveryHealthCheckAndReadsBack) {
+  auto loaded = LoadText(
+      "version: v1\nhealth:\n  checks:\n    temperature: {severity: unhealthy, threshold: 3}\n");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::string report = ConfigReport(*loaded);
+  EXPECT_THAT(report, ::testing::HasSubstr("    temperature: {severity: unhealthy, threshold: 3}"));
+  EXPECT_THAT(report, ::testing::HasSubstr("    pcieWidth: {severity: degraded}"));
+  EXPECT_THAT(report, ::testing::HasSubstr("  checks:"));
+  auto again = LoadText(report);
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << report;
+  EXPECT_EQ(again->config.health.checks, loaded->config.health.checks);
+}
+
+TEST(ConfigTest, HealthCheckDefaultsTakeNoGpuForWhatDoesNotBreakJobs) {
+  auto loaded = LoadText("version: v1\n");
+  ASSERT_TRUE(loaded.ok());
+  const nvml::CheckSettings& c = loaded->config.health.checks;
+  EXPECT_EQ(loaded->config.health.poll_interval, std::chrono::seconds(30));
+  for (nvml::CheckId id :
+       {nvml::CheckId::kTemperature, nvml::CheckId::kClockEvents, nvml::CheckId::kPcieWidth,
+        nvml::CheckId::kPcieGeneration, nvml::CheckId::kPcieReplays,
+        nvml::CheckId::kRowRemapPending, nvml::CheckId::kRetiredPagesPending}) {
+    EXPECT_EQ(c[id].severity, nvml::Severity::kDegraded) << nvml::Spec(id).name;
+  }
+}
 
 TEST(ConfigTest, DraModeAndItsSettingsFromFileFlagsAndEnv) {
   auto loaded = LoadText("version: v1\nmode: dra\ndra:\n  pluginDir: /k/plugins\n",

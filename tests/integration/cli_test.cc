@@ -18,6 +18,7 @@ TEST(CliTest, HelpOnEverySubcommand) {
   for (std::vector<std::string> args : {std::vector<std::string>{"--help"},
                                         {"run", "--help"},
                                         {"devices", "--help"},
+                                        {"health", "--help"},
                                         {"config", "--help"},
                                         {"version", "--help"}}) {
     RunResult r = RunAgent(args);
@@ -436,6 +437,65 @@ TEST(ConfigCommandTest, PlanNamesTheCdiDevices) {
                        "GPU-98c751c8-5401-57c6-bc37-497291358157 0 all\n"),
             std::string::npos)
       << r.out;
+}
+
+// `gpu-agent health`: one poll of every check on every GPU, each check's
+// raw NVML answers included; exit 0 whatever the GPUs' health.
+TEST(CliTest, HealthReportsEveryCheckOnEveryGpuAndExitsZeroWhateverTheHealth) {
+  TempDir dir;
+  std::string text = ReadFile(FixturePath("8-gpu-pcie.yaml"));
+  // GPU 0: the driver asks for a reset (unhealthy); its temperature query
+  // answers NOT_SUPPORTED (the check off); GPU 1: PCIe at x8 (degraded).
+  size_t at = text.find("  - uuid: ");
+  text.insert(text.find('\n', at) + 1,
+              "    recoveryAction: 1\n    fail:\n      nvmlDeviceGetTemperatureThreshold: 3\n");
+  at = text.find("  - uuid: ", at + 1);
+  text.insert(text.find('\n', at) + 1, "    pcieWidth: 8\n");
+  const auto env = FakeNvmlEnv(dir.Write("f.yaml", text));
+  RunResult json = RunAgent({"health", "-o", "json"}, env);
+  ASSERT_EQ(json.code, 0) << json.err;
+  rapidjson::Document d;
+  d.Parse(json.out.c_str());
+  ASSERT_FALSE(d.HasParseError()) << json.out;
+  ASSERT_EQ(d["gpus"].Size(), 8u);
+  EXPECT_LE(d["nvmlCallsPerGpuPerPoll"].GetDouble(), 10);
+  auto check = [&](unsigned gpu, const std::string& name) -> const rapidjson::Value& {
+    for (const auto& c : d["gpus"][gpu]["checks"].GetArray()) {
+      if (c["check"].GetString() == name) return c;
+    }
+    ADD_FAILURE() << "no check " << name;
+    return d;
+  };
+  EXPECT_STREQ(d["gpus"][0]["health"].GetString(), "unhealthy");
+  EXPECT_STREQ(check(0, "recoveryAction")["state"].GetString(), "unhealthy");
+  EXPECT_STREQ(check(0, "recoveryAction")["value"].GetString(), "GPU reset");
+  EXPECT_STREQ(check(0, "recoveryAction")["raw"]["nvmlDeviceGetFieldValues(GPU_RECOVERY_ACTION)"]
+                   .GetString(),
+               "1");
+  EXPECT_STREQ(check(0, "temperature")["state"].GetString(), "off");
+  EXPECT_STREQ(
+      check(0, "temperature")["raw"]["nvmlDeviceGetTemperatureThreshold(SLOWDOWN)"].GetString(),
+      "not supported");
+  EXPECT_STREQ(d["gpus"][1]["health"].GetString(), "degraded");
+  EXPECT_STREQ(check(1, "pcieWidth")["state"].GetString(), "degraded");
+  EXPECT_STREQ(check(1, "nvlink")["state"].GetString(), "off");  // PCIe-only
+  EXPECT_STREQ(d["gpus"][2]["health"].GetString(), "healthy");
+  EXPECT_EQ(d["gpus"][2]["checks"].Size(), 11u);
+  EXPECT_STREQ(check(2, "temperature")["raw"]["nvmlDeviceGetTemperature(GPU)"].GetString(), "40");
+
+  RunResult yaml = RunAgent({"health", "-o", "yaml"}, env);
+  ASSERT_EQ(yaml.code, 0) << yaml.err;
+  YAML::Node y = YAML::Load(yaml.out);
+  EXPECT_EQ(y["gpus"].size(), 8u);
+  EXPECT_EQ(y["gpus"][1]["health"].as<std::string>(), "degraded");
+  RunResult table = RunAgent({"health"}, env);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("recoveryAction       unhealthy  GPU reset"), std::string::npos)
+      << table.out;
+  // No driver: nothing to report, exit 1.
+  RunResult none = RunAgent({"health", "-o", "json"});
+  EXPECT_EQ(none.code, 1) << none.err;
+  EXPECT_NE(none.err.find("NVML"), std::string::npos) << none.err;
 }
 
 }  // namespace

@@ -99,8 +99,12 @@ TEST(StaticKillTest, KilledMidPatchLeavesOnlyAValueItWouldSetAndTheNextOneConver
     auto env = FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml"));
     env["FAKE_NVML_CONTROL"] = dir.Join("nvml.ctl");
     return std::make_unique<Subprocess>(
+        // The capacity PATCH alone: the GpuHealthy condition's own PATCH,
+        // held beside it and applied first, would move the Node's version
+        // past the capacity PATCH's test (a live agent reads and retries).
         std::vector<std::string>{BinaryPath(), "run", "--mode", "static", "--node-name",
-                                 "gpu-node-1", "--proxy=" + api.url()},
+                                 "gpu-node-1", "--proxy=" + api.url(), "--health-node-events",
+                                 "off"},
         env);
   };
   auto capacity_is = [&](const std::string& v) {

@@ -84,12 +84,16 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
     }
   }
   // What the agent really asks: static mode through a reconcile, a drift
-  // repair, a removal on exit, with node labels on (the default: they ride
-  // in the capacity PATCH of nodes/status, so they need no rule of their
-  // own); and the capacity and labels subcommands.
+  // repair, a GPU health transition (an Event on the Node, and its
+  // GpuHealthy condition in a PATCH of nodes/status), a removal on exit,
+  // with node labels on (the default: they ride in the capacity PATCH of
+  // nodes/status, so they need no rule of their own); and the capacity and
+  // labels subcommands.
   ApiServerStub api;
   api.AddNode("n1");
+  TempDir dir;
   auto env = FakeNvmlEnv(FixturePath("1-gpu.yaml"));
+  env["FAKE_NVML_CONTROL"] = dir.Join("nvml.ctl");
   Subprocess agent({BinaryPath(), "run", "--mode", "static", "--node-name", "n1",
                     "--proxy=" + api.url(), "--remove-on-exit"},
                    env);
@@ -100,6 +104,9 @@ TEST(ManifestsTest, ClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
       << agent.Stderr();
   api.KubeletSetsCapacity("n1", "nvidia.com/gpu", "0");
   ASSERT_TRUE(WaitFor([&] { return api.Capacity("n1", "nvidia.com/gpu") == "1"; }));
+  ASSERT_TRUE(WriteFifo(dir.Join("nvml.ctl"), "xid 0 79"));
+  ASSERT_TRUE(WaitFor([&] { return api.events().size() == 1; })) << agent.Stderr();
+  ASSERT_TRUE(WaitFor([&] { return api.Condition("n1", "GpuHealthy") != ""; }));
   agent.Signal(SIGTERM);
   ASSERT_EQ(agent.Wait(), 0);
   EXPECT_EQ(api.Labels("n1").count("nvidia.com/gpu.product"), 0u) << "removed on exit";
@@ -570,7 +577,23 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
               (tag != std::string::npos && tag > image.rfind('/')))
       << "image \"" << image << "\" has no tag or digest";
 
-  if (plugin && v.Has("node-config")) {
+  if (plugin && v.Has("node-health")) {
+    // GPU health on the Node: plugin mode gets an API connection, with the
+    // RBAC of components/node-health/rbac.yaml, unchanged, bound to the
+    // pod's service account, and turns events and the condition on.
+    EXPECT_EQ(Str(pod["automountServiceAccountToken"]), "true");
+    std::multiset<std::string> kinds(rbac_kinds.begin(), rbac_kinds.end());
+    EXPECT_EQ(kinds,
+              (std::multiset<std::string>{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}));
+    EXPECT_EQ(Rules(docs), Rules(Docs("components/node-health/rbac.yaml")));
+    for (const YAML::Node& d : docs) {
+      if (Str(d["kind"]) != "ClusterRoleBinding") continue;
+      ASSERT_TRUE(d["subjects"].IsSequence() && d["subjects"].size() == 1u);
+      EXPECT_EQ(Str(d["subjects"][0]["name"]), Str(pod["serviceAccountName"]));
+      EXPECT_EQ(Str(At(d, {"roleRef", "name"})), "gpu-agent-node-health");
+    }
+    EXPECT_EQ(Env(c, "GPU_AGENT_HEALTH_NODE_EVENTS"), "on");
+  } else if (plugin && v.Has("node-config")) {
     // A config per node: plugin mode reads and watches its own Node, with
     // the RBAC of components/node-config/rbac.yaml, unchanged, bound to the
     // pod's service account; the named configs are the ConfigMap's files.
@@ -751,7 +774,7 @@ TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
 // overlay: each driver way, with and without MIG, on each kubelet folder.
 TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
   REQUIRE_KUBECTL();
-  std::set<std::string> used = {"mig", "node-config"};
+  std::set<std::string> used = {"mig", "node-config", "node-health"};
   for (const std::string& d : kDriverComponents) used.insert(d);
   for (const auto& [c, path] : kKubeletDevicePlugins) {
     if (!c.empty()) used.insert(c);
@@ -780,6 +803,9 @@ TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
       Variant nc{"plugin + " + driver + " + node-config", "plugin", {driver, "node-config"}};
       if (mig) nc.components.push_back("mig");
       variants.push_back(nc);
+      Variant nh{"plugin + " + driver + " + node-health", "plugin", {driver, "node-health"}};
+      if (mig) nh.components.push_back("mig");
+      variants.push_back(nh);
     }
   }
   for (const Variant& v : variants) {

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "api_server_stub.h"
+#include "fixture.h"
 #include "kubelet_simulator.h"
 #include "support/agent_env.h"
 
@@ -147,6 +148,55 @@ TEST(MetricsTest, DriverWaitEndsOnSigtermOrGivesUpAsFailOnInitErrorSays) {
   EXPECT_NE(agent.Stderr().find("gave up waiting for the NVIDIA driver"), std::string::npos);
   EXPECT_NE(agent.Stderr().find("exiting because failOnInitError is true"), std::string::npos)
       << agent.Stderr();
+}
+
+// Each GPU's standing on each polled check, its worst ("overall", XID
+// outages included) and the quantity each check judged.
+TEST(MetricsTest, GpuHealthPerCheck) {
+  TempDir dir;
+  KubeletSimulator sim(dir.path());
+  ASSERT_TRUE(sim.Start());
+  Subprocess agent({BinaryPath(), "run", "--kubelet-socket", sim.socket(), "--metrics-address",
+                    "127.0.0.1:0", "--health-recovery-period", "0", "--health-poll-interval", "1s"},
+                   Env(FixturePath("8-gpu-nvlink.yaml"), dir.Join("ctl")));
+  const int port = PortFromLog(agent);
+  ASSERT_GT(port, 0) << agent.Stderr();
+  httplib::Client http("127.0.0.1", port);
+  ASSERT_TRUE(sim.WaitForDevices("nvidia.com/gpu", [](const Devices& d) { return d.size() == 8; }));
+  fake_nvml::Fixture fixture;
+  std::string error;
+  ASSERT_TRUE(fake_nvml::LoadFixture(FixturePath("8-gpu-nvlink.yaml"), &fixture, &error));
+  std::vector<std::string> uuids;
+  for (const auto& g : fixture.gpus) uuids.push_back(g.uuid);
+  auto metric = [&](const std::string& name, const std::string& uuid, const std::string& check) {
+    const std::string labels = check.empty() ? "{uuid=\"" + uuid + "\"}"
+                                             : "{uuid=\"" + uuid + "\",check=\"" + check + "\"}";
+    auto m = ParseMetrics(http.Get("/metrics")->body);
+    auto it = m.find(name + labels);
+    return it == m.end() ? -1.0 : it->second;
+  };
+  ASSERT_TRUE(WaitFor([&]() -> bool {
+    return metric("gpu_agent_gpu_health", uuids[1], "overall") == 0;
+  })) << http.Get("/metrics")->body;
+  EXPECT_EQ(metric("gpu_agent_gpu_temperature_celsius", uuids[1], ""), 40);
+  ASSERT_TRUE(WriteFifo(dir.Join("ctl"), "set 1 pcieWidth 8"));    // degraded
+  ASSERT_TRUE(WriteFifo(dir.Join("ctl"), "set 2 nvlinksDown 0"));  // unhealthy
+  ASSERT_TRUE(WriteFifo(dir.Join("ctl"), "xid 4 79"));             // out for an XID
+  ASSERT_TRUE(WaitFor([&]() -> bool {
+    return metric("gpu_agent_gpu_health", uuids[2], "nvlink") == 2;
+  })) << http.Get("/metrics")->body;
+  EXPECT_EQ(metric("gpu_agent_gpu_health", uuids[2], "overall"), 2);
+  EXPECT_EQ(metric("gpu_agent_gpu_nvlinks_down", uuids[2], ""), 1);
+  ASSERT_TRUE(WaitFor(
+      [&]() -> bool { return metric("gpu_agent_gpu_health", uuids[1], "pcieWidth") == 1; }));
+  EXPECT_EQ(metric("gpu_agent_gpu_health", uuids[1], "overall"), 1);
+  EXPECT_EQ(metric("gpu_agent_gpu_pcie_link_width", uuids[1], ""), 8);
+  ASSERT_TRUE(
+      WaitFor([&]() -> bool { return metric("gpu_agent_gpu_health", uuids[4], "overall") == 2; }));
+  EXPECT_EQ(metric("gpu_agent_gpu_health", uuids[0], "overall"), 0);
+  auto m = ParseMetrics(http.Get("/metrics")->body);
+  EXPECT_GE(m["gpu_agent_health_polls_total"], 1);
+  EXPECT_LE(m["gpu_agent_health_poll_nvml_calls_total"], m["gpu_agent_health_polls_total"] * 80);
 }
 
 TEST(MetricsTest, PluginModeMetricsAndProbes) {

@@ -66,6 +66,7 @@ class HealthWatcherTest : public ::testing::Test {
   std::vector<std::string> uuids_;
   std::mutex mu_;
   std::vector<HealthChange> changes_;
+  gpu_agent::testing::FakeClock fake_clock_;
   std::unique_ptr<HealthWatcher> watcher_;  // last: stopped before the above go
 };
 
@@ -169,7 +170,7 @@ TEST_F(HealthWatcherTest, GpuResetAfterFallingOffTheBusIsWatchedAgain) {
 // comes back once it has passed, stepped here rather than waited for. The
 // thread comes round every wait_timeout (200 ms) of real time to look.
 TEST_F(HealthWatcherTest, QuietPeriodIsReadOnTheWatchersClock) {
-  gpu_agent::testing::FakeClock clock;
+  gpu_agent::testing::FakeClock& clock = fake_clock_;  // outlives the watcher's thread
   HealthPolicy policy;
   ASSERT_EQ(policy.recovery_period, std::chrono::minutes(1));
   StartWatcher(policy, {}, &clock);
@@ -190,7 +191,7 @@ TEST_F(HealthWatcherTest, QuietPeriodIsReadOnTheWatchersClock) {
 // round its loop for longer than 4 x wait_timeout + max_backoff of the
 // watcher's time is reported, whatever the wall clock says.
 TEST_F(HealthWatcherTest, LivenessBoundIsReadOnTheWatchersClock) {
-  gpu_agent::testing::FakeClock clock;
+  gpu_agent::testing::FakeClock& clock = fake_clock_;  // outlives the watcher's thread
   HealthPolicy policy;
   policy.max_backoff = std::chrono::seconds(1);
   StartWatcher(policy, {}, &clock);  // wait_timeout 200 ms: bound 1.8 s

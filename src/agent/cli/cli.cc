@@ -108,6 +108,20 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   devices->add_option("-o,--output", output, "output format")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
 
+  CLI::App* health = app.add_subcommand(
+      "health",
+      "poll every health check (memory, thermal, NVLink, PCIe, recovery action) on every GPU "
+      "once and print each check's state and NVML's raw answers; exit 0 whatever the GPUs' "
+      "health");
+  ConfigFlags health_flags;
+  FlagSelection health_selection;
+  health_selection.applies = DevicesApplies();
+  health_selection.nvidia_ignored = false;
+  AddConfigFlags(health, &health_flags, health_selection);
+  std::string health_output = "text";
+  health->add_option("-o,--output", health_output, "output format")
+      ->check(CLI::IsMember({"text", "json", "yaml"}));
+
   CLI::App* config =
       app.add_subcommand("config", "print the effective config and where each value came from");
   ConfigFlags config_flags;
@@ -273,6 +287,11 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     absl::StatusOr<LoadedConfig> loaded = Load(req);
     if (!loaded.ok()) return ReportConfigError(loaded.status());
     return commands.devices(*loaded, output);
+  }
+  if (health->parsed()) {
+    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(health_flags));
+    if (!loaded.ok()) return ReportConfigError(loaded.status());
+    return commands.health(*loaded, health_output);
   }
   for (auto& c : capacity_cmds) {
     if (!c->cmd->parsed()) continue;

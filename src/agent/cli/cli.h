@@ -11,6 +11,7 @@
 #include "agent/cli/config_command.h"
 #include "agent/cli/devices_command.h"
 #include "agent/cli/dra_command.h"
+#include "agent/cli/health_command.h"
 #include "agent/cli/labels_command.h"
 #include "agent/run/run_command.h"
 
@@ -20,6 +21,7 @@ namespace gpu_agent {
 // the real subcommands by default; the CLI fuzz target stops here.
 struct CliCommands {
   std::function<int(const LoadedConfig&, const std::string& output)> devices = DevicesCommand;
+  std::function<int(const LoadedConfig&, const std::string& output)> health = HealthCommand;
   std::function<int(const LoadedConfig&, const CapacityRequest&)> capacity = CapacityCommand;
   std::function<int(const LoadedConfig&, const std::string& format, const std::string& output)>
       cdi_generate = CdiGenerateCommand;

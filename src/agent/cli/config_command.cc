@@ -11,6 +11,7 @@
 #include "agent/plan/nvml_start.h"
 #include "base/exit_code.h"
 #include "base/strings.h"
+#include "nvml/health_check_catalog.h"
 
 namespace gpu_agent {
 namespace {
@@ -76,6 +77,21 @@ std::string ConfigReport(LoadedConfig& loaded) {
     if (NeedsYamlQuotes(value)) value = StrCat("\"", value, "\"");
     EmitLine(&out, static_cast<int>(parts.size()), StrCat(leaf, ": ", value),
              OriginText(loaded, s.key));
+    if (s.key == "health.nodeEvents") {
+      // health.checks.<name>: {severity, threshold}, every check.
+      const std::string origin = OriginText(loaded, "health.checks");
+      EmitLine(&out, 1, "checks:", origin);
+      for (const nvml::CheckSpec& spec : nvml::CheckSpecs()) {
+        const nvml::CheckSetting& set = loaded.config.health.checks[spec.id];
+        std::string line = StrCat(spec.name, ": {severity: ", nvml::SeverityName(set.severity));
+        if (spec.has_threshold) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%g", set.threshold);
+          StrAppend(&line, ", threshold: ", buf);
+        }
+        StrAppend(&out, "    ", line, "}\n");
+      }
+    }
     if (s.key == "sharing.timeSlicing.failRequestsGreaterThanOne") {
       const auto& resources = loaded.config.sharing.time_slicing.resources;
       const std::string origin = OriginText(loaded, "sharing.timeSlicing.resources");

@@ -10,6 +10,7 @@
 
 #include "base/duration.h"
 #include "base/file_util.h"
+#include "nvml/health_check_catalog.h"
 
 namespace gpu_agent {
 
@@ -143,6 +144,15 @@ struct Config {
     // Longest single NVML event wait; the backoff cap is twice this, and
     // /healthz's heartbeat bound 6 times this (4 waits plus the cap).
     Duration event_wait_timeout = std::chrono::seconds(5);
+    // How often the polled checks (memory, thermal, NVLink, PCIe, recovery
+    // action) read every GPU.
+    Duration poll_interval = std::chrono::seconds(30);
+    // health.checks.<name>: {severity, threshold}; the catalog's defaults.
+    nvml::CheckSettings checks = nvml::CheckSettings::Defaults();
+    // Events on the Node and its GpuHealthy condition: auto (static mode
+    // yes, plugin mode no: it has no API connection unless given one), on,
+    // off.
+    std::string node_events = "auto";
   } health;
 
   struct Kubelet {

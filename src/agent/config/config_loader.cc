@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "agent/config/config_schema.h"
@@ -66,6 +68,10 @@ class YamlWalker {
       const YAML::Node& value = kv.second;
       if (path == "sharing.timeSlicing.resources") {
         GA_RETURN_IF_ERROR(WalkResources(value));
+        continue;
+      }
+      if (path == "health.checks") {
+        GA_RETURN_IF_ERROR(WalkChecks(value));
         continue;
       }
       if (path == "sharing.mps") {
@@ -232,6 +238,95 @@ class YamlWalker {
     out_->config.sharing.time_slicing.resources = std::move(resources);
     out_->origins["sharing.timeSlicing.resources"] = Origin{ValueSource::kFile, Where(list)};
     return absl::OkStatus();
+  }
+
+  // health.checks: {<check>: {severity: unhealthy|degraded|ignore, threshold: N}}.
+  absl::Status WalkChecks(const YAML::Node& map) {
+    if (map.IsNull()) return absl::OkStatus();
+    if (!map.IsMap()) {
+      return Error(map, StrCat("health.checks must be a mapping of check names to {severity, "
+                               "threshold}, not ",
+                               Describe(map)));
+    }
+    nvml::CheckSettings& checks = out_->config.health.checks;
+    for (const auto& kv : map) {
+      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      const nvml::CheckSpec* spec = nvml::FindCheck(name);
+      if (spec == nullptr) {
+        // A check that does not exist would silently do nothing: refused.
+        std::string msg = StrCat("unknown health check \"", Printable(name, 60), "\"");
+        if (std::string near = ClosestMatch(name, nvml::CheckNames()); !near.empty()) {
+          StrAppend(&msg, "; did you mean \"", near, "\"?");
+        } else {
+          StrAppend(&msg, "; the checks are ", StrJoin(nvml::CheckNames(), ", "));
+        }
+        return Error(kv.first, msg);
+      }
+      const YAML::Node& v = kv.second;
+      if (v.IsNull()) continue;
+      if (!v.IsMap()) {
+        return Error(v, StrCat("health.checks.", name,
+                               " must be a mapping with severity and/or "
+                               "threshold, not ",
+                               Describe(v)));
+      }
+      nvml::CheckSetting& setting = checks[spec->id];
+      for (const auto& field : v) {
+        const std::string key = field.first.IsScalar() ? field.first.Scalar() : "";
+        const YAML::Node& fv = field.second;
+        if (key == "severity") {
+          std::optional<nvml::Severity> sev =
+              fv.IsScalar() ? nvml::ParseSeverity(fv.Scalar()) : std::nullopt;
+          if (!sev) {
+            std::string msg = StrCat("health.checks.", name, ".severity: ", Describe(fv),
+                                     " is not one of unhealthy, degraded, ignore");
+            if (fv.IsScalar()) {
+              if (std::string near = ClosestMatch(fv.Scalar(), {"unhealthy", "degraded", "ignore"});
+                  !near.empty()) {
+                StrAppend(&msg, "; did you mean \"", near, "\"?");
+              }
+            }
+            return Error(fv, msg);
+          }
+          setting.severity = *sev;
+        } else if (key == "threshold") {
+          if (!spec->has_threshold) {
+            return Error(field.first, StrCat("health.checks.", name,
+                                             " takes no threshold (it fails on any occurrence)"));
+          }
+          double t = 0;
+          if (!fv.IsScalar() || !ParseNumber(fv.Scalar(), &t) || t < spec->min_threshold ||
+              t > spec->max_threshold) {
+            return Error(fv, StrCat("health.checks.", name, ".threshold: ", Describe(fv),
+                                    " is out of range; it is the ", spec->threshold_means,
+                                    ", from ", FormatNumber(spec->min_threshold), " to ",
+                                    FormatNumber(spec->max_threshold)));
+          }
+          setting.threshold = t;
+        } else {
+          return Error(field.first,
+                       StrCat("unknown key \"", Printable(key, 60), "\" in health.checks.", name,
+                              "; it takes severity and threshold"));
+        }
+      }
+    }
+    out_->origins["health.checks"] = Origin{ValueSource::kFile, Where(map)};
+    return absl::OkStatus();
+  }
+
+  static bool ParseNumber(const std::string& text, double* out) {
+    if (text.empty()) return false;
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text.c_str(), &end);
+    if (errno != 0 || end != text.c_str() + text.size() || v != v) return false;
+    *out = v;
+    return true;
+  }
+  static std::string FormatNumber(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.10g", v);
+    return buf;
   }
 
   const std::string& filename_;

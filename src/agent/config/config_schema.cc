@@ -279,6 +279,23 @@ const std::vector<Setting>& Table() {
        "twice this or 1s, whichever is less, and /healthz fails when the health thread stalls "
        "4 times this plus that backoff",
        FIELD(health.event_wait_timeout)},
+      {"health.pollInterval",
+       "health-poll-interval",
+       "",
+       K::kDuration,
+       {},
+       "how often the polled checks (memory, thermal, NVLink, PCIe, recovery action) read every "
+       "GPU (1s to 1h); health.checks.<name> sets each one's severity and threshold",
+       FIELD(health.poll_interval)},
+      {"health.nodeEvents",
+       "health-node-events",
+       "GPU_AGENT_HEALTH_NODE_EVENTS",
+       K::kEnum,
+       {"auto", "on", "off"},
+       "a Kubernetes Event on the Node for each GPU health transition and the Node condition "
+       "GpuHealthy (RBAC: events create, nodes/status patch); auto: in static mode, on; in "
+       "plugin mode, off (on needs nodeName and an API connection)",
+       FIELD(health.node_events)},
       {"kubelet.socket",
        "kubelet-socket",
        "KUBELET_SOCKET",
@@ -592,6 +609,7 @@ std::vector<std::string> ChildKeys(std::string_view prefix) {
   for (const Setting& s : Table()) add(s.key);
   for (std::string_view k : IgnoredCompat()) add(k);
   add("sharing.timeSlicing.resources");
+  add("health.checks");
   add("sharing.mps");
   return {out.begin(), out.end()};
 }

@@ -133,6 +133,10 @@ absl::Status ValidateConfig(const Config& c) {
       c.health.event_wait_timeout > std::chrono::minutes(1)) {
     return absl::InvalidArgumentError("health.eventWaitTimeout must be between 10ms and 1m");
   }
+  if (c.health.poll_interval < std::chrono::seconds(1) ||
+      c.health.poll_interval > std::chrono::hours(1)) {
+    return absl::InvalidArgumentError("health.pollInterval must be between 1s and 1h");
+  }
   if (c.agent_mode() != AgentMode::kStatic && c.node_labels.output == "node") {
     return absl::InvalidArgumentError(StrCat(
         "nodeLabels.output: \"node\" writes labels through the API server, which static mode "

@@ -14,6 +14,8 @@ void HealthSlot::Replace(std::unique_ptr<nvml::HealthWatcher> next) {
   if (watcher_) {
     watcher_->Stop();
     for (const auto& [xid, n] : watcher_->XidCounts()) replaced_xids_[xid] += n;
+    replaced_polls_ += watcher_->Polls();
+    replaced_poll_calls_ += watcher_->PollCalls();
   }
   watcher_ = std::move(next);
 }
@@ -40,6 +42,26 @@ std::map<int, uint64_t> HealthSlot::XidCounts() const {
     for (const auto& [xid, n] : watcher_->XidCounts()) out[xid] += n;
   }
   return out;
+}
+
+std::vector<nvml::CheckStatus> HealthSlot::Checks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watcher_ ? watcher_->Checks() : std::vector<nvml::CheckStatus>{};
+}
+
+std::vector<nvml::HealthWatcher::Outage> HealthSlot::Outages() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watcher_ ? watcher_->Outages() : std::vector<nvml::HealthWatcher::Outage>{};
+}
+
+uint64_t HealthSlot::Polls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replaced_polls_ + (watcher_ ? watcher_->Polls() : 0);
+}
+
+uint64_t HealthSlot::PollCalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replaced_poll_calls_ + (watcher_ ? watcher_->PollCalls() : 0);
 }
 
 }  // namespace gpu_agent

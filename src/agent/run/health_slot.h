@@ -37,11 +37,18 @@ class HealthSlot {
   bool Alive(std::string* why) const;
   // XIDs seen by every watcher this slot held, by code.
   std::map<int, uint64_t> XidCounts() const;
+  // The running watcher's check standings and outages (none without one).
+  std::vector<nvml::CheckStatus> Checks() const;
+  std::vector<nvml::HealthWatcher::Outage> Outages() const;
+  // Polls of every watcher this slot held, and the NVML calls they made.
+  uint64_t Polls() const;
+  uint64_t PollCalls() const;
 
  private:
   mutable std::mutex mu_;
-  std::unique_ptr<nvml::HealthWatcher> watcher_;  // protected by mu_
-  std::map<int, uint64_t> replaced_xids_;         // protected by mu_
+  std::unique_ptr<nvml::HealthWatcher> watcher_;           // protected by mu_
+  std::map<int, uint64_t> replaced_xids_;                  // protected by mu_
+  uint64_t replaced_polls_ = 0, replaced_poll_calls_ = 0;  // protected by mu_
 };
 
 }  // namespace gpu_agent

@@ -1,5 +1,6 @@
 #include "agent/run/mode_runner.h"
 
+#include "agent/run/health_metrics.h"
 #include "agent/run/metrics_server.h"
 #include "agent/run/reload.h"
 #include "base/exit_code.h"
@@ -31,6 +32,8 @@ int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode&
     for (const auto& [xid, n] : mode.health().XidCounts()) {
       p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
     }
+    const HealthSlot& h = mode.health();
+    RenderHealthMetrics(h.Checks(), h.Outages(), h.Polls(), h.PollCalls(), &p);
     return p.str();
   };
   handlers.ready = [&mode](std::string* why) { return mode.Ready(why); };

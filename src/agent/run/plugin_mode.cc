@@ -8,6 +8,7 @@
 #include "agent/config/api_connection.h"
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/cdi_plan.h"
+#include "agent/run/health_notes.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
@@ -99,16 +100,19 @@ std::vector<ResourceRuntime> MakeRuntimes(const ResourcePlan& plan) {
 std::unique_ptr<nvml::HealthWatcher> WatchHealth(
     const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
     const ResourcePlan& plan, const std::vector<ResourceRuntime>& runtimes,
+    const std::shared_ptr<HealthNotes>& notes,
     std::vector<nvml::HealthWatcher::Outage> carried = {}) {
   if (!lib) return nullptr;
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
   for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
   return nvml::HealthWatcher::Start(
       lib, plan.gpu_uuids, plan.initially_unhealthy, HealthPolicyFrom(config),
-      [publishers](const nvml::HealthChange& change) {
+      [publishers, notes](const nvml::HealthChange& change) {
         for (const auto& p : publishers) p->SetHealth(change.key, change.healthy);
+        notes->OnChange(change);
       },
-      std::move(carried));
+      std::move(carried), Clock::Real(),
+      [notes](const nvml::CheckChange& change) { notes->OnCheck(change); });
 }
 
 deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
@@ -159,7 +163,9 @@ class PluginMode : public Mode {
     ApplyNfdOutput(gen.config(), gen.labels.labels);
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(gen.plan);
     // Health first: by the time the kubelet sees a device, its XIDs count.
-    health().Replace(WatchHealth(ctx_.lib, gen.config(), gen.plan, runtimes));
+    notes_ = HealthNotes::Start(gen.config(), /*static_mode=*/false);
+    notes_->SetGpus(gen.inventory);
+    health().Replace(WatchHealth(ctx_.lib, gen.config(), gen.plan, runtimes, notes_));
     {
       std::lock_guard<std::mutex> lock(mu_);
       runtimes_ = runtimes;
@@ -195,8 +201,9 @@ class PluginMode : public Mode {
     // stopped, stays readable until it is replaced.
     std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(next.plan);
+    notes_->SetGpus(next.inventory);
     std::unique_ptr<nvml::HealthWatcher> watcher =
-        WatchHealth(ctx_.lib, next.config(), next.plan, runtimes, std::move(carried));
+        WatchHealth(ctx_.lib, next.config(), next.plan, runtimes, notes_, std::move(carried));
     if (absl::Status s = supervisor_->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed; trying again",
                {{"error", std::string(s.message())}});
@@ -210,6 +217,7 @@ class PluginMode : public Mode {
   void Stop(const Generation& /*last*/) override {
     if (label_watch_) label_watch_->Stop();
     health().Stop();
+    if (notes_) notes_->Stop();
     if (supervisor_) supervisor_->Stop();
     cdi_spec_.Remove();
     LogInfo("stopped; sockets removed");
@@ -236,6 +244,7 @@ class PluginMode : public Mode {
   cdi::SpecFile cdi_spec_;
   std::unique_ptr<deviceplugin::PluginSupervisor> supervisor_;  // set by Start
   std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;      // null without a node config
+  std::shared_ptr<HealthNotes> notes_;                          // set by Start
   std::mutex mu_;
   std::vector<ResourceRuntime> runtimes_;  // protected by mu_: what is served
 };

@@ -8,6 +8,7 @@
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/resource_plan.h"
 #include "agent/run/desired_capacities.h"
+#include "agent/run/health_notes.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
@@ -133,7 +134,7 @@ bool StaticReady(const Running& r, std::string* why) {
 absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
                       const apiserver::Capacities& retired,
                       std::vector<nvml::HealthWatcher::Outage> carried, HealthSlot* health,
-                      Running* out) {
+                      const std::shared_ptr<HealthNotes>& notes, Running* out) {
   const Config& config = gen.config();
   const std::shared_ptr<const nvml::NvmlLibrary>& lib = ctx.lib;
   NodeConfigSelector* node_config = ctx.node_config;
@@ -146,12 +147,16 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   // counted out from the first PATCH on. Later reports reach the reconciler
   // once it runs.
   auto sink = std::make_shared<ReconcilerSink>();
-  health->Replace(
-      lib ? nvml::HealthWatcher::Start(
-                lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
-                [sink, d](const nvml::HealthChange& c) { sink->SetDesired(d->Apply(c)); },
-                std::move(carried))
-          : nullptr);
+  notes->SetGpus(gen.inventory);
+  health->Replace(lib ? nvml::HealthWatcher::Start(
+                            lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
+                            [sink, d, notes](const nvml::HealthChange& c) {
+                              sink->SetDesired(d->Apply(c));
+                              notes->OnChange(c);
+                            },
+                            std::move(carried), Clock::Real(),
+                            [notes](const nvml::CheckChange& c) { notes->OnCheck(c); })
+                      : nullptr);
   const apiserver::Capacities counted = d->Value();
   apiserver::Capacities desired = counted;
   if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
@@ -217,7 +222,8 @@ class StaticMode : public Mode {
           "from the downward API: spec.nodeName)");
     }
     std::lock_guard<std::mutex> lock(mu_);
-    return StartAll(ctx_, gen, {}, {}, &health(), &running_);
+    notes_ = HealthNotes::Start(gen.config(), /*static_mode=*/true);
+    return StartAll(ctx_, gen, {}, {}, &health(), notes_, &running_);
   }
 
   // The lock is held across the whole swap: a scrape waits for the new
@@ -228,11 +234,12 @@ class StaticMode : public Mode {
         running_.reconciler ? running_.reconciler->desired() : apiserver::Capacities{};
     std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
     StopReconciler(&running_, false);
-    return StartAll(ctx_, next, before, std::move(carried), &health(), &running_);
+    return StartAll(ctx_, next, before, std::move(carried), &health(), notes_, &running_);
   }
 
   void Stop(const Generation& last) override {
     health().Stop();
+    if (notes_) notes_->Stop();
     std::lock_guard<std::mutex> lock(mu_);
     StopReconciler(&running_, last.config().static_mode.remove_on_exit);
   }
@@ -252,7 +259,8 @@ class StaticMode : public Mode {
  private:
   const ModeContext& ctx_;
   std::mutex mu_;
-  Running running_;  // protected by mu_
+  Running running_;                     // protected by mu_
+  std::shared_ptr<HealthNotes> notes_;  // set by Start
 };
 
 }  // namespace

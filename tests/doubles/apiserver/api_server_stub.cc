@@ -132,6 +132,51 @@ bool ApplyOp(rapidjson::Document& doc, const rapidjson::Value& op) {
   return false;
 }
 
+// A strategic merge patch, as kube-apiserver applies one to a Node: objects
+// merge key by key (null removes), lists are replaced, except
+// status.conditions (and any "conditions" list), merged by "type".
+void MergeStrategic(rapidjson::Document& doc, rapidjson::Value& target,
+                    const rapidjson::Value& patch) {
+  auto& a = doc.GetAllocator();
+  if (!target.IsObject()) target.SetObject();
+  for (const auto& m : patch.GetObject()) {
+    const char* key = m.name.GetString();
+    auto have = target.FindMember(key);
+    if (m.value.IsNull()) {
+      if (have != target.MemberEnd()) target.RemoveMember(have);
+      continue;
+    }
+    if (m.value.IsObject()) {
+      if (have == target.MemberEnd()) {
+        target.AddMember(rapidjson::Value(key, a), rapidjson::Value(rapidjson::kObjectType), a);
+        have = target.FindMember(key);
+      }
+      MergeStrategic(doc, have->value, m.value);
+      continue;
+    }
+    if (m.value.IsArray() && std::string(key) == "conditions" && have != target.MemberEnd() &&
+        have->value.IsArray()) {
+      for (const auto& c : m.value.GetArray()) {
+        bool merged = false;
+        for (auto& old : have->value.GetArray()) {
+          if (c.IsObject() && old.IsObject() && c.HasMember("type") && old.HasMember("type") &&
+              old["type"] == c["type"]) {
+            MergeStrategic(doc, old, c);
+            merged = true;
+          }
+        }
+        if (!merged) have->value.PushBack(rapidjson::Value(c, a), a);
+      }
+      continue;
+    }
+    if (have != target.MemberEnd()) {
+      have->value.CopyFrom(m.value, a);
+    } else {
+      target.AddMember(rapidjson::Value(key, a), rapidjson::Value(m.value, a), a);
+    }
+  }
+}
+
 bool ValidLabelValue(const std::string& v) {
   if (v.size() > 63) return false;
   if (v.empty()) return true;
@@ -262,7 +307,19 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
   };
   server_->Get(".*", handler);
   server_->Patch(".*", handler);
-  server_->Post(".*", handler);
+  // POST: Events on their own; ResourceSlices (and what else comes) through
+  // the common handler.
+  server_->Post(".*", [this, handler](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.find("/events") == std::string::npos) {
+      handler(req, res);
+      return;
+    }
+    int status = 201;
+    std::string body =
+        CreateEvent(req.path, req.get_header_value("Authorization"), req.body, &status);
+    res.status = status;
+    res.set_content(body, "application/json");
+  });
   server_->Put(".*", handler);
   server_->Delete(".*", handler);
   server_->set_read_timeout(5, 0);
@@ -1248,7 +1305,11 @@ std::string ApiServerStub::Handle(const std::string& method, const std::string& 
                       "nodes \"" + name + "\" is forbidden: node \"" + user.substr(prefix.size()) +
                           "\" is not allowed to modify node \"" + name + "\"");
   }
-  if (content_type.rfind("application/json-patch+json", 0) != 0) {
+  const bool strategic = content_type.rfind("application/strategic-merge-patch+json", 0) == 0;
+  if (strategic && nodes_.find(name) != nodes_.end()) {
+    return ApplyPatch(name, body, status_sub, user, status, /*strategic=*/true);
+  }
+  if (content_type.rfind("application/json-patch+json", 0) != 0 && !strategic) {
     *status = 415;
     return StatusBody(
         415, "UnsupportedMediaType",
@@ -1263,14 +1324,20 @@ std::string ApiServerStub::Handle(const std::string& method, const std::string& 
 }
 
 std::string ApiServerStub::ApplyPatch(const std::string& name, const std::string& body,
-                                      bool status_sub, const std::string& user, int* status) {
+                                      bool status_sub, const std::string& user, int* status,
+                                      bool strategic) {
   rapidjson::Document patch;
   patch.Parse(body.c_str());
   if (patch.HasParseError()) {
     *status = 400;
     return StatusBody(400, "BadRequest", "error decoding patch: invalid character in JSON");
   }
-  if (!patch.IsArray()) {
+  if (strategic && !patch.IsObject()) {
+    *status = 400;
+    return StatusBody(400, "BadRequest",
+                      "json: cannot unmarshal array into Go value of type map[string]interface {}");
+  }
+  if (!strategic && !patch.IsArray()) {
     *status = 400;
     return StatusBody(400, "BadRequest",
                       "json: cannot unmarshal object into Go value of type jsonpatch.Patch");
@@ -1278,10 +1345,14 @@ std::string ApiServerStub::ApplyPatch(const std::string& name, const std::string
   rapidjson::Document doc, old;
   doc.Parse(nodes_[name].c_str());
   old.Parse(nodes_[name].c_str());
-  for (const auto& op : patch.GetArray()) {
-    if (!ApplyOp(doc, op)) {
-      *status = 422;
-      return Generic422();
+  if (strategic) {
+    MergeStrategic(doc, doc, patch);
+  } else {
+    for (const auto& op : patch.GetArray()) {
+      if (!ApplyOp(doc, op)) {
+        *status = 422;
+        return Generic422();
+      }
     }
   }
   // What the registry keeps of the patched object: the Node's endpoint
@@ -1356,6 +1427,106 @@ std::string ApiServerStub::ApplyPatch(const std::string& name, const std::string
   nodes_[name] = Serialize(doc);
   Publish(name);
   return nodes_[name];
+}
+
+std::string ApiServerStub::CreateEvent(const std::string& path, const std::string& auth,
+                                       const std::string& body, int* status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::string user;
+  bool may_patch;
+  if (std::string denied = Authenticate(lock, auth, &user, &may_patch, status); !denied.empty()) {
+    return denied;
+  }
+  // /api/v1/namespaces/<ns>/events
+  const std::string prefix = "/api/v1/namespaces/";
+  const size_t slash = path.find('/', prefix.size());
+  if (path.rfind(prefix, 0) != 0 || slash == std::string::npos || path.substr(slash) != "/events") {
+    *status = 404;
+    return StatusBody(404, "NotFound", "the server could not find the requested resource");
+  }
+  const std::string ns = path.substr(prefix.size(), slash - prefix.size());
+  calls_.insert("create events");
+  requests_.push_back({std::chrono::steady_clock::now(), "create events", ""});
+  if (forbidden_.count("create events") > 0) {
+    *status = 403;
+    return StatusBody(403, "Forbidden",
+                      "events is forbidden: User \"" + user +
+                          "\" cannot create resource \"events\" in API group \"\" in the "
+                          "namespace \"" +
+                          ns + "\"");
+  }
+  rapidjson::Document ev;
+  ev.Parse(body.c_str());
+  if (ev.HasParseError() || !ev.IsObject()) {
+    *status = 400;
+    return StatusBody(400, "BadRequest", "error decoding event: invalid character in JSON");
+  }
+  for (const char* field : {"involvedObject", "reason", "message"}) {
+    if (!ev.HasMember(field)) {
+      *status = 422;
+      return StatusBody(422, "Invalid",
+                        std::string("Event is invalid: ") + field + ": Required value");
+    }
+  }
+  auto& a = ev.GetAllocator();
+  if (ev.HasMember("metadata") && ev["metadata"].IsObject()) {
+    ev["metadata"].RemoveMember("resourceVersion");
+    ev["metadata"].AddMember("resourceVersion", rapidjson::Value(std::to_string(++rv_).c_str(), a),
+                             a);
+  }
+  events_created_.push_back(Serialize(ev));
+  *status = 201;
+  return events_created_.back();
+}
+
+std::vector<std::string> ApiServerStub::events() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return events_created_;
+}
+
+std::string ApiServerStub::Condition(const std::string& node, const std::string& type) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return "";
+  rapidjson::Document doc;
+  doc.Parse(it->second.c_str());
+  if (!doc.HasMember("status") || !doc["status"].HasMember("conditions") ||
+      !doc["status"]["conditions"].IsArray()) {
+    return "";
+  }
+  for (const auto& c : doc["status"]["conditions"].GetArray()) {
+    if (c.IsObject() && c.HasMember("type") && c["type"].IsString() &&
+        c["type"].GetString() == type) {
+      rapidjson::StringBuffer buf;
+      rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+      c.Accept(w);
+      return buf.GetString();
+    }
+  }
+  return "";
+}
+
+void ApiServerStub::SetCondition(const std::string& node, const std::string& type,
+                                 const std::string& status) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  rapidjson::Document doc;
+  doc.Parse(it->second.c_str());
+  auto& a = doc.GetAllocator();
+  if (!doc.HasMember("status"))
+    doc.AddMember("status", rapidjson::Value(rapidjson::kObjectType), a);
+  rapidjson::Document patch;
+  patch.Parse(("{\"conditions\":[{\"type\":\"" + type + "\",\"status\":\"" + status +
+               "\",\"reason\":\"Set\"}]}")
+                  .c_str());
+  if (!doc["status"].HasMember("conditions")) {
+    doc["status"].AddMember("conditions", rapidjson::Value(rapidjson::kArrayType), a);
+  }
+  MergeStrategic(doc, doc["status"], patch);
+  doc["metadata"]["resourceVersion"].SetString(std::to_string(++rv_).c_str(), a);
+  it->second = Serialize(doc);
+  Publish(node);
 }
 
 std::map<std::string, std::string> ApiServerStub::Labels(const std::string& node) {

@@ -188,6 +188,20 @@ class ApiServerStub {
   // Requests that arrived at or after `t`.
   int RequestsSince(std::chrono::steady_clock::time_point t) const;
   std::vector<std::string> patch_bodies() const;
+
+  // Events created (POST /api/v1/namespaces/<ns>/events, RBAC "create
+  // events"; refused with Forbid("create events")), as the JSON objects
+  // stored, in order; each must name an involvedObject, a reason and a
+  // message (else 422).
+  std::vector<std::string> events() const;
+  // A Node's status.conditions entry of `type` ("" when none), as JSON.
+  // PATCH nodes/<n>/status with application/strategic-merge-patch+json
+  // merges status.conditions by type, as kube-apiserver does.
+  std::string Condition(const std::string& node, const std::string& type);
+  // Sets (adds or replaces) a condition of the Node's status, as its
+  // writer would: the kubelet's Ready (which the agent must leave alone),
+  // or a GpuHealthy an earlier agent left.
+  void SetCondition(const std::string& node, const std::string& type, const std::string& status);
   std::vector<std::string> patch_content_types() const;
 
  private:
@@ -206,7 +220,9 @@ class ApiServerStub {
   // resets spec (v1 Node's legacy rule); else the Node, whose PATCH drops
   // status changes.
   std::string ApplyPatch(const std::string& node, const std::string& body, bool status_sub,
-                         const std::string& user, int* status);
+                         const std::string& user, int* status, bool strategic = false);
+  std::string CreateEvent(const std::string& path, const std::string& auth, const std::string& body,
+                          int* status);
   // REQUIRES: mu_ held. `from_cache`: resourceVersion=0, answered from
   // the watch cache at its version; else a consistent read at the revision.
   std::string List(const std::string& name, bool from_cache) const;
@@ -264,6 +280,7 @@ class ApiServerStub {
   std::set<std::string> forbidden_;
   std::set<std::string> forbidden_label_prefixes_;
   std::vector<Request> requests_;
+  std::vector<std::string> events_created_;
   int patches_ = 0, gets_ = 0, watches_ = 0, lists_ = 0, expired_ = 0, cut_ = 0;
   int open_watches_ = 0;
   std::vector<long> watch_timeouts_;

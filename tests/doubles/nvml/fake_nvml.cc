@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fixture.h"
+#include "health_answers.h"
 #include "nvml/nvml_api.h"
 
 #define NVML_EXPORT extern "C" __attribute__((visibility("default")))
@@ -156,6 +157,7 @@ void ApplyCommand(State& s, const std::string& line) {
       default:
         break;
     }
+    if (xid == 48 || xid == 95) ++g.health.ecc_uncorrected;  // an uncorrectable ECC error
     PushEvent(s, dev, nvmlEventTypeXidCriticalError, xid, gi, ci);
   } else if (verb == "lose") {
     dev->gpu.lost = true;
@@ -175,6 +177,9 @@ void ApplyCommand(State& s, const std::string& line) {
     fake_nvml::GpuFixture& g = dev->gpu;
     g.lost = g.remap_pending = g.remap_failed = g.pages_pending = false;
     g.recovery_action = NVML_GPU_RECOVERY_ACTION_NONE;
+    // The volatile ECC counts start again, and the NVLink links train up.
+    g.health.ecc_uncorrected = 0;
+    g.health.nvlinks_down.clear();
     for (nvmlEventSet_st* set : s.sets) {
       auto& regs = set->registrations;
       regs.erase(
@@ -184,6 +189,13 @@ void ApplyCommand(State& s, const std::string& line) {
   } else if (verb == "restore") {
     // Gone: hardware has no way back from off the bus but a reset.
     Note("control: \"restore\" is gone; a lost GPU comes back with \"reset " + target + "\"");
+  } else if (verb == "set") {
+    // set <gpu> <field> <value>: a health field, as the fixture names it.
+    std::string field, value, error;
+    in >> field >> value;
+    if (!fake_nvml::SetGpuField(&dev->gpu, field, value, &error)) {
+      Note("control: " + error + " in: " + line);
+    }
   } else if (verb == "fail") {
     std::string fn;
     int code = 999;
@@ -536,19 +548,8 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
                                                   nvmlFieldValue_t* values) {
   DEVICE_PROLOGUE(device);
-  if (values == nullptr || count <= 0) return NVML_ERROR_INVALID_ARGUMENT;
-  const fake_nvml::GpuFixture& g = device->is_mig ? device->parent->gpu : device->gpu;
-  for (int i = 0; i < count; ++i) {
-    nvmlFieldValue_t& v = values[i];
-    if (v.fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) {
-      v.valueType = 1;  // NVML_VALUE_TYPE_UNSIGNED_INT
-      v.nvmlReturn = NVML_SUCCESS;
-      v.value.uiVal = g.recovery_action;
-    } else {
-      v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-    }
-  }
-  return NVML_SUCCESS;
+  const nvmlDevice_st& gpu = device->is_mig ? *device->parent : *device;
+  return fake_nvml::AnswerFieldValues(gpu.gpu, gpu.link_peer, count, values);
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corr,
@@ -558,7 +559,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned
   if (corr == nullptr || unc == nullptr || pending == nullptr || failed == nullptr) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
-  if (device->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  if (device->is_mig || !device->gpu.health.row_remapping) return NVML_ERROR_NOT_SUPPORTED;
   *corr = 0;
   *unc = device->gpu.remap_pending ? 1 : 0;
   *pending = device->gpu.remap_pending ? 1 : 0;
@@ -585,9 +586,67 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned 
                   [](int p) { return p < 0; })) {
     return NVML_ERROR_NOT_SUPPORTED;  // a PCIe-only board
   }
-  *active = device->link_peer[link] >= 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  *active = device->link_peer[link] >= 0 && !fake_nvml::LinkDown(device->gpu, link)
+                ? NVML_FEATURE_ENABLED
+                : NVML_FEATURE_DISABLED;
   return NVML_SUCCESS;
 }
+
+// The health checks' queries; on a MIG device handle NVML answers for the
+// GPU it is part of, as here.
+#define GPU_OF(dev) ((dev)->is_mig ? (dev)->parent->gpu : (dev)->gpu)
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t* current,
+                                              nvmlEnableState_t* pending) {
+  DEVICE_PROLOGUE(device);
+  return fake_nvml::AnswerEccMode(GPU_OF(device), current, pending);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
+                                                     nvmlMemoryErrorType_t type,
+                                                     nvmlEccCounterType_t counter,
+                                                     unsigned long long* count) {
+  DEVICE_PROLOGUE(device);
+  return fake_nvml::AnswerTotalEccErrors(GPU_OF(device), type, counter, count);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
+                                                  nvmlTemperatureSensors_t sensor,
+                                                  unsigned int* temp) {
+  DEVICE_PROLOGUE(device);
+  return fake_nvml::AnswerTemperature(GPU_OF(device), sensor, temp);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+                                                           nvmlTemperatureThresholds_t which,
+                                                           unsigned int* temp) {
+  DEVICE_PROLOGUE(device);
+  return fake_nvml::AnswerTemperatureThreshold(GPU_OF(device), which, temp);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                                unsigned long long* reasons) {
+  DEVICE_PROLOGUE(device);
+  return fake_nvml::AnswerClocksEventReasons(GPU_OF(device), reasons);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                                   unsigned long long* reasons) {
+  DEVICE_PROLOGUE(device);
+  return fake_nvml::AnswerClocksEventReasons(GPU_OF(device), reasons);
+}
+
+#define PCIE_QUERY(name, field)                                                            \
+  NVML_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int* value) {                \
+    DEVICE_PROLOGUE(device);                                                               \
+    return fake_nvml::AnswerPcie(GPU_OF(device), &fake_nvml::HealthFixture::field, value); \
+  }
+PCIE_QUERY(nvmlDeviceGetCurrPcieLinkWidth, pcie_width)
+PCIE_QUERY(nvmlDeviceGetCurrPcieLinkGeneration, pcie_generation)
+PCIE_QUERY(nvmlDeviceGetMaxPcieLinkWidth, pcie_max_width)
+PCIE_QUERY(nvmlDeviceGetMaxPcieLinkGeneration, pcie_max_generation)
+PCIE_QUERY(nvmlDeviceGetPcieReplayCounter, pcie_replays)
+#undef PCIE_QUERY
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
                                                              nvmlPciInfo_t* pci) {

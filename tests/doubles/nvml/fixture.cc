@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -122,7 +124,25 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
              "fail",
              "resetPending",
              "pciClass",
-             "fabric"},
+             "fabric",
+             "rowRemapping",
+             "ecc",
+             "eccUncorrected",
+             "temperature",
+             "slowdownTemperature",
+             "shutdownTemperature",
+             "clockEventReasons",
+             "pcieWidth",
+             "pcieMaxWidth",
+             "pcieGeneration",
+             "pcieMaxGeneration",
+             "pcieReplays",
+             "nvlinkStateField",
+             "nvlinksDown",
+             "recoveryAction",
+             "remapPending",
+             "remapFailed",
+             "pagesPending"},
             "a GPU");
   GpuFixture gpu;
   gpu.uuid = Get<std::string>(g, "uuid", "");
@@ -156,6 +176,23 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
   // The driver asks for a reset (recovery action GPU_RESET), as after an
   // XID before this process started.
   if (Get<bool>(g, "resetPending", false)) gpu.recovery_action = 1;
+  for (const std::string& field : GpuFieldNames()) {
+    YAML::Node n = g[field];
+    if (!n) continue;
+    std::string text;
+    if (n.IsSequence()) {
+      for (const YAML::Node& item : n) {
+        if (!item.IsScalar()) Fail(item, field + " takes a list of link numbers");
+        text += (text.empty() ? "" : ",") + item.Scalar();
+      }
+    } else if (n.IsScalar()) {
+      text = n.Scalar();
+    } else {
+      Fail(n, field + " must be a value");
+    }
+    std::string error;
+    if (!SetGpuField(&gpu, field, text, &error)) Fail(n, error);
+  }
   if (YAML::Node migs = g["migDevices"]) {
     if (!migs.IsSequence()) Fail(migs, "migDevices must be a list");
     for (const YAML::Node& m : migs) {
@@ -228,6 +265,91 @@ GpuFixture ParseGpu(const YAML::Node& g, size_t index) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& GpuFieldNames() {
+  static const std::vector<std::string> kNames = {"rowRemapping",        "ecc",
+                                                  "eccUncorrected",      "temperature",
+                                                  "slowdownTemperature", "shutdownTemperature",
+                                                  "clockEventReasons",   "pcieWidth",
+                                                  "pcieMaxWidth",        "pcieGeneration",
+                                                  "pcieMaxGeneration",   "pcieReplays",
+                                                  "nvlinkStateField",    "nvlinksDown",
+                                                  "recoveryAction",      "remapPending",
+                                                  "remapFailed",         "pagesPending"};
+  return kNames;
+}
+
+bool SetGpuField(GpuFixture* gpu, const std::string& name, const std::string& value,
+                 std::string* error) {
+  auto number = [&](uint64_t* out) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(value.c_str(), &end, 0);
+    if (value.empty() || value[0] == '-' || errno != 0 || *end != '\0') {
+      *error = name + " takes a whole number (0x... for hex), got \"" + value + "\"";
+      return false;
+    }
+    *out = v;
+    return true;
+  };
+  auto small = [&](unsigned* out) {
+    uint64_t v = 0;
+    if (!number(&v)) return false;
+    if (v > 0xFFFFFFFFull) {
+      *error = name + " is out of range: " + value;
+      return false;
+    }
+    *out = static_cast<unsigned>(v);
+    return true;
+  };
+  auto flag = [&](bool* out) {
+    if (value == "true" || value == "1") {
+      *out = true;
+    } else if (value == "false" || value == "0") {
+      *out = false;
+    } else {
+      *error = name + " takes true or false, got \"" + value + "\"";
+      return false;
+    }
+    return true;
+  };
+  HealthFixture& h = gpu->health;
+  if (name == "rowRemapping") return flag(&h.row_remapping);
+  if (name == "ecc") return flag(&h.ecc);
+  if (name == "eccUncorrected") return number(&h.ecc_uncorrected);
+  if (name == "temperature") return small(&h.temperature);
+  if (name == "slowdownTemperature") return small(&h.slowdown_temperature);
+  if (name == "shutdownTemperature") return small(&h.shutdown_temperature);
+  if (name == "clockEventReasons") return number(&h.clock_event_reasons);
+  if (name == "pcieWidth") return small(&h.pcie_width);
+  if (name == "pcieMaxWidth") return small(&h.pcie_max_width);
+  if (name == "pcieGeneration") return small(&h.pcie_generation);
+  if (name == "pcieMaxGeneration") return small(&h.pcie_max_generation);
+  if (name == "pcieReplays") return small(&h.pcie_replays);
+  if (name == "nvlinkStateField") return flag(&h.nvlink_state_field);
+  if (name == "recoveryAction") return small(&gpu->recovery_action);
+  if (name == "remapPending") return flag(&gpu->remap_pending);
+  if (name == "remapFailed") return flag(&gpu->remap_failed);
+  if (name == "pagesPending") return flag(&gpu->pages_pending);
+  if (name == "nvlinksDown") {
+    std::vector<unsigned> links;
+    std::stringstream in(value);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v >= 64) {
+        *error = "nvlinksDown takes link numbers from 0 to 63, got \"" + item + "\"";
+        return false;
+      }
+      links.push_back(static_cast<unsigned>(v));
+    }
+    h.nvlinks_down = std::move(links);
+    return true;
+  }
+  *error = "unknown GPU field \"" + name + "\"";
+  return false;
+}
 
 bool LoadFixture(const std::string& path, Fixture* out, std::string* error) {
   Fixture fx;

@@ -43,6 +43,22 @@ struct FabricFixture {
   int status = 0;      // nvmlReturn_t
 };
 
+// What the health-check queries answer for a GPU (tests/fixtures/nvml/README.md,
+// "Health"): defaults are a healthy, idle GPU with ECC on.
+struct HealthFixture {
+  bool row_remapping = true;     // false: nvmlDeviceGetRemappedRows NOT_SUPPORTED (before Ampere)
+  bool ecc = true;               // nvmlDeviceGetEccMode's current mode
+  uint64_t ecc_uncorrected = 0;  // volatile uncorrectable ECC errors
+  unsigned temperature = 40, slowdown_temperature = 87, shutdown_temperature = 92;
+  uint64_t clock_event_reasons = 0x1;  // nvmlClocksEventReasonGpuIdle
+  unsigned pcie_width = 16, pcie_max_width = 16, pcie_generation = 4, pcie_max_generation = 4;
+  unsigned pcie_replays = 0;
+  // NVML_FI_DEV_NVLINK_GET_STATE answered through nvmlDeviceGetFieldValues
+  // (Hopper and later); false: NOT_SUPPORTED for that field.
+  bool nvlink_state_field = true;
+  std::vector<unsigned> nvlinks_down;  // link slots that read inactive
+};
+
 struct GpuFixture {
   std::string uuid;
   std::string name;
@@ -72,6 +88,7 @@ struct GpuFixture {
   bool remap_pending = false;
   bool remap_failed = false;
   bool pages_pending = false;
+  HealthFixture health;
   // Function name -> NVML return code that function answers for this GPU.
   std::map<std::string, int> failures;
 };
@@ -98,6 +115,16 @@ struct Fixture {
   // The system's DMI product name, for fake-nvml-tool sysfs; empty: no DMI.
   std::string product_name;
 };
+
+// Sets one health field of `gpu` by its fixture name (the keys of
+// README.md's "Health", and recoveryAction, remapPending, remapFailed,
+// pagesPending) from text, as the fixture file and the control FIFO's
+// "set" command give it. False with `error` set on an unknown name or a
+// bad value.
+bool SetGpuField(GpuFixture* gpu, const std::string& name, const std::string& value,
+                 std::string* error);
+// The names SetGpuField takes.
+const std::vector<std::string>& GpuFieldNames();
 
 // Parses and checks a fixture file. On failure returns false and sets
 // `error` to "<file>:<line>:<column>: <what is wrong>".

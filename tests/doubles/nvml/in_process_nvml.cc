@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "health_answers.h"
+
 namespace fake_nvml {
 
 namespace {
@@ -252,9 +254,83 @@ nvmlReturn_t DeviceGetNvLinkState(nvmlDevice_t device, unsigned link, nvmlEnable
   if (std::all_of(d->link_peer.begin(), d->link_peer.end(), [](int p) { return p < 0; })) {
     return NVML_ERROR_NOT_SUPPORTED;  // a PCIe-only board
   }
-  *active = d->link_peer[link] >= 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  *active = d->link_peer[link] >= 0 && !LinkDown(d->gpu, link) ? NVML_FEATURE_ENABLED
+                                                               : NVML_FEATURE_DISABLED;
   return NVML_SUCCESS;
 }
+
+// The health checks' queries; on a MIG device handle, the GPU's answer.
+const GpuFixture& GpuOf(const Device* d) { return d->is_mig ? d->parent->gpu : d->gpu; }
+
+nvmlReturn_t DeviceGetFieldValues(nvmlDevice_t device, int count, nvmlFieldValue_t* values) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetFieldValues");
+  const Device* gpu = d->is_mig ? d->parent : d;
+  return AnswerFieldValues(gpu->gpu, gpu->link_peer, count, values);
+}
+
+nvmlReturn_t DeviceGetRemappedRows(nvmlDevice_t device, unsigned* corr, unsigned* unc,
+                                   unsigned* pending, unsigned* failed) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetRemappedRows");
+  if (corr == nullptr || unc == nullptr || pending == nullptr || failed == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (d->is_mig || !d->gpu.health.row_remapping) return NVML_ERROR_NOT_SUPPORTED;
+  *corr = 0;
+  *unc = d->gpu.remap_pending ? 1 : 0;
+  *pending = d->gpu.remap_pending ? 1 : 0;
+  *failed = d->gpu.remap_failed ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t* pending) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetRetiredPagesPendingStatus");
+  if (pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+  *pending = d->gpu.pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t* current,
+                              nvmlEnableState_t* pending) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetEccMode");
+  return AnswerEccMode(GpuOf(d), current, pending);
+}
+
+nvmlReturn_t DeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t type,
+                                     nvmlEccCounterType_t counter, unsigned long long* count) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetTotalEccErrors");
+  return AnswerTotalEccErrors(GpuOf(d), type, counter, count);
+}
+
+nvmlReturn_t DeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                  unsigned* temp) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetTemperature");
+  return AnswerTemperature(GpuOf(d), sensor, temp);
+}
+
+nvmlReturn_t DeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t which,
+                                           unsigned* temp) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetTemperatureThreshold");
+  return AnswerTemperatureThreshold(GpuOf(d), which, temp);
+}
+
+nvmlReturn_t DeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* r) {
+  DEVICE_PROLOGUE(device, "nvmlDeviceGetCurrentClocksEventReasons");
+  return AnswerClocksEventReasons(GpuOf(d), r);
+}
+
+#define PCIE_QUERY(fn, name, field)                            \
+  nvmlReturn_t fn(nvmlDevice_t device, unsigned* value) {      \
+    DEVICE_PROLOGUE(device, name);                             \
+    return AnswerPcie(GpuOf(d), &HealthFixture::field, value); \
+  }
+PCIE_QUERY(DeviceGetCurrPcieLinkWidth, "nvmlDeviceGetCurrPcieLinkWidth", pcie_width)
+PCIE_QUERY(DeviceGetCurrPcieLinkGeneration, "nvmlDeviceGetCurrPcieLinkGeneration", pcie_generation)
+PCIE_QUERY(DeviceGetMaxPcieLinkWidth, "nvmlDeviceGetMaxPcieLinkWidth", pcie_max_width)
+PCIE_QUERY(DeviceGetMaxPcieLinkGeneration, "nvmlDeviceGetMaxPcieLinkGeneration",
+           pcie_max_generation)
+PCIE_QUERY(DeviceGetPcieReplayCounter, "nvmlDeviceGetPcieReplayCounter", pcie_replays)
+#undef PCIE_QUERY
 
 nvmlReturn_t DeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned link, nvmlPciInfo_t* pci) {
   DEVICE_PROLOGUE(device, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
@@ -401,6 +477,22 @@ InProcessNvml::InProcessNvml(Fixture fixture) : state_(std::make_unique<InProces
 
 InProcessNvml::~InProcessNvml() { g_state = nullptr; }
 
+bool InProcessNvml::Set(unsigned gpu, const std::string& field, const std::string& value) {
+  std::string error;
+  if (gpu >= state_->gpus.size()) return false;
+  return SetGpuField(&state_->gpus[gpu]->gpu, field, value, &error);
+}
+
+void InProcessNvml::Fail(unsigned gpu, const std::string& function, int code) {
+  if (code == 0) {
+    state_->gpus[gpu]->gpu.failures.erase(function);
+  } else {
+    state_->gpus[gpu]->gpu.failures[function] = code;
+  }
+}
+
+void InProcessNvml::Lose(unsigned gpu, bool lost) { state_->gpus[gpu]->gpu.lost = lost; }
+
 const gpu_agent::nvml::NvmlFunctions& InProcessNvml::Functions() {
   static const gpu_agent::nvml::NvmlFunctions fn = [] {
     gpu_agent::nvml::NvmlFunctions f;
@@ -433,6 +525,19 @@ const gpu_agent::nvml::NvmlFunctions& InProcessNvml::Functions() {
     f.DeviceGetAttributes = DeviceGetAttributes;
     f.DeviceGetGpuInstanceProfileInfo = DeviceGetGpuInstanceProfileInfo;
     f.DeviceGetGpuInstanceProfileInfoV = DeviceGetGpuInstanceProfileInfoV;
+    f.DeviceGetFieldValues = DeviceGetFieldValues;
+    f.DeviceGetRemappedRows = DeviceGetRemappedRows;
+    f.DeviceGetRetiredPagesPendingStatus = DeviceGetRetiredPagesPendingStatus;
+    f.DeviceGetEccMode = DeviceGetEccMode;
+    f.DeviceGetTotalEccErrors = DeviceGetTotalEccErrors;
+    f.DeviceGetTemperature = DeviceGetTemperature;
+    f.DeviceGetTemperatureThreshold = DeviceGetTemperatureThreshold;
+    f.DeviceGetCurrentClocksEventReasons = DeviceGetCurrentClocksEventReasons;
+    f.DeviceGetCurrPcieLinkWidth = DeviceGetCurrPcieLinkWidth;
+    f.DeviceGetCurrPcieLinkGeneration = DeviceGetCurrPcieLinkGeneration;
+    f.DeviceGetMaxPcieLinkWidth = DeviceGetMaxPcieLinkWidth;
+    f.DeviceGetMaxPcieLinkGeneration = DeviceGetMaxPcieLinkGeneration;
+    f.DeviceGetPcieReplayCounter = DeviceGetPcieReplayCounter;
     return f;
   }();
   return fn;

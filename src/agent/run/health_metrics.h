@@ -1,0 +1,20 @@
+// The GPU health metric families: each GPU's standing on each polled check
+// (gpu_agent_gpu_health{uuid,check}, with check="overall" the GPU's worst,
+// outages included) and one gauge per check with the quantity it judged.
+#ifndef GPU_AGENT_AGENT_RUN_HEALTH_METRICS_H_
+#define GPU_AGENT_AGENT_RUN_HEALTH_METRICS_H_
+
+#include <vector>
+
+#include "base/prom_text.h"
+#include "nvml/health_watcher.h"
+
+namespace gpu_agent {
+
+void RenderHealthMetrics(const std::vector<nvml::CheckStatus>& checks,
+                         const std::vector<nvml::HealthWatcher::Outage>& outages, uint64_t polls,
+                         uint64_t poll_calls, PromText* p);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_HEALTH_METRICS_H_
