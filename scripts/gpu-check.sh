@@ -15,11 +15,14 @@
 # simulator in each device-list strategy (registers, every GPU Healthy,
 # Allocate of every GPU, CDI names resolved against the written spec and
 # every device node and host path in it present); XID events registered on
-# every GPU; the container-like run (the host-driver DaemonSet's root, args
-# and mounts, the real driver root at /driver-root); idle footprint and
+# every GPU, and every polled health check's answer (gpu-agent health); the
+# ResourceSlices DRA mode would publish (gpu-agent dra slices); the
+# container-like run (the host-driver DaemonSet's root, args and mounts, the
+# real driver root at /driver-root); idle footprint and
 # start -> registered (bench/e2e_bench); a capture of every NVML answer the
 # agent uses (nvml-capture), checked by loading it into the stand-in and
-# comparing `gpu-agent devices` with the driver's own. --standin puts the
+# comparing `gpu-agent devices` and each health check's verdict with the
+# driver's own. --standin puts the
 # stand-in (and fake-nvml-tool's nvidia-smi answers) where the driver
 # would be, so the script cannot rot between GPU runs (ctest gpu_check_standin).
 # Never changes MIG mode, never resets a GPU, leaves nothing running.
@@ -393,12 +396,66 @@ else
 fi
 if ours "$agent" health --help >/dev/null 2>&1; then
   if ours "$agent" health "${agent_args[@]}" -o json >"$out/health.json" 2>"$out/health.err"; then
-    record "health:checks" PASS "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d)[:300])' "$out/health.json" 2>/dev/null || echo "see health.json")"
+    verdict=$(python3 - "$out/health.json" "$gpus" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+gpus = d.get("gpus", [])
+problems, parts = [], []
+if len(gpus) != int(sys.argv[2]):
+    problems.append("%d GPUs in the report, nvidia-smi %s" % (len(gpus), sys.argv[2]))
+same = {}  # one line for the GPUs that read alike
+for g in gpus:
+    checks = g.get("checks", [])
+    for c in checks:
+        if not c.get("state"):
+            problems.append("GPU %s %s: no state" % (g.get("index"), c.get("check")))
+    line = "%s: %s" % (g.get("health"), " ".join("%s=%s" % (c["check"], c["state"]) for c in checks))
+    same.setdefault(line, []).append(str(g.get("index")))
+for line, idx in same.items():
+    parts.append("GPU %s %s" % (",".join(idx), line))
+print(("FAIL\t" + "; ".join(problems)) if problems else
+      ("PASS\t%s NVML calls/GPU/poll; %s" % (d.get("nvmlCallsPerGpuPerPoll"), "; ".join(parts))))
+EOF
+)
+    record "health:checks" "${verdict%%$'\t'*}" "${verdict#*$'\t'}"
   else
     record "health:checks" FAIL "gpu-agent health: $(head -c 200 "$out/health.err")"
   fi
 else
   record "health:checks" SKIP "this build has no gpu-agent health (the polled checks are not built yet)"
+fi
+
+# DRA: the ResourceSlices the node's GPUs make, against nvidia-smi.
+if ours "$agent" dra slices "${agent_args[@]}" -o json >"$out/dra-slices.json" 2>"$out/dra-slices.err"; then
+  verdict=$(python3 - "$out/dra-slices.json" "$out/smi-query.csv" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+smi = [[f.strip() for f in l.split(", ")] for l in open(sys.argv[2]) if l.strip()]
+devices = [dev for s in d.get("items", []) for dev in s["spec"].get("devices", [])]
+gpus = [dev for dev in devices if dev["attributes"].get("type", {}).get("string") == "gpu"]
+uuids = sorted(dev["attributes"]["uuid"]["string"] for dev in gpus)
+problems = []
+if uuids != sorted(s[1] for s in smi):
+    problems.append("GPU uuids %s, nvidia-smi %s" % (uuids, sorted(s[1] for s in smi)))
+for dev in gpus:
+    s = next((s for s in smi if s[1] == dev["attributes"]["uuid"]["string"]), None)
+    if s and dev["attributes"].get("productName", {}).get("string") != s[2]:
+        problems.append("%s productName %r" % (dev["name"], dev["attributes"].get("productName")))
+    mem = dev.get("capacity", {}).get("memory", {}).get("value")
+    if s and mem != s[3] + "Mi":
+        problems.append("%s memory %s, nvidia-smi %s MiB" % (dev["name"], mem, s[3]))
+first = gpus[0] if gpus else {}
+print(("FAIL\t" + "; ".join(problems)) if problems else
+      ("PASS\t%d slice(s), %d device(s); %s: %s" % (
+          len(d.get("items", [])), len(devices), first.get("name"),
+          ", ".join("%s=%s" % (k.split("/")[-1], list(v.values())[0])
+                    for k, v in sorted(first.get("attributes", {}).items())
+                    if k != "uuid"))))
+EOF
+)
+  record dra:slices "${verdict%%$'\t'*}" "${verdict#*$'\t'}"
+else
+  record dra:slices FAIL "gpu-agent dra slices: $(head -c 200 "$out/dra-slices.err")"
 fi
 
 # 5. The container-like run: the host-driver DaemonSet's args, env and
@@ -535,6 +592,36 @@ if ours "$bin/nvml-capture" --sysfs-root "$sysfs" "$capture" >"$out/capture.log"
       record nvml-capture PASS "$(grep -c '^#   nvml' "$capture") answers captured; the stand-in loaded with them gives the same devices"
     else
       record nvml-capture FAIL "the stand-in with the capture differs from the driver: $(grep '^[-+] ' "$out/devices-standin.diff" | head -4 | tr '\n' ' ')"
+    fi
+    # The health report too: each check's state, and its value but where it
+    # moves by the second (temperature, clock events).
+    if [ -s "$out/health.json" ]; then
+      LD_LIBRARY_PATH="${ourlibs}${ourlibs:+:}$bin/fake-nvml" FAKE_NVML_FIXTURE=$capture \
+        "$agent" health --sysfs-root "$work/capture-sys" -o json >"$out/health-standin.json" 2>&1 || true
+      verdict=$(python3 - "$out/health.json" "$out/health-standin.json" <<'EOF'
+import json, sys
+try:
+    real, standin = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+except ValueError as e:
+    print("FAIL\tno health report from the stand-in: %s" % e)
+    sys.exit()
+moving = {"temperature", "clockEvents"}
+diffs, n = [], 0
+for g, h in zip(real.get("gpus", []), standin.get("gpus", [])):
+    theirs = {c["check"]: c for c in h.get("checks", [])}
+    for c in g.get("checks", []):
+        n += 1
+        o = theirs.get(c["check"], {})
+        if o.get("state") != c.get("state") or (
+                c["check"] not in moving and o.get("value") != c.get("value")):
+            diffs.append("GPU%s %s: driver %s %r, stand-in %s %r" % (
+                g.get("index"), c["check"], c.get("state"), c.get("value"), o.get("state"),
+                o.get("value")))
+print(("FAIL\t" + "; ".join(diffs[:4])) if diffs else
+      ("PASS\t%d checks: the stand-in loaded with the capture judges each as the driver did" % n))
+EOF
+)
+      record health-capture "${verdict%%$'\t'*}" "${verdict#*$'\t'}"
     fi
   else
     record nvml-capture FAIL "the capture is not a valid fixture: $(tail -1 "$out/capture.log")"

@@ -133,6 +133,48 @@ TEST(CliTest, DevicesOnTheStandInMatchWhatARealDriverGave) {
   EXPECT_GE(compared, 1) << "no real-driver capture in " << FixturePath("");
 }
 
+// The same captures beside the health report the driver gave: the stand-in
+// judges every check as the driver did (each check's state, and its value
+// but for the temperature and clock events, which move by the second).
+TEST(CliTest, HealthOnTheStandInJudgesAsTheRealDriverDid) {
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(FixturePath(""))) {
+    const std::string path = entry.path().string();
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("real-") || !name.ends_with(".yaml")) continue;
+    const std::string report = path.substr(0, path.size() - 5) + ".health.json";
+    if (!std::filesystem::exists(report)) continue;
+    TempDir sysfs;
+    ASSERT_TRUE(WriteFixtureSysfs(path, sysfs.path()));
+    RunResult r =
+        RunAgent({"health", "-o", "json", "--sysfs-root", sysfs.path()}, FakeNvmlEnv(path));
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    rapidjson::Document got, want;
+    got.Parse(r.out.c_str());
+    want.Parse(ReadFile(report).c_str());
+    ASSERT_FALSE(got.HasParseError()) << r.out;
+    ASSERT_FALSE(want.HasParseError()) << report;
+    ASSERT_EQ(got["gpus"].Size(), want["gpus"].Size()) << name;
+    for (rapidjson::SizeType g = 0; g < want["gpus"].Size(); ++g) {
+      const auto& wc = want["gpus"][g]["checks"];
+      const auto& gc = got["gpus"][g]["checks"];
+      ASSERT_EQ(gc.Size(), wc.Size()) << name;
+      for (rapidjson::SizeType c = 0; c < wc.Size(); ++c) {
+        const std::string check = wc[c]["check"].GetString();
+        EXPECT_STREQ(gc[c]["check"].GetString(), check.c_str()) << name;
+        EXPECT_STREQ(gc[c]["state"].GetString(), wc[c]["state"].GetString())
+            << name << " GPU " << g << " " << check;
+        if (check != "temperature" && check != "clockEvents") {
+          EXPECT_STREQ(gc[c]["value"].GetString(), wc[c]["value"].GetString())
+              << name << " GPU " << g << " " << check;
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 1) << "no real-driver health report in " << FixturePath("");
+}
+
 TEST(CliTest, DevicesShowMigDevicesWithTheirProfiles) {
   RunResult table = RunAgent({"devices"}, FakeNvmlEnv(FixturePath("2-gpu-mig.yaml")));
   ASSERT_EQ(table.code, 0) << table.err;
