@@ -223,7 +223,10 @@ struct NodeHealthReporter::State {
         lock.lock();
         if (write_condition && !ok) {
           condition_dirty = true;
-          condition_retry_at = clock->Now() + options.retry;
+          // From the attempt's start, as read before it: a clock that moved
+          // while the answer came (a test's, once the error is counted)
+          // must not push the retry past its due time.
+          condition_retry_at = now + options.retry;
         } else if (write_condition) {
           condition_retry_at.reset();
         }

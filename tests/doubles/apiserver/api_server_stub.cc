@@ -890,18 +890,22 @@ void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
           sink.done();
           return true;
         }
+        // The lines to send are taken under the lock and written without
+        // it: the store may change (a Restart clears it) while one is written.
+        std::vector<std::string> lines;
         for (const Event& e : events_) {
           if (e.rv <= from) continue;
+          from = e.rv;
           if (!name.empty() && e.object.find("\"name\":\"" + name + "\"") == std::string::npos) {
-            from = e.rv;
             continue;
           }
-          const std::string line = "{\"type\":\"" + e.type + "\",\"object\":" + e.object + "}\n";
-          from = e.rv;
-          lock.unlock();
-          if (!sink.write(line.data(), line.size())) return false;
-          lock.lock();
+          lines.push_back("{\"type\":\"" + e.type + "\",\"object\":" + e.object + "}\n");
         }
+        lock.unlock();
+        for (const std::string& line : lines) {
+          if (!sink.write(line.data(), line.size())) return false;
+        }
+        lock.lock();
         if (Clock::now() >= bookmark_at) {
           bookmark_at = Clock::time_point::max();
           // Every event up to the cache's version has been sent.
