@@ -6,12 +6,12 @@
 // GPU comes back only once the check passes and its evidence rules hold.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <mutex>
 
 #include "nvml/health_watcher.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
+#include "stand_in_nvml.h"
 #include "support/fake_clock.h"
 #include "support/test_support.h"
 
@@ -19,8 +19,6 @@ namespace gpu_agent::nvml {
 namespace {
 
 using gpu_agent::testing::FakeClock;
-using gpu_agent::testing::FakeNvmlDir;
-using gpu_agent::testing::FixturePath;
 using gpu_agent::testing::TempDir;
 using gpu_agent::testing::WaitFor;
 using gpu_agent::testing::WriteFifo;
@@ -30,19 +28,11 @@ using std::chrono::seconds;
 class HealthCheckWatchTest : public ::testing::Test {
  protected:
   void Open(const std::string& fixture) {
-    std::filesystem::create_directories(dir_.Join("usr/lib64"));
-    std::filesystem::create_symlink(FakeNvmlDir() + "/libnvidia-ml.so.1",
-                                    dir_.Join("usr/lib64/libnvidia-ml.so.1"));
-    ::setenv("FAKE_NVML_FIXTURE", FixturePath(fixture).c_str(), 1);
-    ctl_ = dir_.Join("ctl");
-    ::setenv("FAKE_NVML_CONTROL", ctl_.c_str(), 1);
-    auto lib = NvmlLibrary::Open(dir_.path());
-    ASSERT_TRUE(lib.ok()) << lib.status();
-    ASSERT_TRUE((*lib)->Init().ok());
-    lib_ = std::shared_ptr<const NvmlLibrary>(std::move(*lib));
-    auto inv = DiscoverInventory(*lib_, "/nonexistent");
-    ASSERT_TRUE(inv.ok());
-    for (const auto& g : inv->gpus) uuids_.push_back(g.uuid);
+    StandInNvml nvml;
+    OpenStandInNvml(dir_, fixture, &nvml);
+    lib_ = nvml.lib;
+    uuids_ = nvml.uuids;
+    ctl_ = nvml.ctl;
   }
 
   // Polls every 10 s and a quiet period of 1 m, on the fake clock.

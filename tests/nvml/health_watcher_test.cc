@@ -11,6 +11,7 @@
 
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
+#include "stand_in_nvml.h"
 #include "support/fake_clock.h"
 #include "support/test_support.h"
 
@@ -26,19 +27,11 @@ using gpu_agent::testing::WriteFifo;
 class HealthWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::filesystem::create_directories(dir_.Join("usr/lib64"));
-    std::filesystem::create_symlink(FakeNvmlDir() + "/libnvidia-ml.so.1",
-                                    dir_.Join("usr/lib64/libnvidia-ml.so.1"));
-    ::setenv("FAKE_NVML_FIXTURE", FixturePath("8-gpu-pcie.yaml").c_str(), 1);
-    ctl_ = dir_.Join("ctl");
-    ::setenv("FAKE_NVML_CONTROL", ctl_.c_str(), 1);
-    auto lib = NvmlLibrary::Open(dir_.path());
-    ASSERT_TRUE(lib.ok()) << lib.status();
-    ASSERT_TRUE((*lib)->Init().ok());
-    lib_ = std::shared_ptr<const NvmlLibrary>(std::move(*lib));
-    auto inv = DiscoverInventory(*lib_, "/nonexistent");
-    ASSERT_TRUE(inv.ok());
-    for (const auto& g : inv->gpus) uuids_.push_back(g.uuid);
+    StandInNvml nvml;
+    OpenStandInNvml(dir_, "8-gpu-pcie.yaml", &nvml);
+    lib_ = nvml.lib;
+    uuids_ = nvml.uuids;
+    ctl_ = nvml.ctl;
   }
 
   void StartWatcher(HealthPolicy policy, std::set<std::string> bad = {},

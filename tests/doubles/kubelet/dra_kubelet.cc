@@ -33,12 +33,9 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& socket) {
   return grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args);
 }
 
-template <class Stub, class Request, class Response>
-grpc::Status CallPrepare(const std::shared_ptr<grpc::Channel>& channel,
-                         std::chrono::milliseconds deadline,
-                         const std::vector<dra::ClaimRef>& claims,
-                         std::map<std::string, dra::PrepareOutcome>* out) {
-  auto stub = Stub(channel);
+// A prepare or unprepare request naming `claims` (both carry the same Claim).
+template <class Request>
+Request ClaimsRequest(const std::vector<dra::ClaimRef>& claims) {
   Request req;
   for (const dra::ClaimRef& c : claims) {
     auto* pc = req.add_claims();
@@ -46,6 +43,16 @@ grpc::Status CallPrepare(const std::shared_ptr<grpc::Channel>& channel,
     pc->set_uid(c.uid);
     pc->set_name(c.name);
   }
+  return req;
+}
+
+template <class Stub, class Request, class Response>
+grpc::Status CallPrepare(const std::shared_ptr<grpc::Channel>& channel,
+                         std::chrono::milliseconds deadline,
+                         const std::vector<dra::ClaimRef>& claims,
+                         std::map<std::string, dra::PrepareOutcome>* out) {
+  auto stub = Stub(channel);
+  const Request req = ClaimsRequest<Request>(claims);
   Response resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);
@@ -73,13 +80,7 @@ grpc::Status CallUnprepare(const std::shared_ptr<grpc::Channel>& channel,
                            const std::vector<dra::ClaimRef>& claims,
                            std::map<std::string, std::string>* out) {
   auto stub = Stub(channel);
-  Request req;
-  for (const dra::ClaimRef& c : claims) {
-    auto* pc = req.add_claims();
-    pc->set_namespace_(c.name_space);
-    pc->set_uid(c.uid);
-    pc->set_name(c.name);
-  }
+  const Request req = ClaimsRequest<Request>(claims);
   Response resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);

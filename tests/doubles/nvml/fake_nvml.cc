@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "device_answers.h"
 #include "fixture.h"
 #include "health_answers.h"
 #include "nvml/nvml_api.h"
@@ -315,19 +316,6 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
   return NVML_SUCCESS;
 }
 
-void FillPci(const nvmlDevice_st& dev, nvmlPciInfo_t* pci) {
-  std::memset(pci, 0, sizeof *pci);
-  const std::string& id = dev.gpu.pci_bus_id;
-  std::snprintf(pci->busId, sizeof pci->busId, "%s", id.c_str());
-  // The legacy field holds the 4-digit-domain form, 16 bytes with the NUL.
-  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s", id.substr(4).c_str());
-  pci->domain = static_cast<unsigned>(std::stoul(id.substr(0, 8), nullptr, 16));
-  pci->bus = static_cast<unsigned>(std::stoul(id.substr(9, 2), nullptr, 16));
-  pci->device = static_cast<unsigned>(std::stoul(id.substr(12, 2), nullptr, 16));
-  pci->pciDeviceId = dev.gpu.pci_device_id;
-  pci->pciSubSystemId = dev.gpu.pci_subsystem_id;
-}
-
 std::string Lower(std::string v) {
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return v;
@@ -398,25 +386,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   SYSTEM_PROLOGUE();
   if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // nvml.h: GPU_IS_LOST "if any GPU has fallen off the bus or is otherwise
-  // inaccessible" (the search for the UUID touches every GPU), unlike the
-  // lookup by index, which answers it for the target GPU alone.
-  for (auto& g : s.gpus) {
-    if (g->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
-  }
-  for (auto& g : s.gpus) {
-    if (g->gpu.uuid == uuid) {
-      *device = g.get();
-      return NVML_SUCCESS;
-    }
-    for (auto& m : g->mig_children) {
-      if (m->mig.uuid == uuid) {
-        *device = m.get();
-        return NVML_SUCCESS;
-      }
-    }
-  }
-  return NVML_ERROR_NOT_FOUND;
+  return fake_nvml::FindByUuid(s.gpus, uuid, device);
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id,
@@ -447,13 +417,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* i
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
   DEVICE_PROLOGUE(device);
-  if (device->is_mig) {
-    const std::string n = device->parent->gpu.name + " MIG " +
-                          std::to_string(device->mig.gpu_instance_slices) + "g." +
-                          std::to_string((device->mig.memory_mib + 1023) / 1024) + "gb";
-    return CopyString(n, name, length);
-  }
-  return CopyString(device->gpu.name, name, length);
+  return CopyString(fake_nvml::DeviceName(*device), name, length);
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
@@ -472,7 +436,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   DEVICE_PROLOGUE(device);
   if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  FillPci(device->is_mig ? *device->parent : *device, pci);
+  fake_nvml::FillPci(fake_nvml::PhysicalGpu(*device).gpu, pci);
   return NVML_SUCCESS;
 }
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t* pci) {
@@ -484,17 +448,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   DEVICE_PROLOGUE(device);
-  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // NVML's note: in MIG mode the GPU's own (aggregate) figures need
-  // privilege; each MIG device's are open to all.
-  if (!device->is_mig && device->gpu.mig_enabled && !s.fixture.privileged) {
-    return NVML_ERROR_NO_PERMISSION;
-  }
-  const unsigned long long mib = device->is_mig ? device->mig.memory_mib : device->gpu.memory_mib;
-  memory->total = mib * 1024ULL * 1024ULL;
-  memory->used = std::min<unsigned long long>(memory->total, 512ULL * 1024 * 1024);
-  memory->free = memory->total - memory->used;
-  return NVML_SUCCESS;
+  return fake_nvml::AnswerMemoryInfo(*device, s.fixture.privileged, memory);
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
@@ -515,34 +469,14 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
                                                             int* minor) {
   DEVICE_PROLOGUE(device);
-  if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const auto& g = (device->is_mig ? device->parent : device)->gpu;
-  *major = g.cc_major;
-  *minor = g.cc_minor;
-  return NVML_SUCCESS;
+  return fake_nvml::AnswerComputeCapability(*device, major, minor);
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
                                                              nvmlGpuTopologyLevel_t* level) {
-  {
-    DEVICE_PROLOGUE(a);
-    if (nvmlReturn_t r = CheckDevice(s, b, __func__); r != NVML_SUCCESS) return r;
-    if (level == nullptr || a->is_mig || b->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
-    const auto& ga = a->gpu;
-    const auto& gb = b->gpu;
-    if (a == b) {
-      *level = NVML_TOPOLOGY_INTERNAL;
-    } else if (ga.pcie_switch >= 0 && ga.pcie_switch == gb.pcie_switch) {
-      *level = NVML_TOPOLOGY_SINGLE;
-    } else if (ga.host_bridge >= 0 && ga.host_bridge == gb.host_bridge) {
-      *level = NVML_TOPOLOGY_HOSTBRIDGE;
-    } else if (ga.numa_node == gb.numa_node) {
-      *level = NVML_TOPOLOGY_NODE;
-    } else {
-      *level = NVML_TOPOLOGY_SYSTEM;
-    }
-  }
-  return NVML_SUCCESS;
+  DEVICE_PROLOGUE(a);
+  if (nvmlReturn_t r = CheckDevice(s, b, __func__); r != NVML_SUCCESS) return r;
+  return fake_nvml::AnswerCommonAncestor(*a, *b, level);
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
@@ -579,17 +513,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                                   nvmlEnableState_t* active) {
   DEVICE_PROLOGUE(device);
-  if (active == nullptr || device->is_mig || link >= device->link_peer.size()) {
-    return NVML_ERROR_INVALID_ARGUMENT;
-  }
-  if (std::all_of(device->link_peer.begin(), device->link_peer.end(),
-                  [](int p) { return p < 0; })) {
-    return NVML_ERROR_NOT_SUPPORTED;  // a PCIe-only board
-  }
-  *active = device->link_peer[link] >= 0 && !fake_nvml::LinkDown(device->gpu, link)
-                ? NVML_FEATURE_ENABLED
-                : NVML_FEATURE_DISABLED;
-  return NVML_SUCCESS;
+  return fake_nvml::AnswerNvLinkState(*device, link, active);
 }
 
 // The health checks' queries; on a MIG device handle NVML answers for the
@@ -656,7 +580,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device
   }
   const int peer = device->link_peer[link];
   if (peer < 0) return NVML_ERROR_NOT_SUPPORTED;
-  FillPci(*s.gpus[static_cast<size_t>(peer)], pci);
+  fake_nvml::FillPci(s.gpus[static_cast<size_t>(peer)]->gpu, pci);
   return NVML_SUCCESS;
 }
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
@@ -728,26 +652,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, uns
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
                                                     nvmlDeviceAttributes_t* attrs) {
   DEVICE_PROLOGUE(device);
-  if (attrs == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  std::memset(attrs, 0, sizeof *attrs);
-  if (device->is_mig) {
-    attrs->multiprocessorCount = device->mig.multiprocessors;
-    attrs->gpuInstanceSliceCount = device->mig.gpu_instance_slices;
-    attrs->computeInstanceSliceCount = device->mig.compute_instance_slices;
-    attrs->memorySizeMB = device->mig.memory_mib;
-    attrs->sharedCopyEngineCount = device->mig.gpu_instance_slices;
-    attrs->sharedDecoderCount = device->mig.decoders;
-    attrs->sharedEncoderCount = device->mig.encoders;
-    attrs->sharedJpegCount = device->mig.jpegs;
-    attrs->sharedOfaCount = device->mig.ofas;
-  } else {
-    attrs->multiprocessorCount = 132;
-    attrs->gpuInstanceSliceCount = 7;
-    attrs->computeInstanceSliceCount = 7;
-    attrs->memorySizeMB = device->gpu.memory_mib;
-    attrs->sharedCopyEngineCount = 7;
-  }
-  return NVML_SUCCESS;
+  return fake_nvml::AnswerAttributes(*device, attrs);
 }
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device,
                                                  nvmlDeviceAttributes_t* attrs) {
@@ -757,37 +662,6 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device,
 namespace {
 
 // The profile at NVML_GPU_INSTANCE_PROFILE_* index `profile`, or why not.
-// REQUIRES: s.mu held, `device` checked.
-nvmlReturn_t FindProfile(nvmlDevice_t device, unsigned profile,
-                         const fake_nvml::ProfileFixture** out) {
-  if (device->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
-  if (device->gpu.cc_major < 8 || !device->gpu.mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
-  if (profile > 16)
-    return NVML_ERROR_INVALID_ARGUMENT;  // past R590's NVML_GPU_INSTANCE_PROFILE_COUNT
-  for (const auto& p : device->gpu.mig_profiles) {
-    if (p.profile == profile) {
-      *out = &p;
-      return NVML_SUCCESS;
-    }
-  }
-  return NVML_ERROR_NOT_SUPPORTED;  // a profile this GPU does not offer
-}
-
-template <typename Info>
-void FillProfile(const fake_nvml::ProfileFixture& p, Info* info) {
-  info->id = p.id;
-  info->isP2pSupported = 0;
-  info->sliceCount = p.slices;
-  info->instanceCount = p.instances;
-  info->multiprocessorCount = p.multiprocessors;
-  info->copyEngineCount = p.slices;
-  info->decoderCount = p.decoders;
-  info->encoderCount = p.encoders;
-  info->jpegCount = p.jpegs;
-  info->ofaCount = p.ofas;
-  info->memorySizeMB = p.memory_mib;
-}
-
 }  // namespace
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device,
@@ -796,9 +670,9 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
   DEVICE_PROLOGUE(device);
   if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   const fake_nvml::ProfileFixture* p = nullptr;
-  if (nvmlReturn_t r = FindProfile(device, profile, &p); r != NVML_SUCCESS) return r;
+  if (nvmlReturn_t r = fake_nvml::FindProfile(*device, profile, &p); r != NVML_SUCCESS) return r;
   std::memset(info, 0, sizeof *info);
-  FillProfile(*p, info);
+  fake_nvml::FillProfile(*p, info);
   return NVML_SUCCESS;
 }
 
@@ -808,10 +682,10 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(
   if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   const fake_nvml::ProfileFixture* p = nullptr;
-  if (nvmlReturn_t r = FindProfile(device, profile, &p); r != NVML_SUCCESS) return r;
+  if (nvmlReturn_t r = fake_nvml::FindProfile(*device, profile, &p); r != NVML_SUCCESS) return r;
   std::memset(info, 0, sizeof *info);
   info->version = nvmlGpuInstanceProfileInfo_v2;
-  FillProfile(*p, info);
+  fake_nvml::FillProfile(*p, info);
   std::snprintf(info->name, sizeof info->name, "%s", p->name.c_str());
   return NVML_SUCCESS;
 }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "device_answers.h"
 #include "health_answers.h"
 
 namespace fake_nvml {
@@ -61,18 +62,6 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
   if (value.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
   std::memcpy(out, value.c_str(), value.size() + 1);
   return NVML_SUCCESS;
-}
-
-void FillPci(const Device& dev, nvmlPciInfo_t* pci) {
-  std::memset(pci, 0, sizeof *pci);
-  const std::string& id = dev.gpu.pci_bus_id;
-  std::snprintf(pci->busId, sizeof pci->busId, "%s", id.c_str());
-  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s", id.substr(4).c_str());
-  pci->domain = static_cast<unsigned>(std::stoul(id.substr(0, 8), nullptr, 16));
-  pci->bus = static_cast<unsigned>(std::stoul(id.substr(9, 2), nullptr, 16));
-  pci->device = static_cast<unsigned>(std::stoul(id.substr(12, 2), nullptr, 16));
-  pci->pciDeviceId = dev.gpu.pci_device_id;
-  pci->pciSubSystemId = dev.gpu.pci_subsystem_id;
 }
 
 nvmlReturn_t Init() {
@@ -130,23 +119,10 @@ nvmlReturn_t DeviceGetHandleByIndex(unsigned index, nvmlDevice_t* device) {
 nvmlReturn_t DeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   SYSTEM_PROLOGUE();
   if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // As NVML: GPU_IS_LOST if any GPU is off the bus (the search touches all).
-  for (auto& g : s.gpus) {
-    if (g->gpu.lost) return NVML_ERROR_GPU_IS_LOST;
-  }
-  for (auto& g : s.gpus) {
-    if (g->gpu.uuid == uuid) {
-      *device = Handle(g.get());
-      return NVML_SUCCESS;
-    }
-    for (auto& m : g->mig_children) {
-      if (m->mig.uuid == uuid) {
-        *device = Handle(m.get());
-        return NVML_SUCCESS;
-      }
-    }
-  }
-  return NVML_ERROR_NOT_FOUND;
+  Device* found = nullptr;
+  const nvmlReturn_t r = FindByUuid(s.gpus, uuid, &found);
+  if (r == NVML_SUCCESS) *device = Handle(found);
+  return r;
 }
 
 nvmlReturn_t DeviceGetIndex(nvmlDevice_t device, unsigned* index) {
@@ -158,13 +134,7 @@ nvmlReturn_t DeviceGetIndex(nvmlDevice_t device, unsigned* index) {
 
 nvmlReturn_t DeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
   DEVICE_PROLOGUE(device, "nvmlDeviceGetName");
-  if (d->is_mig) {
-    const std::string n = d->parent->gpu.name + " MIG " +
-                          std::to_string(d->mig.gpu_instance_slices) + "g." +
-                          std::to_string((d->mig.memory_mib + 1023) / 1024) + "gb";
-    return CopyString(n, name, length);
-  }
-  return CopyString(d->gpu.name, name, length);
+  return CopyString(DeviceName(*d), name, length);
 }
 
 nvmlReturn_t DeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
@@ -183,22 +153,13 @@ nvmlReturn_t DeviceGetMinorNumber(nvmlDevice_t device, unsigned* minor) {
 nvmlReturn_t DeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   DEVICE_PROLOGUE(device, "nvmlDeviceGetPciInfo_v3");
   if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  FillPci(d->is_mig ? *d->parent : *d, pci);
+  FillPci(PhysicalGpu(*d).gpu, pci);
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t DeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   DEVICE_PROLOGUE(device, "nvmlDeviceGetMemoryInfo");
-  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // In MIG mode the GPU's own figures need privilege; each MIG device's not.
-  if (!d->is_mig && d->gpu.mig_enabled && !g_state->fixture.privileged) {
-    return NVML_ERROR_NO_PERMISSION;
-  }
-  const unsigned long long mib = d->is_mig ? d->mig.memory_mib : d->gpu.memory_mib;
-  memory->total = mib * 1024ULL * 1024ULL;
-  memory->used = std::min<unsigned long long>(memory->total, 512ULL * 1024 * 1024);
-  memory->free = memory->total - memory->used;
-  return NVML_SUCCESS;
+  return AnswerMemoryInfo(*d, g_state->fixture.privileged, memory);
 }
 
 nvmlReturn_t DeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
@@ -217,11 +178,7 @@ nvmlReturn_t DeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t
 
 nvmlReturn_t DeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
   DEVICE_PROLOGUE(device, "nvmlDeviceGetCudaComputeCapability");
-  if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const GpuFixture& g = (d->is_mig ? d->parent : d)->gpu;
-  *major = g.cc_major;
-  *minor = g.cc_minor;
-  return NVML_SUCCESS;
+  return AnswerComputeCapability(*d, major, minor);
 }
 
 nvmlReturn_t DeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
@@ -229,34 +186,12 @@ nvmlReturn_t DeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
   const char* fn = "nvmlDeviceGetTopologyCommonAncestor";
   if (nvmlReturn_t r = Check(a, fn); r != NVML_SUCCESS) return r;
   if (nvmlReturn_t r = Check(b, fn); r != NVML_SUCCESS) return r;
-  if (level == nullptr || Dev(a)->is_mig || Dev(b)->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
-  const GpuFixture& ga = Dev(a)->gpu;
-  const GpuFixture& gb = Dev(b)->gpu;
-  if (a == b) {
-    *level = NVML_TOPOLOGY_INTERNAL;
-  } else if (ga.pcie_switch >= 0 && ga.pcie_switch == gb.pcie_switch) {
-    *level = NVML_TOPOLOGY_SINGLE;
-  } else if (ga.host_bridge >= 0 && ga.host_bridge == gb.host_bridge) {
-    *level = NVML_TOPOLOGY_HOSTBRIDGE;
-  } else if (ga.numa_node == gb.numa_node) {
-    *level = NVML_TOPOLOGY_NODE;
-  } else {
-    *level = NVML_TOPOLOGY_SYSTEM;
-  }
-  return NVML_SUCCESS;
+  return AnswerCommonAncestor(*Dev(a), *Dev(b), level);
 }
 
 nvmlReturn_t DeviceGetNvLinkState(nvmlDevice_t device, unsigned link, nvmlEnableState_t* active) {
   DEVICE_PROLOGUE(device, "nvmlDeviceGetNvLinkState");
-  if (active == nullptr || d->is_mig || link >= d->link_peer.size()) {
-    return NVML_ERROR_INVALID_ARGUMENT;
-  }
-  if (std::all_of(d->link_peer.begin(), d->link_peer.end(), [](int p) { return p < 0; })) {
-    return NVML_ERROR_NOT_SUPPORTED;  // a PCIe-only board
-  }
-  *active = d->link_peer[link] >= 0 && !LinkDown(d->gpu, link) ? NVML_FEATURE_ENABLED
-                                                               : NVML_FEATURE_DISABLED;
-  return NVML_SUCCESS;
+  return AnswerNvLinkState(*d, link, active);
 }
 
 // The health checks' queries; on a MIG device handle, the GPU's answer.
@@ -339,7 +274,7 @@ nvmlReturn_t DeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned link, nv
   }
   const int peer = d->link_peer[link];
   if (peer < 0) return NVML_ERROR_NOT_SUPPORTED;
-  FillPci(*g_state->gpus[static_cast<size_t>(peer)], pci);
+  FillPci(g_state->gpus[static_cast<size_t>(peer)]->gpu, pci);
   return NVML_SUCCESS;
 }
 
@@ -386,55 +321,7 @@ nvmlReturn_t DeviceGetComputeInstanceId(nvmlDevice_t device, unsigned* id) {
 
 nvmlReturn_t DeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t* attrs) {
   DEVICE_PROLOGUE(device, "nvmlDeviceGetAttributes_v2");
-  if (attrs == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  std::memset(attrs, 0, sizeof *attrs);
-  if (d->is_mig) {
-    attrs->multiprocessorCount = d->mig.multiprocessors;
-    attrs->gpuInstanceSliceCount = d->mig.gpu_instance_slices;
-    attrs->computeInstanceSliceCount = d->mig.compute_instance_slices;
-    attrs->memorySizeMB = d->mig.memory_mib;
-    attrs->sharedCopyEngineCount = d->mig.gpu_instance_slices;
-    attrs->sharedDecoderCount = d->mig.decoders;
-    attrs->sharedEncoderCount = d->mig.encoders;
-    attrs->sharedJpegCount = d->mig.jpegs;
-    attrs->sharedOfaCount = d->mig.ofas;
-  } else {
-    attrs->multiprocessorCount = 132;
-    attrs->gpuInstanceSliceCount = 7;
-    attrs->computeInstanceSliceCount = 7;
-    attrs->memorySizeMB = d->gpu.memory_mib;
-    attrs->sharedCopyEngineCount = 7;
-  }
-  return NVML_SUCCESS;
-}
-
-// The profile at NVML_GPU_INSTANCE_PROFILE_* index `profile`, or why not.
-nvmlReturn_t FindProfile(const Device& d, unsigned profile, const ProfileFixture** out) {
-  if (d.is_mig) return NVML_ERROR_INVALID_ARGUMENT;
-  if (d.gpu.cc_major < 8 || !d.gpu.mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
-  if (profile > 16) return NVML_ERROR_INVALID_ARGUMENT;  // past NVML_GPU_INSTANCE_PROFILE_COUNT
-  for (const ProfileFixture& p : d.gpu.mig_profiles) {
-    if (p.profile == profile) {
-      *out = &p;
-      return NVML_SUCCESS;
-    }
-  }
-  return NVML_ERROR_NOT_SUPPORTED;  // a profile this GPU does not offer
-}
-
-template <typename Info>
-void FillProfile(const ProfileFixture& p, Info* info) {
-  info->id = p.id;
-  info->isP2pSupported = 0;
-  info->sliceCount = p.slices;
-  info->instanceCount = p.instances;
-  info->multiprocessorCount = p.multiprocessors;
-  info->copyEngineCount = p.slices;
-  info->decoderCount = p.decoders;
-  info->encoderCount = p.encoders;
-  info->jpegCount = p.jpegs;
-  info->ofaCount = p.ofas;
-  info->memorySizeMB = p.memory_mib;
+  return AnswerAttributes(*d, attrs);
 }
 
 nvmlReturn_t DeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned profile,
