@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
   sup->kubelet_name_ = ks.substr(slash + 1);
   for (ResourceRuntime& r : resources) {
     auto slot = std::make_unique<Slot>();
+    slot->id = sup->next_slot_id_++;
     slot->runtime = std::move(r);
     if (absl::Status s = sup->Serve(*slot, /*settle=*/false); !s.ok()) {
       for (auto& started : sup->slots_) started->server->Stop(sup->options_.stop_deadline);
@@ -52,10 +53,12 @@ absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
     return absl::ResourceExhaustedError(StrCat("eventfd: ", std::strerror(err)));
   }
   sup->PublishStatus();
-  sup->control_ = std::thread([raw] {
-    NameThisThread("supervisor");
-    raw->ControlLoop();
-  });
+  if (sup->options_.own_thread) {
+    sup->control_ = std::thread([raw] {
+      NameThisThread("supervisor");
+      raw->ControlLoop();
+    });
+  }
   return sup;
 }
 
@@ -96,25 +99,30 @@ void PluginSupervisor::WaitForWork(std::chrono::steady_clock::time_point next) {
         std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, 24 * 3600 * 1000));
   }
   pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watcher_ ? watcher_->fd() : -1, POLLIN, 0}};
-  if (::poll(fds, 2, timeout_ms) < 0) {
-    if (errno == EINTR) return;
+  if (::poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
     // Never seen; waiting on the clock alone keeps timers and posts served
     // (a post is seen at the next wake), without spinning.
     LogError("the supervisor's poll failed; waiting on timers alone",
              {{"error", std::strerror(errno)}});
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(100));
-    return;
   }
-  if (fds[0].revents & POLLIN) {
-    uint64_t count = 0;
-    (void)!::read(wake_fd_, &count, sizeof count);
-  }
-  if (watcher_ && (fds[1].revents & POLLIN)) {
+}
+
+void PluginSupervisor::DrainDescriptors() {
+  uint64_t count = 0;
+  (void)!::read(wake_fd_, &count, sizeof count);  // non-blocking: EAGAIN when not woken
+  if (watcher_) {
     watcher_->Drain([this](const std::string& name, SocketWatcher::Change change) {
       OnFolderChange(name, change);
     });
   }
+}
+
+std::vector<int> PluginSupervisor::Descriptors() const {
+  std::vector<int> fds = {wake_fd_};
+  if (watcher_) fds.push_back(watcher_->fd());
+  return fds;
 }
 
 std::string PluginSupervisor::SocketPath(const std::string& endpoint) const {
@@ -139,6 +147,7 @@ absl::Status PluginSupervisor::Serve(Slot& slot, bool settle) {
   slot.server = *std::move(server);
   slot.serve_backoff = std::chrono::milliseconds(0);
   slot.registered = false;
+  ++slot.attempt;  // a Register in flight was for the old socket
   slot.streams_before_register = 0;
   slot.next_try =
       std::chrono::steady_clock::now() + (settle ? options_.settle : std::chrono::milliseconds(0));
@@ -161,6 +170,11 @@ void PluginSupervisor::CheckSockets() {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = rescans_done_ + 1;
   events_.push_back({EventKind::kRescan, ""});
+  if (!options_.own_thread) {
+    lock.unlock();
+    Turn();  // the caller is the driving thread
+    return;
+  }
   Wake();
   cv_.wait(lock, [&] { return rescans_done_ >= target || stopping_; });
 }
@@ -178,6 +192,12 @@ absl::Status PluginSupervisor::Reload(std::vector<ResourceRuntime> resources) {
   pending_reload_ = std::move(resources);
   reload_done_ = false;
   events_.push_back({EventKind::kReload, ""});
+  if (!options_.own_thread) {
+    lock.unlock();
+    Turn();  // the caller is the driving thread
+    lock.lock();
+    return reload_status_;
+  }
   Wake();
   cv_.wait(lock, [this] { return reload_done_ || stopping_; });
   return reload_status_;
@@ -187,6 +207,9 @@ void PluginSupervisor::HandleEvent(const Event& e) {
   switch (e.kind) {
     case EventKind::kKubeletSocket: {
       if (ever_registered_) ++kubelet_restarts_;
+      // The kubelet followed from now on; a rescan before its registration
+      // answers compares against it, not the one it replaced.
+      IdentityOf(options_.kubelet_socket, &kubelet_identity_);
       LogInfo("kubelet socket appeared; serving and registering again",
               {{"socket", options_.kubelet_socket}});
       for (auto& slot : slots_) {
@@ -198,6 +221,7 @@ void PluginSupervisor::HandleEvent(const Event& e) {
           }
         }
         slot->registered = false;
+        ++slot->attempt;  // a Register in flight went to the old kubelet
         slot->next_try = std::chrono::steady_clock::now();
         slot->backoff = std::chrono::milliseconds(0);
       }
@@ -227,6 +251,7 @@ void PluginSupervisor::HandleEvent(const Event& e) {
       absl::Status status;
       for (ResourceRuntime& r : next) {
         auto slot = std::make_unique<Slot>();
+        slot->id = next_slot_id_++;
         slot->runtime = std::move(r);
         // The old generation's streams have ended (Stop above waits for
         // them); settling lets the kubelet drop its client first, or a
@@ -248,6 +273,9 @@ void PluginSupervisor::HandleEvent(const Event& e) {
     }
     case EventKind::kStreams:
       break;  // RefreshStreams, after every event, looks
+    case EventKind::kRegistered:
+      FinishRegister(e);
+      break;
     case EventKind::kRescan: {
       // Events were lost (the inotify queue overflowed): look instead.
       FileIdentity now;
@@ -272,42 +300,72 @@ void PluginSupervisor::HandleEvent(const Event& e) {
   }
 }
 
-void PluginSupervisor::TryRegister(Slot& slot) {
+void PluginSupervisor::StartRegister(Slot& slot) {
   Registration reg;
   reg.kubelet_socket = options_.kubelet_socket;
   reg.endpoint = slot.runtime.publisher->endpoint();
   reg.resource_name = slot.runtime.publisher->resource_name();
   // A kubelet may open the stream before Register has returned here.
   const uint64_t opened = slot.service->stats().streams_opened.load();
-  absl::Status s = RegisterWithKubelet(reg, options_.register_timeout, &register_call_);
-  if (s.ok()) {
-    IdentityOf(options_.kubelet_socket, &kubelet_identity_);
-    slot.registered = true;
-    slot.last_registered = std::chrono::steady_clock::now();
-    ++slot.registrations;
-    ever_registered_ = true;
-    slot.failures = 0;
-    slot.last_error.clear();
-    slot.backoff = std::chrono::milliseconds(0);
-    slot.streams_before_register = opened;
-    LogInfo("registered with kubelet",
-            {{"resource", reg.resource_name}, {"endpoint", reg.endpoint}});
+  if (register_thread_.joinable()) register_thread_.join();  // it has reported already
+  registering_ = true;
+  register_thread_ = std::thread([this, reg, id = slot.id, attempt = slot.attempt, opened] {
+    NameThisThread("register");
+    Event e{EventKind::kRegistered, reg.resource_name};
+    e.status = RegisterWithKubelet(reg, options_.register_timeout, &register_call_);
+    e.slot_id = id;
+    e.attempt = attempt;
+    e.streams_opened = opened;
+    Post(std::move(e));
+  });
+}
+
+void PluginSupervisor::FinishRegister(const Event& e) {
+  registering_ = false;
+  if (register_thread_.joinable()) register_thread_.join();  // it posted; it is ending
+  const auto now = std::chrono::steady_clock::now();
+  Slot* slot = nullptr;
+  for (auto& s : slots_) {
+    if (s->id == e.slot_id) slot = s.get();
+  }
+  if (slot == nullptr || slot->attempt != e.attempt) {
+    // What it registered was replaced meanwhile (a reload, a fresh socket, a
+    // new kubelet). Its client may still be current in the kubelet: the
+    // next registration settles first, as after any generation's end.
+    for (auto& s : slots_) {
+      if (!s->registered) s->next_try = std::max(s->next_try, now + options_.settle);
+    }
     return;
   }
-  ++slot.failures;
-  slot.backoff = NextBackoff(slot.backoff);
-  slot.next_try = std::chrono::steady_clock::now() + Jitter(slot.backoff);
+  const absl::Status& s = e.status;
+  if (s.ok()) {
+    IdentityOf(options_.kubelet_socket, &kubelet_identity_);
+    slot->registered = true;
+    slot->last_registered = now;
+    ++slot->registrations;
+    ever_registered_ = true;
+    slot->failures = 0;
+    slot->last_error.clear();
+    slot->backoff = std::chrono::milliseconds(0);
+    slot->streams_before_register = e.streams_opened;
+    LogInfo("registered with kubelet",
+            {{"resource", e.name}, {"endpoint", slot->runtime.publisher->endpoint()}});
+    return;
+  }
+  ++slot->failures;
+  slot->backoff = NextBackoff(slot->backoff);
+  slot->next_try = now + Jitter(slot->backoff);
   const std::string msg(s.message());
   // Say it the first time, when it changes, and then now and then.
-  if (msg != slot.last_error || slot.failures % 20 == 0) {
+  if (msg != slot->last_error || slot->failures % 20 == 0) {
     LogWarning(s.code() == absl::StatusCode::kUnavailable ? "waiting for the kubelet"
                                                           : "kubelet refused registration",
-               {{"resource", reg.resource_name},
+               {{"resource", e.name},
                 {"error", msg},
-                {"attempts", StrCat(slot.failures)},
-                {"retry_in", StrCat(slot.backoff.count(), "ms")}});
+                {"attempts", StrCat(slot->failures)},
+                {"retry_in", StrCat(slot->backoff.count(), "ms")}});
   }
-  slot.last_error = msg;
+  slot->last_error = msg;
 }
 
 void PluginSupervisor::Heal(Slot& slot) {
@@ -362,10 +420,22 @@ bool PluginSupervisor::RefreshStreams(std::chrono::steady_clock::time_point now)
 
 void PluginSupervisor::ControlLoop() {
   for (;;) {
-    std::optional<Event> event;
+    const TimePoint next = Turn();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
+    }
+    WaitForWork(next);
+  }
+}
+
+PollDriven::TimePoint PluginSupervisor::Turn() {
+  DrainDescriptors();
+  for (;;) {
+    std::optional<Event> event;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return TimePoint::max();
       if (!events_.empty()) {
         event = std::move(events_.front());
         events_.pop_front();
@@ -379,7 +449,7 @@ void PluginSupervisor::ControlLoop() {
       continue;
     }
     if (RefreshStreams(now)) PublishStatus();
-    auto next = std::chrono::steady_clock::time_point::max();
+    auto next = TimePoint::max();
     Slot* register_due = nullptr;
     Slot* heal_due = nullptr;
     Slot* serve_due = nullptr;
@@ -393,12 +463,13 @@ void PluginSupervisor::ControlLoop() {
         continue;
       }
       if (!slot->registered) {
+        if (registering_) continue;  // one at a time; its answer is an event
         if (slot->next_try <= now) {
           register_due = slot.get();
           break;
         }
         next = std::min(next, slot->next_try);
-      } else if (slot->streamless_since != std::chrono::steady_clock::time_point{}) {
+      } else if (slot->streamless_since != TimePoint{}) {
         const auto at = std::max(slot->streamless_since, slot->last_registered) +
                         (slot->grace.count() > 0 ? slot->grace : options_.stream_grace);
         if (at <= now) {
@@ -408,22 +479,19 @@ void PluginSupervisor::ControlLoop() {
         next = std::min(next, at);
       }
     }
-    if (serve_due != nullptr || register_due != nullptr || heal_due != nullptr) {
-      if (serve_due != nullptr) {
-        if (absl::Status s = Serve(*serve_due, /*settle=*/false); !s.ok()) {
-          LogError("cannot serve the device plugin; trying again",
-                   {{"resource", serve_due->runtime.publisher->resource_name()},
-                    {"error", std::string(s.message())},
-                    {"retry_in", StrCat(serve_due->serve_backoff.count(), "ms")}});
-        }
+    if (serve_due == nullptr && register_due == nullptr && heal_due == nullptr) return next;
+    if (serve_due != nullptr) {
+      if (absl::Status s = Serve(*serve_due, /*settle=*/false); !s.ok()) {
+        LogError("cannot serve the device plugin; trying again",
+                 {{"resource", serve_due->runtime.publisher->resource_name()},
+                  {"error", std::string(s.message())},
+                  {"retry_in", StrCat(serve_due->serve_backoff.count(), "ms")}});
       }
-      if (register_due != nullptr) TryRegister(*register_due);
-      if (heal_due != nullptr) Heal(*heal_due);
-      RefreshStreams(std::chrono::steady_clock::now());
-      PublishStatus();
-      continue;
     }
-    WaitForWork(next);
+    if (register_due != nullptr) StartRegister(*register_due);
+    if (heal_due != nullptr) Heal(*heal_due);
+    RefreshStreams(std::chrono::steady_clock::now());
+    PublishStatus();
   }
 }
 
@@ -438,6 +506,7 @@ void PluginSupervisor::Stop() {
   Wake();
   register_call_.Cancel();  // a kubelet may hold Register up to its timeout
   if (control_.joinable()) control_.join();
+  if (register_thread_.joinable()) register_thread_.join();
   watcher_.reset();
   for (auto& slot : slots_) {
     if (slot->server) slot->server->Stop(options_.stop_deadline);

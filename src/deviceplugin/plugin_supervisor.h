@@ -4,8 +4,11 @@
 // kubelet.sock) or a plugin socket is removed, as seen by the SocketWatcher,
 // or when a registered resource is left without a ListAndWatch stream (a
 // kubelet since 1.25 drops the current client of a name when any older
-// client's stream ends). One control thread does all of it; callers only
-// post requests.
+// client's stream ends). One thread does all of it: the supervisor's own
+// control thread, or (own_thread off) the thread that drives it as a
+// PollDriven, as `run`'s main thread does beside its signals. Register, which
+// a kubelet may hold for seconds, runs on a short-lived thread of its own and
+// reports back as an event, so neither a stop nor a signal waits behind it.
 #ifndef GPU_AGENT_DEVICEPLUGIN_PLUGIN_SUPERVISOR_H_
 #define GPU_AGENT_DEVICEPLUGIN_PLUGIN_SUPERVISOR_H_
 
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/poll_driven.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_publisher.h"
 #include "deviceplugin/kubelet_client.h"
@@ -51,6 +55,9 @@ struct SupervisorOptions {
   std::chrono::milliseconds stream_lost_limit{120000};
   // Off only in tests that drive CheckSockets() by hand.
   bool watch_folder = true;
+  // Off: no control thread; one thread polls Descriptors(), calls Turn() and
+  // makes every other call (Reload, CheckSockets, Stop) itself.
+  bool own_thread = true;
 };
 
 struct ResourceRuntime {
@@ -74,21 +81,27 @@ struct ResourceStatus {
   uint64_t allocate_latency_ns_sum = 0;
 };
 
-class PluginSupervisor {
+class PluginSupervisor : public PollDriven {
  public:
   // Serves every resource (an error here, such as a socket folder that does
-  // not exist, is returned), then starts the watcher and the control thread,
-  // which registers.
+  // not exist, is returned), then starts the watcher and, with own_thread,
+  // the control thread, which registers (else the first Turn does).
   static absl::StatusOr<std::unique_ptr<PluginSupervisor>> Start(
       SupervisorOptions options, std::vector<ResourceRuntime> resources);
-  ~PluginSupervisor();  // Stop()
+  ~PluginSupervisor() override;  // Stop()
 
   // Replaces the resources: stops the old servers, serves the new ones and
   // registers them. Returns once done.
   absl::Status Reload(std::vector<ResourceRuntime> resources);
 
-  // Finishes streams, stops servers, removes sockets, stops threads.
+  // Finishes streams, stops servers, removes sockets, stops threads (a
+  // Register in flight is cancelled).
   void Stop();
+
+  // PollDriven, for own_thread off: the wake-up eventfd and the socket
+  // folder's inotify descriptor; Turn handles what they say and what is due.
+  std::vector<int> Descriptors() const override;
+  TimePoint Turn() override;
 
   // Checks the kubelet's socket and every plugin socket against what was
   // last seen, as after lost inotify events: a changed kubelet.sock is a
@@ -107,6 +120,10 @@ class PluginSupervisor {
 
  private:
   struct Slot {
+    uint64_t id = 0;  // names it to a Register that reports back
+    // Bumped whenever what a Register in flight was for is gone (a fresh
+    // socket, a new kubelet): its answer is then stale.
+    uint64_t attempt = 0;
     ResourceRuntime runtime;
     std::shared_ptr<DevicePluginService> service;
     std::unique_ptr<PluginServer> server;
@@ -138,10 +155,17 @@ class PluginSupervisor {
       return dev == o.dev && ino == o.ino && ctime_ns == o.ctime_ns;
     }
   };
-  enum class EventKind { kKubeletSocket, kSocketDeleted, kReload, kStreams, kRescan };
+  enum class EventKind { kKubeletSocket, kSocketDeleted, kReload, kStreams, kRescan, kRegistered };
   struct Event {
+    Event(EventKind k, std::string n) : kind(k), name(std::move(n)) {}
     EventKind kind;
     std::string name;
+    // kRegistered: the kubelet's answer, for which slot and attempt, and
+    // the slot's streams_opened count when the call started.
+    absl::Status status;
+    uint64_t slot_id = 0;
+    uint64_t attempt = 0;
+    uint64_t streams_opened = 0;
   };
 
   explicit PluginSupervisor(SupervisorOptions options) : options_(std::move(options)) {}
@@ -150,7 +174,10 @@ class PluginSupervisor {
   // the kubelet must see end before the next registration.
   absl::Status Serve(Slot& slot, bool settle);
   void ControlLoop();
-  void TryRegister(Slot& slot);
+  // Starts Register for `slot` on the register thread; its answer comes back
+  // as a kRegistered event (FinishRegister). One at a time.
+  void StartRegister(Slot& slot);
+  void FinishRegister(const Event& e);
   // Registered, but the kubelet holds no stream: register again.
   void Heal(Slot& slot);
   // Notes which slots have a stream open; true if anything changed.
@@ -171,6 +198,8 @@ class PluginSupervisor {
   // Blocks the control thread until an event is posted, the folder changes
   // or `next` comes: one poll(2) over the wake eventfd and the inotify fd.
   void WaitForWork(std::chrono::steady_clock::time_point next);
+  // Reads the wake eventfd and the folder's changes, without blocking.
+  void DrainDescriptors();
   // Copies what Status() reports. Control thread only (or before it starts).
   void PublishStatus();
 
@@ -179,14 +208,17 @@ class PluginSupervisor {
   std::string kubelet_name_;
   std::unique_ptr<SocketWatcher> watcher_;  // polled by the control thread
   int wake_fd_ = -1;                        // eventfd: Post and Stop wake the control thread
-  std::thread control_;
+  std::thread control_;                     // own_thread only
+  std::thread register_thread_;             // the Register in flight, or the last one
+  bool registering_ = false;                // a Register is in flight (driving thread)
+  uint64_t next_slot_id_ = 1;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Event> events_;  // protected by mu_
   bool stopping_ = false;     // protected by mu_
-  // Touched only by the control thread once it runs (and by Start/Stop
-  // before and after it).
+  // Touched only by the thread that turns it, the control thread or its
+  // driver (and by Start/Stop before and after).
   std::vector<std::unique_ptr<Slot>> slots_;
   struct StatusEntry {
     ResourceStatus status;
@@ -202,7 +234,7 @@ class PluginSupervisor {
   bool stopped_ = false;
   std::atomic<uint64_t> kubelet_restarts_{0};
   bool ever_registered_ = false;
-  FileIdentity kubelet_identity_;  // at the last registration; control thread
+  FileIdentity kubelet_identity_;  // the kubelet registered with or being registered with
   CallCanceller register_call_;
 };
 

@@ -1,13 +1,17 @@
 // PluginSupervisor in process, against the kubelet simulator on real unix
 // sockets: a stream the kubelet drops, lost inotify events, the liveness
-// bound, and a Register call the kubelet holds while the agent stops.
+// bound, a Register call the kubelet holds while the agent stops, and the
+// supervisor driven by its owner's poll instead of a thread of its own.
 #include "deviceplugin/plugin_supervisor.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "kubelet_simulator.h"
@@ -18,6 +22,7 @@ namespace {
 
 using gpu_agent::testing::KubeletSimulator;
 using gpu_agent::testing::TempDir;
+using gpu_agent::testing::ThreadNames;
 using gpu_agent::testing::WaitFor;
 using Profile = KubeletSimulator::Profile;
 
@@ -114,6 +119,8 @@ TEST_P(SupervisorTest, LostFolderEventsReRegisterOnlyWhatChanged) {
   o.watch_folder = false;  // this test is the only one to look
   Start(o);
   ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 2, std::chrono::seconds(10)));
+  // The kubelet may open the stream before Register answers.
+  ASSERT_TRUE(WaitFor([&] { return Status().registrations == 1; }));
   // Nothing changed: nothing to do (an overflow used to count as a restart).
   sup_->CheckSockets();
   EXPECT_EQ(sim_.registrations(), 1);
@@ -162,6 +169,76 @@ TEST_P(SupervisorTest, StopEndsARegisterTheKubeletHolds) {
   // Well under the 30 s the call may take.
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
   EXPECT_TRUE(WaitFor([&] { return sim_.held_registrations() == 0; }));
+}
+
+int Count(const std::vector<std::string>& names, const std::string& name) {
+  return static_cast<int>(std::count(names.begin(), names.end(), name));
+}
+
+// Drives `sup` as run's main thread does (poll its descriptors until it is
+// due, then Turn) until `done` holds or 10 s pass.
+bool DriveUntil(PluginSupervisor& sup, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    const auto due = std::min(sup.Turn(), deadline);
+    std::vector<pollfd> fds;
+    for (int fd : sup.Descriptors()) fds.push_back({fd, POLLIN, 0});
+    // Capped so `done`, which the simulator's threads change, is looked at.
+    const auto wait =
+        std::min<int64_t>(50, std::chrono::ceil<std::chrono::milliseconds>(due - now).count());
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0)));
+  }
+  return true;
+}
+
+TEST_P(SupervisorTest, DrivenByItsOwnerItRegistersHealsAndReloadsWithoutAThread) {
+  ASSERT_TRUE(sim_.Start());
+  SupervisorOptions o;
+  o.own_thread = false;
+  o.stream_grace = std::chrono::milliseconds(200);
+  Start(o);
+  PluginSupervisor& sup = *sup_;
+  ASSERT_TRUE(DriveUntil(sup, [&] { return sim_.Allocatable(kGpu) == 2; }));
+  EXPECT_EQ(Count(ThreadNames(::getpid()), "supervisor"), 0);
+  // The Register thread ends with its call.
+  ASSERT_TRUE(DriveUntil(sup, [&] { return Status().registered; }));
+  EXPECT_EQ(Count(ThreadNames(::getpid()), "register"), 0);
+  // A kubelet restart, seen through the folder's inotify descriptor.
+  ASSERT_TRUE(sim_.Restart());
+  ASSERT_TRUE(DriveUntil(sup, [&] { return sim_.registrations() == 2; }));
+  ASSERT_TRUE(DriveUntil(sup, [&] { return sim_.Allocatable(kGpu) == 2; }));
+  EXPECT_EQ(sup.kubelet_restarts(), 1u);
+  // A dropped stream, seen through a posted event and the grace timer.
+  sim_.DisconnectCurrent(kGpu);
+  ASSERT_TRUE(DriveUntil(sup, [&] { return sim_.registrations() == 3; }));
+  ASSERT_TRUE(DriveUntil(sup, [&] { return sim_.Allocatable(kGpu) == 2; }));
+  // A reload runs on the driving thread, inline.
+  ASSERT_TRUE(sup.Reload(TwoGpus()).ok());
+  ASSERT_TRUE(DriveUntil(sup, [&] { return sim_.registrations() == 4; }));
+  ASSERT_TRUE(DriveUntil(sup, [&] { return sim_.Allocatable(kGpu) == 2; }));
+  EXPECT_EQ(sim_.max_concurrent_registrations(), 1);
+}
+
+TEST_P(SupervisorTest, DrivenItsTurnNeverWaitsOnARegisterTheKubeletHolds) {
+  ASSERT_TRUE(sim_.Start());
+  sim_.HoldRegistrations(true);
+  SupervisorOptions o;
+  o.own_thread = false;
+  Start(o);  // Register waits up to 30 s, on its own thread
+  ASSERT_TRUE(DriveUntil(*sup_, [&] { return sim_.held_registrations() == 1; }));
+  EXPECT_EQ(Count(ThreadNames(::getpid()), "register"), 1);
+  // Turn returns while the kubelet still holds the call: a signal or a
+  // reload on the driving thread is never stuck behind it.
+  sup_->Turn();
+  EXPECT_EQ(sim_.held_registrations(), 1);
+  EXPECT_FALSE(Status().registered);
+  const auto started = std::chrono::steady_clock::now();
+  sup_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_TRUE(WaitFor([&] { return sim_.held_registrations() == 0; }));
+  EXPECT_EQ(Count(ThreadNames(::getpid()), "register"), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kubelet, SupervisorTest, ::testing::Values(Profile::k1_25, Profile::k1_20),

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -160,6 +161,40 @@ TEST_F(PluginModeTest, WaitsForAMissingKubeletWithoutSpinning) {
   // The kubelet arrives: inotify sees kubelet.sock, registration follows.
   ASSERT_TRUE(sim_.Start());
   ASSERT_TRUE(sim_.WaitForRegistrations(1, std::chrono::seconds(2))) << Dump();
+}
+
+// The main thread waits on signals and drives the supervisor in one poll;
+// Register, which a kubelet may hold for its whole timeout, runs on a thread
+// of its own for as long as the call lasts. So a reload and a stop are
+// served at once while the kubelet holds the call.
+TEST_F(PluginModeTest, SignalsAreServedWhileTheKubeletHoldsRegister) {
+  ASSERT_TRUE(sim_.Start());
+  sim_.HoldRegistrations(true);
+  StartAgent({}, FixturePath("8-gpu-nvlink.yaml"), {}, /*start_sim=*/false);
+  ASSERT_TRUE(WaitFor([&] { return sim_.held_registrations() == 1; })) << Dump();
+  std::vector<std::string> names = ThreadNames(agent_->pid());
+  EXPECT_EQ(std::count(names.begin(), names.end(), "supervisor"), 0) << StrJoin(names, " ");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "register"), 1) << StrJoin(names, " ");
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(agent_->WaitForStderr("reload done")) << Dump();
+  EXPECT_EQ(sim_.registrations(), 0);
+  const auto started = std::chrono::steady_clock::now();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Dump();
+  // Well under the 30 s the kubelet may hold Register.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
+// Once registered, no thread of the agent's is left for registering.
+TEST_F(PluginModeTest, NoRegisterOrSupervisorThreadOnceRegistered) {
+  StartAgent();
+  ASSERT_TRUE(Registered()) << Dump();
+  ASSERT_TRUE(WaitFor([&] {
+    const std::vector<std::string> names = ThreadNames(agent_->pid());
+    return std::count(names.begin(), names.end(), "register") == 0;
+  })) << StrJoin(ThreadNames(agent_->pid()), " ");
+  const std::vector<std::string> names = ThreadNames(agent_->pid());
+  EXPECT_EQ(std::count(names.begin(), names.end(), "supervisor"), 0) << StrJoin(names, " ");
 }
 
 TEST_F(PluginModeTest, KubeletRefusalIsShownWithItsMessage) {

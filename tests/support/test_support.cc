@@ -302,6 +302,18 @@ int CountEntries(const std::string& dir) {
 int CountOpenFds(pid_t pid) { return CountEntries("/proc/" + std::to_string(pid) + "/fd"); }
 int CountThreads(pid_t pid) { return CountEntries("/proc/" + std::to_string(pid) + "/task"); }
 
+std::vector<std::string> ThreadNames(pid_t pid) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& entry : std::filesystem::directory_iterator(task, ec)) {
+    std::string name = ReadFile(entry.path().string() + "/comm");
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    if (!name.empty()) names.push_back(name);  // empty: the thread ended meanwhile
+  }
+  return names;
+}
+
 long CpuTicks(pid_t pid) {
   std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = stat.rfind(')');

@@ -123,6 +123,8 @@ namespace gpu_agent::testing {
 // /proc readings of a live process.
 int CountOpenFds(pid_t pid);
 int CountThreads(pid_t pid);
+// Each thread's name (/proc/PID/task/*/comm), one entry per thread.
+std::vector<std::string> ThreadNames(pid_t pid);
 long CpuTicks(pid_t pid);  // user + system, in clock ticks
 
 // Writes one line to a FIFO without blocking; false if no reader has it open.

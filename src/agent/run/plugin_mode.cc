@@ -117,6 +117,7 @@ std::unique_ptr<nvml::HealthWatcher> WatchHealth(
 
 deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
   deviceplugin::SupervisorOptions o;
+  o.own_thread = false;  // run's main thread drives it beside the signals
   o.kubelet_socket = c.kubelet.socket;
   o.stream_grace =
       std::chrono::duration_cast<std::chrono::milliseconds>(c.kubelet.stream_grace_period);
@@ -177,6 +178,7 @@ class PluginMode : public Mode {
           StrCat("cannot start the device plugin: ", sup.status().message()));
     }
     supervisor_ = *std::move(sup);
+    ctx_.events->Drive(supervisor_.get());
     absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
         WatchConfigLabel(gen.config(), ctx_.node_config, ctx_.events);
     if (!label_watch.ok()) {
@@ -196,8 +198,8 @@ class PluginMode : public Mode {
     }
     ApplyNfdOutput(next.config(), next.labels.labels);
     // Scrapes and probes read the runtimes meanwhile: the lock is held only
-    // to swap them, never across the supervisor's Reload (which may wait
-    // behind a Register a kubelet holds for seconds). The old watcher,
+    // to swap them, never across the supervisor's Reload (which stops the
+    // old servers, waiting for their streams to end). The old watcher,
     // stopped, stays readable until it is replaced.
     std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(next.plan);
@@ -218,6 +220,7 @@ class PluginMode : public Mode {
     if (label_watch_) label_watch_->Stop();
     health().Stop();
     if (notes_) notes_->Stop();
+    ctx_.events->Drive(nullptr);
     if (supervisor_) supervisor_->Stop();
     cdi_spec_.Remove();
     LogInfo("stopped; sockets removed");

@@ -6,9 +6,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -92,12 +95,22 @@ RunEvents::Event RunEvents::Next() {
         return e;
       }
     }
-    pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
+    std::vector<pollfd> fds = {{signal_fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
+    int timeout_ms = -1;
+    if (driven_ != nullptr) {
+      const PollDriven::TimePoint due = driven_->Turn();
+      for (int fd : driven_->Descriptors()) fds.push_back({fd, POLLIN, 0});
+      if (due != PollDriven::TimePoint::max()) {
+        const auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(due - std::chrono::steady_clock::now());
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 24 * 3600 * 1000));
+      }
+    }
     int ready;
-    while ((ready = ::poll(fds, 2, -1)) < 0 && errno == EINTR) {
+    while ((ready = ::poll(fds.data(), fds.size(), timeout_ms)) < 0 && errno == EINTR) {
     }
     if (ready < 0) {
-      // Cannot happen with two valid descriptors short of ENOMEM; waiting on
+      // Cannot happen with valid descriptors short of ENOMEM; waiting on
       // would spin, so the agent stops and its supervisor restarts it.
       LogError("cannot wait for signals; stopping", {{"error", std::strerror(errno)}});
       return {Kind::kStop, "poll failed"};

@@ -2,7 +2,8 @@
 // SIGHUP: reload; SIGUSR1: an operator vouching that GPUs held for a reset
 // were reset) or a reload another thread asks for (the node's config label
 // changed). One poll over a signalfd and an eventfd: an internal event is
-// posted, never sent to the process as a signal.
+// posted, never sent to the process as a signal. The same poll drives work
+// that needs no thread of its own (plugin mode's supervisor, a PollDriven).
 #ifndef GPU_AGENT_AGENT_RUN_RUN_EVENTS_H_
 #define GPU_AGENT_AGENT_RUN_RUN_EVENTS_H_
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/poll_driven.h"
 
 namespace gpu_agent {
 
@@ -34,6 +36,12 @@ class RunEvents {
   // become one.
   void PostReload(std::string reason);
 
+  // Main thread only. From now on Next() also polls `work`'s descriptors and
+  // calls its Turn (on entry, when one is readable and when it is due), so
+  // the work runs on the main thread between events. Null: no more. `work`
+  // must outlive its turn here.
+  void Drive(PollDriven* work) { driven_ = work; }
+
   // Main thread only. Blocks for the next event. A stop signal comes before
   // a reload or vouch that was waiting with it; a SIGHUP takes the reloads
   // posted before it (one reload for all, their reasons joined).
@@ -48,6 +56,7 @@ class RunEvents {
   const int event_fd_;
   std::mutex mu_;
   std::vector<std::string> reasons_;  // protected by mu_: reloads posted, not yet taken
+  PollDriven* driven_ = nullptr;      // main thread only
 };
 
 }  // namespace gpu_agent
