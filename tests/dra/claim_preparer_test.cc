@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <filesystem>
+
 #include "base/file_util.h"
 #include "support/test_support.h"
 
@@ -241,6 +243,78 @@ TEST_F(ClaimPreparerTest, ACorruptCheckpointIsMovedAsideAndRebuiltFromTheSpecs) 
   EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
   EXPECT_EQ(preparer_->Unprepare({{"", "u1", ""}})["u1"], "");
   EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+}
+
+TEST_F(ClaimPreparerTest, APreparedClaimAskedAgainIsAnsweredWithoutWritingAnything) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  // Every write replaces its file by a rename: a new inode.
+  const ino_t spec = InodeOf(preparer_->SpecPath("u1"));
+  const ino_t checkpoint = InodeOf(options_.checkpoint);
+  ASSERT_NE(spec, 0u);
+  ASSERT_NE(checkpoint, 0u);
+  EXPECT_EQ(PrepareOne("one", "u1").devices.size(), 1u);
+  EXPECT_EQ(InodeOf(preparer_->SpecPath("u1")), spec);
+  EXPECT_EQ(InodeOf(options_.checkpoint), checkpoint);
+}
+
+// A crash after a claim's spec was renamed into place and before the
+// checkpoint was: the kubelet had no answer. The spec is taken in, so an
+// unprepare finds the claim; a prepare reads the claim again (the spec
+// holds no request names) and answers in full.
+TEST_F(ClaimPreparerTest, ASpecTheCheckpointLacksIsTakenIn) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("two", Claim("u2", {{"gpus", kDriver, kPool, "gpu-1"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  const std::string before = ReadFile(options_.checkpoint);
+  ASSERT_EQ(PrepareOne("two", "u2").error, "");
+  dir_.Write("plugin/checkpoint.json", before);  // as if the crash came first
+  Restart();
+  std::map<std::string, PrepareOutcome> prepared = preparer_->Prepared();
+  ASSERT_EQ(prepared.count("u2"), 1u);
+  ASSERT_EQ(prepared["u2"].devices.size(), 1u);
+  EXPECT_EQ(prepared["u2"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=u2-gpu-1"});
+  const int gets = reader_->gets;
+  const PrepareOutcome again = PrepareOne("two", "u2");
+  EXPECT_EQ(reader_->gets, gets + 1);
+  ASSERT_EQ(again.devices.size(), 1u);
+  EXPECT_EQ(again.devices[0].request_names, std::vector<std::string>{"gpus"});
+  // Taken in before the checkpoint existed at all, and unprepared from it.
+  std::filesystem::remove(options_.checkpoint);
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().size(), 2u);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 0u);
+  EXPECT_EQ(preparer_->Prepared().count("u2"), 1u);
+}
+
+// A crash of the machine after the checkpoint reached the disk and before
+// a spec did (specs are not flushed): the spec is missing or empty. The
+// empty one is removed (no runtime can use it); the entry stays, so the
+// kubelet's unprepare after a reboot finds it, and its prepare writes the
+// spec again.
+TEST_F(ClaimPreparerTest, ACheckpointEntryWhoseSpecIsMissingOrCutIsPreparedAgain) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("two", Claim("u2", {{"r", kDriver, kPool, "gpu-1"}}));
+  ASSERT_EQ(preparer_->Prepare({{"ns", "u1", "one"}, {"ns", "u2", "two"}})["u2"].error, "");
+  const std::string spec = ReadFile(preparer_->SpecPath("u1"));
+  std::filesystem::remove(preparer_->SpecPath("u1"));
+  dir_.Write("cdi/gpu-agent.github.io-claim_u2.json", "");
+  Restart();
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u2")));
+  EXPECT_EQ(preparer_->Prepared().size(), 2u);
+  const int gets = reader_->gets;
+  const PrepareOutcome again = PrepareOne("one", "u1");
+  EXPECT_EQ(reader_->gets, gets + 1);
+  EXPECT_EQ(again.error, "");
+  EXPECT_EQ(ReadFile(preparer_->SpecPath("u1")), spec);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u2", "two"}})["u2"], "");
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().count("u2"), 0u);
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
 }
 
 }  // namespace
