@@ -5,11 +5,14 @@
 #include <rapidjson/writer.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -222,32 +225,50 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepared() const {
 std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<ClaimRef>& claims) {
   std::map<std::string, PrepareOutcome> out;
   std::vector<std::string> added;
+  std::vector<const ClaimRef*> todo;  // each UID once
   for (const ClaimRef& c : claims) {
+    if (out.count(c.uid) > 0) continue;  // asked twice in the batch: one answer
     PrepareOutcome& o = out[c.uid];
     if (c.uid.empty()) {
       o.error = StrCat(Named(c), " has no UID");
       continue;
     }
-    {
-      // Prepared before (this run or the checkpoint's): the same answer,
-      // as long as its spec is still there.
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = prepared_.find(c.uid);
-      if (it != prepared_.end() && !it->second.from_spec && PathExists(SpecPath(c.uid))) {
-        o.devices = it->second.devices;
-        continue;
-      }
-    }
-    Entry e;
-    if (std::string error = PrepareOne(c, &e); !error.empty()) {
-      LogWarning("claim not prepared",
-                 {{"claim", StrCat(c.name_space, "/", c.name)}, {"uid", c.uid}, {"error", error}});
-      o.error = error;
+    // Prepared before (this run or the checkpoint's): the same answer, as
+    // long as its spec is still there.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = prepared_.find(c.uid);
+    if (it != prepared_.end() && !it->second.from_spec && PathExists(SpecPath(c.uid))) {
+      o.devices = it->second.devices;
       continue;
     }
-    o.devices = e.devices;
+    todo.push_back(&c);
+  }
+  // The claims' GETs (and specs) a few at a time: the batch waits for the
+  // API server about once, not once per claim.
+  std::vector<Entry> entries(todo.size());
+  std::vector<std::string> errors(todo.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++)
+      errors[i] = PrepareOne(*todo[i], &entries[i]);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t n = 1; n < std::min(todo.size(), kConcurrentReads); ++n) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const ClaimRef& c = *todo[i];
+    PrepareOutcome& o = out[c.uid];
+    if (!errors[i].empty()) {
+      LogWarning(
+          "claim not prepared",
+          {{"claim", StrCat(c.name_space, "/", c.name)}, {"uid", c.uid}, {"error", errors[i]}});
+      o.error = errors[i];
+      continue;
+    }
+    o.devices = entries[i].devices;
     std::lock_guard<std::mutex> lock(mu_);
-    prepared_[c.uid] = std::move(e);
+    prepared_[c.uid] = std::move(entries[i]);
     added.push_back(c.uid);
   }
   if (!added.empty()) {

@@ -29,7 +29,8 @@
 namespace gpu_agent::dra {
 
 // How a claim is read: the API server's answer to its GET (any HTTP code),
-// or a transport error.
+// or a transport error. Thread-safe: a batch's claims are read up to
+// kConcurrentReads at a time.
 class ClaimReader {
  public:
   virtual ~ClaimReader() = default;
@@ -47,6 +48,8 @@ struct DeviceCatalog {
   std::vector<DraDevice> devices;
   cdi::Spec node_spec;
 };
+
+inline constexpr size_t kConcurrentReads = 4;
 
 struct PreparerOptions {
   std::string driver;      // results of other drivers are not ours
@@ -81,7 +84,8 @@ class ClaimPreparer : public ClaimHandler {
   // spec did not reach the disk (missing, or cut: removed) is prepared
   // again when the kubelet asks, as it does before it starts the claim's
   // containers again. A claim prepared before whose spec is in place is
-  // answered without reading it or writing anything.
+  // answered without reading it or writing anything. The others of a batch
+  // are read and written up to kConcurrentReads at a time.
   std::map<std::string, PrepareOutcome> Prepare(const std::vector<ClaimRef>& claims) override;
   std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& claims) override;
 

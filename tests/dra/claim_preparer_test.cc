@@ -8,7 +8,11 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 
 #include "base/file_util.h"
 #include "support/test_support.h"
@@ -26,6 +30,14 @@ class TableReader : public ClaimReader {
  public:
   absl::StatusOr<Answer> GetClaim(const std::string& ns, const std::string& name) override {
     ++gets;
+    if (hold) {
+      // Each GET waits (5 s at most) until `hold` are under way at once.
+      std::unique_lock<std::mutex> lock(mu);
+      max_at_once = std::max(max_at_once, ++at_once);
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(5), [&] { return max_at_once >= hold; });
+      --at_once;
+    }
     auto it = claims.find(ns + "/" + name);
     if (it == claims.end()) {
       return Answer{404, R"({"kind":"Status","message":"resourceclaims \")" + name +
@@ -33,8 +45,12 @@ class TableReader : public ClaimReader {
     }
     return it->second;
   }
-  std::map<std::string, Answer> claims;
-  int gets = 0;
+  std::map<std::string, Answer> claims;  // not changed during a Prepare
+  std::atomic<int> gets{0};
+  int hold = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  int at_once = 0, max_at_once = 0;  // protected by mu
 };
 
 // A claim allocated `results`: (request, driver, pool, device).
@@ -315,6 +331,32 @@ TEST_F(ClaimPreparerTest, ACheckpointEntryWhoseSpecIsMissingOrCutIsPreparedAgain
   Restart();
   EXPECT_EQ(preparer_->Prepared().count("u2"), 0u);
   EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
+}
+
+// A batch's claims are read several at a time (the reader holds each GET
+// until kConcurrentReads are under way; one at a time, each would wait out
+// its 5 s), and every claim is answered and checkpointed.
+TEST_F(ClaimPreparerTest, ABatchReadsItsClaimsConcurrently) {
+  std::vector<ClaimRef> batch;
+  for (int i = 0; i < 6; ++i) {
+    const std::string n = std::to_string(i);
+    Put("c" + n, Claim("u" + n, {{"r", kDriver, kPool, "gpu-" + std::to_string(i % 2)}}));
+    batch.push_back({"ns", "u" + n, "c" + n});
+  }
+  batch.push_back(batch[0]);  // asked twice: prepared once
+  reader_->hold = static_cast<int>(kConcurrentReads);
+  const auto start = std::chrono::steady_clock::now();
+  std::map<std::string, PrepareOutcome> out = preparer_->Prepare(batch);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  EXPECT_EQ(reader_->max_at_once, static_cast<int>(kConcurrentReads));
+  EXPECT_EQ(reader_->gets, 6);
+  ASSERT_EQ(out.size(), 6u);
+  for (const auto& [uid, o] : out) {
+    EXPECT_EQ(o.error, "") << uid;
+    EXPECT_EQ(o.devices.size(), 1u) << uid;
+  }
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().size(), 6u);
 }
 
 }  // namespace

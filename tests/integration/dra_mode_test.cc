@@ -454,12 +454,20 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
     std::map<std::string, dra::PrepareOutcome> out;
     ASSERT_TRUE(
         kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &out).ok());
-    EXPECT_NE(out["uid-a"].error.find("the API server answered " + std::to_string(code)),
+    // The two GETs go out together: whichever the server failed has the
+    // error, the other its devices.
+    const bool a_failed = !out["uid-a"].error.empty();
+    const dra::PrepareOutcome& failed = out[a_failed ? "uid-a" : "uid-b"];
+    const dra::PrepareOutcome& other = out[a_failed ? "uid-b" : "uid-a"];
+    EXPECT_NE(failed.error.find("the API server answered " + std::to_string(code)),
               std::string::npos)
-        << out["uid-a"].error;
-    EXPECT_EQ(out["uid-b"].error, "") << code;  // its own GET succeeded
+        << failed.error;
+    EXPECT_TRUE(failed.devices.empty());
+    EXPECT_EQ(other.error, "") << code;  // its own GET succeeded
+    EXPECT_EQ(other.devices.size(), 1u);
     std::map<std::string, std::string> un;
-    ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-b", "b"}}, &un).ok());
+    ASSERT_TRUE(
+        kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &un).ok());
   }
 }
 
