@@ -139,9 +139,8 @@ int Main(int argc, char** argv) {
   auto time_fsync = [&]() -> double {
     const int fd = ::open(sync_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
-    const bool wrote =
-        ::write(fd, sync_content.data(), sync_content.size()) ==
-        static_cast<ssize_t>(sync_content.size());
+    const bool wrote = ::write(fd, sync_content.data(), sync_content.size()) ==
+                       static_cast<ssize_t>(sync_content.size());
     const auto t0 = Clock::now();
     const bool synced = ::fsync(fd) == 0;
     const double us = Us(Clock::now() - t0);
