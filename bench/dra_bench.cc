@@ -182,10 +182,24 @@ int Main(int argc, char** argv) {
     batch_us.push_back(Us(Clock::now() - t0));
     kubelet.Unprepare(kDriver, batch, &un);
   }
+  // A batch whose claim GETs are each answered 2 ms late, as by an API
+  // server a network away: eight read one after another take 16 ms or more.
+  constexpr auto kLate = std::chrono::milliseconds(2);
+  api.DelayClaimGets(kLate);
+  std::vector<double> late_us;
+  for (int n = 0; n < std::max(3, calls / 10); ++n) {
+    std::map<std::string, dra::PrepareOutcome> out;
+    std::map<std::string, std::string> un;
+    const auto t0 = Clock::now();
+    if (!kubelet.Prepare(kDriver, batch, &out).ok()) ++errors;
+    late_us.push_back(Us(Clock::now() - t0));
+    kubelet.Unprepare(kDriver, batch, &un);
+  }
+  api.DelayClaimGets(std::chrono::microseconds(0));
   agent.Signal(SIGTERM);
   agent.Wait();
   const double floor = Median(floor_us), one = Median(one_us), eight = Median(batch_us),
-               get = Median(get_us), fsync = Median(fsync_us);
+               get = Median(get_us), fsync = Median(fsync_us), late = Median(late_us) / 1000;
   const double one_ratio = (one - get) / floor;
   char table[4096];
   std::snprintf(
@@ -199,6 +213,8 @@ int Main(int argc, char** argv) {
       "on its own | |\n"
       "| prepare 1 claim less the claim GET, as a ratio to the floor | %.2fx | <= 1.5x | %s |\n"
       "| prepare a batch of 8 claims, round trip, median | %.0f us (%.2fx floor) | | |\n"
+      "| prepare a batch of 8, each claim GET answered 2 ms late, median of %zu | %.1f ms | "
+      "< 16 ms (8 GETs in a row) | %s |\n"
       "| ResourceSlices published after discovery (first create less the discovery GET) | %.1f "
       "ms | < 100 ms | %s |\n"
       "| calls that failed | %d | 0 | %s |\n",
@@ -206,7 +222,7 @@ int Main(int argc, char** argv) {
       smoke              ? "(smoke)"
       : one_ratio <= 1.5 ? "pass"
                          : "MISS",
-      eight, eight / floor, slices_ms,
+      eight, eight / floor, late_us.size(), late, late < 16 ? "pass" : "MISS", slices_ms,
       smoke             ? "(smoke)"
       : slices_ms < 100 ? "pass"
                         : "MISS",
