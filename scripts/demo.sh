@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs gpu-agent on this machine with
-# the test doubles standing in for the GPUs (the libnvidia-ml stand-in) and
-# the kubelet (the kubelet simulator). Leaves nothing behind, also on Ctrl-C.
+# the test doubles standing in for the GPUs (the libnvidia-ml stand-in), the
+# kubelet (the kubelet simulator, and its DRA side) and the API server (the
+# API server stand-in): plugin, static and DRA mode. Leaves nothing behind,
+# also on Ctrl-C.
 #
 # Several runs at once do not meet: each has its own folder, sockets and
 # ports. A run killed with SIGKILL cannot clean up; the next run does: it
@@ -136,9 +138,43 @@ step "10. By hand: gpu-agent capacity set through the proxy (first --dry-run, th
 "$build"/gpu-agent capacity set --proxy="$url" --node demo-node --count 4
 "$build"/gpu-agent capacity get --proxy="$url" --node demo-node -o json
 
+step "11. DRA mode: a ResourceClaim allocated gpu-0; the kubelet stand-in prepares it, then unprepares it"
+driver=gpu.gpu-agent.github.io
+claim=default/demo-claim/3f1c0e2a-demo
+mkdir -p "$work/dra-registry" "$work/dra-plugins" "$work/cdi" "$work/dev/dev" \
+  "$work/driver/usr/lib/x86_64-linux-gnu"
+# The CDI spec names device nodes and driver libraries: empty stand-ins of
+# the ones it must find (the GPUs' nodes, libnvidia-ml and libcuda).
+for i in $(seq 0 7); do : >"$work/dev/dev/nvidia$i"; done
+: >"$work/dev/dev/nvidiactl"
+version=$(sed -n 's/^driverVersion: "\(.*\)"/\1/p' "$fixture")
+for lib in libnvidia-ml.so libcuda.so; do : >"$work/driver/usr/lib/x86_64-linux-gnu/$lib.$version"; done
+"$build"/apiserver-stub demo-node --claim "$claim" "$driver" gpu-0 >"$work/dra-api.log" 2>&1 &
+dra_api=$!
+started $dra_api
+wait_for "$work/dra-api.log" "serving"
+url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$work/dra-api.log")
+grep "ResourceClaim" "$work/dra-api.log"
+"$build"/gpu-agent run --mode dra --node-name demo-node --proxy="$url" --sysfs-root "$work/sys" \
+  --dra-registry-dir "$work/dra-registry" --dra-plugin-dir "$work/dra-plugins" \
+  --cdi-spec-dir "$work/cdi" --nvidia-cdi-hook-path "" --dev-root "$work/dev" \
+  --nvidia-driver-root "$work/driver" >"$work/dra.log" 2>&1 &
+dra=$!
+started $dra
+"$build"/kubelet-sim dra "$work/dra-registry" "$driver" prepare "$claim"
+spec=$(find "$work/cdi" -name '*-claim_*.json')
+echo "CDI spec written: ${spec#"$work/"}"
+grep -E '"(kind|name|path)"' "$spec"
+"$build"/kubelet-sim dra "$work/dra-registry" "$driver" unprepare "$claim"
+echo "claim specs left in the CDI folder: $(find "$work/cdi" -name '*-claim_*.json' | wc -l)"
+kill -TERM "$dra"
+wait "$dra" || true
+
 step "Summary"
 echo "Plugin mode: gpu-agent found 8 GPUs and their NVLink topology through the NVML stand-in,"
 echo "registered with the kubelet simulator, answered Allocate, reported an XID as Unhealthy, brought"
 echo "the GPU back, and shut down cleanly. Static mode: it wrote nvidia.com/gpu=8 into the Node and"
 echo "repaired a kubelet zeroing from the watch. By hand: capacity set sent the documented PATCH."
+echo "DRA mode: it registered with the DRA kubelet stand-in, prepared a claim of gpu-0 as a CDI"
+echo "device with its own spec file, and removed that spec when the claim was unprepared."
 echo "The temp folder and every process are cleaned up on exit."

@@ -26,7 +26,8 @@ std::string JoinRoot(std::string_view root, std::string_view path) {
   return std::string(root) + std::string(path);
 }
 
-absl::Status WriteFileAtomically(const std::string& path, std::string_view content) {
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content,
+                                 Durability durability) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -55,7 +56,7 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
     done += static_cast<size_t>(n);
   }
   // The umask may have taken bits off; readers (container runtimes) need 0644.
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
+  if (::fchmod(fd, 0644) != 0 || (durability == Durability::kFlushed && ::fsync(fd) != 0)) {
     const int err = errno;
     ::close(fd);
     errno = err;

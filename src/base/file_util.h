@@ -24,11 +24,25 @@ std::string TrimRoot(std::string_view root);
 // Whether two roots name the same folder as written ("/run/d/" and "/run/d").
 bool SameRoot(std::string_view a, std::string_view b);
 
+// How far a write must have gone before WriteFileAtomically returns.
+enum class Durability {
+  // The new content is on the disk before it is renamed over `path`
+  // (fsync): a crash of the machine leaves the old file or the new one.
+  kFlushed,
+  // Renamed over `path` without waiting for the disk: readers, and a
+  // restarted process, see the old file or the new one; after a crash of
+  // the machine the file may be missing or empty. For files a flushed
+  // record lets the writer check and write again.
+  kRenamedOnly,
+};
+
 // Replaces (or creates) `path` with `content`, mode 0644, so a reader sees
 // the old file or the new one, never a part: written to a temporary file in
-// the same folder, flushed, then renamed over `path`. The folder must exist.
-// Errors name the path and the system's reason; no temporary file is left.
-absl::Status WriteFileAtomically(const std::string& path, std::string_view content);
+// the same folder, flushed as `durability` asks, then renamed over `path`.
+// The folder must exist. Errors name the path and the system's reason; no
+// temporary file is left.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content,
+                                 Durability durability = Durability::kFlushed);
 
 }  // namespace gpu_agent
 

@@ -5,11 +5,14 @@
 #include <rapidjson/writer.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -222,32 +225,50 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepared() const {
 std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<ClaimRef>& claims) {
   std::map<std::string, PrepareOutcome> out;
   std::vector<std::string> added;
+  std::vector<const ClaimRef*> todo;  // each UID once
   for (const ClaimRef& c : claims) {
+    if (out.count(c.uid) > 0) continue;  // asked twice in the batch: one answer
     PrepareOutcome& o = out[c.uid];
     if (c.uid.empty()) {
       o.error = StrCat(Named(c), " has no UID");
       continue;
     }
-    {
-      // Prepared before (this run or the checkpoint's): the same answer,
-      // as long as its spec is still there.
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = prepared_.find(c.uid);
-      if (it != prepared_.end() && PathExists(SpecPath(c.uid))) {
-        o.devices = it->second.devices;
-        continue;
-      }
-    }
-    Entry e;
-    if (std::string error = PrepareOne(c, &e); !error.empty()) {
-      LogWarning("claim not prepared",
-                 {{"claim", StrCat(c.name_space, "/", c.name)}, {"uid", c.uid}, {"error", error}});
-      o.error = error;
+    // Prepared before (this run or the checkpoint's): the same answer, as
+    // long as its spec is still there.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = prepared_.find(c.uid);
+    if (it != prepared_.end() && !it->second.from_spec && PathExists(SpecPath(c.uid))) {
+      o.devices = it->second.devices;
       continue;
     }
-    o.devices = e.devices;
+    todo.push_back(&c);
+  }
+  // The claims' GETs (and specs) a few at a time: the batch waits for the
+  // API server about once, not once per claim.
+  std::vector<Entry> entries(todo.size());
+  std::vector<std::string> errors(todo.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++)
+      errors[i] = PrepareOne(*todo[i], &entries[i]);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t n = 1; n < std::min(todo.size(), kConcurrentReads); ++n) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const ClaimRef& c = *todo[i];
+    PrepareOutcome& o = out[c.uid];
+    if (!errors[i].empty()) {
+      LogWarning(
+          "claim not prepared",
+          {{"claim", StrCat(c.name_space, "/", c.name)}, {"uid", c.uid}, {"error", errors[i]}});
+      o.error = errors[i];
+      continue;
+    }
+    o.devices = entries[i].devices;
     std::lock_guard<std::mutex> lock(mu_);
-    prepared_[c.uid] = std::move(e);
+    prepared_[c.uid] = std::move(entries[i]);
     added.push_back(c.uid);
   }
   if (!added.empty()) {
@@ -329,7 +350,11 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
   if (absl::Status s = cdi::ValidateSpec(spec); !s.ok()) {
     return StrCat(Named(c), ": its CDI spec is not valid: ", s.message());
   }
-  if (absl::Status s = WriteFileAtomically(SpecPath(c.uid), cdi::RenderJson(spec)); !s.ok()) {
+  // Not flushed: the checkpoint, flushed once for the batch, is the
+  // record (see Prepare).
+  if (absl::Status s =
+          WriteFileAtomically(SpecPath(c.uid), cdi::RenderJson(spec), Durability::kRenamedOnly);
+      !s.ok()) {
     return StrCat(Named(c), ": cannot write its CDI spec: ", s.message());
   }
   return "";
@@ -376,6 +401,10 @@ absl::Status ClaimPreparer::Save() {
       w.String(e.name_space.c_str(), static_cast<unsigned>(e.name_space.size()));
       w.Key("name");
       w.String(e.name.c_str(), static_cast<unsigned>(e.name.size()));
+      if (e.from_spec) {
+        w.Key("fromSpec");
+        w.Bool(true);
+      }
       w.Key("devices");
       w.StartArray();
       for (const PreparedDevice& d : e.devices) {
@@ -404,12 +433,14 @@ absl::Status ClaimPreparer::Save() {
 
 void ClaimPreparer::Load() {
   std::string text;
-  if (!ReadWhole(options_.checkpoint, &text)) return;  // none yet: nothing prepared
+  const bool found = ReadWhole(options_.checkpoint, &text);
   rapidjson::Document d;
   d.Parse(text.c_str());
   std::string problem;
   const rapidjson::Value* claims = nullptr;
-  if (d.HasParseError() || !d.IsObject()) {
+  if (!found) {
+    // None yet: nothing prepared, but for the specs a crash left.
+  } else if (d.HasParseError() || !d.IsObject()) {
     problem = "not JSON";
   } else if (const rapidjson::Value* v = Member(d, "version");
              !v || !v->IsInt() || v->GetInt() != 1) {
@@ -417,12 +448,14 @@ void ClaimPreparer::Load() {
   } else if (claims = Member(d, "claims"); !claims || !claims->IsObject()) {
     problem = "no claims object";
   }
-  if (problem.empty()) {
+  if (found && problem.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& m : claims->GetObject()) {
       Entry e;
       e.name_space = Str(m.value, "namespace");
       e.name = Str(m.value, "name");
+      const rapidjson::Value* from_spec = Member(m.value, "fromSpec");
+      e.from_spec = from_spec != nullptr && from_spec->IsBool() && from_spec->GetBool();
       const rapidjson::Value* devices = Member(m.value, "devices");
       if (devices == nullptr || !devices->IsArray()) {
         problem = StrCat("claim ", m.name.GetString(), " has no devices list");
@@ -435,26 +468,56 @@ void ClaimPreparer::Load() {
       prepared_[m.name.GetString()] = std::move(e);
     }
   }
-  if (problem.empty()) {
-    LogInfo("DRA checkpoint loaded",
-            {{"checkpoint", options_.checkpoint}, {"claims", StrCat(prepared_.size())}});
-    return;
-  }
-  const std::string aside = options_.checkpoint + ".corrupt";
-  const bool moved = ::rename(options_.checkpoint.c_str(), aside.c_str()) == 0;
-  LogError("the DRA checkpoint is corrupt; moved aside and rebuilt from the claims' CDI specs",
-           {{"checkpoint", options_.checkpoint},
-            {"problem", problem},
-            {"moved_to", moved ? aside : std::string("(could not move it)")}});
-  {
+  bool changed = false;
+  if (!problem.empty()) {
+    const std::string aside = options_.checkpoint + ".corrupt";
+    const bool moved = ::rename(options_.checkpoint.c_str(), aside.c_str()) == 0;
+    LogError("the DRA checkpoint is corrupt; moved aside and rebuilt from the claims' CDI specs",
+             {{"checkpoint", options_.checkpoint},
+              {"problem", problem},
+              {"moved_to", moved ? aside : std::string("(could not move it)")}});
     std::lock_guard<std::mutex> lock(mu_);
     prepared_.clear();
+    changed = true;
   }
-  RebuildFromSpecs();
-  if (absl::Status s = Save(); !s.ok()) LogError(std::string(s.message()));
+  // The checkpoint and the specs made to agree (see Prepare for the crash
+  // windows that leave them apart).
+  std::map<std::string, Entry> specs = ReadSpecs();
+  std::vector<std::string> taken_in, without_spec;
+  size_t claims_count = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [uid, e] : specs) {
+      if (prepared_.count(uid) > 0) continue;
+      prepared_[uid] = std::move(e);
+      taken_in.push_back(uid);
+    }
+    for (const auto& [uid, e] : prepared_) {
+      if (specs.count(uid) == 0) without_spec.push_back(uid);
+    }
+    claims_count = prepared_.size();
+  }
+  if (!taken_in.empty() && problem.empty()) {
+    LogWarning(
+        "claims' CDI specs the DRA checkpoint lacked (a crash before it was written) taken in",
+        {{"claims", StrJoin(taken_in, ", ")}});
+  }
+  if (!without_spec.empty()) {
+    LogWarning(
+        "claims in the DRA checkpoint have no CDI spec (a crash before it reached the "
+        "disk); each is prepared again when the kubelet asks",
+        {{"claims", StrJoin(without_spec, ", ")}});
+  }
+  LogInfo(problem.empty() ? "DRA checkpoint loaded"
+                          : "DRA checkpoint rebuilt from the claims' CDI specs",
+          {{"checkpoint", options_.checkpoint}, {"claims", StrCat(claims_count)}});
+  if (changed || !taken_in.empty()) {
+    if (absl::Status s = Save(); !s.ok()) LogError(std::string(s.message()));
+  }
 }
 
-void ClaimPreparer::RebuildFromSpecs() {
+std::map<std::string, ClaimPreparer::Entry> ClaimPreparer::ReadSpecs() const {
+  std::map<std::string, Entry> out;
   const std::string prefix = StrCat(options_.cdi_vendor, "-claim_");
   const std::string kind = CdiKind();
   std::error_code ec;
@@ -464,26 +527,27 @@ void ClaimPreparer::RebuildFromSpecs() {
     const std::string uid = file.substr(prefix.size(), file.size() - prefix.size() - 5);
     std::string text;
     rapidjson::Document d;
-    if (!ReadWhole(f.path().string(), &text) || d.Parse(text.c_str()).HasParseError()) {
-      LogWarning("a claim's CDI spec cannot be read; left out of the rebuilt checkpoint",
-                 {{"file", f.path().string()}});
+    const rapidjson::Value* devices = nullptr;
+    if (!ReadWhole(f.path().string(), &text) || d.Parse(text.c_str()).HasParseError() ||
+        (devices = Member(d, "devices")) == nullptr || !devices->IsArray()) {
+      // Empty or cut after a crash of the machine: of no use to a runtime,
+      // and the claim is prepared again when the kubelet asks.
+      const bool removed = ::unlink(f.path().c_str()) == 0;
+      LogWarning("a claim's CDI spec cannot be read; removed",
+                 {{"file", f.path().string()}, {"removed", removed ? "yes" : "no"}});
       continue;
     }
     Entry e;
-    const rapidjson::Value* devices = Member(d, "devices");
-    if (devices != nullptr && devices->IsArray()) {
-      for (const auto& dv : devices->GetArray()) {
-        const std::string name = Str(dv, "name");
-        if (!name.starts_with(uid + "-")) continue;
-        e.devices.push_back(
-            {{}, options_.pool, name.substr(uid.size() + 1), {StrCat(kind, "=", name)}});
-      }
+    e.from_spec = true;
+    for (const auto& dv : devices->GetArray()) {
+      const std::string name = Str(dv, "name");
+      if (!name.starts_with(uid + "-")) continue;
+      e.devices.push_back(
+          {{}, options_.pool, name.substr(uid.size() + 1), {StrCat(kind, "=", name)}});
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    prepared_[uid] = std::move(e);
+    out[uid] = std::move(e);
   }
-  LogInfo("DRA checkpoint rebuilt from the claims' CDI specs",
-          {{"folder", options_.cdi_dir}, {"claims", StrCat(prepared_.size())}});
+  return out;
 }
 
 }  // namespace gpu_agent::dra

@@ -29,7 +29,8 @@
 namespace gpu_agent::dra {
 
 // How a claim is read: the API server's answer to its GET (any HTTP code),
-// or a transport error.
+// or a transport error. Thread-safe: a batch's claims are read up to
+// kConcurrentReads at a time.
 class ClaimReader {
  public:
   virtual ~ClaimReader() = default;
@@ -48,6 +49,8 @@ struct DeviceCatalog {
   cdi::Spec node_spec;
 };
 
+inline constexpr size_t kConcurrentReads = 4;
+
 struct PreparerOptions {
   std::string driver;      // results of other drivers are not ours
   std::string pool;        // this node's pool (the node name)
@@ -60,7 +63,11 @@ class ClaimPreparer : public ClaimHandler {
  public:
   // Loads the checkpoint. A checkpoint that cannot be parsed is named in an
   // error log line, moved aside (<file>.corrupt) and rebuilt from the
-  // claims' specs in the CDI folder. Errors: the CDI folder or the
+  // claims' specs in the CDI folder. Then the two are made to agree, as a
+  // crash between a prepare's steps can leave them (see Prepare): a spec
+  // the checkpoint lacks is taken in, a spec that cannot be parsed is
+  // removed, an entry whose spec is missing is kept (unprepare needs no
+  // spec; the next prepare writes it again). Errors: the CDI folder or the
   // checkpoint's folder cannot be created.
   static absl::StatusOr<std::unique_ptr<ClaimPreparer>> Create(PreparerOptions options,
                                                                std::shared_ptr<ClaimReader> reader);
@@ -69,6 +76,16 @@ class ClaimPreparer : public ClaimHandler {
   // Devices (by name) that are unhealthy now: prepare refuses them.
   void SetUnhealthy(std::set<std::string> devices);
 
+  // Durability: each claim's spec is renamed into place without waiting
+  // for the disk; then the checkpoint, once for the batch, is flushed
+  // (fsync) before the kubelet is answered. What a crash leaves is put
+  // right by Create: a spec without its checkpoint entry (the kubelet was
+  // not answered) is taken in; after a crash of the machine, an entry whose
+  // spec did not reach the disk (missing, or cut: removed) is prepared
+  // again when the kubelet asks, as it does before it starts the claim's
+  // containers again. A claim prepared before whose spec is in place is
+  // answered without reading it or writing anything. The others of a batch
+  // are read and written up to kConcurrentReads at a time.
   std::map<std::string, PrepareOutcome> Prepare(const std::vector<ClaimRef>& claims) override;
   std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& claims) override;
 
@@ -82,10 +99,15 @@ class ClaimPreparer : public ClaimHandler {
   struct Entry {
     std::string name_space, name;
     std::vector<PreparedDevice> devices;
+    // Taken from a spec on disk, which does not hold the request names:
+    // the next prepare reads the claim again rather than answer from it.
+    bool from_spec = false;
   };
   ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
   void Load();
-  void RebuildFromSpecs();
+  // The claims' specs in the CDI folder, by UID, as entries; a spec that
+  // cannot be parsed is removed, named in a warning.
+  std::map<std::string, Entry> ReadSpecs() const;
   absl::Status Save();
   // One claim; an error message, or empty with `*entry` filled.
   std::string PrepareOne(const ClaimRef& claim, Entry* entry);

@@ -8,6 +8,12 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
 #include "base/file_util.h"
 #include "support/test_support.h"
 
@@ -24,6 +30,14 @@ class TableReader : public ClaimReader {
  public:
   absl::StatusOr<Answer> GetClaim(const std::string& ns, const std::string& name) override {
     ++gets;
+    if (hold) {
+      // Each GET waits (5 s at most) until `hold` are under way at once.
+      std::unique_lock<std::mutex> lock(mu);
+      max_at_once = std::max(max_at_once, ++at_once);
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(5), [&] { return max_at_once >= hold; });
+      --at_once;
+    }
     auto it = claims.find(ns + "/" + name);
     if (it == claims.end()) {
       return Answer{404, R"({"kind":"Status","message":"resourceclaims \")" + name +
@@ -31,8 +45,12 @@ class TableReader : public ClaimReader {
     }
     return it->second;
   }
-  std::map<std::string, Answer> claims;
-  int gets = 0;
+  std::map<std::string, Answer> claims;  // not changed during a Prepare
+  std::atomic<int> gets{0};
+  int hold = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  int at_once = 0, max_at_once = 0;  // protected by mu
 };
 
 // A claim allocated `results`: (request, driver, pool, device).
@@ -241,6 +259,104 @@ TEST_F(ClaimPreparerTest, ACorruptCheckpointIsMovedAsideAndRebuiltFromTheSpecs) 
   EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
   EXPECT_EQ(preparer_->Unprepare({{"", "u1", ""}})["u1"], "");
   EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+}
+
+TEST_F(ClaimPreparerTest, APreparedClaimAskedAgainIsAnsweredWithoutWritingAnything) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  // Every write replaces its file by a rename: a new inode.
+  const ino_t spec = InodeOf(preparer_->SpecPath("u1"));
+  const ino_t checkpoint = InodeOf(options_.checkpoint);
+  ASSERT_NE(spec, 0u);
+  ASSERT_NE(checkpoint, 0u);
+  EXPECT_EQ(PrepareOne("one", "u1").devices.size(), 1u);
+  EXPECT_EQ(InodeOf(preparer_->SpecPath("u1")), spec);
+  EXPECT_EQ(InodeOf(options_.checkpoint), checkpoint);
+}
+
+// A crash after a claim's spec was renamed into place and before the
+// checkpoint was: the kubelet had no answer. The spec is taken in, so an
+// unprepare finds the claim; a prepare reads the claim again (the spec
+// holds no request names) and answers in full.
+TEST_F(ClaimPreparerTest, ASpecTheCheckpointLacksIsTakenIn) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("two", Claim("u2", {{"gpus", kDriver, kPool, "gpu-1"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  const std::string before = ReadFile(options_.checkpoint);
+  ASSERT_EQ(PrepareOne("two", "u2").error, "");
+  dir_.Write("plugin/checkpoint.json", before);  // as if the crash came first
+  Restart();
+  std::map<std::string, PrepareOutcome> prepared = preparer_->Prepared();
+  ASSERT_EQ(prepared.count("u2"), 1u);
+  ASSERT_EQ(prepared["u2"].devices.size(), 1u);
+  EXPECT_EQ(prepared["u2"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=u2-gpu-1"});
+  const int gets = reader_->gets;
+  const PrepareOutcome again = PrepareOne("two", "u2");
+  EXPECT_EQ(reader_->gets, gets + 1);
+  ASSERT_EQ(again.devices.size(), 1u);
+  EXPECT_EQ(again.devices[0].request_names, std::vector<std::string>{"gpus"});
+  // Taken in before the checkpoint existed at all, and unprepared from it.
+  std::filesystem::remove(options_.checkpoint);
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().size(), 2u);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 0u);
+  EXPECT_EQ(preparer_->Prepared().count("u2"), 1u);
+}
+
+// A crash of the machine after the checkpoint reached the disk and before
+// a spec did (specs are not flushed): the spec is missing or empty. The
+// empty one is removed (no runtime can use it); the entry stays, so the
+// kubelet's unprepare after a reboot finds it, and its prepare writes the
+// spec again.
+TEST_F(ClaimPreparerTest, ACheckpointEntryWhoseSpecIsMissingOrCutIsPreparedAgain) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("two", Claim("u2", {{"r", kDriver, kPool, "gpu-1"}}));
+  ASSERT_EQ(preparer_->Prepare({{"ns", "u1", "one"}, {"ns", "u2", "two"}})["u2"].error, "");
+  const std::string spec = ReadFile(preparer_->SpecPath("u1"));
+  std::filesystem::remove(preparer_->SpecPath("u1"));
+  dir_.Write("cdi/gpu-agent.github.io-claim_u2.json", "");
+  Restart();
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u2")));
+  EXPECT_EQ(preparer_->Prepared().size(), 2u);
+  const int gets = reader_->gets;
+  const PrepareOutcome again = PrepareOne("one", "u1");
+  EXPECT_EQ(reader_->gets, gets + 1);
+  EXPECT_EQ(again.error, "");
+  EXPECT_EQ(ReadFile(preparer_->SpecPath("u1")), spec);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u2", "two"}})["u2"], "");
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().count("u2"), 0u);
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
+}
+
+// A batch's claims are read several at a time (the reader holds each GET
+// until kConcurrentReads are under way; one at a time, each would wait out
+// its 5 s), and every claim is answered and checkpointed.
+TEST_F(ClaimPreparerTest, ABatchReadsItsClaimsConcurrently) {
+  std::vector<ClaimRef> batch;
+  for (int i = 0; i < 6; ++i) {
+    const std::string n = std::to_string(i);
+    Put("c" + n, Claim("u" + n, {{"r", kDriver, kPool, "gpu-" + std::to_string(i % 2)}}));
+    batch.push_back({"ns", "u" + n, "c" + n});
+  }
+  batch.push_back(batch[0]);  // asked twice: prepared once
+  reader_->hold = static_cast<int>(kConcurrentReads);
+  const auto start = std::chrono::steady_clock::now();
+  std::map<std::string, PrepareOutcome> out = preparer_->Prepare(batch);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  EXPECT_EQ(reader_->max_at_once, static_cast<int>(kConcurrentReads));
+  EXPECT_EQ(reader_->gets, 6);
+  ASSERT_EQ(out.size(), 6u);
+  for (const auto& [uid, o] : out) {
+    EXPECT_EQ(o.error, "") << uid;
+    EXPECT_EQ(o.devices.size(), 1u) << uid;
+  }
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().size(), 6u);
 }
 
 }  // namespace

@@ -291,6 +291,34 @@ TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
   EXPECT_TRUE(Exists(SpecPath("uid-a")));
 }
 
+// A batch's GETs go out together, and a stop cuts off every one in flight.
+TEST_F(DraModeTest, ABatchsClaimGetsGoOutTogetherAndSigtermCutsThemAllOff) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  api_.HangClaimGets(true);
+  std::map<std::string, dra::PrepareOutcome> out;
+  grpc::Status status;
+  std::thread call([&] {
+    status = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &out);
+  });
+  EXPECT_TRUE(WaitFor([&] { return api_.held_claim_gets() == 2; })) << Log();
+  const auto t0 = std::chrono::steady_clock::now();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(std::chrono::seconds(10)), 0) << Log();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  call.join();
+  api_.HangClaimGets(false);
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the stop waited for a hung claim GET";
+  for (const char* uid : {"uid-a", "uid-b"}) {
+    EXPECT_TRUE(!status.ok() || !out[uid].error.empty()) << uid;
+    EXPECT_FALSE(Exists(SpecPath(uid))) << uid;
+  }
+}
+
 TEST_F(DraModeTest, AKubeletGoneMidPrepareLosesNothingAndItsRetryIsAnswered) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet::Options o = KubeletOptions();
@@ -454,12 +482,20 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
     std::map<std::string, dra::PrepareOutcome> out;
     ASSERT_TRUE(
         kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &out).ok());
-    EXPECT_NE(out["uid-a"].error.find("the API server answered " + std::to_string(code)),
+    // The two GETs go out together: whichever the server failed has the
+    // error, the other its devices.
+    const bool a_failed = !out["uid-a"].error.empty();
+    const dra::PrepareOutcome& failed = out[a_failed ? "uid-a" : "uid-b"];
+    const dra::PrepareOutcome& other = out[a_failed ? "uid-b" : "uid-a"];
+    EXPECT_NE(failed.error.find("the API server answered " + std::to_string(code)),
               std::string::npos)
-        << out["uid-a"].error;
-    EXPECT_EQ(out["uid-b"].error, "") << code;  // its own GET succeeded
+        << failed.error;
+    EXPECT_TRUE(failed.devices.empty());
+    EXPECT_EQ(other.error, "") << code;  // its own GET succeeded
+    EXPECT_EQ(other.devices.size(), 1u);
     std::map<std::string, std::string> un;
-    ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-b", "b"}}, &un).ok());
+    ASSERT_TRUE(
+        kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &un).ok());
   }
 }
 

@@ -42,6 +42,15 @@ wait "$a" || fail "the first of two concurrent runs failed"
 wait "$b" || fail "the second of two concurrent runs failed"
 grep -q "Summary" "$t/a.log" || fail "run a did not reach the summary"
 grep -q "Summary" "$t/b.log" || fail "run b did not reach the summary"
+# DRA mode: the claim prepared as a CDI device of its own spec, then unprepared.
+for run in a b; do
+  grep -q "NodePrepareResources default/demo-claim (3f1c0e2a-demo): pool demo-node device gpu-0 cdi gpu-agent.github.io/claim=3f1c0e2a-demo-gpu-0" "$t/$run.log" ||
+    fail "run $run did not show the claim prepared"
+  grep -q "NodeUnprepareResources default/demo-claim (3f1c0e2a-demo): done" "$t/$run.log" ||
+    fail "run $run did not show the claim unprepared"
+  grep -q "claim specs left in the CDI folder: 0" "$t/$run.log" ||
+    fail "run $run left the claim's spec behind"
+done
 [ "$(leftovers)" = 0 ] || fail "concurrent runs left folders behind: $(ls "$t")"
 
 # 2. A run killed with SIGKILL once the agent and the kubelet simulator run.

@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "agent/config/api_connection.h"
 #include "agent/labels/nfd_feature_file.h"
@@ -28,26 +30,36 @@ namespace {
 
 // The resource.k8s.io version the API server serves that the agent reads
 // claims through: v1, else v1beta2, else v1beta1 (their claims' allocation
-// results have one shape). Asked once, on the first claim.
+// results have one shape). Asked once, on the first claim. One connection
+// per concurrent read (dra::kConcurrentReads), each GET on a free one.
 class ApiClaimReader : public dra::ClaimReader {
  public:
-  explicit ApiClaimReader(std::unique_ptr<apiserver::RestClient> client)
-      : client_(std::move(client)) {}
+  // REQUIRES: at least two `clients`: the first for discovery, the others
+  // for the claims' GETs.
+  explicit ApiClaimReader(std::vector<std::unique_ptr<apiserver::RestClient>> clients)
+      : clients_(std::move(clients)), discovery_(clients_.front().get()) {
+    for (size_t i = 1; i < clients_.size(); ++i) free_.push_back(clients_[i].get());
+  }
 
   absl::StatusOr<Answer> GetClaim(const std::string& ns, const std::string& name) override {
     if (stopping_) return absl::UnavailableError("the agent is stopping");
     absl::StatusOr<std::string> version = Version();
     if (!version.ok()) return version.status();
+    apiserver::RestClient* client = nullptr;
     {
-      std::lock_guard<std::mutex> lock(flight_mu_);
+      std::unique_lock<std::mutex> lock(flight_mu_);
+      flight_cv_.wait(lock, [this] { return stopping_ || !free_.empty(); });
       if (stopping_) return absl::UnavailableError("the agent is stopping");
-      in_flight_ = true;
+      client = free_.back();
+      free_.pop_back();
+      ++in_flight_;
     }
-    absl::StatusOr<apiserver::HttpResponse> r = client_->Get(
+    absl::StatusOr<apiserver::HttpResponse> r = client->Get(
         StrCat("/apis/resource.k8s.io/", *version, "/namespaces/", ns, "/resourceclaims/", name));
     {
       std::lock_guard<std::mutex> lock(flight_mu_);
-      in_flight_ = false;
+      --in_flight_;
+      free_.push_back(client);
     }
     flight_cv_.notify_all();
     if (!r.ok()) return r.status();
@@ -60,14 +72,15 @@ class ApiClaimReader : public dra::ClaimReader {
   void Cancel() {
     std::unique_lock<std::mutex> lock(flight_mu_);
     stopping_ = true;
+    flight_cv_.notify_all();
     // A cut-off GET is sent once more at once (RestClient), and a cancel
     // can land just before a request opens its connection: repeated until
-    // the GET is out.
-    while (in_flight_) {
+    // the GETs are out.
+    while (in_flight_ > 0) {
       lock.unlock();
-      client_->Cancel();
+      for (const auto& c : clients_) c->Cancel();
       lock.lock();
-      flight_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return !in_flight_; });
+      flight_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return in_flight_ == 0; });
     }
   }
 
@@ -75,7 +88,7 @@ class ApiClaimReader : public dra::ClaimReader {
   absl::StatusOr<std::string> Version() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!version_.empty()) return version_;
-    absl::StatusOr<apiserver::HttpResponse> r = client_->Get("/apis/resource.k8s.io");
+    absl::StatusOr<apiserver::HttpResponse> r = discovery_->Get("/apis/resource.k8s.io");
     if (!r.ok()) return r.status();
     if (r->status != 200) {
       return absl::UnavailableError(
@@ -104,11 +117,13 @@ class ApiClaimReader : public dra::ClaimReader {
         "the API server's resource.k8s.io group serves none of v1, v1beta2, v1beta1");
   }
 
-  const std::unique_ptr<apiserver::RestClient> client_;
+  const std::vector<std::unique_ptr<apiserver::RestClient>> clients_;
+  apiserver::RestClient* const discovery_;  // one of clients_, never lent to a GET
   std::atomic<bool> stopping_{false};
-  std::mutex flight_mu_;  // with flight_cv_: Cancel waits for the GET in flight
+  std::mutex flight_mu_;  // with flight_cv_: a free client, and Cancel's wait
   std::condition_variable flight_cv_;
-  bool in_flight_ = false;  // protected by flight_mu_
+  std::vector<apiserver::RestClient*> free_;  // protected by flight_mu_
+  int in_flight_ = 0;                         // protected by flight_mu_
   std::mutex mu_;
   std::string version_;  // protected by mu_: empty until discovered
 };
@@ -249,16 +264,21 @@ class DraMode : public Mode {
     }
     absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
     if (!conn.ok()) return conn.status();
-    absl::StatusOr<std::unique_ptr<apiserver::RestClient>> client =
-        apiserver::RestClient::Create(*std::move(conn), RestOptionsFor(config));
-    if (!client.ok()) return client.status();
+    // One for discovery, one per concurrent claim GET.
+    std::vector<std::unique_ptr<apiserver::RestClient>> clients;
+    for (size_t i = 0; i <= dra::kConcurrentReads; ++i) {
+      absl::StatusOr<std::unique_ptr<apiserver::RestClient>> client =
+          apiserver::RestClient::Create(*conn, RestOptionsFor(config));
+      if (!client.ok()) return client.status();
+      clients.push_back(*std::move(client));
+    }
     dra::PreparerOptions po;
     po.driver = config.dra.driver_name;
     po.pool = pool_;
     po.cdi_dir = config.cdi.spec_dir;
     po.cdi_vendor = config.cdi.vendor;
     po.checkpoint = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/checkpoint.json");
-    reader_ = std::make_shared<ApiClaimReader>(*std::move(client));
+    reader_ = std::make_shared<ApiClaimReader>(std::move(clients));
     absl::StatusOr<std::unique_ptr<dra::ClaimPreparer>> preparer =
         dra::ClaimPreparer::Create(po, reader_);
     if (!preparer.ok()) return absl::FailedPreconditionError(preparer.status().message());

@@ -412,6 +412,11 @@ void ApiServerStub::HangClaimGets(bool on) {
   cv_.notify_all();
 }
 
+void ApiServerStub::DelayClaimGets(std::chrono::microseconds delay) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claim_delay_ = delay;
+}
+
 int ApiServerStub::held_claim_gets() const {
   std::lock_guard<std::mutex> lock(mu_);
   return held_claim_gets_;
@@ -749,6 +754,10 @@ std::string ApiServerStub::HandleResource(const std::string& path, const std::st
     cv_.notify_all();
     cv_.wait(lock, [&] { return stopping_ || !hang_claims_; });
     --held_claim_gets_;
+  }
+  if (claim_delay_.count() > 0) {
+    const auto due = std::chrono::steady_clock::now() + claim_delay_;
+    cv_.wait_until(lock, due, [&] { return stopping_; });
   }
   if (!claim_failures_.empty()) {
     const int code = claim_failures_.front();

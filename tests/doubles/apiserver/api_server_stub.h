@@ -144,6 +144,9 @@ class ApiServerStub {
   // stops); held_claim_gets() counts those waiting.
   void HangClaimGets(bool on);
   int held_claim_gets() const;
+  // Each claim GET is answered `delay` late, as by an API server across a
+  // network; GETs that arrive together wait together.
+  void DelayClaimGets(std::chrono::microseconds delay);
 
   // Cluster-scoped ResourceSlices (any served resource.k8s.io version):
   // LIST and WATCH with the fieldSelector spec.nodeName / spec.driver, POST
@@ -292,6 +295,7 @@ class ApiServerStub {
   int claim_gets_ = 0;
   bool hang_claims_ = false;
   int held_claim_gets_ = 0;
+  std::chrono::microseconds claim_delay_{0};
   std::map<std::string, std::string> slices_;  // name -> JSON
   std::deque<Event> slice_events_;
   uint64_t slice_oldest_ = 0;       // a watch from before this version is answered 410

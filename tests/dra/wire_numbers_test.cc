@@ -1,0 +1,138 @@
+// The kubelet's DRA protos as this agent compiles them, field by field, against
+// the numbers, types and packages of the kubelet's own definitions
+// (kubernetes/kubernetes, staging/src/k8s.io/kubelet/pkg/apis/:
+// pluginregistration/v1/api.proto, dra/v1/api.proto, dra/v1beta1/api.proto,
+// dra-health/v1alpha1/api.proto). A number or type that drifts is a message
+// the kubelet reads as something else, with no error on either side.
+#include <google/protobuf/descriptor.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dra/dra_v1.pb.h"
+#include "dra/dra_v1beta1.pb.h"
+#include "dra/health_v1alpha1.pb.h"
+#include "dra/registration.pb.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::DescriptorPool;
+using google::protobuf::FieldDescriptor;
+
+struct Field {
+  std::string message;  // full name
+  const char* field;
+  int number;
+  FieldDescriptor::Type type;
+  bool repeated;
+};
+
+constexpr auto kString = FieldDescriptor::TYPE_STRING;
+constexpr auto kMessage = FieldDescriptor::TYPE_MESSAGE;
+
+std::vector<Field> DraFields(const std::string& p) {
+  auto n = [&](const char* m) { return p + "." + m; };
+  return {
+      {n("Claim"), "namespace", 1, kString, false},
+      {n("Claim"), "uid", 2, kString, false},
+      {n("Claim"), "name", 3, kString, false},
+      {n("NodePrepareResourcesRequest"), "claims", 1, kMessage, true},
+      {n("NodePrepareResourcesResponse"), "claims", 1, kMessage, true},
+      {n("NodePrepareResourceResponse"), "devices", 1, kMessage, true},
+      {n("NodePrepareResourceResponse"), "error", 2, kString, false},
+      {n("Device"), "request_names", 1, kString, true},
+      {n("Device"), "pool_name", 2, kString, false},
+      {n("Device"), "device_name", 3, kString, false},
+      {n("Device"), "cdi_device_ids", 4, kString, true},
+      {n("NodeUnprepareResourcesRequest"), "claims", 1, kMessage, true},
+      {n("NodeUnprepareResourcesResponse"), "claims", 1, kMessage, true},
+      {n("NodeUnprepareResourceResponse"), "error", 1, kString, false},
+  };
+}
+
+std::vector<Field> AllFields() {
+  std::vector<Field> out = {
+      {"pluginregistration.PluginInfo", "type", 1, kString, false},
+      {"pluginregistration.PluginInfo", "name", 2, kString, false},
+      {"pluginregistration.PluginInfo", "endpoint", 3, kString, false},
+      {"pluginregistration.PluginInfo", "supported_versions", 4, kString, true},
+      {"pluginregistration.RegistrationStatus", "plugin_registered", 1, FieldDescriptor::TYPE_BOOL,
+       false},
+      {"pluginregistration.RegistrationStatus", "error", 2, kString, false},
+      {"v1alpha1.DeviceIdentifier", "pool_name", 1, kString, false},
+      {"v1alpha1.DeviceIdentifier", "device_name", 2, kString, false},
+      {"v1alpha1.DeviceHealth", "device", 1, kMessage, false},
+      {"v1alpha1.DeviceHealth", "health", 2, FieldDescriptor::TYPE_ENUM, false},
+      {"v1alpha1.DeviceHealth", "last_updated_time", 3, FieldDescriptor::TYPE_INT64, false},
+      {"v1alpha1.DeviceHealth", "health_check_timeout_seconds", 4, FieldDescriptor::TYPE_INT64,
+       false},
+      {"v1alpha1.DeviceHealth", "message", 5, kString, false},
+      {"v1alpha1.NodeWatchResourcesResponse", "devices", 1, kMessage, true},
+  };
+  for (const char* p : {"k8s.io.kubelet.pkg.apis.dra.v1", "k8s.io.kubelet.pkg.apis.dra.v1beta1"}) {
+    for (const Field& f : DraFields(p)) out.push_back(f);
+  }
+  return out;
+}
+
+TEST(WireNumbersTest, EveryFieldHasTheKubeletsNumberAndType) {
+  // Linked in: their descriptors are in the generated pool.
+  (void)pluginregistration::PluginInfo::descriptor();
+  (void)k8s::io::kubelet::pkg::apis::dra::v1::Claim::descriptor();
+  (void)k8s::io::kubelet::pkg::apis::dra::v1beta1::Claim::descriptor();
+  (void)v1alpha1::DeviceHealth::descriptor();
+  for (const Field& f : AllFields()) {
+    SCOPED_TRACE(f.message + "." + f.field);
+    const Descriptor* m = DescriptorPool::generated_pool()->FindMessageTypeByName(f.message);
+    ASSERT_NE(m, nullptr);
+    const FieldDescriptor* d = m->FindFieldByName(f.field);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->number(), f.number);
+    EXPECT_EQ(d->type(), f.type);
+    EXPECT_EQ(d->is_repeated(), f.repeated);
+  }
+}
+
+TEST(WireNumbersTest, HealthStatesAndMethodPathsAreTheKubelets) {
+  const auto* health = v1alpha1::HealthStatus_descriptor();
+  EXPECT_EQ(health->FindValueByName("UNKNOWN")->number(), 0);
+  EXPECT_EQ(health->FindValueByName("HEALTHY")->number(), 1);
+  EXPECT_EQ(health->FindValueByName("UNHEALTHY")->number(), 2);
+  const DescriptorPool* pool = DescriptorPool::generated_pool();
+  struct Method {
+    const char* service;
+    const char* method;
+    bool server_streaming;
+  };
+  for (const Method& m : std::vector<Method>{
+           {"pluginregistration.Registration", "GetInfo", false},
+           {"pluginregistration.Registration", "NotifyRegistrationStatus", false},
+           {"k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin", "NodePrepareResources", false},
+           {"k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin", "NodeUnprepareResources", false},
+           {"k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin", "NodePrepareResources", false},
+           {"k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin", "NodeUnprepareResources", false},
+           {"v1alpha1.DRAResourceHealth", "NodeWatchResources", true},
+       }) {
+    SCOPED_TRACE(std::string(m.service) + "/" + m.method);
+    const auto* s = pool->FindServiceByName(m.service);
+    ASSERT_NE(s, nullptr);
+    const auto* d = s->FindMethodByName(m.method);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->server_streaming(), m.server_streaming);
+    EXPECT_FALSE(d->client_streaming());
+  }
+}
+
+// A message the 1.36 kubelet reads: field 5, length-delimited (tag 0x2a).
+TEST(WireNumbersTest, AHealthMessageIsEncodedAsTheKubeletDecodesIt) {
+  v1alpha1::DeviceHealth h;
+  h.set_message("ecc");
+  EXPECT_EQ(h.SerializeAsString(), std::string("\x2a\x03"
+                                               "ecc"));
+}
+
+}  // namespace
+}  // namespace gpu_agent::dra
