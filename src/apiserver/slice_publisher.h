@@ -4,9 +4,11 @@
 // what differs, then WATCH from the list's version and repair what an event
 // shows changed (the kubelet deletes a node's slices at its start and after
 // a driver has been gone a while; anyone may edit or delete them). A 410
-// lists again; failures back off with jitter; watch timeouts are drawn at
-// random, so a fleet does not stay in step. In steady state nothing is sent
-// but the watch's renewals.
+// lists again (at once, the first in a row); any other failed request is
+// logged with the server's answer and everything is listed again after a
+// backoff with jitter, or the server's Retry-After when that is longer;
+// watch timeouts are drawn at random, so a fleet does not stay in step. In
+// steady state nothing is sent but the watch's renewals.
 //
 // Slices are compared on what the agent sets: a field the server adds does
 // not count as a difference. The pool's generation goes up by one for each

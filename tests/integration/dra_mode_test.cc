@@ -232,6 +232,49 @@ TEST_F(DraModeTest, PublishesTheNodesSlicesAndRepublishesWhatTheKubeletDeletes) 
   EXPECT_EQ(generation, 1);
 }
 
+TEST_F(DraModeTest, RefusedSliceRequestsAreLoggedRetriedAndEndInTheNodesSlices) {
+  // RBAC not granted yet at the first list; the server throttling the first
+  // create, asking for a wait longer than the backoff (1 s by then).
+  api_.FailNextSliceRequests("list", 403, 1);
+  api_.FailNextSliceRequests("create", 429, 1, /*retry_after_s=*/2);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  const std::set<std::string> want = {"gpu-0-mig-2g-20gb-0", "gpu-0-mig-1g-10gb-1",
+                                      "gpu-0-mig-1g-10gb-2", "gpu-1"};
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
+      << Log();
+  EXPECT_EQ(api_.failed_slice_requests(), 2);
+  EXPECT_NE(Log().find("ResourceSlices: cannot list them; retrying"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("ClusterRole must allow list on resourceslices"), std::string::npos)
+      << Log();
+  EXPECT_NE(Log().find("429: Too many requests"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("retry_in=2s"), std::string::npos) << Log();
+  const int slices = static_cast<int>(api_.Slices(kNode).size());
+  EXPECT_EQ(api_.slice_writes(), slices + 1);  // the refused create, then each once
+  // Mid-run: the kubelet deletes the slices while etcd times out twice on
+  // the creates that repair them, and the watch after that is refused.
+  api_.FailNextSliceRequests("create", 500, 2);
+  api_.FailNextSliceRequests("watch", 500, 1);
+  const int writes = api_.slice_writes();
+  api_.DeleteNodeSlices(kNode);
+  ASSERT_TRUE(WaitFor([&] { return api_.failed_slice_requests() == 5; }, std::chrono::seconds(20)))
+      << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
+      << Log();
+  EXPECT_NE(Log().find("500: Internal error occurred: etcdserver: request timed out"),
+            std::string::npos)
+      << Log();
+  EXPECT_NE(Log().find("ResourceSlices: cannot watch them; retrying"), std::string::npos) << Log();
+  // No write storm: the two refused creates, then each slice once (the
+  // refused watch came after them).
+  EXPECT_EQ(api_.slice_writes(), writes + 2 + slices);
+  int64_t generation = 0;
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 1);
+  EXPECT_TRUE(agent_->Running());
+}
+
 TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReportedUnhealthy) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());
