@@ -533,5 +533,79 @@ TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
 }
 
+// The claim specs in the CDI folder.
+std::set<std::string> ClaimSpecs(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-claim_") != std::string::npos) out.insert(name);
+  }
+  return out;
+}
+
+TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerLeakingNothing) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "b",
+                        ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  std::vector<DraKubelet::Health> health;
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok()) << Log();
+  // A claim prepared and unprepared first: the agent's connections (the
+  // kubelet's, the API server's) are open when its descriptors are counted.
+  std::map<std::string, dra::PrepareOutcome> b;
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-b", "b"}}, &b).ok()) << Log();
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-b", "b"}}, &un).ok()) << Log();
+  const int fds = CountOpenFds(agent_->pid());
+  // The connection breaks while the agent waits on the claim's GET.
+  api_.HangClaimGets(true);
+  std::map<std::string, dra::PrepareOutcome> first;
+  grpc::Status broken;
+  std::thread call([&] { broken = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &first); });
+  ASSERT_TRUE(WaitFor([&] { return api_.held_claim_gets() == 1; })) << Log();
+  ASSERT_TRUE(kubelet.DropConnection(kDriver));
+  call.join();
+  EXPECT_EQ(broken.error_code(), grpc::StatusCode::CANCELLED) << broken.error_message();
+  EXPECT_EQ(kubelet.dropped_calls(), 1);
+  api_.HangClaimGets(false);
+  // The kubelet retries on a new connection: answered, and answered the
+  // same again.
+  std::map<std::string, dra::PrepareOutcome> retry, again;
+  ASSERT_TRUE(WaitFor([&] {
+    retry.clear();
+    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &retry).ok();
+  })) << Log();
+  ASSERT_EQ(retry["uid-a"].error, "") << Log();
+  ASSERT_EQ(retry["uid-a"].devices.size(), 1u);
+  EXPECT_EQ(retry["uid-a"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-a-gpu-1"});
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &again).ok());
+  ASSERT_EQ(again["uid-a"].devices.size(), 1u);
+  EXPECT_EQ(again["uid-a"].devices[0].cdi_ids, retry["uid-a"].devices[0].cdi_ids);
+  EXPECT_EQ(ClaimSpecs(dir_.Join("cdi")),
+            std::set<std::string>{"gpu-agent.github.io-claim_uid-a.json"});
+  // The health stream, then a drop between calls; unprepare on the next
+  // connection.
+  health.clear();
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok()) << Log();
+  EXPECT_EQ(health.size(), 4u);
+  ASSERT_TRUE(kubelet.DropConnection(kDriver));
+  un.clear();
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_EQ(ClaimSpecs(dir_.Join("cdi")), std::set<std::string>{});
+  EXPECT_EQ(ReadFile(dir_.Join("plugins") + "/" + kDriver + "/checkpoint.json").find("uid-a"),
+            std::string::npos);
+  // The broken connections are closed at the agent's side too: one open,
+  // as before.
+  EXPECT_TRUE(WaitFor([&] { return CountOpenFds(agent_->pid()) <= fds; }))
+      << CountOpenFds(agent_->pid()) << " fds, " << fds << " before";
+  EXPECT_TRUE(agent_->Running());
+}
+
 }  // namespace
 }  // namespace gpu_agent::testing
