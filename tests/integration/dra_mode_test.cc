@@ -607,5 +607,45 @@ TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerL
   EXPECT_TRUE(agent_->Running());
 }
 
+TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  const std::string folder = dir_.Join("plugins") + "/" + kDriver;
+  const std::string registry = dir_.Join("registry");
+  std::error_code ec;
+  // The plugin's folder (dra.sock and the checkpoint in it) removed, as a
+  // wipe of the kubelet's folders does.
+  std::filesystem::rename(folder, dir_.Join("removed-plugin"), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::filesystem::remove_all(dir_.Join("removed-plugin"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(folder + "/dra.sock"); })) << Log();
+  EXPECT_NE(Log().find("a DRA socket folder is gone; making it again"), std::string::npos) << Log();
+  // The kubelet's next call finds the socket at the endpoint it knows.
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(WaitFor([&] {
+    out.clear();
+    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
+  })) << Log();
+  EXPECT_EQ(out["uid-a"].error, "") << Log();
+  EXPECT_NE(ReadFile(folder + "/checkpoint.json").find("uid-a"), std::string::npos);
+  // The registry folder removed: made again with the registration socket in
+  // it, which the kubelet registers when it watches the folder again.
+  const int registrations = kubelet.registrations();
+  std::filesystem::rename(registry, dir_.Join("removed-registry"), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::filesystem::remove_all(dir_.Join("removed-registry"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(registry + "/" + kDriver + "-reg.sock"); })) << Log();
+  ASSERT_TRUE(kubelet.Restart());
+  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() > registrations; })) << Log();
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+  EXPECT_TRUE(agent_->Running());
+}
+
 }  // namespace
 }  // namespace gpu_agent::testing
