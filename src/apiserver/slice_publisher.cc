@@ -266,9 +266,48 @@ bool SlicePublisher::Discover(SliceContext* context) {
         {{"node", options_.node},
          {"error", node.ok() ? StatusMessage(*node) : std::string(node.status().message())}});
   }
+  if (options_.probe_device_taints)
+    context->device_taints = ServerKeepsTaints(context->api_version);
   LogInfo("publishing ResourceSlices",
           {{"version", "resource.k8s.io/" + context->api_version}, {"node", options_.node}});
   return !Stopped();
+}
+
+bool SlicePublisher::ServerKeepsTaints(const std::string& api_version) {
+  const bool basic = api_version == "v1beta1";
+  const std::string taints =
+      StrCat(R"("taints":[{"key":")", options_.driver, R"(/probe","effect":"NoSchedule"}])");
+  const std::string probe =
+      StrCat(R"({"apiVersion":"resource.k8s.io/)", api_version,
+             R"(","kind":"ResourceSlice","metadata":{"name":")", options_.node, "-",
+             options_.driver, R"(-taint-probe"},"spec":{"driver":")", options_.driver,
+             R"(","nodeName":")", options_.node, R"(","pool":{"name":")", options_.node,
+             R"(","generation":1,"resourceSliceCount":1},"devices":[{"name":"probe",)",
+             basic ? StrCat(R"("basic":{)", taints, "}") : taints, "}]}}");
+  absl::StatusOr<HttpResponse> r = rest_->Post(
+      StrCat("/apis/resource.k8s.io/", api_version, "/resourceslices?dryRun=All"), probe);
+  if (!r.ok() || (r->status != 200 && r->status != 201)) {
+    LogWarning(
+        "ResourceSlices: cannot tell whether the API server keeps device taints; unhealthy devices "
+        "leave the slices",
+        {{"error", r.ok() ? Refusal(*r, "create") : std::string(r.status().message())}});
+    return false;
+  }
+  rapidjson::Document d;
+  d.Parse(r->body.c_str());
+  const rapidjson::Value* spec = Find(d, "spec");
+  const rapidjson::Value* devices = spec ? Find(*spec, "devices") : nullptr;
+  const rapidjson::Value* device =
+      devices && devices->IsArray() && devices->Size() == 1 ? &(*devices)[0] : nullptr;
+  if (device && basic) device = Find(*device, "basic");
+  const rapidjson::Value* kept = device ? Find(*device, "taints") : nullptr;
+  const bool served = kept && kept->IsArray() && kept->Size() == 1;
+  LogInfo(served ? "ResourceSlices: the API server keeps device taints; an unhealthy device stays "
+                   "in the slices with a NoSchedule taint"
+                 : "ResourceSlices: the API server drops device taints (feature gate "
+                   "DRADeviceTaints off); an unhealthy device leaves the slices",
+          {{"node", options_.node}});
+  return served;
 }
 
 void SlicePublisher::Run() {

@@ -11,6 +11,7 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "api_server_stub.h"
 #include "apiserver/connection.h"
@@ -62,6 +63,7 @@ class SlicePublisherTest : public ::testing::Test {
     o.api_version = api_version_;
     o.watch_timeout = std::chrono::seconds(30);
     o.backoff_initial = std::chrono::milliseconds(20);
+    o.probe_device_taints = probe_taints_;
     auto p = SlicePublisher::Start(*conn, RestOptions{}, o, std::move(b));
     ASSERT_TRUE(p.ok()) << p.status();
     publisher_ = *std::move(p);
@@ -79,6 +81,7 @@ class SlicePublisherTest : public ::testing::Test {
 
   ApiServerStub api_;
   std::string api_version_ = "v1";
+  bool probe_taints_ = false;
   std::unique_ptr<SlicePublisher> publisher_;
 };
 
@@ -268,6 +271,37 @@ TEST_F(SlicePublisherTest, EveryRefusalIsLoggedRetriedAfterABackoffAndEndsInTheW
     // And no more than that.
     EXPECT_LT(gap, c.retry_after_s >= 0 ? std::chrono::milliseconds(1000 * c.retry_after_s + 900)
                                         : std::chrono::milliseconds(900));
+  }
+}
+
+TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStoresNothing) {
+  probe_taints_ = true;
+  for (const char* version : {"v1", "v1beta1"}) {
+    for (bool served : {false, true}) {
+      SCOPED_TRACE(std::string(version) + (served ? " served" : " dropped"));
+      api_.ServeDeviceTaints(served);
+      api_version_ = version;
+      std::atomic<int> asked{-1};
+      const int writes = api_.slice_writes();
+      const size_t requests = api_.requests().size();
+      Start([&asked](const SliceContext& c) {
+        asked = c.device_taints ? 1 : 0;
+        return Slices(1)(c);
+      });
+      ASSERT_TRUE(WaitFor([&] { return publisher_->stats().in_sync.load(); }));
+      EXPECT_EQ(asked, served ? 1 : 0);
+      publisher_->Stop();
+      // One dry run, nothing stored: the slice was made once, at the first
+      // start.
+      std::vector<ApiServerStub::Request> log = api_.requests();
+      EXPECT_EQ(std::count_if(log.begin() + requests, log.end(),
+                              [](const ApiServerStub::Request& r) {
+                                return r.call == "create resourceslices";
+                              }),
+                api_.slice_writes() - writes + 1);
+      ASSERT_EQ(api_.Slices(kNode).size(), 1u);
+      EXPECT_EQ(api_.Slices(kNode)[0].find("probe"), std::string::npos);
+    }
   }
 }
 

@@ -288,6 +288,8 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   int64_t generation = 0;
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 3u);
   EXPECT_EQ(generation, 2);
+  // The stand-in drops taints by default, as a server with the gate off.
+  EXPECT_NE(Log().find("the API server drops device taints"), std::string::npos) << Log();
   std::map<std::string, dra::PrepareOutcome> out;
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
   EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
@@ -299,6 +301,49 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
     EXPECT_EQ(h.pool, kNode);
     EXPECT_EQ(h.healthy, h.device != "gpu-1") << h.device;
   }
+}
+
+// The taints of device `name` in the node's slices, as "key=value:effect".
+std::vector<std::string> TaintsOf(ApiServerStub& api, const std::string& name) {
+  std::vector<std::string> out;
+  for (const std::string& json : api.Slices(kNode)) {
+    rapidjson::Document d;
+    d.Parse(json.c_str());
+    for (const auto& dev : d["spec"]["devices"].GetArray()) {
+      if (dev["name"].GetString() != name || !dev.HasMember("taints")) continue;
+      for (const auto& t : dev["taints"].GetArray()) {
+        out.push_back(std::string(t["key"].GetString()) + "=" + t["value"].GetString() + ":" +
+                      t["effect"].GetString());
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTainted) {
+  api_.ServeDeviceTaints(true);
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
+  EXPECT_NE(Log().find("the API server keeps device taints"), std::string::npos) << Log();
+  EXPECT_EQ(TaintsOf(api_, "gpu-1"), std::vector<std::string>{});
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
+  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, "gpu-1").empty(); })) << Log();
+  const std::vector<std::string> taints = TaintsOf(api_, "gpu-1");
+  ASSERT_EQ(taints.size(), 1u);
+  EXPECT_EQ(taints[0].rfind("gpu.gpu-agent.github.io/unhealthy=XID", 0), 0u) << taints[0];
+  EXPECT_EQ(taints[0].substr(taints[0].size() - 11), ":NoSchedule") << taints[0];
+  int64_t generation = 0;
+  EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);  // it stays
+  EXPECT_EQ(generation, 2);
+  EXPECT_EQ(TaintsOf(api_, "gpu-0-mig-1g-10gb-1"), std::vector<std::string>{});
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
 }
 
 TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {

@@ -583,6 +583,11 @@ int ApiServerStub::failed_slice_requests() const {
   return failed_slice_requests_;
 }
 
+void ApiServerStub::ServeDeviceTaints(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  serve_taints_ = on;
+}
+
 void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response& res) {
   // /apis/resource.k8s.io/<version>/resourceslices[/<name>]
   const std::string marker = "/resourceslices";
@@ -612,7 +617,9 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
     res.status = code;
     res.set_content(body, "application/json");
   };
-  if (auto f = slice_failures_.find(verb); f != slice_failures_.end() && !f->second.empty()) {
+  const bool dry_run = req.get_param_value("dryRun") == "All";
+  if (auto f = slice_failures_.find(verb);
+      !dry_run && f != slice_failures_.end() && !f->second.empty()) {
     const InjectedFailure failure = f->second.front();
     f->second.pop_front();
     ++failed_slice_requests_;
@@ -635,7 +642,7 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
     return;
   }
   if (verb == "create" || verb == "update") {
-    ++slice_writes_;
+    if (!dry_run) ++slice_writes_;
     rapidjson::Document d;
     d.Parse(req.body.c_str());
     if (d.HasParseError() || !d.IsObject() || !d.HasMember("metadata") ||
@@ -647,6 +654,30 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
     const std::string n = d["metadata"]["name"].GetString();
     auto it = slices_.find(n);
     auto& a = d.GetAllocator();
+    // Devices' taints: kept (with timeAdded) or dropped, as the gate says.
+    if (d.HasMember("spec") && d["spec"].IsObject() && d["spec"].HasMember("devices") &&
+        d["spec"]["devices"].IsArray()) {
+      for (auto& dev : d["spec"]["devices"].GetArray()) {
+        if (!dev.IsObject()) continue;
+        rapidjson::Value* fields = &dev;
+        if (dev.HasMember("basic") && dev["basic"].IsObject()) fields = &dev["basic"];
+        if (!fields->HasMember("taints")) continue;
+        if (!serve_taints_) {
+          fields->RemoveMember("taints");
+          continue;
+        }
+        if (!(*fields)["taints"].IsArray()) continue;
+        for (auto& t : (*fields)["taints"].GetArray()) {
+          if (t.IsObject() && !t.HasMember("timeAdded")) {
+            t.AddMember("timeAdded", "2026-01-01T00:00:00Z", a);
+          }
+        }
+      }
+    }
+    if (dry_run) {
+      answer(verb == "create" ? 201 : 200, ToJson(d));
+      return;
+    }
     if (verb == "create") {
       if (it != slices_.end()) {
         answer(409, StatusBody(409, "AlreadyExists",

@@ -171,6 +171,13 @@ class ApiServerStub {
                              int retry_after_s = -1);
   // Slice requests answered by FailNextSliceRequests so far.
   int failed_slice_requests() const;
+  // Whether devices' taints (spec.devices[].taints; basic.taints in
+  // v1beta1) are kept, as with the DRADeviceTaints gate on (timeAdded set
+  // where missing), or dropped on create and update, as with it off (the
+  // default). A create with dryRun=All is answered as it would be stored and
+  // stores nothing; it counts as no write, and FailNextSliceRequests leaves
+  // it alone.
+  void ServeDeviceTaints(bool on);
 
   // RBAC-style "verb resource" of every request seen: "get nodes",
   // "watch nodes", "patch nodes/status", ...
@@ -313,6 +320,7 @@ class ApiServerStub {
   };
   std::map<std::string, std::deque<InjectedFailure>> slice_failures_;  // by verb
   int failed_slice_requests_ = 0;
+  bool serve_taints_ = false;
 };
 
 // Makes a CA and a server certificate for "localhost" (and a second,
