@@ -230,11 +230,32 @@ TEST_F(SlicePublisherTest, EveryRefusalIsLoggedRetriedAfterABackoffAndEndsInTheW
     const int failed_before = api_.failed_slice_requests();
     const size_t requests_before = api_.requests().size();
     api_.FailNextSliceRequests(c.verb, c.code, kTimes, c.retry_after_s);
+    // The slice requests since, and the index of the last refused one (or
+    // their count, before it).
+    std::vector<ApiServerStub::Request> requests;
+    size_t last = 0;
+    auto read_requests = [&] {
+      requests = api_.requests();
+      requests.erase(requests.begin(), requests.begin() + requests_before);
+      requests.erase(std::remove_if(requests.begin(), requests.end(),
+                                    [](const ApiServerStub::Request& r) {
+                                      return r.call.find("resourceslices") == std::string::npos;
+                                    }),
+                     requests.end());
+      int seen = 0;
+      last = requests.size();
+      for (size_t i = 0; i < requests.size(); ++i) {
+        if (requests[i].call == verb + " resourceslices" && ++seen == kTimes) last = i;
+      }
+    };
     ::testing::internal::CaptureStderr();
     Start(Slices(2));
+    // In sync again after a request that followed the last refusal (the
+    // stats alone may still show the state from before that refusal).
     const bool synced = SlicesAre(2, generation) && WaitFor([&] {
-                          return publisher_->stats().in_sync.load() &&
-                                 api_.failed_slice_requests() == failed_before + kTimes;
+                          if (api_.failed_slice_requests() != failed_before + kTimes) return false;
+                          read_requests();
+                          return last + 1 < requests.size() && publisher_->stats().in_sync.load();
                         });
     const bool watching = WaitFor([&] { return publisher_->stats().watches >= 1; });
     publisher_->Stop();
@@ -252,18 +273,7 @@ TEST_F(SlicePublisherTest, EveryRefusalIsLoggedRetriedAfterABackoffAndEndsInTheW
     EXPECT_EQ(api_.slice_writes() - writes_before, writes + (write_verb ? kTimes : 0));
     // The request after the last refusal waited the backoff (at least
     // 0.8 * 20 ms), or the Retry-After when the server sent one.
-    std::vector<ApiServerStub::Request> requests = api_.requests();
-    requests.erase(requests.begin(), requests.begin() + requests_before);
-    requests.erase(std::remove_if(requests.begin(), requests.end(),
-                                  [](const ApiServerStub::Request& r) {
-                                    return r.call.find("resourceslices") == std::string::npos;
-                                  }),
-                   requests.end());
-    int seen = 0;
-    size_t last = requests.size();
-    for (size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i].call == verb + " resourceslices" && ++seen == kTimes) last = i;
-    }
+    read_requests();
     ASSERT_LT(last + 1, requests.size());
     const auto gap = requests[last + 1].at - requests[last].at;
     EXPECT_GE(gap, c.retry_after_s >= 0 ? std::chrono::milliseconds(1000 * c.retry_after_s)
