@@ -54,7 +54,7 @@ kept=""
   echo
   cat "$tmp/e2e.md"
   echo
-  echo "## Static mode as a fleet (real binaries, API server stand-in)"
+  echo "## Static mode and DRA slice upkeep as a fleet (API server stand-in)"
   echo
   cat "$tmp/fleet.md"
   echo

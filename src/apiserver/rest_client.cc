@@ -55,6 +55,17 @@ absl::StatusOr<httplib::Headers> RequestHeaders(const Connection& c, const RestO
   return headers;
 }
 
+// Retry-After as delta-seconds (what kube-apiserver sends); the HTTP-date
+// form, garbage and absurd values read as none.
+int RetryAfterSeconds(const httplib::Response& res) {
+  const std::string v = res.get_header_value("Retry-After");
+  if (v.empty() || v.size() > 9) return -1;
+  for (char c : v) {
+    if (c < '0' || c > '9') return -1;
+  }
+  return std::stoi(v);
+}
+
 }  // namespace
 
 RestClient::RestClient(Connection c, RestOptions o, std::unique_ptr<httplib::Client> client)
@@ -183,6 +194,7 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
     if (res->status >= 400) CountError(res->status);
     HttpResponse out;
     out.status = res->status;
+    out.retry_after_s = RetryAfterSeconds(*res);
     out.body = method == "GET" ? std::move(received) : res->body;
     if (out.body.size() > options_.max_body_bytes) {
       return absl::ResourceExhaustedError(
@@ -224,7 +236,9 @@ absl::StatusOr<HttpResponse> RestClient::Delete(const std::string& path) {
 }
 
 absl::StatusOr<int> RestClient::Stream(const std::string& path,
-                                       const std::function<bool(std::string_view)>& on_chunk) {
+                                       const std::function<bool(std::string_view)>& on_chunk,
+                                       int* retry_after_s) {
+  if (retry_after_s) *retry_after_s = -1;
   absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
   if (!headers.ok()) return headers.status();
   bool stopped = false;
@@ -242,6 +256,7 @@ absl::StatusOr<int> RestClient::Stream(const std::string& path,
         TransportError(connection_, res.error(), client_->get_openssl_verify_result()));
   }
   if (res->status == 401 && connection_.token) connection_.token->Invalidate();
+  if (retry_after_s) *retry_after_s = RetryAfterSeconds(*res);
   return res->status;
 }
 

@@ -25,6 +25,9 @@ namespace gpu_agent::apiserver {
 struct HttpResponse {
   int status = 0;
   std::string body;
+  // The Retry-After header in seconds (a 429 or 5xx may bring one); -1: none
+  // or not a number of seconds.
+  int retry_after_s = -1;
 };
 
 struct RestOptions {
@@ -59,9 +62,11 @@ class RestClient {
   absl::StatusOr<HttpResponse> Put(const std::string& path, const std::string& body);
   absl::StatusOr<HttpResponse> Delete(const std::string& path);
   // Streams the body of a long GET, calling `on_chunk` with raw bytes as they
-  // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen.
+  // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen;
+  // with `retry_after_s`, sets it as HttpResponse::retry_after_s.
   absl::StatusOr<int> Stream(const std::string& path,
-                             const std::function<bool(std::string_view)>& on_chunk);
+                             const std::function<bool(std::string_view)>& on_chunk,
+                             int* retry_after_s = nullptr);
 
   // The request as it would be sent, Authorization redacted: for --dry-run.
   std::string Describe(const std::string& method, const std::string& path, const std::string& body,

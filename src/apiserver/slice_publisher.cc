@@ -78,6 +78,20 @@ std::string StatusMessage(const HttpResponse& r) {
   return StrCat(r.status, ": ", r.body.substr(0, 200));
 }
 
+// What a refused request's log line says: the server's message, and for a
+// 403 the permission missing.
+std::string Refusal(const HttpResponse& r, const char* verb) {
+  std::string out = StatusMessage(r);
+  if (r.status == 403) {
+    out += StrCat(" (the agent's ClusterRole must allow ", verb,
+                  " on resourceslices of resource.k8s.io; see manifests/dra/agent/rbac.yaml)");
+  }
+  return out;
+}
+
+// A Retry-After past this is taken as the server's mistake.
+constexpr Ms kMaxRetryAfter = std::chrono::minutes(5);
+
 }  // namespace
 
 // What the thread knows: the slices on the server (by name, as last seen),
@@ -252,9 +266,48 @@ bool SlicePublisher::Discover(SliceContext* context) {
         {{"node", options_.node},
          {"error", node.ok() ? StatusMessage(*node) : std::string(node.status().message())}});
   }
+  if (options_.probe_device_taints)
+    context->device_taints = ServerKeepsTaints(context->api_version);
   LogInfo("publishing ResourceSlices",
           {{"version", "resource.k8s.io/" + context->api_version}, {"node", options_.node}});
   return !Stopped();
+}
+
+bool SlicePublisher::ServerKeepsTaints(const std::string& api_version) {
+  const bool basic = api_version == "v1beta1";
+  const std::string taints =
+      StrCat(R"("taints":[{"key":")", options_.driver, R"(/probe","effect":"NoSchedule"}])");
+  const std::string probe =
+      StrCat(R"({"apiVersion":"resource.k8s.io/)", api_version,
+             R"(","kind":"ResourceSlice","metadata":{"name":")", options_.node, "-",
+             options_.driver, R"(-taint-probe"},"spec":{"driver":")", options_.driver,
+             R"(","nodeName":")", options_.node, R"(","pool":{"name":")", options_.node,
+             R"(","generation":1,"resourceSliceCount":1},"devices":[{"name":"probe",)",
+             basic ? StrCat(R"("basic":{)", taints, "}") : taints, "}]}}");
+  absl::StatusOr<HttpResponse> r = rest_->Post(
+      StrCat("/apis/resource.k8s.io/", api_version, "/resourceslices?dryRun=All"), probe);
+  if (!r.ok() || (r->status != 200 && r->status != 201)) {
+    LogWarning(
+        "ResourceSlices: cannot tell whether the API server keeps device taints; unhealthy devices "
+        "leave the slices",
+        {{"error", r.ok() ? Refusal(*r, "create") : std::string(r.status().message())}});
+    return false;
+  }
+  rapidjson::Document d;
+  d.Parse(r->body.c_str());
+  const rapidjson::Value* spec = Find(d, "spec");
+  const rapidjson::Value* devices = spec ? Find(*spec, "devices") : nullptr;
+  const rapidjson::Value* device =
+      devices && devices->IsArray() && devices->Size() == 1 ? &(*devices)[0] : nullptr;
+  if (device && basic) device = Find(*device, "basic");
+  const rapidjson::Value* kept = device ? Find(*device, "taints") : nullptr;
+  const bool served = kept && kept->IsArray() && kept->Size() == 1;
+  LogInfo(served ? "ResourceSlices: the API server keeps device taints; an unhealthy device stays "
+                   "in the slices with a NoSchedule taint"
+                 : "ResourceSlices: the API server drops device taints (feature gate "
+                   "DRADeviceTaints off); an unhealthy device leaves the slices",
+          {{"node", options_.node}});
+  return served;
 }
 
 void SlicePublisher::Run() {
@@ -267,16 +320,27 @@ void SlicePublisher::Run() {
   State s;
   bool listed = false;
   Ms backoff = options_.backoff_initial;
-  auto fail = [&](const std::string& what, const std::string& why) {
+  // A failed request: logged, then everything is listed again after a
+  // backoff that doubles up to backoff_max (and resets once in sync), or
+  // after the server's Retry-After when that is longer.
+  auto fail = [&](const std::string& what, const std::string& why, int retry_after_s = -1) {
     ++stats_.errors;
     stats_.in_sync = false;
-    LogWarning("ResourceSlices: " + what + "; retrying",
-               {{"node", options_.node}, {"driver", options_.driver}, {"error", why}});
-    listed = false;
-    const Ms wait = std::chrono::duration_cast<Ms>(Jitter(backoff));
+    Ms wait = std::chrono::duration_cast<Ms>(Jitter(backoff));
+    if (retry_after_s >= 0) {
+      wait = std::max(wait, std::min<Ms>(std::chrono::seconds(retry_after_s), kMaxRetryAfter));
+    }
     backoff = std::min(backoff * 2, options_.backoff_max);
+    LogWarning("ResourceSlices: " + what + "; retrying", {{"node", options_.node},
+                                                          {"driver", options_.driver},
+                                                          {"error", why},
+                                                          {"retry_in", FormatDuration(wait)}});
+    listed = false;
     return Pause(wait);
   };
+  // Whether the last watch was answered 410 before any event: a second one
+  // in a row backs off instead of listing again at once.
+  bool expired_before = false;
   while (!Stopped()) {
     if (!listed) {
       ++stats_.lists;
@@ -286,7 +350,7 @@ void SlicePublisher::Run() {
         continue;
       }
       if (r->status != 200) {
-        if (!fail("cannot list them", StatusMessage(*r))) return;
+        if (!fail("cannot list them", Refusal(*r, "list"), r->retry_after_s)) return;
         continue;
       }
       rapidjson::Document d;
@@ -351,9 +415,13 @@ void SlicePublisher::Run() {
         ++stats_.updates;
       }
       if (!r.ok() || (r->status != 200 && r->status != 201)) {
+        // A 409 (someone else created or changed it) is settled by the list
+        // that follows.
         ok = false;
-        if (!fail(StrCat("cannot write ", name),
-                  r.ok() ? StatusMessage(*r) : std::string(r.status().message()))) {
+        const char* verb = have == s.have.end() ? "create" : "update";
+        if (!fail(StrCat("cannot ", verb, " ", name),
+                  r.ok() ? Refusal(*r, verb) : std::string(r.status().message()),
+                  r.ok() ? r->retry_after_s : -1)) {
           return;
         }
         break;
@@ -371,7 +439,8 @@ void SlicePublisher::Run() {
       if (!r.ok() || (r->status != 200 && r->status != 404)) {
         ok = false;
         if (!fail(StrCat("cannot delete ", it->first),
-                  r.ok() ? StatusMessage(*r) : std::string(r.status().message()))) {
+                  r.ok() ? Refusal(*r, "delete") : std::string(r.status().message()),
+                  r.ok() ? r->retry_after_s : -1)) {
           return;
         }
         break;
@@ -397,10 +466,14 @@ void SlicePublisher::Run() {
     }
     ++stats_.watches;
     LineBuffer buffer;
-    bool repair = false, expired = false;
+    bool repair = false, expired = false, saw_event = false;
     std::string error_event;
-    absl::StatusOr<int> status = watch_->Stream(watch_path, [&](std::string_view chunk) {
+    std::string head;  // the answer's start: a refusal's Status
+    int retry_after_s = -1;
+    constexpr size_t kHead = 1024;
+    auto on_chunk = [&](std::string_view chunk) {
       if (Stopped()) return false;
+      if (head.size() < kHead) head.append(chunk.substr(0, kHead - head.size()));
       buffer.Append(chunk);
       while (std::optional<std::string> line = buffer.NextLine()) {
         rapidjson::Document ev;
@@ -418,6 +491,7 @@ void SlicePublisher::Run() {
           }
           return false;
         }
+        saw_event = true;
         const std::string rv = StringAt(*object, "metadata", "resourceVersion");
         if (!rv.empty()) s.version = rv;
         if (t == "BOOKMARK") continue;
@@ -433,18 +507,29 @@ void SlicePublisher::Run() {
         }
       }
       return true;
-    });
+    };
+    absl::StatusOr<int> status = watch_->Stream(watch_path, on_chunk, &retry_after_s);
     {
       std::lock_guard<std::mutex> lock(mu_);
       watching_ = false;
     }
     cv_.notify_all();
     if (Stopped()) return;
+    if (status.ok() && *status == 410) expired = true;  // as an answer, not an event
     if (expired) {
       ++stats_.watch_expired;
+      const bool again = expired_before && !saw_event;
+      expired_before = true;
+      if (again) {
+        if (!fail("the watch expired again right after a list", "410 Gone", retry_after_s)) {
+          return;
+        }
+        continue;
+      }
       listed = false;  // list again, at once
       continue;
     }
+    expired_before = false;
     if (repair) {
       ++stats_.repairs;
       stats_.in_sync = false;
@@ -466,7 +551,10 @@ void SlicePublisher::Run() {
       continue;
     }
     if (*status != 200) {
-      if (!fail("cannot watch them", StrCat("HTTP ", *status))) return;
+      if (!fail("cannot watch them", Refusal(HttpResponse{*status, head}, "watch"),
+                retry_after_s)) {
+        return;
+      }
     }
   }
 }

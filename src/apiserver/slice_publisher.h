@@ -4,9 +4,11 @@
 // what differs, then WATCH from the list's version and repair what an event
 // shows changed (the kubelet deletes a node's slices at its start and after
 // a driver has been gone a while; anyone may edit or delete them). A 410
-// lists again; failures back off with jitter; watch timeouts are drawn at
-// random, so a fleet does not stay in step. In steady state nothing is sent
-// but the watch's renewals.
+// lists again (at once, the first in a row); any other failed request is
+// logged with the server's answer and everything is listed again after a
+// backoff with jitter, or the server's Retry-After when that is longer;
+// watch timeouts are drawn at random, so a fleet does not stay in step. In
+// steady state nothing is sent but the watch's renewals.
 //
 // Slices are compared on what the agent sets: a field the server adds does
 // not count as a difference. The pool's generation goes up by one for each
@@ -44,6 +46,11 @@ struct SlicePublisherOptions {
   std::chrono::milliseconds watch_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{30000};
+  // Asks the server once, at the start, whether it keeps devices' taints
+  // (a create with dryRun=All of a slice whose device has one: a server
+  // with the DRADeviceTaints gate off drops the field); the answer is
+  // SliceContext::device_taints.
+  bool probe_device_taints = false;
 };
 
 // What the slices are built for.
@@ -51,6 +58,9 @@ struct SliceContext {
   std::string api_version;  // of resource.k8s.io: v1, v1beta2 or v1beta1
   std::string node_uid;     // the Node's UID for the owner reference; empty: unknown
   int64_t generation = 1;   // the pool's
+  // The server keeps devices' taints: an unhealthy device may stay in the
+  // slices with a NoSchedule taint rather than leave them.
+  bool device_taints = false;
 };
 
 // The desired slices: JSON objects of `api_version`, each with its
@@ -91,8 +101,11 @@ class SlicePublisher {
   // Cancels the watch when a change or a stop must end it.
   void Kick();
   // The served version of resource.k8s.io and the Node's UID, asked until
-  // the version is known; false when stopped first.
+  // the version is known, and whether taints are kept; false when stopped
+  // first.
   bool Discover(SliceContext* context);
+  // The dryRun probe of probe_device_taints.
+  bool ServerKeepsTaints(const std::string& api_version);
   // Waits `d` unless stopped or given new slices; false when stopped.
   bool Pause(std::chrono::milliseconds d);
   bool Stopped();

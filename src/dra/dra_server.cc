@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -182,10 +183,11 @@ class DraServer::Impl {
       : options_(std::move(options)),
         handler_(std::move(handler)),
         registration_path_(RegistrationSocketPath(options_)),
-        plugin_path_(PluginSocketPath(options_)) {}
+        plugin_path_(PluginSocketPath(options_)),
+        folder_(StrCat(options_.plugin_dir, "/", options_.driver_name)) {}
 
   absl::Status Start() {
-    const std::string folder = StrCat(options_.plugin_dir, "/", options_.driver_name);
+    const std::string& folder = folder_;
     if (::mkdir(folder.c_str(), 0750) != 0 && errno != EEXIST) {
       return absl::FailedPreconditionError(
           StrCat("dra.pluginDir: cannot create \"", folder, "\": ", std::strerror(errno)));
@@ -195,13 +197,11 @@ class DraServer::Impl {
     LogInfo("DRA plugin serving", {{"driver", options_.driver_name},
                                    {"registration", registration_path_},
                                    {"endpoint", plugin_path_}});
-    // Watch both sockets: one someone removes is served again.
+    // Watch both sockets and their folders: one someone removes is made and
+    // served again.
     inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (inotify_fd_ < 0 || wake_fd_ < 0 ||
-        ::inotify_add_watch(inotify_fd_, options_.registry_dir.c_str(), IN_DELETE | IN_MOVED_FROM) <
-            0 ||
-        ::inotify_add_watch(inotify_fd_, folder.c_str(), IN_DELETE | IN_MOVED_FROM) < 0) {
+    if (inotify_fd_ < 0 || wake_fd_ < 0 || !WatchFolders().ok()) {
       LogWarning("cannot watch the DRA sockets; one removed is not served again",
                  {{"error", std::strerror(errno)}});
     } else {
@@ -237,9 +237,46 @@ class DraServer::Impl {
     return absl::OkStatus();
   }
 
+  // Watches the registry folder and <plugin_dir>/<driver>/ for a socket
+  // leaving them and for their own removal or move; a folder made again is
+  // watched anew (its old watch dropped).
+  absl::Status WatchFolders() {
+    constexpr uint32_t kMask = IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+    const std::pair<const std::string*, int*> folders[] = {{&options_.registry_dir, &registry_wd_},
+                                                           {&folder_, &folder_wd_}};
+    for (const auto& [path, wd] : folders) {
+      const int now = ::inotify_add_watch(inotify_fd_, path->c_str(), kMask);
+      if (now < 0) {
+        return absl::UnavailableError(
+            StrCat("cannot watch \"", *path, "\": ", std::strerror(errno)));
+      }
+      if (*wd >= 0 && *wd != now) ::inotify_rm_watch(inotify_fd_, *wd);
+      *wd = now;
+    }
+    return absl::OkStatus();
+  }
+
+  // A folder of ours gone (the kubelet's folders wiped, node maintenance) is
+  // made again, its parents too, so its socket can be served again.
+  absl::Status MakeFoldersAgain() {
+    for (const std::string* path : {&options_.registry_dir, &folder_}) {
+      struct stat st;
+      if (::stat(path->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+      LogWarning("a DRA socket folder is gone; making it again", {{"folder", *path}});
+      std::error_code ec;
+      std::filesystem::create_directories(*path, ec);
+      if (ec) {
+        return absl::UnavailableError(StrCat("cannot make \"", *path, "\" again: ", ec.message()));
+      }
+      ::chmod(path->c_str(), 0750);
+    }
+    return WatchFolders();
+  }
+
   // The socket watch: a socket of ours gone from its path (removed, or
-  // replaced) is served again, as the kubelet's plugin watcher then
-  // registers the plugin anew. A failure is tried again after a second.
+  // replaced, or its folder removed) is served again, as the kubelet's
+  // plugin watcher then registers the plugin anew. A failure is tried again
+  // after a second.
   void Guard() {
     alignas(inotify_event) char buf[4096];
     bool retry = false;
@@ -251,6 +288,12 @@ class DraServer::Impl {
       while (::read(inotify_fd_, buf, sizeof buf) > 0) {
       }
       retry = false;
+      if (absl::Status s = MakeFoldersAgain(); !s.ok()) {
+        LogError("cannot make the DRA socket folders again; retrying",
+                 {{"error", std::string(s.message())}});
+        retry = true;
+        continue;
+      }
       if (InodeOf(registration_path_) != registration_inode_) {
         if (registration_server_) {  // null after a failed attempt
           LogWarning("the DRA registration socket is gone; serving it again",
@@ -609,6 +652,7 @@ class DraServer::Impl {
   const std::shared_ptr<ClaimHandler> handler_;
   const std::string registration_path_;
   const std::string plugin_path_;
+  const std::string folder_;  // <plugin_dir>/<driver>
   // Each outlives the server it serves (declared before them).
   std::unique_ptr<RegistrationService> registration_service_;
   std::unique_ptr<V1Service> v1_service_;
@@ -623,6 +667,8 @@ class DraServer::Impl {
   // The socket watch (Guard); the servers and inodes are its while it runs.
   int inotify_fd_ = -1;
   int wake_fd_ = -1;
+  int registry_wd_ = -1;
+  int folder_wd_ = -1;
   std::thread guard_;
   std::atomic<uint64_t> heals_{0};
 

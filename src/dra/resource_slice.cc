@@ -38,7 +38,9 @@ void WriteAttribute(Writer& w, const AttributeValue& v) {
   w.EndObject();
 }
 
-void WriteDeviceFields(Writer& w, const DraDevice& d) {
+// `reason`: a taint's value, or null for none.
+void WriteDeviceFields(Writer& w, const DraDevice& d, const std::string& driver,
+                       const std::string* reason) {
   w.Key("attributes");
   w.StartObject();
   for (const auto& [name, value] : d.attributes) {
@@ -56,17 +58,48 @@ void WriteDeviceFields(Writer& w, const DraDevice& d) {
     w.EndObject();
   }
   w.EndObject();
+  if (reason != nullptr) {
+    w.Key("taints");
+    w.StartArray();
+    w.StartObject();
+    w.Key("key");
+    Str(w, StrCat(driver, "/unhealthy"));
+    w.Key("value");
+    Str(w, TaintValue(*reason));
+    w.Key("effect");
+    w.String("NoSchedule");
+    w.EndObject();
+    w.EndArray();
+  }
 }
 
 }  // namespace
+
+std::string TaintValue(const std::string& reason) {
+  std::string v;
+  for (char c : reason) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    v += ok ? c : '-';
+  }
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (v.size() > 63) v.resize(63);
+  while (!v.empty() && !alnum(v.back())) v.pop_back();
+  size_t start = 0;
+  while (start < v.size() && !alnum(v[start])) ++start;
+  v = v.substr(start);
+  return v.empty() ? "Unhealthy" : v;
+}
 
 std::string SliceName(const std::string& node, const std::string& driver, size_t n) {
   return StrCat(node, "-", driver, "-", n);
 }
 
 std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
-  const size_t count =
-      std::max<size_t>(1, (input.devices.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice);
+  const size_t per_slice = input.tainted.empty() ? kMaxDevicesPerSlice : kMaxDevicesPerTaintedSlice;
+  const size_t count = std::max<size_t>(1, (input.devices.size() + per_slice - 1) / per_slice);
   const bool basic = input.api_version == "v1beta1";
   std::vector<std::string> out;
   for (size_t n = 0; n < count; ++n) {
@@ -116,20 +149,22 @@ std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
     w.EndObject();
     w.Key("devices");
     w.StartArray();
-    const size_t first = n * kMaxDevicesPerSlice;
-    const size_t last = std::min(input.devices.size(), first + kMaxDevicesPerSlice);
+    const size_t first = n * per_slice;
+    const size_t last = std::min(input.devices.size(), first + per_slice);
     for (size_t i = first; i < last; ++i) {
       const DraDevice& d = input.devices[i];
+      auto taint = input.tainted.find(d.name);
+      const std::string* reason = taint == input.tainted.end() ? nullptr : &taint->second;
       w.StartObject();
       w.Key("name");
       Str(w, d.name);
       if (basic) {
         w.Key("basic");
         w.StartObject();
-        WriteDeviceFields(w, d);
+        WriteDeviceFields(w, d, input.driver, reason);
         w.EndObject();
       } else {
-        WriteDeviceFields(w, d);
+        WriteDeviceFields(w, d, input.driver, reason);
       }
       w.EndObject();
     }

@@ -7,6 +7,7 @@
 #define GPU_AGENT_DRA_RESOURCE_SLICE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ namespace gpu_agent::dra {
 
 // The API's limit on devices in one slice (without taints or counters).
 inline constexpr size_t kMaxDevicesPerSlice = 128;
+// ... and in a slice where a device has taints.
+inline constexpr size_t kMaxDevicesPerTaintedSlice = 64;
 
 struct SliceInput {
   std::string api_version = "v1";  // v1 | v1beta2 | v1beta1
@@ -24,7 +27,17 @@ struct SliceInput {
   std::string node_uid;  // the Node's UID for ownerReferences; empty: none
   int64_t pool_generation = 1;
   std::vector<DraDevice> devices;
+  // Devices (of `devices`) published with a NoSchedule taint, by name, and
+  // why: "<driver>/unhealthy" = the reason made a label value. Under
+  // resource.k8s.io v1 and v1beta2 in the device's `taints`, v1beta1 in
+  // `basic.taints`; the server sets timeAdded.
+  std::map<std::string, std::string> tainted;
 };
+
+// `reason` ("XID 79") as a label value ("XID-79"): characters other than
+// [A-Za-z0-9._-] made '-', at most 63, starting and ending alphanumeric;
+// "Unhealthy" when nothing is left.
+std::string TaintValue(const std::string& reason);
 
 // Each slice as a JSON object. No devices still gives one slice, empty, so
 // the scheduler learns the pool is there and has nothing. Slice names are

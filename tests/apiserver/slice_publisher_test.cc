@@ -1,11 +1,17 @@
 // SlicePublisher against the API server stand-in: slices created, kept
 // through the kubelet deleting them and someone editing them, replaced under
 // the next generation when the devices change, left alone in steady state
-// and across a restart that finds them as wanted, and a 410 listing again.
+// and across a restart that finds them as wanted, a 410 listing again, and
+// every refusal of every request (403, 409, 410, 429 with and without
+// Retry-After, 500) logged, retried after a backoff and ending in the
+// slices as wanted, with no more writes than the refusals themselves.
 #include "apiserver/slice_publisher.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+
+#include <algorithm>
+#include <atomic>
 
 #include "api_server_stub.h"
 #include "apiserver/connection.h"
@@ -57,6 +63,7 @@ class SlicePublisherTest : public ::testing::Test {
     o.api_version = api_version_;
     o.watch_timeout = std::chrono::seconds(30);
     o.backoff_initial = std::chrono::milliseconds(20);
+    o.probe_device_taints = probe_taints_;
     auto p = SlicePublisher::Start(*conn, RestOptions{}, o, std::move(b));
     ASSERT_TRUE(p.ok()) << p.status();
     publisher_ = *std::move(p);
@@ -74,6 +81,7 @@ class SlicePublisherTest : public ::testing::Test {
 
   ApiServerStub api_;
   std::string api_version_ = "v1";
+  bool probe_taints_ = false;
   std::unique_ptr<SlicePublisher> publisher_;
 };
 
@@ -157,8 +165,154 @@ TEST_F(SlicePublisherTest, A410ListsAgainAndRepairsStillWork) {
   api_.ExpireSliceWatches();
   ASSERT_TRUE(WaitFor([&] { return publisher_->stats().lists >= 2; }));
   ASSERT_TRUE(WaitFor([&] { return publisher_->stats().watches >= 2; }));
+  // Listed again at once, not as a failure.
+  EXPECT_EQ(publisher_->stats().watch_expired, 1u);
+  EXPECT_EQ(publisher_->stats().errors, 0u);
   api_.DeleteNodeSlices(kNode);
   ASSERT_TRUE(SlicesAre(1, 1));
+}
+
+// One refused request kind: the server refuses the first two requests of
+// `verb` with `code` (and Retry-After when `retry_after_s` >= 0).
+struct Refusal {
+  const char* verb;
+  int code;
+  int retry_after_s;
+  const char* logged;  // in the warning
+};
+
+std::string Describe(const Refusal& r) {
+  return std::string(r.verb) + " " + std::to_string(r.code) +
+         (r.retry_after_s >= 0 ? " Retry-After " + std::to_string(r.retry_after_s) : "");
+}
+
+TEST_F(SlicePublisherTest, EveryRefusalIsLoggedRetriedAfterABackoffAndEndsInTheWantedSlices) {
+  std::vector<Refusal> cases;
+  const std::vector<std::pair<const char*, const char*>> verbs = {
+      {"list", "cannot list them; retrying"},
+      {"watch", "cannot watch them; retrying"},
+      {"create", "cannot create node-a-gpu.gpu-agent.github.io-0; retrying"},
+      {"update", "cannot update node-a-gpu.gpu-agent.github.io-0; retrying"},
+      {"delete", "cannot delete node-a-gpu.gpu-agent.github.io-5; retrying"}};
+  for (const auto& [verb, logged] : verbs) {
+    for (int code : {403, 409, 410, 429, 500}) {
+      // A watch answered 410 lists again at once; a second one in a row
+      // backs off.
+      const char* what = std::string(verb) == "watch" && code == 410
+                             ? "the watch expired again right after a list; retrying"
+                             : logged;
+      cases.push_back({verb, code, -1, what});
+      if (code == 429 || code == 500) cases.push_back({verb, code, 1, what});
+    }
+  }
+  constexpr int kTimes = 2;
+  for (const Refusal& c : cases) {
+    SCOPED_TRACE(Describe(c));
+    api_.DeleteNodeSlices(kNode);
+    // update: a slice of the same name holding another device; delete: a
+    // surplus slice. Either way the publisher starts the next generation.
+    int writes = 2;  // the two creates
+    int64_t generation = 1;
+    const std::string verb = c.verb;
+    if (verb == "update" || verb == "delete") {
+      std::string old = Slices(1)(SliceContext{"v1", "", 1})[0];
+      if (verb == "update") {
+        old.replace(old.find("gpu-0"), 5, "gpu-9");
+        writes = 2;  // one update, one create
+      } else {
+        old.replace(old.find("github.io-0"), 11, "github.io-5");
+        writes = 3;  // two creates, one delete
+      }
+      api_.AddSlice(old);
+      generation = 2;
+    }
+    const int writes_before = api_.slice_writes();
+    const int failed_before = api_.failed_slice_requests();
+    const size_t requests_before = api_.requests().size();
+    api_.FailNextSliceRequests(c.verb, c.code, kTimes, c.retry_after_s);
+    // The slice requests since, and the index of the last refused one (or
+    // their count, before it).
+    std::vector<ApiServerStub::Request> requests;
+    size_t last = 0;
+    auto read_requests = [&] {
+      requests = api_.requests();
+      requests.erase(requests.begin(), requests.begin() + requests_before);
+      requests.erase(std::remove_if(requests.begin(), requests.end(),
+                                    [](const ApiServerStub::Request& r) {
+                                      return r.call.find("resourceslices") == std::string::npos;
+                                    }),
+                     requests.end());
+      int seen = 0;
+      last = requests.size();
+      for (size_t i = 0; i < requests.size(); ++i) {
+        if (requests[i].call == verb + " resourceslices" && ++seen == kTimes) last = i;
+      }
+    };
+    ::testing::internal::CaptureStderr();
+    Start(Slices(2));
+    // In sync again after a request that followed the last refusal (the
+    // stats alone may still show the state from before that refusal).
+    const bool synced = SlicesAre(2, generation) && WaitFor([&] {
+                          if (api_.failed_slice_requests() != failed_before + kTimes) return false;
+                          read_requests();
+                          return last + 1 < requests.size() && publisher_->stats().in_sync.load();
+                        });
+    const bool watching = WaitFor([&] { return publisher_->stats().watches >= 1; });
+    publisher_->Stop();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(synced) << log;
+    ASSERT_TRUE(watching);
+    EXPECT_NE(log.find(c.logged), std::string::npos) << log;
+    EXPECT_NE(log.find(std::to_string(c.code)), std::string::npos) << log;
+    if (c.code == 403) {
+      EXPECT_NE(log.find(std::string("ClusterRole must allow ") + c.verb), std::string::npos)
+          << log;
+    }
+    // No write storm: what the slices needed, and the refused writes.
+    const bool write_verb = verb == "create" || verb == "update" || verb == "delete";
+    EXPECT_EQ(api_.slice_writes() - writes_before, writes + (write_verb ? kTimes : 0));
+    // The request after the last refusal waited the backoff (at least
+    // 0.8 * 20 ms), or the Retry-After when the server sent one.
+    read_requests();
+    ASSERT_LT(last + 1, requests.size());
+    const auto gap = requests[last + 1].at - requests[last].at;
+    EXPECT_GE(gap, c.retry_after_s >= 0 ? std::chrono::milliseconds(1000 * c.retry_after_s)
+                                        : std::chrono::milliseconds(15));
+    // And no more than that.
+    EXPECT_LT(gap, c.retry_after_s >= 0 ? std::chrono::milliseconds(1000 * c.retry_after_s + 900)
+                                        : std::chrono::milliseconds(900));
+  }
+}
+
+TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStoresNothing) {
+  probe_taints_ = true;
+  for (const char* version : {"v1", "v1beta1"}) {
+    for (bool served : {false, true}) {
+      SCOPED_TRACE(std::string(version) + (served ? " served" : " dropped"));
+      api_.ServeDeviceTaints(served);
+      api_version_ = version;
+      std::atomic<int> asked{-1};
+      const int writes = api_.slice_writes();
+      const size_t requests = api_.requests().size();
+      Start([&asked](const SliceContext& c) {
+        asked = c.device_taints ? 1 : 0;
+        return Slices(1)(c);
+      });
+      ASSERT_TRUE(WaitFor([&] { return publisher_->stats().in_sync.load(); }));
+      EXPECT_EQ(asked, served ? 1 : 0);
+      publisher_->Stop();
+      // One dry run, nothing stored: the slice was made once, at the first
+      // start.
+      std::vector<ApiServerStub::Request> log = api_.requests();
+      EXPECT_EQ(std::count_if(log.begin() + requests, log.end(),
+                              [](const ApiServerStub::Request& r) {
+                                return r.call == "create resourceslices";
+                              }),
+                api_.slice_writes() - writes + 1);
+      ASSERT_EQ(api_.Slices(kNode).size(), 1u);
+      EXPECT_EQ(api_.Slices(kNode)[0].find("probe"), std::string::npos);
+    }
+  }
 }
 
 }  // namespace

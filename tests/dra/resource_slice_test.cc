@@ -1,6 +1,6 @@
 // The DRA device model and the ResourceSlices built from it: names that are
-// DNS labels, typed attributes, capacity, the split at 128 devices, and
-// v1beta1's `basic` wrapper.
+// DNS labels, typed attributes, capacity, the split at 128 devices (64 with
+// a taint), v1beta1's `basic` wrapper, and unhealthy devices' taints.
 #include "dra/resource_slice.h"
 
 #include <gtest/gtest.h>
@@ -192,6 +192,48 @@ TEST(ResourceSliceTest, V1beta1WrapsEachDevicesFieldsInBasic) {
   EXPECT_FALSE(dev.HasMember("attributes"));
   EXPECT_EQ(dev["basic"]["attributes"]["index"]["int"].GetInt(), 0);
   EXPECT_STREQ(dev["basic"]["capacity"]["memory"]["value"].GetString(), "80Gi");
+}
+
+TEST(ResourceSliceTest, ATaintedDeviceCarriesANoScheduleTaintWhereEachVersionHoldsIt) {
+  for (const char* version : {"v1", "v1beta2", "v1beta1"}) {
+    SCOPED_TRACE(version);
+    SliceInput in = Input(2);
+    in.api_version = version;
+    in.tainted = {{"gpu-1", "XID 79"}};
+    rapidjson::Document d = Parse(BuildResourceSlices(in).at(0));
+    const auto& devices = d["spec"]["devices"];
+    ASSERT_EQ(devices.Size(), 2u);
+    const bool basic = std::string(version) == "v1beta1";
+    const auto& healthy = basic ? devices[0]["basic"] : devices[0];
+    const auto& tainted = basic ? devices[1]["basic"] : devices[1];
+    EXPECT_FALSE(healthy.HasMember("taints"));
+    EXPECT_FALSE(devices[1].HasMember(basic ? "taints" : "basic"));
+    ASSERT_TRUE(tainted.HasMember("taints"));
+    ASSERT_EQ(tainted["taints"].Size(), 1u);
+    const auto& t = tainted["taints"][0];
+    EXPECT_STREQ(t["key"].GetString(), "gpu.gpu-agent.github.io/unhealthy");
+    EXPECT_STREQ(t["value"].GetString(), "XID-79");
+    EXPECT_STREQ(t["effect"].GetString(), "NoSchedule");
+    EXPECT_FALSE(t.HasMember("timeAdded"));  // the server's to set
+  }
+}
+
+TEST(ResourceSliceTest, ASliceWithATaintHoldsAt64Devices) {
+  SliceInput in = Input(65);
+  in.tainted = {{"gpu-0", "XID 48"}};
+  std::vector<std::string> slices = BuildResourceSlices(in);
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(Parse(slices[0])["spec"]["devices"].Size(), 64u);
+  EXPECT_EQ(Parse(slices[1])["spec"]["devices"].Size(), 1u);
+}
+
+TEST(ResourceSliceTest, ATaintValueIsALabelValue) {
+  EXPECT_EQ(TaintValue("XID 79"), "XID-79");
+  EXPECT_EQ(TaintValue("unhealthy at start"), "unhealthy-at-start");
+  EXPECT_EQ(TaintValue(" (temperature: 95 C) "), "temperature--95-C");
+  EXPECT_EQ(TaintValue("!!"), "Unhealthy");
+  EXPECT_EQ(TaintValue(""), "Unhealthy");
+  EXPECT_EQ(TaintValue(std::string(70, 'a') + "-b").size(), 63u);
 }
 
 }  // namespace

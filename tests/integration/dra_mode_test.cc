@@ -232,6 +232,50 @@ TEST_F(DraModeTest, PublishesTheNodesSlicesAndRepublishesWhatTheKubeletDeletes) 
   EXPECT_EQ(generation, 1);
 }
 
+TEST_F(DraModeTest, RefusedSliceRequestsAreLoggedRetriedAndEndInTheNodesSlices) {
+  // RBAC not granted yet at the first list; the server throttling the first
+  // create, asking for a wait longer than the backoff (1 s by then).
+  api_.FailNextSliceRequests("list", 403, 1);
+  api_.FailNextSliceRequests("create", 429, 1, /*retry_after_s=*/2);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  const std::set<std::string> want = {"gpu-0-mig-2g-20gb-0", "gpu-0-mig-1g-10gb-1",
+                                      "gpu-0-mig-1g-10gb-2", "gpu-1"};
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
+      << Log();
+  EXPECT_EQ(api_.failed_slice_requests(), 2);
+  EXPECT_NE(Log().find("ResourceSlices: cannot list them; retrying"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("ClusterRole must allow list on resourceslices"), std::string::npos)
+      << Log();
+  EXPECT_NE(Log().find("429: Too many requests"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("retry_in=2s"), std::string::npos) << Log();
+  const int slices = static_cast<int>(api_.Slices(kNode).size());
+  EXPECT_EQ(api_.slice_writes(), slices + 1);  // the refused create, then each once
+  // Mid-run: the kubelet deletes the slices while etcd times out twice on
+  // the creates that repair them, and the watch after that is refused.
+  api_.FailNextSliceRequests("create", 500, 2);
+  api_.FailNextSliceRequests("watch", 500, 1);
+  const int writes = api_.slice_writes();
+  api_.DeleteNodeSlices(kNode);
+  ASSERT_TRUE(WaitFor([&] { return api_.failed_slice_requests() == 5; }, std::chrono::seconds(20)))
+      << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
+      << Log();
+  EXPECT_NE(Log().find("500: Internal error occurred: etcdserver: request timed out"),
+            std::string::npos)
+      << Log();
+  // Logged once the agent has read the answer the stand-in counted.
+  EXPECT_TRUE(agent_->WaitForStderr("ResourceSlices: cannot watch them; retrying")) << Log();
+  // No write storm: the two refused creates, then each slice once (the
+  // refused watch came after them).
+  EXPECT_EQ(api_.slice_writes(), writes + 2 + slices);
+  int64_t generation = 0;
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 1);
+  EXPECT_TRUE(agent_->Running());
+}
+
 TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReportedUnhealthy) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());
@@ -245,6 +289,8 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   int64_t generation = 0;
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 3u);
   EXPECT_EQ(generation, 2);
+  // The stand-in drops taints by default, as a server with the gate off.
+  EXPECT_NE(Log().find("the API server drops device taints"), std::string::npos) << Log();
   std::map<std::string, dra::PrepareOutcome> out;
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
   EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
@@ -256,6 +302,49 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
     EXPECT_EQ(h.pool, kNode);
     EXPECT_EQ(h.healthy, h.device != "gpu-1") << h.device;
   }
+}
+
+// The taints of device `name` in the node's slices, as "key=value:effect".
+std::vector<std::string> TaintsOf(ApiServerStub& api, const std::string& name) {
+  std::vector<std::string> out;
+  for (const std::string& json : api.Slices(kNode)) {
+    rapidjson::Document d;
+    d.Parse(json.c_str());
+    for (const auto& dev : d["spec"]["devices"].GetArray()) {
+      if (dev["name"].GetString() != name || !dev.HasMember("taints")) continue;
+      for (const auto& t : dev["taints"].GetArray()) {
+        out.push_back(std::string(t["key"].GetString()) + "=" + t["value"].GetString() + ":" +
+                      t["effect"].GetString());
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTainted) {
+  api_.ServeDeviceTaints(true);
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
+  EXPECT_NE(Log().find("the API server keeps device taints"), std::string::npos) << Log();
+  EXPECT_EQ(TaintsOf(api_, "gpu-1"), std::vector<std::string>{});
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
+  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, "gpu-1").empty(); })) << Log();
+  const std::vector<std::string> taints = TaintsOf(api_, "gpu-1");
+  ASSERT_EQ(taints.size(), 1u);
+  EXPECT_EQ(taints[0].rfind("gpu.gpu-agent.github.io/unhealthy=XID", 0), 0u) << taints[0];
+  EXPECT_EQ(taints[0].substr(taints[0].size() - 11), ":NoSchedule") << taints[0];
+  int64_t generation = 0;
+  EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);  // it stays
+  EXPECT_EQ(generation, 2);
+  EXPECT_EQ(TaintsOf(api_, "gpu-0-mig-1g-10gb-1"), std::vector<std::string>{});
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
 }
 
 TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
@@ -524,6 +613,120 @@ TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
   ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok());
   EXPECT_EQ(un["uid-a"], "");
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
+}
+
+// The claim specs in the CDI folder.
+std::set<std::string> ClaimSpecs(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-claim_") != std::string::npos) out.insert(name);
+  }
+  return out;
+}
+
+TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerLeakingNothing) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "b",
+                        ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  std::vector<DraKubelet::Health> health;
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok()) << Log();
+  // A claim prepared and unprepared first: the agent's connections (the
+  // kubelet's, the API server's) are open when its descriptors are counted.
+  std::map<std::string, dra::PrepareOutcome> b;
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-b", "b"}}, &b).ok()) << Log();
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-b", "b"}}, &un).ok()) << Log();
+  const int fds = CountOpenFds(agent_->pid());
+  // The connection breaks while the agent waits on the claim's GET.
+  api_.HangClaimGets(true);
+  std::map<std::string, dra::PrepareOutcome> first;
+  grpc::Status broken;
+  std::thread call([&] { broken = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &first); });
+  ASSERT_TRUE(WaitFor([&] { return api_.held_claim_gets() == 1; })) << Log();
+  ASSERT_TRUE(kubelet.DropConnection(kDriver));
+  call.join();
+  EXPECT_EQ(broken.error_code(), grpc::StatusCode::CANCELLED) << broken.error_message();
+  EXPECT_EQ(kubelet.dropped_calls(), 1);
+  api_.HangClaimGets(false);
+  // The kubelet retries on a new connection: answered, and answered the
+  // same again.
+  std::map<std::string, dra::PrepareOutcome> retry, again;
+  ASSERT_TRUE(WaitFor([&] {
+    retry.clear();
+    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &retry).ok();
+  })) << Log();
+  ASSERT_EQ(retry["uid-a"].error, "") << Log();
+  ASSERT_EQ(retry["uid-a"].devices.size(), 1u);
+  EXPECT_EQ(retry["uid-a"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-a-gpu-1"});
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &again).ok());
+  ASSERT_EQ(again["uid-a"].devices.size(), 1u);
+  EXPECT_EQ(again["uid-a"].devices[0].cdi_ids, retry["uid-a"].devices[0].cdi_ids);
+  EXPECT_EQ(ClaimSpecs(dir_.Join("cdi")),
+            std::set<std::string>{"gpu-agent.github.io-claim_uid-a.json"});
+  // The health stream, then a drop between calls; unprepare on the next
+  // connection.
+  health.clear();
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok()) << Log();
+  EXPECT_EQ(health.size(), 4u);
+  ASSERT_TRUE(kubelet.DropConnection(kDriver));
+  un.clear();
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_EQ(ClaimSpecs(dir_.Join("cdi")), std::set<std::string>{});
+  EXPECT_EQ(ReadFile(dir_.Join("plugins") + "/" + kDriver + "/checkpoint.json").find("uid-a"),
+            std::string::npos);
+  // The broken connections are closed at the agent's side too: one open,
+  // as before.
+  EXPECT_TRUE(WaitFor([&] { return CountOpenFds(agent_->pid()) <= fds; }))
+      << CountOpenFds(agent_->pid()) << " fds, " << fds << " before";
+  EXPECT_TRUE(agent_->Running());
+}
+
+TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  const std::string folder = dir_.Join("plugins") + "/" + kDriver;
+  const std::string registry = dir_.Join("registry");
+  std::error_code ec;
+  // The plugin's folder (dra.sock and the checkpoint in it) removed, as a
+  // wipe of the kubelet's folders does.
+  std::filesystem::rename(folder, dir_.Join("removed-plugin"), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::filesystem::remove_all(dir_.Join("removed-plugin"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(folder + "/dra.sock"); })) << Log();
+  EXPECT_NE(Log().find("a DRA socket folder is gone; making it again"), std::string::npos) << Log();
+  // The kubelet's next call finds the socket at the endpoint it knows.
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(WaitFor([&] {
+    out.clear();
+    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
+  })) << Log();
+  EXPECT_EQ(out["uid-a"].error, "") << Log();
+  EXPECT_NE(ReadFile(folder + "/checkpoint.json").find("uid-a"), std::string::npos);
+  // The registry folder removed: made again with the registration socket in
+  // it, which the kubelet registers when it watches the folder again.
+  const int registrations = kubelet.registrations();
+  std::filesystem::rename(registry, dir_.Join("removed-registry"), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::filesystem::remove_all(dir_.Join("removed-registry"));
+  ASSERT_TRUE(WaitFor([&] { return Exists(registry + "/" + kDriver + "-reg.sock"); })) << Log();
+  ASSERT_TRUE(kubelet.Restart());
+  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() > registrations; })) << Log();
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+  EXPECT_TRUE(agent_->Running());
 }
 
 }  // namespace

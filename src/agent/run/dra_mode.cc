@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "agent/config/api_connection.h"
@@ -136,18 +138,23 @@ std::shared_ptr<const dra::DeviceCatalog> CatalogOf(const Generation& gen) {
 }
 
 // The slices of `devices` for whatever version and generation the
-// publisher asks.
-apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices, std::string driver,
+// publisher asks. The `unhealthy` ones (name -> why) stay, with a NoSchedule
+// taint, where the server keeps taints; otherwise they leave.
+apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
+                                 std::map<std::string, std::string> unhealthy, std::string driver,
                                  std::string node) {
-  return [devices = std::move(devices), driver = std::move(driver),
-          node = std::move(node)](const apiserver::SliceContext& c) {
+  return [devices = std::move(devices), unhealthy = std::move(unhealthy),
+          driver = std::move(driver), node = std::move(node)](const apiserver::SliceContext& c) {
     dra::SliceInput in;
     in.api_version = c.api_version;
     in.driver = driver;
     in.node = node;
     in.node_uid = c.node_uid;
     in.pool_generation = c.generation;
-    in.devices = devices;
+    for (const dra::DraDevice& d : devices) {
+      if (c.device_taints || unhealthy.count(d.name) == 0) in.devices.push_back(d);
+    }
+    if (c.device_taints) in.tainted = unhealthy;
     return dra::BuildResourceSlices(in);
   };
 }
@@ -164,16 +171,16 @@ class DraHealth {
   DraHealth(dra::ClaimPreparer* preparer, std::string driver)
       : preparer_(preparer), driver_(std::move(driver)) {}
 
-  // The publisher is handed each change of the healthy devices: an
-  // unhealthy device leaves the slices until it is back.
+  // The publisher is handed each change of the devices' health: an
+  // unhealthy device is tainted, or leaves the slices, until it is back.
   void SetPublisher(apiserver::SlicePublisher* publisher) {
     std::lock_guard<std::mutex> lock(mu_);
     publisher_ = publisher;
   }
-  // The slices of the devices healthy now.
+  // The slices of the devices and their health now.
   apiserver::SliceBuilder CurrentSlices() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return SlicesOf(HealthyLocked(), driver_, pool_);
+    return SlicesOf(devices_, UnhealthyLocked(), driver_, pool_);
   }
 
   void SetServer(dra::DraServer* server) {
@@ -181,8 +188,9 @@ class DraHealth {
     server_ = server;
     PublishLocked();
   }
+  // `outages`: each with why.
   void SetDevices(std::vector<dra::DraDevice> devices, const std::string& pool,
-                  std::vector<DeviceKey> outages) {
+                  std::vector<std::pair<DeviceKey, std::string>> outages) {
     std::lock_guard<std::mutex> lock(mu_);
     devices_ = std::move(devices);
     pool_ = pool;
@@ -191,8 +199,8 @@ class DraHealth {
   }
   void Change(const nvml::HealthChange& change) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::erase(outages_, change.key);
-    if (!change.healthy) outages_.push_back(change.key);
+    std::erase_if(outages_, [&](const auto& o) { return o.first == change.key; });
+    if (!change.healthy) outages_.emplace_back(change.key, change.reason);
     PublishLocked();
   }
   size_t unhealthy() const {
@@ -204,34 +212,36 @@ class DraHealth {
   void PublishLocked() {
     std::set<std::string> out;
     std::vector<dra::DeviceHealthRecord> records;
+    std::map<std::string, std::string> unhealthy = UnhealthyLocked();
     for (const dra::DraDevice& d : devices_) {
-      bool healthy = true;
-      for (const DeviceKey& k : outages_) {
-        if (k.Covers(d.key)) healthy = false;
-      }
+      const bool healthy = unhealthy.count(d.name) == 0;
       if (!healthy) out.insert(d.name);
       records.push_back({pool_, d.name, healthy});
     }
     unhealthy_ = out.size();
     preparer_->SetUnhealthy(std::move(out));
     if (server_ != nullptr) server_->SetHealth(std::move(records));
-    std::vector<dra::DraDevice> healthy = HealthyLocked();
-    // A new generation (SetDevices) with other devices, or a device in or
-    // out, changes what is published; the same devices again change nothing.
-    if (publisher_ != nullptr && healthy != published_) {
-      publisher_->SetDesired(SlicesOf(healthy, driver_, pool_));
+    // A new generation (SetDevices) with other devices, or a device's
+    // health changed, changes what is published; the same again changes
+    // nothing.
+    if (publisher_ != nullptr && (devices_ != published_ || unhealthy != published_unhealthy_)) {
+      publisher_->SetDesired(SlicesOf(devices_, unhealthy, driver_, pool_));
     }
-    published_ = std::move(healthy);
+    published_ = devices_;
+    published_unhealthy_ = std::move(unhealthy);
   }
 
-  std::vector<dra::DraDevice> HealthyLocked() const {
-    std::vector<dra::DraDevice> out;
+  // The unhealthy devices by name, each with the reason of the first
+  // outage that covers it.
+  std::map<std::string, std::string> UnhealthyLocked() const {
+    std::map<std::string, std::string> out;
     for (const dra::DraDevice& d : devices_) {
-      bool healthy = true;
-      for (const DeviceKey& k : outages_) {
-        if (k.Covers(d.key)) healthy = false;
+      for (const auto& [key, reason] : outages_) {
+        if (key.Covers(d.key)) {
+          out.emplace(d.name, reason);
+          break;
+        }
       }
-      if (healthy) out.push_back(d);
     }
     return out;
   }
@@ -239,13 +249,14 @@ class DraHealth {
   dra::ClaimPreparer* const preparer_;
   const std::string driver_;
   mutable std::mutex mu_;
-  apiserver::SlicePublisher* publisher_ = nullptr;  // protected by mu_
-  std::vector<dra::DraDevice> published_;           // protected by mu_: the slices' devices
-  dra::DraServer* server_ = nullptr;                // protected by mu_
-  std::vector<dra::DraDevice> devices_;             // protected by mu_
-  std::string pool_;                                // protected by mu_
-  std::vector<DeviceKey> outages_;                  // protected by mu_
-  size_t unhealthy_ = 0;                            // protected by mu_
+  apiserver::SlicePublisher* publisher_ = nullptr;          // protected by mu_
+  std::vector<dra::DraDevice> published_;                   // protected by mu_: the slices' devices
+  std::map<std::string, std::string> published_unhealthy_;  // protected by mu_
+  dra::DraServer* server_ = nullptr;                        // protected by mu_
+  std::vector<dra::DraDevice> devices_;                     // protected by mu_
+  std::string pool_;                                        // protected by mu_
+  std::vector<std::pair<DeviceKey, std::string>> outages_;  // protected by mu_: with why
+  size_t unhealthy_ = 0;                                    // protected by mu_
 };
 
 class DraMode : public Mode {
@@ -305,6 +316,7 @@ class DraMode : public Mode {
     so.driver = config.dra.driver_name;
     so.node = pool_;
     so.watch_timeout = config.static_mode.watch_timeout;
+    so.probe_device_taints = true;
     absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> publisher =
         apiserver::SlicePublisher::Start(*slice_conn, RestOptionsFor(config), so,
                                          health_state_->CurrentSlices());
@@ -423,11 +435,11 @@ class DraMode : public Mode {
     std::shared_ptr<const dra::DeviceCatalog> catalog = CatalogOf(gen);
     LogInfo("DRA devices", {{"devices", StrCat(catalog->devices.size())}, {"pool", pool_}});
     preparer_->SetCatalog(catalog);
-    std::vector<DeviceKey> outages;
+    std::vector<std::pair<DeviceKey, std::string>> outages;
     for (const std::string& uuid : gen.plan.initially_unhealthy) {
-      outages.push_back(DeviceKey::Gpu(uuid));
+      outages.emplace_back(DeviceKey::Gpu(uuid), "unhealthy at start");
     }
-    for (const auto& o : carried) outages.push_back(o.key);
+    for (const auto& o : carried) outages.emplace_back(o.key, o.reason);
     health_state_->SetDevices(catalog->devices, pool_, std::move(outages));
     if (!ctx_.lib) return;
     DraHealth* state = health_state_.get();

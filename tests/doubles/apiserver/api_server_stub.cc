@@ -43,6 +43,35 @@ std::string ErrorEvent(int code, const std::string& reason, const std::string& m
   return "{\"type\":\"ERROR\",\"object\":" + StatusBody(code, reason, message) + "}\n";
 }
 
+// The Status a real server answers a refused ResourceSlice request with.
+std::string SliceFailure(const std::string& verb, const std::string& name, int code) {
+  const std::string what =
+      "resourceslices.resource.k8s.io" + (name.empty() ? std::string() : " \"" + name + "\"");
+  switch (code) {
+    case 403:
+      return StatusBody(403, "Forbidden",
+                        what +
+                            " is forbidden: User \"system:serviceaccount:kube-system:gpu-agent\" "
+                            "cannot " +
+                            verb +
+                            " resource \"resourceslices\" in API group \"resource.k8s.io\" at "
+                            "the cluster scope");
+    case 409:
+      if (verb == "create") return StatusBody(409, "AlreadyExists", what + " already exists");
+      return StatusBody(409, "Conflict",
+                        "Operation cannot be fulfilled on " + what +
+                            ": the object has been modified; please apply your changes to the "
+                            "latest version and try again");
+    case 410:
+      return StatusBody(410, "Expired", "too old resource version");
+    case 429:
+      return StatusBody(429, "TooManyRequests", "Too many requests, please try again later.");
+    default:
+      return StatusBody(code, "InternalError",
+                        "Internal error occurred: etcdserver: request timed out");
+  }
+}
+
 // Promises a body, then fails: the client sees the connection drop
 // mid-answer, as when the server went away.
 void CutOff(httplib::Response& res) {
@@ -534,7 +563,10 @@ void ApiServerStub::EmptySliceDevices(const std::string& name) {
 void ApiServerStub::ExpireSliceWatches() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    slice_oldest_ = rv_ + 1;
+    // Other objects' writes moved the revision on and the window past every
+    // version a watch could name; a list answers the new revision, which is
+    // watchable.
+    slice_oldest_ = ++rv_;
     ++slice_watch_epoch_;
   }
   cv_.notify_all();
@@ -543,6 +575,22 @@ void ApiServerStub::ExpireSliceWatches() {
 int ApiServerStub::slice_writes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return slice_writes_;
+}
+
+void ApiServerStub::FailNextSliceRequests(const std::string& verb, int code, int times,
+                                          int retry_after_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < times; ++i) slice_failures_[verb].push_back({code, retry_after_s});
+}
+
+int ApiServerStub::failed_slice_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_slice_requests_;
+}
+
+void ApiServerStub::ServeDeviceTaints(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  serve_taints_ = on;
 }
 
 void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response& res) {
@@ -574,6 +622,19 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
     res.status = code;
     res.set_content(body, "application/json");
   };
+  const bool dry_run = req.get_param_value("dryRun") == "All";
+  if (auto f = slice_failures_.find(verb);
+      !dry_run && f != slice_failures_.end() && !f->second.empty()) {
+    const InjectedFailure failure = f->second.front();
+    f->second.pop_front();
+    ++failed_slice_requests_;
+    if (verb == "create" || verb == "update" || verb == "delete") ++slice_writes_;
+    if (failure.retry_after_s >= 0) {
+      res.set_header("Retry-After", std::to_string(failure.retry_after_s));
+    }
+    answer(failure.code, SliceFailure(verb, name, failure.code));
+    return;
+  }
   if (verb == "list") {
     std::string items;
     for (const auto& [n, json] : slices_) {
@@ -586,7 +647,7 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
     return;
   }
   if (verb == "create" || verb == "update") {
-    ++slice_writes_;
+    if (!dry_run) ++slice_writes_;
     rapidjson::Document d;
     d.Parse(req.body.c_str());
     if (d.HasParseError() || !d.IsObject() || !d.HasMember("metadata") ||
@@ -598,6 +659,30 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
     const std::string n = d["metadata"]["name"].GetString();
     auto it = slices_.find(n);
     auto& a = d.GetAllocator();
+    // Devices' taints: kept (with timeAdded) or dropped, as the gate says.
+    if (d.HasMember("spec") && d["spec"].IsObject() && d["spec"].HasMember("devices") &&
+        d["spec"]["devices"].IsArray()) {
+      for (auto& dev : d["spec"]["devices"].GetArray()) {
+        if (!dev.IsObject()) continue;
+        rapidjson::Value* fields = &dev;
+        if (dev.HasMember("basic") && dev["basic"].IsObject()) fields = &dev["basic"];
+        if (!fields->HasMember("taints")) continue;
+        if (!serve_taints_) {
+          fields->RemoveMember("taints");
+          continue;
+        }
+        if (!(*fields)["taints"].IsArray()) continue;
+        for (auto& t : (*fields)["taints"].GetArray()) {
+          if (t.IsObject() && !t.HasMember("timeAdded")) {
+            t.AddMember("timeAdded", "2026-01-01T00:00:00Z", a);
+          }
+        }
+      }
+    }
+    if (dry_run) {
+      answer(verb == "create" ? 201 : 200, ToJson(d));
+      return;
+    }
     if (verb == "create") {
       if (it != slices_.end()) {
         answer(409, StatusBody(409, "AlreadyExists",
@@ -1094,6 +1179,7 @@ void ApiServerStub::ClearQueuedFailures() {
   patch_failures_.clear();
   drop_gets_ = 0;
   fail_next_watch_ = 0;
+  slice_failures_.clear();
 }
 
 void ApiServerStub::FailNextWatch(int code) {

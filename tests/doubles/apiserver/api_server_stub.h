@@ -124,8 +124,8 @@ class ApiServerStub {
   void TouchOtherObjects(int writes);
   // Node events the watch cache keeps (default 100, as kube-apiserver's).
   void SetWatchCacheSize(size_t events);
-  // Forgets the failures still queued by FailNextPatches, DropNextGets and
-  // FailNextWatch (ones no request has taken yet).
+  // Forgets the failures still queued by FailNextPatches, DropNextGets,
+  // FailNextWatch and FailNextSliceRequests (ones no request has taken yet).
   void ClearQueuedFailures();
   // Answers `call` ("list nodes", "watch nodes", ...) with 403 from now on.
   void Forbid(const std::string& call);
@@ -159,11 +159,28 @@ class ApiServerStub {
   void DeleteNodeSlices(const std::string& node);
   // Someone else replaces a slice's spec.devices with an empty list.
   void EmptySliceDevices(const std::string& name);
-  // Ends every slice watch; the next one that names an older version than
-  // now is answered 410.
+  // Ends every slice watch and moves the revision on; a watch that names a
+  // version from before is answered 410 (a LIST's version is watchable).
   void ExpireSliceWatches();
   // POST, PUT and DELETE requests for slices.
   int slice_writes() const;
+  // The next `times` slice requests of `verb` ("list", "watch", "create",
+  // "update" or "delete") are answered `code` with the Status a real server
+  // sends for it (403 RBAC's refusal, 409 AlreadyExists to a create and a
+  // Conflict otherwise, 410 Expired, 429 the priority-and-fairness throttle,
+  // else an etcd timeout) and, when `retry_after_s` >= 0, a Retry-After
+  // header of that many seconds. A refused write changes nothing.
+  void FailNextSliceRequests(const std::string& verb, int code, int times = 1,
+                             int retry_after_s = -1);
+  // Slice requests answered by FailNextSliceRequests so far.
+  int failed_slice_requests() const;
+  // Whether devices' taints (spec.devices[].taints; basic.taints in
+  // v1beta1) are kept, as with the DRADeviceTaints gate on (timeAdded set
+  // where missing), or dropped on create and update, as with it off (the
+  // default). A create with dryRun=All is answered as it would be stored and
+  // stores nothing; it counts as no write, and FailNextSliceRequests leaves
+  // it alone.
+  void ServeDeviceTaints(bool on);
 
   // RBAC-style "verb resource" of every request seen: "get nodes",
   // "watch nodes", "patch nodes/status", ...
@@ -301,6 +318,13 @@ class ApiServerStub {
   uint64_t slice_oldest_ = 0;       // a watch from before this version is answered 410
   uint64_t slice_watch_epoch_ = 0;  // ExpireSliceWatches ends the open ones
   int slice_writes_ = 0;
+  struct InjectedFailure {
+    int code;
+    int retry_after_s;
+  };
+  std::map<std::string, std::deque<InjectedFailure>> slice_failures_;  // by verb
+  int failed_slice_requests_ = 0;
+  bool serve_taints_ = false;
 };
 
 // Makes a CA and a server certificate for "localhost" (and a second,

@@ -50,13 +50,13 @@ template <class Stub, class Request, class Response>
 grpc::Status CallPrepare(const std::shared_ptr<grpc::Channel>& channel,
                          std::chrono::milliseconds deadline,
                          const std::vector<dra::ClaimRef>& claims,
-                         std::map<std::string, dra::PrepareOutcome>* out) {
+                         std::map<std::string, dra::PrepareOutcome>* out,
+                         grpc::ClientContext* ctx) {
   auto stub = Stub(channel);
   const Request req = ClaimsRequest<Request>(claims);
   Response resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
-  grpc::Status s = stub.NodePrepareResources(&ctx, req, &resp);
+  ctx->set_deadline(std::chrono::system_clock::now() + deadline);
+  grpc::Status s = stub.NodePrepareResources(ctx, req, &resp);
   if (!s.ok()) return s;
   for (const auto& [uid, r] : resp.claims()) {
     dra::PrepareOutcome o;
@@ -78,19 +78,34 @@ template <class Stub, class Request, class Response>
 grpc::Status CallUnprepare(const std::shared_ptr<grpc::Channel>& channel,
                            std::chrono::milliseconds deadline,
                            const std::vector<dra::ClaimRef>& claims,
-                           std::map<std::string, std::string>* out) {
+                           std::map<std::string, std::string>* out, grpc::ClientContext* ctx) {
   auto stub = Stub(channel);
   const Request req = ClaimsRequest<Request>(claims);
   Response resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
-  grpc::Status s = stub.NodeUnprepareResources(&ctx, req, &resp);
+  ctx->set_deadline(std::chrono::system_clock::now() + deadline);
+  grpc::Status s = stub.NodeUnprepareResources(ctx, req, &resp);
   if (!s.ok()) return s;
   for (const auto& [uid, r] : resp.claims()) (*out)[uid] = r.error();
   return s;
 }
 
 }  // namespace
+
+class DraKubelet::Tracked {
+ public:
+  Tracked(DraKubelet* k, const std::string& driver) : k_(k) {
+    std::lock_guard<std::mutex> lock(k_->mu_);
+    k_->calls_[&ctx] = driver;
+  }
+  ~Tracked() {
+    std::lock_guard<std::mutex> lock(k_->mu_);
+    k_->calls_.erase(&ctx);
+  }
+  grpc::ClientContext ctx;
+
+ private:
+  DraKubelet* const k_;
+};
 
 DraKubelet::DraKubelet(Options options) : options_(std::move(options)) {}
 
@@ -260,14 +275,15 @@ grpc::Status DraKubelet::Prepare(const std::string& driver,
                                  std::map<std::string, dra::PrepareOutcome>* out) {
   std::optional<Plugin> p = plugin(driver);
   if (!p) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " not registered");
+  Tracked call(this, driver);
   if (p->version == "v1.DRAPlugin") {
     return CallPrepare<v1::DRAPlugin::Stub, v1::NodePrepareResourcesRequest,
                        v1::NodePrepareResourcesResponse>(p->channel, options_.call_deadline, claims,
-                                                         out);
+                                                         out, &call.ctx);
   }
   return CallPrepare<v1beta1::DRAPlugin::Stub, v1beta1::NodePrepareResourcesRequest,
                      v1beta1::NodePrepareResourcesResponse>(p->channel, options_.call_deadline,
-                                                            claims, out);
+                                                            claims, out, &call.ctx);
 }
 
 grpc::Status DraKubelet::Unprepare(const std::string& driver,
@@ -275,14 +291,34 @@ grpc::Status DraKubelet::Unprepare(const std::string& driver,
                                    std::map<std::string, std::string>* out) {
   std::optional<Plugin> p = plugin(driver);
   if (!p) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " not registered");
+  Tracked call(this, driver);
   if (p->version == "v1.DRAPlugin") {
     return CallUnprepare<v1::DRAPlugin::Stub, v1::NodeUnprepareResourcesRequest,
                          v1::NodeUnprepareResourcesResponse>(p->channel, options_.call_deadline,
-                                                             claims, out);
+                                                             claims, out, &call.ctx);
   }
   return CallUnprepare<v1beta1::DRAPlugin::Stub, v1beta1::NodeUnprepareResourcesRequest,
                        v1beta1::NodeUnprepareResourcesResponse>(p->channel, options_.call_deadline,
-                                                                claims, out);
+                                                                claims, out, &call.ctx);
+}
+
+bool DraKubelet::DropConnection(const std::string& driver) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plugins_.find(driver);
+  if (it == plugins_.end()) return false;
+  for (const auto& [ctx, d] : calls_) {
+    if (d != driver) continue;
+    ctx->TryCancel();
+    ++dropped_calls_;
+  }
+  // The old channel goes with the last call holding it.
+  it->second.channel = Dial(it->second.endpoint);
+  return true;
+}
+
+int DraKubelet::dropped_calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_calls_;
 }
 
 grpc::Status DraKubelet::FirstHealth(const std::string& driver, std::vector<Health>* out,
@@ -292,7 +328,8 @@ grpc::Status DraKubelet::FirstHealth(const std::string& driver, std::vector<Heal
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " serves no health");
   }
   v1alpha1::DRAResourceHealth::Stub stub(p->channel);
-  grpc::ClientContext ctx;
+  Tracked call(this, driver);
+  grpc::ClientContext& ctx = call.ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   auto reader = stub.NodeWatchResources(&ctx, v1alpha1::NodeWatchResourcesRequest());
   v1alpha1::NodeWatchResourcesResponse msg;

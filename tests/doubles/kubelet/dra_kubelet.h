@@ -8,7 +8,9 @@
 // the plugin named, with the kubelet's 45 s deadline, on the version it
 // picked, and can read the health stream where the plugin lists it. A
 // socket removed from the folder deregisters its plugin; Restart drops
-// every connection and registers what is in the folder again.
+// every connection and registers what is in the folder again;
+// DropConnection breaks one plugin's connection, and the next call dials
+// the endpoint again, as the kubelet's DRA plugin client does.
 #ifndef GPU_AGENT_TESTS_DOUBLES_KUBELET_DRA_KUBELET_H_
 #define GPU_AGENT_TESTS_DOUBLES_KUBELET_DRA_KUBELET_H_
 
@@ -79,6 +81,14 @@ class DraKubelet {
                        std::map<std::string, dra::PrepareOutcome>* out);
   grpc::Status Unprepare(const std::string& driver, const std::vector<dra::ClaimRef>& claims,
                          std::map<std::string, std::string>* out);
+  // What a broken connection does at the kubelet's side: every call in
+  // flight to `driver` (prepare, unprepare, a health stream) ends
+  // CANCELLED (the plugin sees it cancelled), the connection is let go
+  // (closed once those calls are done), and the next call dials the
+  // endpoint anew. False when `driver` is not registered.
+  bool DropConnection(const std::string& driver);
+  int dropped_calls() const;  // calls in flight that DropConnection ended
+
   // Opens NodeWatchResources and waits for the first message (or `timeout`).
   grpc::Status FirstHealth(const std::string& driver, std::vector<Health>* out,
                            std::chrono::milliseconds timeout = std::chrono::seconds(5));
@@ -88,6 +98,8 @@ class DraKubelet {
   void Register(const std::string& socket);
   void Forget(const std::string& socket);
   void ScanFolder();
+  // Keeps `ctx` in calls_ while a call to `driver` uses it.
+  class Tracked;
 
   const Options options_;
   int inotify_fd_ = -1;
@@ -95,10 +107,12 @@ class DraKubelet {
   std::thread watcher_;
 
   mutable std::mutex mu_;
-  std::map<std::string, Plugin> plugins_;  // protected by mu_: by driver name
-  int registrations_ = 0;                  // protected by mu_
-  int refusals_ = 0;                       // protected by mu_
-  std::vector<std::string> errors_;        // protected by mu_
+  std::map<std::string, Plugin> plugins_;              // protected by mu_: by driver name
+  int registrations_ = 0;                              // protected by mu_
+  int refusals_ = 0;                                   // protected by mu_
+  std::vector<std::string> errors_;                    // protected by mu_
+  std::map<grpc::ClientContext*, std::string> calls_;  // protected by mu_: in flight, by driver
+  int dropped_calls_ = 0;                              // protected by mu_
 };
 
 }  // namespace gpu_agent::testing
