@@ -114,7 +114,14 @@ class SlicePublisher::State {
     hd.Parse(h->second.c_str());
     const rapidjson::Value* ws = Find(wd, "spec");
     const rapidjson::Value* hs = Find(hd, "spec");
-    return ws && hs && Covers(*hs, *ws);
+    if (!ws || !hs || !Covers(*hs, *ws)) return false;
+    // The owner, once the agent names one.
+    const rapidjson::Value* wm = Find(wd, "metadata");
+    const rapidjson::Value* hm = Find(hd, "metadata");
+    const rapidjson::Value* wo = wm ? Find(*wm, "ownerReferences") : nullptr;
+    if (wo == nullptr) return true;
+    const rapidjson::Value* ho = hm ? Find(*hm, "ownerReferences") : nullptr;
+    return ho && Covers(*ho, *wo);
   }
   bool AllMatch() const {
     for (const auto& [name, _] : want) {
@@ -254,23 +261,36 @@ bool SlicePublisher::Discover(SliceContext* context) {
       backoff = std::min(backoff * 2, options_.backoff_max);
     }
   }
-  absl::StatusOr<HttpResponse> node = rest_->Get(StrCat("/api/v1/nodes/", options_.node));
-  if (node.ok() && node->status == 200) {
-    rapidjson::Document d;
-    d.Parse(node->body.c_str());
-    context->node_uid = StringAt(d, "metadata", "uid");
-  } else {
-    // The slices go out without an owner: the kubelet still removes them.
+  if (std::string why; !ReadNodeUid(&context->node_uid, &why)) {
+    // The slices go out without an owner (the kubelet still removes them);
+    // Run asks again before each watch until it knows it.
     LogWarning(
-        "ResourceSlices: cannot read the Node for its UID; publishing without an owner",
-        {{"node", options_.node},
-         {"error", node.ok() ? StatusMessage(*node) : std::string(node.status().message())}});
+        "ResourceSlices: cannot read the Node for its UID; publishing without an owner until it "
+        "can be read",
+        {{"node", options_.node}, {"error", why}});
   }
   if (options_.probe_device_taints)
     context->device_taints = ServerKeepsTaints(context->api_version);
   LogInfo("publishing ResourceSlices",
           {{"version", "resource.k8s.io/" + context->api_version}, {"node", options_.node}});
   return !Stopped();
+}
+
+bool SlicePublisher::ReadNodeUid(std::string* uid, std::string* why) {
+  absl::StatusOr<HttpResponse> node = rest_->Get(StrCat("/api/v1/nodes/", options_.node));
+  if (!node.ok()) {
+    *why = std::string(node.status().message());
+    return false;
+  }
+  if (node->status != 200) {
+    *why = StatusMessage(*node);
+    return false;
+  }
+  rapidjson::Document d;
+  d.Parse(node->body.c_str());
+  *uid = StringAt(d, "metadata", "uid");
+  if (uid->empty()) *why = "the Node has no metadata.uid";
+  return !uid->empty();
 }
 
 bool SlicePublisher::ServerKeepsTaints(const std::string& api_version) {
@@ -341,6 +361,11 @@ void SlicePublisher::Run() {
   // Whether the last watch was answered 410 before any event: a second one
   // in a row backs off instead of listing again at once.
   bool expired_before = false;
+  // While the Node's UID is unknown (its GET failed at the start), it is
+  // asked again before a watch once this is due, with a backoff of its own;
+  // the watches are kept no longer than the wait meanwhile.
+  Ms owner_backoff = options_.backoff_initial;
+  auto owner_due = std::chrono::steady_clock::now() + Jitter(owner_backoff);
   while (!Stopped()) {
     if (!listed) {
       ++stats_.lists;
@@ -450,11 +475,38 @@ void SlicePublisher::Run() {
     if (!ok) continue;
     stats_.in_sync = true;
     backoff = options_.backoff_initial;
+    if (context.node_uid.empty() && std::chrono::steady_clock::now() >= owner_due) {
+      if (std::string why; ReadNodeUid(&context.node_uid, &why)) {
+        // The same slices with their owner: replaced, same generation.
+        LogInfo("ResourceSlices: read the Node's UID; the slices get their owner",
+                {{"node", options_.node}});
+        SliceBuilder build;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          build = desired_;
+        }
+        context.generation = s.generation;
+        s.Want(build(context));
+        continue;
+      } else {
+        owner_backoff = std::min(owner_backoff * 2, options_.backoff_max);
+        const Ms wait = std::chrono::duration_cast<Ms>(Jitter(owner_backoff));
+        owner_due = std::chrono::steady_clock::now() + wait;
+        LogWarning(
+            "ResourceSlices: still cannot read the Node for its UID; the slices stay without an "
+            "owner",
+            {{"node", options_.node}, {"error", why}, {"retry_in", FormatDuration(wait)}});
+      }
+    }
     // Watch from the list's version (or the last event's) until an event
     // shows a difference, the server ends the watch, or a change or a stop
     // cancels it.
-    const auto timeout =
+    auto timeout =
         std::chrono::duration_cast<std::chrono::seconds>(Spread(options_.watch_timeout, 1.0, 2.0));
+    if (context.node_uid.empty()) {
+      timeout = std::min(timeout, std::chrono::ceil<std::chrono::seconds>(
+                                      owner_due - std::chrono::steady_clock::now()));
+    }
     const std::string watch_path =
         StrCat(list_path, "&watch=1&allowWatchBookmarks=true&resourceVersion=", s.version,
                "&timeoutSeconds=", std::max<int64_t>(1, timeout.count()));

@@ -8,7 +8,10 @@
 // logged with the server's answer and everything is listed again after a
 // backoff with jitter, or the server's Retry-After when that is longer;
 // watch timeouts are drawn at random, so a fleet does not stay in step. In
-// steady state nothing is sent but the watch's renewals.
+// steady state nothing is sent but the watch's renewals. The slices name the
+// Node as their owner; a Node the start could not read is read again before
+// a watch, with a backoff, and the slices get their owner (same generation)
+// once it answers.
 //
 // Slices are compared on what the agent sets: a field the server adds does
 // not count as a difference. The pool's generation goes up by one for each
@@ -104,6 +107,8 @@ class SlicePublisher {
   // the version is known, and whether taints are kept; false when stopped
   // first.
   bool Discover(SliceContext* context);
+  // GETs the Node: its UID, or false with `why`.
+  bool ReadNodeUid(std::string* uid, std::string* why);
   // The dryRun probe of probe_device_taints.
   bool ServerKeepsTaints(const std::string& api_version);
   // Waits `d` unless stopped or given new slices; false when stopped.

@@ -110,6 +110,35 @@ TEST_F(SlicePublisherTest, PublishesAndThenSendsNothingInSteadyState) {
   EXPECT_EQ(api_.slice_writes(), 2);
 }
 
+// The Node cannot be read at the start (its GETs break off): the slices go
+// out without an owner, the Node is asked again with a backoff, and once it
+// answers the same slices are replaced with their owner, same generation.
+TEST_F(SlicePublisherTest, ANodeUnreadableAtTheStartBecomesTheSlicesOwnerOnceItAnswers) {
+  api_.AddNode(kNode);
+  api_.DropNextGets(4);
+  Start([](const SliceContext& c) {
+    std::vector<std::string> out = Slices(2)(c);
+    if (c.node_uid.empty()) return out;
+    for (std::string& x : out) {
+      const std::string owner = R"("ownerReferences":[{"apiVersion":"v1","kind":"Node","name":")" +
+                                std::string(kNode) + R"(","uid":")" + c.node_uid + R"("}],)";
+      x.insert(x.find(R"("metadata":{)") + 12, owner);
+    }
+    return out;
+  });
+  ASSERT_TRUE(SlicesAre(2, 1));
+  ASSERT_TRUE(WaitFor([&] {
+    for (const std::string& x : api_.Slices(kNode)) {
+      if (x.find(R"("kind":"Node")") == std::string::npos) return false;
+    }
+    return true;
+  })) << api_.Slices(kNode).at(0);
+  EXPECT_TRUE(SlicesAre(2, 1));
+  // Created without an owner, then replaced once with it.
+  EXPECT_EQ(api_.slice_writes(), 4);
+  EXPECT_GE(api_.calls().count("get nodes"), 1u);
+}
+
 TEST_F(SlicePublisherTest, TheKubeletDeletingEverySliceIsRepairedUnderTheSameGeneration) {
   Start(Slices(2));
   ASSERT_TRUE(SlicesAre(2, 1));

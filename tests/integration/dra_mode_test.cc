@@ -68,6 +68,14 @@ class DraModeTest : public ::testing::Test {
     api_.AddNode(kNode);
   }
 
+  // The DRA kubelet stand-in, then the agent, until the kubelet has taken
+  // the plugin's registration.
+  void StartRegistered(DraKubelet& kubelet) {
+    ASSERT_TRUE(kubelet.Start());
+    StartAgent();
+    ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  }
+
   // `over`: flags whose value replaces the default below.
   void StartAgent(const std::map<std::string, std::string>& over = {}) {
     std::vector<std::string> args = {BinaryPath(),
@@ -134,9 +142,7 @@ TEST_F(DraModeTest, RegistersPreparesABatchAndUnprepares) {
   api_.PutResourceClaim("team", "foreign",
                         ClaimJson("foreign", "uid-foreign", {{"gpu", "other.example.com", "x"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1.DRAPlugin");
   EXPECT_EQ(kubelet.plugin(kDriver)->endpoint, dir_.Join("plugins") + "/" + kDriver + "/dra.sock");
 
@@ -279,9 +285,7 @@ TEST_F(DraModeTest, RefusedSliceRequestsAreLoggedRetriedAndEndInTheNodesSlices) 
 TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReportedUnhealthy) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-1") == 1; })) << Log();
   ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
@@ -325,9 +329,7 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTaint
   api_.ServeDeviceTaints(true);
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
   EXPECT_NE(Log().find("the API server keeps device taints"), std::string::npos) << Log();
   EXPECT_EQ(TaintsOf(api_, "gpu-1"), std::vector<std::string>{});
@@ -350,9 +352,7 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTaint
 TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   api_.HangClaimGets(true);
   std::map<std::string, dra::PrepareOutcome> out;
   grpc::Status status;
@@ -385,9 +385,7 @@ TEST_F(DraModeTest, ABatchsClaimGetsGoOutTogetherAndSigtermCutsThemAllOff) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   api_.PutResourceClaim("team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   api_.HangClaimGets(true);
   std::map<std::string, dra::PrepareOutcome> out;
   grpc::Status status;
@@ -413,9 +411,7 @@ TEST_F(DraModeTest, AKubeletGoneMidPrepareLosesNothingAndItsRetryIsAnswered) {
   DraKubelet::Options o = KubeletOptions();
   o.call_deadline = std::chrono::milliseconds(300);
   DraKubelet kubelet(o);
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   api_.HangClaimGets(true);
   std::map<std::string, dra::PrepareOutcome> out;
   const grpc::Status gone = kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out);
@@ -546,9 +542,7 @@ TEST_F(DraModeTest, TheNodesConfigLabelPicksTheConfigAndTheSlicesFollow) {
 
 TEST_F(DraModeTest, AKubeletRestartRegistersThePluginAgain) {
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   ASSERT_TRUE(kubelet.Restart());
   ASSERT_TRUE(kubelet.WaitForPlugin(kDriver)) << Log();
   EXPECT_EQ(kubelet.registrations(), 2);
@@ -562,9 +556,7 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
   DraKubelet::Options o = KubeletOptions();
   o.known_versions = {"v1beta1.DRAPlugin"};
   DraKubelet kubelet(o);
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1beta1.DRAPlugin");
   for (int code : {403, 429, 500}) {
     api_.FailNextClaimGets(code);
@@ -591,9 +583,7 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
 TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   std::map<std::string, dra::PrepareOutcome> out;
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
   ASSERT_EQ(out["uid-a"].error, "") << Log();
@@ -631,9 +621,7 @@ TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerL
   api_.PutResourceClaim("team", "b",
                         ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   std::vector<DraKubelet::Health> health;
   ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok()) << Log();
   // A claim prepared and unprepared first: the agent's connections (the
@@ -692,9 +680,7 @@ TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerL
 TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent();
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   const std::string folder = dir_.Join("plugins") + "/" + kDriver;
   const std::string registry = dir_.Join("registry");
   std::error_code ec;
