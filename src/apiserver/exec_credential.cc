@@ -1,20 +1,14 @@
 #include "apiserver/exec_credential.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <rapidjson/document.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstring>
 
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "base/strings.h"
+#include "base/subprocess.h"
 #include "base/text.h"
-
-extern char** environ;
 
 namespace gpu_agent::apiserver {
 namespace {
@@ -83,92 +77,34 @@ absl::StatusOr<ExecCredential> ParseExecCredential(std::string_view json) {
 }
 
 absl::StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec) {
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    return absl::ResourceExhaustedError(StrCat("pipe: ", std::strerror(errno)));
-  }
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  for (const auto& [k, v] : exec.env) env_strings.push_back(k + "=" + v);
+  ProgramRun run;
+  run.timeout = std::chrono::seconds(30);
+  run.max_output = kMaxOutput;
+  for (const auto& [k, v] : exec.env) run.env.push_back(k + "=" + v);
   const std::string api =
       exec.api_version.empty() ? "client.authentication.k8s.io/v1beta1" : exec.api_version;
-  env_strings.push_back(StrCat("KUBERNETES_EXEC_INFO={\"apiVersion\":\"", api,
-                               "\",\"kind\":\"ExecCredential\",\"spec\":{\"interactive\":false}}"));
-  std::vector<char*> envp, argv;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string command = exec.command;
-  std::vector<std::string> args = exec.args;
-  argv.push_back(command.data());
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return absl::ResourceExhaustedError(StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    std::fprintf(stderr, "cannot run: %s\n", std::strerror(errno));
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  std::string out, err;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  bool out_open = true, err_open = true, too_much = false, timed_out = false;
-  while (out_open || err_open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
+  run.env.push_back(StrCat("KUBERNETES_EXEC_INFO={\"apiVersion\":\"", api,
+                           "\",\"kind\":\"ExecCredential\",\"spec\":{\"interactive\":false}}"));
+  std::vector<std::string> argv = {exec.command};
+  argv.insert(argv.end(), exec.args.begin(), exec.args.end());
+  absl::StatusOr<ProgramResult> r = RunProgram(argv, run);
+  if (!r.ok()) {
+    if (r.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::DeadlineExceededError(
+          StrCat("the exec plugin \"", exec.command, "\" did not finish within 30 s"));
     }
-    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0},
-                     {err_open ? err_pipe[0] : -1, POLLIN, 0}};
-    if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
-    char buf[4096];
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n <= 0) {
-        (i == 0 ? out_open : err_open) = false;
-        continue;
-      }
-      std::string& into = i == 0 ? out : err;
-      if (into.size() + static_cast<size_t>(n) > kMaxOutput) {
-        too_much = true;
-        out_open = err_open = false;
-        break;
-      }
-      into.append(buf, static_cast<size_t>(n));
+    if (r.status().code() == absl::StatusCode::kInvalidArgument) {
+      return absl::InvalidArgumentError(
+          StrCat("the exec plugin \"", exec.command, "\" printed more than 1 MiB"));
     }
+    return r.status();
   }
-  if (timed_out || too_much) ::kill(pid, SIGKILL);
-  ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (timed_out) {
-    return absl::DeadlineExceededError(
-        StrCat("the exec plugin \"", exec.command, "\" did not finish within 30 s"));
-  }
-  if (too_much) {
-    return absl::InvalidArgumentError(
-        StrCat("the exec plugin \"", exec.command, "\" printed more than 1 MiB"));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (!r->ok()) {
     return absl::FailedPreconditionError(StrCat("the exec plugin \"", exec.command, "\" failed (",
-                                                WIFEXITED(status)
-                                                    ? StrCat("exit code ", WEXITSTATUS(status))
-                                                    : StrCat("signal ", WTERMSIG(status)),
-                                                "): ", Printable(StripWhitespace(err), 300)));
+                                                r->How(),
+                                                "): ", Printable(StripWhitespace(r->err), 300)));
   }
-  return ParseExecCredential(out);
+  return ParseExecCredential(r->out);
 }
 
 }  // namespace gpu_agent::apiserver

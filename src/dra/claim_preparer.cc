@@ -73,8 +73,10 @@ std::vector<std::string> Strings(const rapidjson::Value* v) {
 
 // Opaque parameters for this driver: kind GpuConfig of <driver>/v1alpha1,
 // with at most sharing.strategy TimeSlicing and an interval the driver
-// knows. Accepted and checked; the interval is not applied to the GPU yet.
-absl::Status CheckGpuConfig(const rapidjson::Value* params, const std::string& driver) {
+// knows. The interval asked ("Default" when timeSlicing names none), or ""
+// when the config asks no sharing.
+absl::StatusOr<std::string> ParseGpuConfig(const rapidjson::Value* params,
+                                           const std::string& driver) {
   const std::string version = StrCat(driver, "/v1alpha1");
   if (params == nullptr || !params->IsObject()) {
     return absl::InvalidArgumentError(StrCat("the opaque config for ", driver,
@@ -98,7 +100,7 @@ absl::Status CheckGpuConfig(const rapidjson::Value* params, const std::string& d
     }
   }
   const rapidjson::Value* sharing = Member(*params, "sharing");
-  if (sharing == nullptr) return absl::OkStatus();
+  if (sharing == nullptr) return std::string();
   const std::string strategy = Str(*sharing, "strategy");
   if (strategy != "TimeSlicing") {
     return absl::InvalidArgumentError(StrCat("GpuConfig sharing.strategy \"", strategy,
@@ -107,7 +109,7 @@ absl::Status CheckGpuConfig(const rapidjson::Value* params, const std::string& d
   const rapidjson::Value* ts = Member(*sharing, "timeSlicing");
   const std::string interval = ts ? Str(*ts, "interval") : "Default";
   for (const char* known : {"Default", "Short", "Medium", "Long"}) {
-    if (interval == known) return absl::OkStatus();
+    if (interval == known) return interval;
   }
   return absl::InvalidArgumentError(StrCat("GpuConfig sharing.timeSlicing.interval \"", interval,
                                            "\" is not one of Default, Short, Medium, Long"));
@@ -146,7 +148,7 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
     for (const auto& r : results->GetArray()) {
       const std::string r_driver = Str(r, "driver"), r_pool = Str(r, "pool");
       if (r_driver == driver && r_pool == pool) {
-        out.push_back({Str(r, "request"), Str(r, "device")});
+        out.push_back({Str(r, "request"), Str(r, "device"), ""});
       } else {
         others.push_back(StrCat(r_driver, "/", r_pool, "/", Str(r, "device")));
       }
@@ -164,15 +166,29 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
     }
   }
   // Opaque parameters for this driver (from the claim or its class): only
-  // our own GpuConfig kind, and only values it knows.
+  // our own GpuConfig kind, and only values it knows. Each applies to the
+  // requests it names (none: all of them); the class's come first, so a
+  // claim's own config overrides its class's, and a later one an earlier.
   const rapidjson::Value* configs = devices ? Member(*devices, "config") : nullptr;
   if (configs != nullptr && configs->IsArray()) {
-    for (const auto& c : configs->GetArray()) {
-      const rapidjson::Value* opaque = Member(c, "opaque");
-      if (opaque == nullptr || Str(*opaque, "driver") != driver) continue;
-      const rapidjson::Value* params = Member(*opaque, "parameters");
-      if (absl::Status s = CheckGpuConfig(params, driver); !s.ok()) {
-        return absl::InvalidArgumentError(StrCat(Named(claim), ": ", s.message()));
+    for (const bool class_pass : {true, false}) {
+      for (const auto& c : configs->GetArray()) {
+        const rapidjson::Value* opaque = Member(c, "opaque");
+        if (opaque == nullptr || Str(*opaque, "driver") != driver) continue;
+        if ((Str(c, "source") == "FromClass") != class_pass) continue;
+        absl::StatusOr<std::string> interval =
+            ParseGpuConfig(Member(*opaque, "parameters"), driver);
+        if (!interval.ok()) {
+          return absl::InvalidArgumentError(
+              StrCat(Named(claim), ": ", interval.status().message()));
+        }
+        if (interval->empty()) continue;
+        const std::vector<std::string> requests = Strings(Member(c, "requests"));
+        for (AllocatedDevice& a : out) {
+          const bool named = requests.empty() || std::find(requests.begin(), requests.end(),
+                                                           a.request) != requests.end();
+          if (named) a.time_slice = *interval;
+        }
       }
     }
   }
@@ -325,6 +341,9 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
     if (unhealthy.count(a.device) > 0) {
       return StrCat(Named(c), ": device \"", a.device, "\" is unhealthy");
     }
+    if (std::string why = SetTimeSlice(*found, a.time_slice); !why.empty()) {
+      return StrCat(Named(c), ": ", why);
+    }
     // A device two requests share is prepared once, naming both.
     bool merged = false;
     for (PreparedDevice& p : entry->devices) {
@@ -357,6 +376,25 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
       !s.ok()) {
     return StrCat(Named(c), ": cannot write its CDI spec: ", s.message());
   }
+  return "";
+}
+
+std::string ClaimPreparer::SetTimeSlice(const DraDevice& device, const std::string& interval) {
+  if (interval.empty()) return "";
+  auto type = device.attributes.find("type");
+  if (type != device.attributes.end() && type->second.text != "gpu") {
+    return StrCat("device \"", device.name, "\" is a ", type->second.text,
+                  " device; GpuConfig time-slicing applies to whole GPUs");
+  }
+  if (!options_.set_time_slice) {
+    return StrCat("GpuConfig time-slicing (", interval, ") cannot be set on this node");
+  }
+  if (absl::Status s = options_.set_time_slice(device.uuid, interval); !s.ok()) {
+    return StrCat("cannot set the time slice of device \"", device.name, "\" (", device.uuid,
+                  ") to ", interval, ": ", s.message());
+  }
+  LogInfo("GPU time slice set",
+          {{"device", device.name}, {"uuid", device.uuid}, {"interval", interval}});
   return "";
 }
 

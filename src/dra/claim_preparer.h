@@ -13,6 +13,7 @@
 #ifndef GPU_AGENT_DRA_CLAIM_PREPARER_H_
 #define GPU_AGENT_DRA_CLAIM_PREPARER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,11 @@ struct PreparerOptions {
   std::string cdi_dir;     // where the claims' specs go
   std::string cdi_vendor;  // the claims' CDI kind is "<vendor>/claim"
   std::string checkpoint;  // the checkpoint file
+  // Sets a whole GPU's compute time slice ("Default", "Short", "Medium",
+  // "Long"), as a claim's GpuConfig asks; null: a claim that asks is
+  // refused, saying so. Called before the claim's spec is written, from a
+  // batch's reading threads.
+  std::function<absl::Status(const std::string& uuid, const std::string& interval)> set_time_slice;
 };
 
 class ClaimPreparer : public ClaimHandler {
@@ -111,6 +117,9 @@ class ClaimPreparer : public ClaimHandler {
   absl::Status Save();
   // One claim; an error message, or empty with `*entry` filled.
   std::string PrepareOne(const ClaimRef& claim, Entry* entry);
+  // The time slice a claim's GpuConfig asks of `device` ("": none); an
+  // error message, or empty.
+  std::string SetTimeSlice(const DraDevice& device, const std::string& interval);
 
   const PreparerOptions options_;
   const std::shared_ptr<ClaimReader> reader_;
@@ -129,6 +138,9 @@ class ClaimPreparer : public ClaimHandler {
 struct AllocatedDevice {
   std::string request;
   std::string device;
+  // The compute time slice a GpuConfig asks for this request's device
+  // ("Default", "Short", "Medium", "Long"), or "": none asked.
+  std::string time_slice;
 };
 absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
                                                              const ClaimRef& claim,

@@ -86,8 +86,16 @@ class ClaimPreparerTest : public ::testing::Test {
  protected:
   ClaimPreparerTest() {
     reader_ = std::make_shared<TableReader>();
-    options_ = {kDriver, kPool, dir_.Join("cdi"), "gpu-agent.github.io",
-                dir_.Join("plugin/checkpoint.json")};
+    options_ = {kDriver,
+                kPool,
+                dir_.Join("cdi"),
+                "gpu-agent.github.io",
+                dir_.Join("plugin/checkpoint.json"),
+                [this](const std::string& uuid, const std::string& interval) {
+                  std::lock_guard<std::mutex> lock(slices_mu_);
+                  slices_set_.push_back(uuid + "=" + interval);
+                  return slice_status_;
+                }};
     Restart();
   }
   void Restart() {
@@ -103,8 +111,16 @@ class ClaimPreparerTest : public ::testing::Test {
     return preparer_->Prepare({{"ns", uid, name}})[uid];
   }
 
+  std::vector<std::string> SlicesSet() {
+    std::lock_guard<std::mutex> lock(slices_mu_);
+    return slices_set_;
+  }
+
   TempDir dir_;
   std::shared_ptr<TableReader> reader_;
+  std::mutex slices_mu_;
+  std::vector<std::string> slices_set_;  // protected by slices_mu_: "uuid=interval"
+  absl::Status slice_status_;            // what setting a time slice answers
   PreparerOptions options_;
   std::unique_ptr<ClaimPreparer> preparer_;
 };
@@ -218,6 +234,57 @@ TEST_F(ClaimPreparerTest, OpaqueConfigIsOurGpuConfigOrTheClaimIsRefusedNamingIt)
       << out["u-int"].error;
   EXPECT_NE(out["u-field"].error.find("unknown field \"replicas\""), std::string::npos)
       << out["u-field"].error;
+}
+
+// A GpuConfig's interval is set on the GPU of each request it names (none:
+// every request), the class's first and the claim's over it, before the
+// spec is written; a refusal is the claim's error and writes nothing; a
+// MIG device is refused by name.
+TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpec) {
+  const std::string gpu_config =
+      std::string(R"({"apiVersion":")") + kDriver +
+      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")";
+  auto config = [&](const std::string& source, const std::string& requests,
+                    const std::string& interval) {
+    return R"({"source":")" + source + R"(","requests":[)" + requests +
+           R"(],"opaque":{"driver":")" + kDriver + R"(","parameters":)" + gpu_config + interval +
+           R"("}}}}})";
+  };
+  std::string json = Claim("u1", {{"a", kDriver, kPool, "gpu-0"}, {"b", kDriver, kPool, "gpu-1"}});
+  // The claim's config (listed first) overrides its class's for "a"; the
+  // class's alone applies to "b".
+  json.insert(json.find(R"("results":[)"), R"("config":[)" +
+                                               config("FromClaim", R"("a")", "Short") + "," +
+                                               config("FromClass", "", "Long") + "],");
+  Put("one", json);
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  EXPECT_EQ(SlicesSet(), (std::vector<std::string>{"GPU-0=Short", "GPU-1=Long"}));
+
+  // The tool refuses: the claim's own error, naming device and interval;
+  // no spec written.
+  slice_status_ = absl::FailedPreconditionError("nvidia-smi compute-policy failed (exit code 3)");
+  Put("two", ClaimWithConfig("u2", gpu_config + R"(Medium"}}})"));
+  const std::string error = PrepareOne("two", "u2").error;
+  EXPECT_EQ(error,
+            "claim ns/two: cannot set the time slice of device \"gpu-0\" (GPU-0) to Medium: "
+            "nvidia-smi compute-policy failed (exit code 3)");
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u2")));
+
+  // No way to set it on this node: refused, saying so.
+  options_.set_time_slice = nullptr;
+  Restart();
+  EXPECT_EQ(PrepareOne("two", "u2").error,
+            "claim ns/two: GpuConfig time-slicing (Medium) cannot be set on this node");
+
+  // A MIG device: refused by name, nothing asked of the tool.
+  auto catalog = std::make_shared<DeviceCatalog>(*TwoGpus());
+  catalog->devices[0].attributes["type"] = AttributeValue::String("mig");
+  preparer_->SetCatalog(catalog);
+  const size_t asked = SlicesSet().size();
+  EXPECT_EQ(PrepareOne("two", "u2").error,
+            "claim ns/two: device \"gpu-0\" is a mig device; GpuConfig time-slicing applies to "
+            "whole GPUs");
+  EXPECT_EQ(SlicesSet().size(), asked);
 }
 
 TEST_F(ClaimPreparerTest, AnUnhealthyDeviceIsRefusedByName) {

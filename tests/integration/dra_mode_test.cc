@@ -677,6 +677,56 @@ TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerL
   EXPECT_TRUE(agent_->Running());
 }
 
+// A claim's GpuConfig asks a time slice: the agent runs the driver root's
+// nvidia-smi (a stand-in that records what it is asked) on the claim's GPU
+// before it answers; when the tool fails, the claim's error carries what it
+// said and no spec is written.
+TEST_F(DraModeTest, AGpuConfigsTimeSliceIsSetWithTheDriversNvidiaSmi) {
+  const std::string smi = dir_.Join("driver/usr/bin/nvidia-smi");
+  std::filesystem::create_directories(dir_.Join("driver/usr/bin"));
+  dir_.Write("driver/usr/bin/nvidia-smi",
+             "#!/bin/sh\n"
+             "echo \"$*\" >> " +
+                 dir_.Join("smi.args") +
+                 "\n"
+                 "if [ -e " +
+                 dir_.Join("smi.fail") +
+                 " ]; then\n"
+                 "  echo 'Unable to set the compute policy: Insufficient Permissions' >&2; exit 4\n"
+                 "fi\n");
+  ASSERT_EQ(::chmod(smi.c_str(), 0755), 0);
+  auto with_config = [](std::string json, const std::string& interval) {
+    const std::string config =
+        std::string(R"("config":[{"source":"FromClaim","opaque":{"driver":")") + kDriver +
+        R"(","parameters":{"apiVersion":")" + kDriver +
+        R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")" +
+        interval + R"("}}}}}],)";
+    return json.insert(json.find(R"("results":[)"), config);
+  };
+  api_.PutResourceClaim("team", "a",
+                        with_config(ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}), "Short"));
+  api_.PutResourceClaim("team", "b",
+                        with_config(ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-1"}}), "Long"));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok()) << Log();
+  ASSERT_EQ(out["uid-a"].error, "") << Log();
+  EXPECT_EQ(ReadFile(dir_.Join("smi.args")),
+            "compute-policy -i GPU-bc92a28e-d4f1-504c-a22f-5db7f2725196 --set-timeslice=1\n");
+  dir_.Write("smi.fail", "");
+  out.clear();
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-b", "b"}}, &out).ok()) << Log();
+  EXPECT_NE(out["uid-b"].error.find("to Long: " + smi +
+                                    " compute-policy failed (exit code 4): Unable to set the "
+                                    "compute policy: Insufficient Permissions"),
+            std::string::npos)
+      << out["uid-b"].error;
+  EXPECT_TRUE(Exists(SpecPath("uid-a")));
+  EXPECT_FALSE(Exists(SpecPath("uid-b")));
+  EXPECT_TRUE(agent_->Running());
+}
+
 TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());

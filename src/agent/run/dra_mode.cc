@@ -17,6 +17,7 @@
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
+#include "agent/run/time_slice.h"
 #include "apiserver/rest_client.h"
 #include "apiserver/slice_publisher.h"
 #include "base/log.h"
@@ -289,6 +290,7 @@ class DraMode : public Mode {
     po.cdi_dir = config.cdi.spec_dir;
     po.cdi_vendor = config.cdi.vendor;
     po.checkpoint = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/checkpoint.json");
+    po.set_time_slice = NvidiaSmiTimeSlicer(config.flags.DriverRootHere());
     reader_ = std::make_shared<ApiClaimReader>(std::move(clients));
     absl::StatusOr<std::unique_ptr<dra::ClaimPreparer>> preparer =
         dra::ClaimPreparer::Create(po, reader_);
