@@ -221,6 +221,12 @@ bool SlicePublisher::Pause(Ms d) {
   return !stopped_;
 }
 
+bool SlicePublisher::PauseUntilStopped(Ms d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stopped_; });
+  return !stopped_;
+}
+
 bool SlicePublisher::Discover(SliceContext* context) {
   context->api_version = options_.api_version;
   Ms backoff = options_.backoff_initial;
@@ -356,7 +362,10 @@ void SlicePublisher::Run() {
                                                           {"error", why},
                                                           {"retry_in", FormatDuration(wait)}});
     listed = false;
-    return Pause(wait);
+    // Only a stop ends the wait early: a change meanwhile (a health flap,
+    // a reload) is published after it, or every change would be a request
+    // to a server that asked to be left alone.
+    return PauseUntilStopped(wait);
   };
   // Whether the last watch was answered 410 before any event: a second one
   // in a row backs off instead of listing again at once.
@@ -489,7 +498,9 @@ void SlicePublisher::Run() {
         s.Want(build(context));
         continue;
       } else {
-        owner_backoff = std::min(owner_backoff * 2, options_.backoff_max);
+        // Up to the watch's own timeout: a Node that stays unreadable (a
+        // role without `get nodes`, a wrong node name) costs one GET a watch.
+        owner_backoff = std::min(owner_backoff * 2, options_.watch_timeout);
         const Ms wait = std::chrono::duration_cast<Ms>(Jitter(owner_backoff));
         owner_due = std::chrono::steady_clock::now() + wait;
         LogWarning(

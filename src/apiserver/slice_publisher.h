@@ -113,6 +113,8 @@ class SlicePublisher {
   bool ServerKeepsTaints(const std::string& api_version);
   // Waits `d` unless stopped or given new slices; false when stopped.
   bool Pause(std::chrono::milliseconds d);
+  // The same, but only a stop ends it early (a change waits it out).
+  bool PauseUntilStopped(std::chrono::milliseconds d);
   bool Stopped();
 
   class State;

@@ -290,8 +290,12 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
   if (!added.empty()) {
     if (absl::Status s = Save(); !s.ok()) {
       // The kubelet asks again; until the checkpoint is written, a restart
-      // could not unprepare these.
+      // could not unprepare these. Forgotten here too, so its retry
+      // prepares them again and writes the checkpoint before answering
+      // (their specs stay; a later start takes them in).
+      std::lock_guard<std::mutex> lock(mu_);
       for (const std::string& uid : added) {
+        prepared_.erase(uid);
         out[uid].devices.clear();
         out[uid].error = StrCat("prepared, but ", s.message());
       }

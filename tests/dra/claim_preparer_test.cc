@@ -287,6 +287,25 @@ TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpe
   EXPECT_EQ(SlicesSet().size(), asked);
 }
 
+// The checkpoint cannot be written: the claim is answered with that error
+// and not kept as prepared, so the kubelet's retry prepares it again and is
+// answered only once the checkpoint holds it.
+TEST_F(ClaimPreparerTest, AClaimWhoseCheckpointCannotBeWrittenIsPreparedAgainOnTheRetry) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  const std::string checkpoint = dir_.Join("plugin/checkpoint.json");
+  std::filesystem::remove(checkpoint);
+  std::filesystem::create_directories(checkpoint + "/in-the-way");  // rename cannot replace it
+  const PrepareOutcome failed = PrepareOne("one", "u1");
+  EXPECT_EQ(failed.error.rfind("prepared, but ", 0), 0u) << failed.error;
+  EXPECT_TRUE(failed.devices.empty());
+  EXPECT_TRUE(preparer_->Prepared().empty());
+  std::filesystem::remove_all(checkpoint);
+  const int gets = reader_->gets;
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  EXPECT_EQ(reader_->gets, gets + 1);  // read again, not answered from memory
+  EXPECT_NE(ReadFile(checkpoint).find("u1"), std::string::npos);
+}
+
 TEST_F(ClaimPreparerTest, AnUnhealthyDeviceIsRefusedByName) {
   Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-1"}}));
   preparer_->SetUnhealthy({"gpu-1"});

@@ -91,7 +91,18 @@ class ApiClaimReader : public dra::ClaimReader {
   absl::StatusOr<std::string> Version() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!version_.empty()) return version_;
+    {
+      // Counted as a GET in flight, so a stop cuts it off too.
+      std::lock_guard<std::mutex> flight(flight_mu_);
+      if (stopping_) return absl::UnavailableError("the agent is stopping");
+      ++in_flight_;
+    }
     absl::StatusOr<apiserver::HttpResponse> r = discovery_->Get("/apis/resource.k8s.io");
+    {
+      std::lock_guard<std::mutex> flight(flight_mu_);
+      --in_flight_;
+    }
+    flight_cv_.notify_all();
     if (!r.ok()) return r.status();
     if (r->status != 200) {
       return absl::UnavailableError(
