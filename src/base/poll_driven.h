@@ -6,7 +6,9 @@
 #ifndef GPU_AGENT_BASE_POLL_DRIVEN_H_
 #define GPU_AGENT_BASE_POLL_DRIVEN_H_
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 namespace gpu_agent {
@@ -26,6 +28,15 @@ class PollDriven {
   // with nothing ready, which must be harmless.
   virtual TimePoint Turn() = 0;
 };
+
+// poll(2)'s timeout for waiting until `due`: -1 (no timeout) for
+// TimePoint::max(), else the milliseconds left rounded up, 0 to a day.
+inline int PollTimeoutMs(PollDriven::TimePoint due) {
+  if (due == PollDriven::TimePoint::max()) return -1;
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(due - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, int64_t{24} * 3600 * 1000));
+}
 
 }  // namespace gpu_agent
 

@@ -92,12 +92,7 @@ void PluginSupervisor::WaitForWork(std::chrono::steady_clock::time_point next) {
     if (stopping_ || !events_.empty()) return;
   }
   // An event posted after the check above still finds the eventfd readable.
-  int timeout_ms = -1;
-  if (next != std::chrono::steady_clock::time_point::max()) {
-    const auto left = next - std::chrono::steady_clock::now();
-    timeout_ms = static_cast<int>(std::clamp<int64_t>(
-        std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, 24 * 3600 * 1000));
-  }
+  const int timeout_ms = PollTimeoutMs(next);
   pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watcher_ ? watcher_->fd() : -1, POLLIN, 0}};
   if (::poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
     // Never seen; waiting on the clock alone keeps timers and posts served
@@ -307,17 +302,46 @@ void PluginSupervisor::StartRegister(Slot& slot) {
   reg.resource_name = slot.runtime.publisher->resource_name();
   // A kubelet may open the stream before Register has returned here.
   const uint64_t opened = slot.service->stats().streams_opened.load();
+  // The kubelet this call goes to, as it is now: a restart while the call
+  // is out is then told from it.
+  FileIdentity kubelet;
+  IdentityOf(options_.kubelet_socket, &kubelet);
   if (register_thread_.joinable()) register_thread_.join();  // it has reported already
+  auto call = std::make_shared<CallCanceller>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    register_call_ = call;
+  }
   registering_ = true;
-  register_thread_ = std::thread([this, reg, id = slot.id, attempt = slot.attempt, opened] {
-    NameThisThread("register");
-    Event e{EventKind::kRegistered, reg.resource_name};
-    e.status = RegisterWithKubelet(reg, options_.register_timeout, &register_call_);
-    e.slot_id = id;
-    e.attempt = attempt;
-    e.streams_opened = opened;
-    Post(std::move(e));
-  });
+  registering_slot_ = slot.id;
+  registering_attempt_ = slot.attempt;
+  register_thread_ =
+      std::thread([this, reg, call, kubelet, id = slot.id, attempt = slot.attempt, opened] {
+        NameThisThread("register");
+        Event e{EventKind::kRegistered, reg.resource_name};
+        e.status = RegisterWithKubelet(reg, options_.register_timeout, call.get());
+        e.slot_id = id;
+        e.attempt = attempt;
+        e.streams_opened = opened;
+        e.kubelet = kubelet;
+        Post(std::move(e));
+      });
+}
+
+void PluginSupervisor::CancelStaleRegister() {
+  if (!registering_) return;
+  for (const auto& s : slots_) {
+    if (s->id == registering_slot_ && s->attempt == registering_attempt_) return;  // still wanted
+  }
+  // What it registers is gone (a reload, a fresh socket, a new kubelet):
+  // waiting out a kubelet that holds it would hold up every registration.
+  std::shared_ptr<CallCanceller> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    call = register_call_;
+  }
+  if (call) call->Cancel();
 }
 
 void PluginSupervisor::FinishRegister(const Event& e) {
@@ -339,7 +363,7 @@ void PluginSupervisor::FinishRegister(const Event& e) {
   }
   const absl::Status& s = e.status;
   if (s.ok()) {
-    IdentityOf(options_.kubelet_socket, &kubelet_identity_);
+    kubelet_identity_ = e.kubelet;
     slot->registered = true;
     slot->last_registered = now;
     ++slot->registrations;
@@ -444,6 +468,7 @@ PollDriven::TimePoint PluginSupervisor::Turn() {
     const auto now = std::chrono::steady_clock::now();
     if (event) {
       HandleEvent(*event);
+      CancelStaleRegister();
       RefreshStreams(now);
       PublishStatus();
       continue;
@@ -489,7 +514,10 @@ PollDriven::TimePoint PluginSupervisor::Turn() {
       }
     }
     if (register_due != nullptr) StartRegister(*register_due);
-    if (heal_due != nullptr) Heal(*heal_due);
+    if (heal_due != nullptr) {
+      Heal(*heal_due);
+      CancelStaleRegister();
+    }
     RefreshStreams(std::chrono::steady_clock::now());
     PublishStatus();
   }
@@ -504,7 +532,12 @@ void PluginSupervisor::Stop() {
   }
   cv_.notify_all();  // callers waiting on a reload or a rescan
   Wake();
-  register_call_.Cancel();  // a kubelet may hold Register up to its timeout
+  std::shared_ptr<CallCanceller> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    call = register_call_;
+  }
+  if (call) call->Cancel();  // a kubelet may hold Register up to its timeout
   if (control_.joinable()) control_.join();
   if (register_thread_.joinable()) register_thread_.join();
   watcher_.reset();

@@ -166,6 +166,7 @@ class PluginSupervisor : public PollDriven {
     uint64_t slot_id = 0;
     uint64_t attempt = 0;
     uint64_t streams_opened = 0;
+    FileIdentity kubelet;  // the kubelet's socket when the call went out
   };
 
   explicit PluginSupervisor(SupervisorOptions options) : options_(std::move(options)) {}
@@ -178,6 +179,9 @@ class PluginSupervisor : public PollDriven {
   // as a kRegistered event (FinishRegister). One at a time.
   void StartRegister(Slot& slot);
   void FinishRegister(const Event& e);
+  // Cancels the Register in flight when its slot was replaced or served
+  // again meanwhile (its answer would be ignored).
+  void CancelStaleRegister();
   // Registered, but the kubelet holds no stream: register again.
   void Heal(Slot& slot);
   // Notes which slots have a stream open; true if anything changed.
@@ -235,7 +239,11 @@ class PluginSupervisor : public PollDriven {
   std::atomic<uint64_t> kubelet_restarts_{0};
   bool ever_registered_ = false;
   FileIdentity kubelet_identity_;  // the kubelet registered with or being registered with
-  CallCanceller register_call_;
+  // The Register in flight's (or the last one's); protected by mu_, which
+  // Stop takes to cancel it from another thread.
+  std::shared_ptr<CallCanceller> register_call_;
+  uint64_t registering_slot_ = 0;  // the slot and attempt of the Register in flight
+  uint64_t registering_attempt_ = 0;
 };
 
 }  // namespace gpu_agent::deviceplugin

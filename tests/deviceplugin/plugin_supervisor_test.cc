@@ -182,13 +182,11 @@ bool DriveUntil(PluginSupervisor& sup, const std::function<bool()>& done) {
   while (!done()) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
-    const auto due = std::min(sup.Turn(), deadline);
+    // Capped so `done`, which the simulator's threads change, is looked at.
+    const auto due = std::min({sup.Turn(), deadline, now + std::chrono::milliseconds(50)});
     std::vector<pollfd> fds;
     for (int fd : sup.Descriptors()) fds.push_back({fd, POLLIN, 0});
-    // Capped so `done`, which the simulator's threads change, is looked at.
-    const auto wait =
-        std::min<int64_t>(50, std::chrono::ceil<std::chrono::milliseconds>(due - now).count());
-    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0)));
+    ::poll(fds.data(), fds.size(), PollTimeoutMs(due));
   }
   return true;
 }
@@ -239,6 +237,27 @@ TEST_P(SupervisorTest, DrivenItsTurnNeverWaitsOnARegisterTheKubeletHolds) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
   EXPECT_TRUE(WaitFor([&] { return sim_.held_registrations() == 0; }));
   EXPECT_EQ(Count(ThreadNames(::getpid()), "register"), 0);
+}
+
+// A reload while the kubelet holds Register: the call for the replaced
+// socket is cancelled, not waited out, and the new one goes out after the
+// settle time.
+TEST_P(SupervisorTest, DrivenAReloadCancelsARegisterTheKubeletHolds) {
+  ASSERT_TRUE(sim_.Start());
+  sim_.HoldRegistrations(true);
+  SupervisorOptions o;
+  o.own_thread = false;
+  Start(o);
+  ASSERT_TRUE(DriveUntil(*sup_, [&] { return sim_.held_registrations() == 1; }));
+  ASSERT_TRUE(sup_->Reload(TwoGpus()).ok());
+  // One Register at a time: the second arrives only once the first ended,
+  // well inside the 30 s the kubelet may hold it.
+  ASSERT_TRUE(DriveUntil(
+      *sup_, [&] { return sim_.register_calls() == 2 && sim_.held_registrations() == 1; }));
+  sim_.HoldRegistrations(false);
+  ASSERT_TRUE(DriveUntil(*sup_, [&] { return Status().registered; }));
+  EXPECT_EQ(sim_.registrations(), 1);  // the cancelled one never reached the kubelet's checks
+  EXPECT_EQ(sim_.max_concurrent_registrations(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kubelet, SupervisorTest, ::testing::Values(Profile::k1_25, Profile::k1_20),

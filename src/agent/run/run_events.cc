@@ -100,11 +100,7 @@ RunEvents::Event RunEvents::Next() {
     if (driven_ != nullptr) {
       const PollDriven::TimePoint due = driven_->Turn();
       for (int fd : driven_->Descriptors()) fds.push_back({fd, POLLIN, 0});
-      if (due != PollDriven::TimePoint::max()) {
-        const auto left =
-            std::chrono::ceil<std::chrono::milliseconds>(due - std::chrono::steady_clock::now());
-        timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 24 * 3600 * 1000));
-      }
+      timeout_ms = PollTimeoutMs(due);
     }
     int ready;
     while ((ready = ::poll(fds.data(), fds.size(), timeout_ms)) < 0 && errno == EINTR) {

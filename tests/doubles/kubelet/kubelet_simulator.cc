@@ -20,6 +20,7 @@ class KubeletSimulator::RegistrationService final : public v1beta1::Registration
                         v1beta1::Empty*) override {
     {
       std::unique_lock<std::mutex> lock(sim_->mu_);
+      ++sim_->register_calls_;
       if (!sim_->refuse_.empty()) return grpc::Status(grpc::StatusCode::UNKNOWN, sim_->refuse_);
       if (sim_->hold_) {
         ++sim_->held_;
@@ -155,6 +156,11 @@ void KubeletSimulator::HoldRegistrations(bool hold) {
     hold_ = hold;
   }
   cv_.notify_all();
+}
+
+int KubeletSimulator::register_calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return register_calls_;
 }
 
 int KubeletSimulator::held_registrations() const {

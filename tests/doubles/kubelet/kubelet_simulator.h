@@ -64,6 +64,8 @@ class KubeletSimulator {
   // While held, Register calls wait (until released, or the caller cancels).
   void HoldRegistrations(bool hold);
   int held_registrations() const;
+  // Register calls received, whatever became of them.
+  int register_calls() const;
   // The most Register calls for one resource ever in flight at once.
   int max_concurrent_registrations() const;
 
@@ -173,6 +175,7 @@ class KubeletSimulator {
   std::string refuse_;
   bool hold_ = false;
   int held_ = 0;
+  int register_calls_ = 0;
   std::map<std::string, int> in_flight_;  // Register calls by resource
   int max_in_flight_ = 0;
   std::vector<v1beta1::RegisterRequest> requests_;
