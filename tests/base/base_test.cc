@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
+#include "base/subprocess.h"
 #include "base/text.h"
 
 namespace gpu_agent {
@@ -179,6 +180,33 @@ TEST(StringsTest, CatSplitParse) {
   EXPECT_FALSE(ParseInt("42x", &v));
   EXPECT_FALSE(ParseInt("", &v));
   EXPECT_EQ(StripWhitespace("  a b \n"), "a b");
+}
+
+// A program run to its end: exit code, both outputs and the environment
+// given; one that runs too long is killed and named; one that cannot be
+// executed exits 127 saying why.
+TEST(RunProgramTest, CapturesExitOutputAndEnvironmentAndBoundsTime) {
+  ProgramRun run;
+  run.env.push_back("GPU_AGENT_TEST_VALUE=seen");
+  absl::StatusOr<ProgramResult> r =
+      RunProgram({"/bin/sh", "-c", "echo out $GPU_AGENT_TEST_VALUE; echo err >&2; exit 3"}, run);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->ok());
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->How(), "exit code 3");
+  EXPECT_EQ(r->out, "out seen\n");
+  EXPECT_EQ(r->err, "err\n");
+
+  run.timeout = std::chrono::milliseconds(200);
+  r = RunProgram({"/bin/sh", "-c", "exec sleep 30"}, run);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.status().message(), "/bin/sh did not finish within 200 ms");
+
+  r = RunProgram({"/nonexistent/tool"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 127);
+  EXPECT_EQ(r->err, "cannot run /nonexistent/tool: No such file or directory");
 }
 
 }  // namespace
