@@ -375,16 +375,31 @@ void SlicePublisher::Run() {
   // the watches are kept no longer than the wait meanwhile.
   Ms owner_backoff = options_.backoff_initial;
   auto owner_due = std::chrono::steady_clock::now() + Jitter(owner_backoff);
+  // A request the server refused or that got no answer.
+  auto fail_request = [&](const std::string& what, const absl::StatusOr<HttpResponse>& r,
+                          const char* verb) {
+    return fail(what, r.ok() ? Refusal(*r, verb) : std::string(r.status().message()),
+                r.ok() ? r->retry_after_s : -1);
+  };
+  // The desired slices at `generation`, from the builder as it is now;
+  // `take_change`: a change posted meanwhile is in them, so it is taken.
+  auto want_at = [&](int64_t generation, bool take_change) {
+    SliceBuilder build;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      build = desired_;
+      if (take_change) changed_ = false;
+    }
+    context.generation = generation;
+    s.Want(build(context));
+    stats_.generation = s.generation;
+  };
   while (!Stopped()) {
     if (!listed) {
       ++stats_.lists;
       absl::StatusOr<HttpResponse> r = rest_->Get(list_path);
-      if (!r.ok()) {
-        if (!fail("cannot list them", std::string(r.status().message()))) return;
-        continue;
-      }
-      if (r->status != 200) {
-        if (!fail("cannot list them", Refusal(*r, "list"), r->retry_after_s)) return;
+      if (!r.ok() || r->status != 200) {
+        if (!fail_request("cannot list them", r, "list")) return;
         continue;
       }
       rapidjson::Document d;
@@ -405,29 +420,18 @@ void SlicePublisher::Run() {
       if (s.generation == 0) {
         // First list: slices already as wanted keep their generation;
         // otherwise the next one is published.
-        SliceBuilder build;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          build = desired_;
-          changed_ = false;
-        }
-        context.generation = std::max<int64_t>(highest, 1);
-        s.Want(build(context));
+        want_at(std::max<int64_t>(highest, 1), /*take_change=*/true);
         s.generation = s.AllMatch() ? context.generation : highest + 1;
-        context.generation = s.generation;
-        s.Want(build(context));
+        if (s.generation != context.generation) want_at(s.generation, false);
         stats_.generation = s.generation;
       }
     }
+    bool change_posted;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (changed_) {
-        changed_ = false;
-        context.generation = ++s.generation;
-        s.Want(desired_(context));
-        stats_.generation = s.generation;
-      }
+      change_posted = changed_;
     }
+    if (change_posted) want_at(++s.generation, /*take_change=*/true);
     // Reconcile: create, replace and delete what differs.
     bool ok = true;
     for (const auto& [name, json] : s.want) {
@@ -453,11 +457,7 @@ void SlicePublisher::Run() {
         // that follows.
         ok = false;
         const char* verb = have == s.have.end() ? "create" : "update";
-        if (!fail(StrCat("cannot ", verb, " ", name),
-                  r.ok() ? Refusal(*r, verb) : std::string(r.status().message()),
-                  r.ok() ? r->retry_after_s : -1)) {
-          return;
-        }
+        if (!fail_request(StrCat("cannot ", verb, " ", name), r, verb)) return;
         break;
       }
       s.have[name] = r->body;
@@ -472,11 +472,7 @@ void SlicePublisher::Run() {
       absl::StatusOr<HttpResponse> r = rest_->Delete(StrCat(base, "/", it->first));
       if (!r.ok() || (r->status != 200 && r->status != 404)) {
         ok = false;
-        if (!fail(StrCat("cannot delete ", it->first),
-                  r.ok() ? Refusal(*r, "delete") : std::string(r.status().message()),
-                  r.ok() ? r->retry_after_s : -1)) {
-          return;
-        }
+        if (!fail_request(StrCat("cannot delete ", it->first), r, "delete")) return;
         break;
       }
       it = s.have.erase(it);
@@ -489,13 +485,7 @@ void SlicePublisher::Run() {
         // The same slices with their owner: replaced, same generation.
         LogInfo("ResourceSlices: read the Node's UID; the slices get their owner",
                 {{"node", options_.node}});
-        SliceBuilder build;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          build = desired_;
-        }
-        context.generation = s.generation;
-        s.Want(build(context));
+        want_at(s.generation, /*take_change=*/false);
         continue;
       } else {
         // Up to the watch's own timeout: a Node that stays unreadable (a

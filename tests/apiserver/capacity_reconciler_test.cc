@@ -8,6 +8,7 @@
 #include "api_server_stub.h"
 #include "apiserver/connection.h"
 #include "support/fake_clock.h"
+#include "support/proxy_connection.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::apiserver {
@@ -25,10 +26,7 @@ class ReconcilerClockTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.AddNode(kNode);
-    ConnectionOptions options;
-    options.proxy = server_.url();
-    absl::StatusOr<Connection> conn =
-        ResolveConnection(options, [](const std::string&) { return std::optional<std::string>(); });
+    absl::StatusOr<Connection> conn = gpu_agent::testing::ProxyConnection(server_.url());
     ASSERT_TRUE(conn.ok()) << conn.status();
     ReconcilerOptions o;
     o.node = kNode;

@@ -12,6 +12,7 @@
 
 #include "api_server_stub.h"
 #include "support/fake_clock.h"
+#include "support/proxy_connection.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::apiserver {
@@ -39,10 +40,7 @@ class NodeHealthReporterTest : public ::testing::Test {
     server_.SetCondition(kNode, "Ready", "True");
   }
   void Start() {
-    ConnectionOptions options;
-    options.proxy = server_.url();
-    absl::StatusOr<Connection> conn =
-        ResolveConnection(options, [](const std::string&) { return std::optional<std::string>(); });
+    absl::StatusOr<Connection> conn = gpu_agent::testing::ProxyConnection(server_.url());
     ASSERT_TRUE(conn.ok()) << conn.status();
     NodeHealthReporterOptions o;
     o.node = kNode;

@@ -15,6 +15,7 @@
 
 #include "api_server_stub.h"
 #include "apiserver/connection.h"
+#include "support/proxy_connection.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::apiserver {
@@ -52,10 +53,7 @@ int64_t Generation(const std::string& slice) {
 class SlicePublisherTest : public ::testing::Test {
  protected:
   void Start(SliceBuilder b) {
-    ConnectionOptions options;
-    options.proxy = api_.url();
-    absl::StatusOr<Connection> conn =
-        ResolveConnection(options, [](const std::string&) { return std::optional<std::string>(); });
+    absl::StatusOr<Connection> conn = gpu_agent::testing::ProxyConnection(api_.url());
     ASSERT_TRUE(conn.ok()) << conn.status();
     SlicePublisherOptions o;
     o.driver = kDriver;

@@ -206,6 +206,17 @@ TEST_F(HealthCheckWatchTest, AnOperatorsWordHoldsUntilTheCheckFailsAnew) {
   EXPECT_EQ(Changes().size(), 2u) << "the same failure took it out again";
   Send("set 1 nvlinksDown 9");  // link 9 was never up: not watched; link 0 is back
   Step(seconds(10));
+  // The returning GPU's own judgement counts as a poll too: wait for the
+  // clocked poll that sees the check pass before the link goes down again.
+  ASSERT_TRUE(WaitFor([&] {
+    for (const CheckChange& c : CheckChanges()) {
+      if (c.now.uuid == uuids_[1] && c.now.check == CheckId::kNvLink &&
+          c.now.level == CheckLevel::kOk) {
+        return true;
+      }
+    }
+    return false;
+  }));
   Send("set 1 nvlinksDown 0");
   Step(seconds(10));
   ASSERT_TRUE(WaitFor([&] { return Changes().size() == 3; }));

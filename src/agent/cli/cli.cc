@@ -21,6 +21,15 @@
 namespace gpu_agent {
 namespace {
 
+// The flags of a command that only reads: those `applies` names, without
+// NVIDIA's flags that `run` accepts and ignores.
+FlagSelection OnlyFlags(std::function<bool(std::string_view)> applies) {
+  FlagSelection sel;
+  sel.applies = std::move(applies);
+  sel.nvidia_ignored = false;
+  return sel;
+}
+
 // Applies the log settings of a loaded config (stderr, level, format).
 void ApplyLogging(const Config& c) {
   SetLogOptions(ParseLogLevel(c.log.level).value_or(LogLevel::kInfo),
@@ -100,10 +109,7 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   CLI::App* devices = app.add_subcommand(
       "devices", "list the GPUs NVML reports, and which of them devices.* selects");
   ConfigFlags devices_flags;
-  FlagSelection devices_selection;
-  devices_selection.applies = DevicesApplies();
-  devices_selection.nvidia_ignored = false;
-  AddConfigFlags(devices, &devices_flags, devices_selection);
+  AddConfigFlags(devices, &devices_flags, OnlyFlags(DevicesApplies()));
   std::string output = "table";
   devices->add_option("-o,--output", output, "output format")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
@@ -114,10 +120,7 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
       "once and print each check's state and NVML's raw answers; exit 0 whatever the GPUs' "
       "health");
   ConfigFlags health_flags;
-  FlagSelection health_selection;
-  health_selection.applies = DevicesApplies();
-  health_selection.nvidia_ignored = false;
-  AddConfigFlags(health, &health_flags, health_selection);
+  AddConfigFlags(health, &health_flags, OnlyFlags(DevicesApplies()));
   std::string health_output = "text";
   health->add_option("-o,--output", health_output, "output format")
       ->check(CLI::IsMember({"text", "json", "yaml"}));
@@ -142,10 +145,7 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   CLI::App* cdi_generate = cdi->add_subcommand(
       "generate", "print the CDI spec of this node's GPUs (or write it with --output-file)");
   ConfigFlags cdi_flags;
-  FlagSelection cdi_selection;
-  cdi_selection.applies = CdiGenerateApplies();
-  cdi_selection.nvidia_ignored = false;
-  AddConfigFlags(cdi_generate, &cdi_flags, cdi_selection);
+  AddConfigFlags(cdi_generate, &cdi_flags, OnlyFlags(CdiGenerateApplies()));
   std::string cdi_format;
   std::string cdi_output;
   // -o/--output is the format, as in every other subcommand; a file is
@@ -168,10 +168,7 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
   CLI::App* dra_slices = dra->add_subcommand(
       "slices", "print the ResourceSlices DRA mode would publish for this node's GPUs");
   ConfigFlags dra_flags;
-  FlagSelection dra_selection;
-  dra_selection.applies = DraSlicesApplies();
-  dra_selection.nvidia_ignored = false;
-  AddConfigFlags(dra_slices, &dra_flags, dra_selection);
+  AddConfigFlags(dra_slices, &dra_flags, OnlyFlags(DraSlicesApplies()));
   std::string dra_output = "yaml";
   dra_slices->add_option("-o,--output", dra_output, "output format")
       ->check(CLI::IsMember({"json", "yaml"}));
