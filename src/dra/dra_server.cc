@@ -26,7 +26,9 @@
 #include "base/thread_name.h"
 #include "dra/dra_v1.grpc.pb.h"
 #include "dra/dra_v1beta1.grpc.pb.h"
+#include "dra/health_v1.grpc.pb.h"
 #include "dra/health_v1alpha1.grpc.pb.h"
+#include "dra/health_v1beta1.grpc.pb.h"
 #include "dra/registration.grpc.pb.h"
 
 namespace gpu_agent::dra {
@@ -34,6 +36,11 @@ namespace {
 
 namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
 namespace v1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
+// The health stream's packages are plain "v1", "v1beta1" and "v1alpha1"
+// (the DRA service's aliases above hide the first two).
+namespace health_v1 = ::v1;
+namespace health_v1beta1 = ::v1beta1;
+namespace health_v1alpha1 = ::v1alpha1;
 
 constexpr char kSocketSettings[] = "dra.registryDir, dra.pluginDir or dra.driverName";
 
@@ -171,10 +178,22 @@ std::string PluginSocketPath(const DraServerOptions& o) {
   return StrCat(o.plugin_dir, "/", o.driver_name, "/dra.sock");
 }
 
+// The DRA versions first (the kubelet takes the first of them it knows),
+// then the health stream's: a kubelet takes the newest of those it knows,
+// and one that knows none ignores them.
 const std::vector<std::string>& SupportedVersions() {
-  static const auto* versions = new std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin",
-                                                             "v1alpha1.DRAResourceHealth"};
+  static const auto* versions =
+      new std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
+                                   "v1beta1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"};
   return *versions;
+}
+
+// The kubelet keeps at most this much of a device's health message.
+constexpr size_t kHealthMessageMax = 1024;
+
+std::string HealthMessage(const std::string& reason) {
+  if (reason.size() <= kHealthMessageMax) return reason;
+  return reason.substr(0, kHealthMessageMax - 3) + "...";
 }
 
 class DraServer::Impl {
@@ -218,9 +237,12 @@ class DraServer::Impl {
   absl::Status ServeDra() {
     v1_service_ = std::make_unique<V1Service>(this);
     v1beta1_service_ = std::make_unique<V1beta1Service>(this);
-    health_service_ = std::make_unique<HealthService>(this);
+    health_v1_service_ = std::make_unique<HealthV1Service>(this);
+    health_v1beta1_service_ = std::make_unique<HealthV1beta1Service>(this);
+    health_v1alpha1_service_ = std::make_unique<HealthV1alpha1Service>(this);
     absl::StatusOr<std::unique_ptr<grpc::Server>> dra =
-        Serve(plugin_path_, {v1_service_.get(), v1beta1_service_.get(), health_service_.get()});
+        Serve(plugin_path_, {v1_service_.get(), v1beta1_service_.get(), health_v1_service_.get(),
+                             health_v1beta1_service_.get(), health_v1alpha1_service_.get()});
     if (!dra.ok()) return dra.status();
     dra_server_ = *std::move(dra);
     plugin_inode_ = InodeOf(plugin_path_);
@@ -356,19 +378,19 @@ class DraServer::Impl {
   }
 
   void SetHealth(std::vector<DeviceHealthRecord> devices) {
-    std::vector<HealthStream*> write;
+    std::vector<HealthStreamBase*> write;
     {
       std::lock_guard<std::mutex> lock(health_mu_);
       health_ = std::move(devices);
       health_updated_ = std::chrono::system_clock::now();
       ++health_version_;
-      for (HealthStream* s : streams_) {
+      for (HealthStreamBase* s : streams_) {
         if (s->PrepareWriteLocked()) write.push_back(s);
       }
     }
     // A stream with a write prepared cannot finish, so cannot be freed,
     // before that write completes.
-    for (HealthStream* s : write) s->StartPrepared();
+    for (HealthStreamBase* s : write) s->StartPrepared();
   }
 
   RegistrationState registration() const {
@@ -480,20 +502,38 @@ class DraServer::Impl {
   // and again after each change, one write in flight, newer lists coalesced.
   // In the server's set (health_mu_) until it is finished; only then freed,
   // by gRPC's OnDone.
-  class HealthStream final : public grpc::ServerWriteReactor<v1alpha1::NodeWatchResourcesResponse> {
+  // What the server's set holds of a stream, whichever version it speaks.
+  class HealthStreamBase {
    public:
-    explicit HealthStream(Impl* impl) : impl_(impl) {}
-
+    virtual ~HealthStreamBase() = default;
     // REQUIRES: health_mu_ held. True when the current list is now the
     // stream's to write (it was not written and no write is in flight): the
     // caller then calls StartPrepared, without the lock.
-    bool PrepareWriteLocked() {
+    virtual bool PrepareWriteLocked() = 0;
+    virtual void StartPrepared() = 0;
+    // REQUIRES: health_mu_ held, not finishing. True when Finish is due now
+    // (no write in flight); the caller then calls FinishNow, without the
+    // lock; otherwise OnWriteDone finishes it.
+    virtual bool CloseLocked(grpc::Status status) = 0;
+    virtual void FinishNow() = 0;
+  };
+
+  // One NodeWatchResources stream (of the v1, v1beta1 or v1alpha1 package:
+  // the same messages): the current list at once, and again after each
+  // change, one write in flight, newer lists coalesced. In the server's set
+  // (health_mu_) until it is finished; only then freed, by gRPC's OnDone.
+  template <class Response>
+  class HealthStream final : public HealthStreamBase, public grpc::ServerWriteReactor<Response> {
+   public:
+    explicit HealthStream(Impl* impl) : impl_(impl) {}
+
+    bool PrepareWriteLocked() override {
       if (finishing_ || writing_ || sent_version_ == impl_->health_version_) return false;
       FillLocked();
       writing_ = true;
       return true;
     }
-    void StartPrepared() { StartWrite(&message_); }
+    void StartPrepared() override { this->StartWrite(&message_); }
 
     // Finishes the stream unless it is already finishing.
     void Close(grpc::Status status) {
@@ -503,17 +543,16 @@ class DraServer::Impl {
         if (finishing_) return;
         finish_now = CloseLocked(std::move(status));
       }
-      if (finish_now) Finish(status_);
+      if (finish_now) FinishNow();
     }
 
-    // REQUIRES: health_mu_ held, not finishing. True when Finish is due now
-    // (no write in flight); otherwise OnWriteDone calls it.
-    bool CloseLocked(grpc::Status status) {
+    bool CloseLocked(grpc::Status status) override {
       finishing_ = true;
       status_ = std::move(status);
       impl_->streams_.erase(this);
       return !writing_;
     }
+    void FinishNow() override { this->Finish(status_); }
 
     void OnWriteDone(bool ok) override {
       enum { kNothing, kWrite, kFinish } next = kNothing;
@@ -529,8 +568,8 @@ class DraServer::Impl {
           next = kWrite;
         }
       }
-      if (next == kWrite) StartWrite(&message_);
-      if (next == kFinish) Finish(status_);
+      if (next == kWrite) this->StartWrite(&message_);
+      if (next == kFinish) FinishNow();
     }
 
     void OnCancel() override { Close(grpc::Status::CANCELLED); }
@@ -546,8 +585,10 @@ class DraServer::Impl {
         auto* h = message_.add_devices();
         h->mutable_device()->set_pool_name(d.pool);
         h->mutable_device()->set_device_name(d.device);
-        h->set_health(d.healthy ? v1alpha1::HEALTHY : v1alpha1::UNHEALTHY);
+        // HEALTHY = 1, UNHEALTHY = 2 in every version (wire_numbers_test).
+        h->set_health(static_cast<decltype(h->health())>(d.healthy ? 1 : 2));
         h->set_last_updated_time(updated);
+        if (!d.message.empty()) h->set_message(HealthMessage(d.message));
       }
       sent_version_ = impl_->health_version_;
     }
@@ -559,15 +600,16 @@ class DraServer::Impl {
     bool finishing_ = false;
     uint64_t sent_version_ = 0;
     grpc::Status status_;
-    v1alpha1::NodeWatchResourcesResponse message_;
+    Response message_;
   };
 
-  class HealthService final : public v1alpha1::DRAResourceHealth::CallbackService {
+  template <class Service, class Request, class Response>
+  class HealthService final : public Service::CallbackService {
    public:
     explicit HealthService(Impl* impl) : impl_(impl) {}
-    grpc::ServerWriteReactor<v1alpha1::NodeWatchResourcesResponse>* NodeWatchResources(
-        grpc::CallbackServerContext*, const v1alpha1::NodeWatchResourcesRequest*) override {
-      auto* stream = new HealthStream(impl_);
+    grpc::ServerWriteReactor<Response>* NodeWatchResources(grpc::CallbackServerContext*,
+                                                           const Request*) override {
+      auto* stream = new HealthStream<Response>(impl_);
       bool closed, write = false;
       {
         std::lock_guard<std::mutex> lock(impl_->health_mu_);
@@ -585,18 +627,27 @@ class DraServer::Impl {
    private:
     Impl* const impl_;
   };
+  using HealthV1Service =
+      HealthService<health_v1::DRAResourceHealth, health_v1::NodeWatchResourcesRequest,
+                    health_v1::NodeWatchResourcesResponse>;
+  using HealthV1beta1Service =
+      HealthService<health_v1beta1::DRAResourceHealth, health_v1beta1::NodeWatchResourcesRequest,
+                    health_v1beta1::NodeWatchResourcesResponse>;
+  using HealthV1alpha1Service =
+      HealthService<health_v1alpha1::DRAResourceHealth, health_v1alpha1::NodeWatchResourcesRequest,
+                    health_v1alpha1::NodeWatchResourcesResponse>;
 
   void CloseStreams() {
-    std::vector<HealthStream*> finish;
+    std::vector<HealthStreamBase*> finish;
     {
       std::lock_guard<std::mutex> lock(health_mu_);
       streams_closed_ = true;
-      std::vector<HealthStream*> all(streams_.begin(), streams_.end());
-      for (HealthStream* s : all) {
+      std::vector<HealthStreamBase*> all(streams_.begin(), streams_.end());
+      for (HealthStreamBase* s : all) {
         if (s->CloseLocked(grpc::Status::OK)) finish.push_back(s);
       }
     }
-    for (HealthStream* s : finish) s->Finish(grpc::Status::OK);
+    for (HealthStreamBase* s : finish) s->FinishNow();
   }
 
   void Notified(bool registered, const std::string& error) {
@@ -657,7 +708,9 @@ class DraServer::Impl {
   std::unique_ptr<RegistrationService> registration_service_;
   std::unique_ptr<V1Service> v1_service_;
   std::unique_ptr<V1beta1Service> v1beta1_service_;
-  std::unique_ptr<HealthService> health_service_;
+  std::unique_ptr<HealthV1Service> health_v1_service_;
+  std::unique_ptr<HealthV1beta1Service> health_v1beta1_service_;
+  std::unique_ptr<HealthV1alpha1Service> health_v1alpha1_service_;
   ClaimsThread claims_;
   std::unique_ptr<grpc::Server> dra_server_;
   std::unique_ptr<grpc::Server> registration_server_;
@@ -680,7 +733,7 @@ class DraServer::Impl {
   std::vector<DeviceHealthRecord> health_;                // protected by health_mu_
   std::chrono::system_clock::time_point health_updated_;  // protected by health_mu_
   uint64_t health_version_ = 1;                           // protected by health_mu_
-  std::set<HealthStream*> streams_;                       // protected by health_mu_
+  std::set<HealthStreamBase*> streams_;                   // protected by health_mu_
   bool streams_closed_ = false;                           // protected by health_mu_
 };
 

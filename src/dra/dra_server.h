@@ -1,6 +1,6 @@
 // The kubelet's side of a DRA driver on this node: the plugin-registration
 // service on <registry_dir>/<driver>-reg.sock, and the DRA service (v1 and
-// v1beta1) with its health stream (v1alpha1) on
+// v1beta1) with its health stream (v1, v1beta1 and v1alpha1) on
 // <plugin_dir>/<driver>/dra.sock. Claims go to a ClaimHandler; health comes
 // from SetHealth.
 //
@@ -34,8 +34,9 @@ struct DraServerOptions {
 std::string RegistrationSocketPath(const DraServerOptions& o);
 std::string PluginSocketPath(const DraServerOptions& o);
 
-// What GetInfo lists, in the order the kubelet should prefer them (it takes
-// the first it knows): v1, v1beta1, then the health stream.
+// What GetInfo lists: the DRA versions in the order the kubelet should
+// prefer them (it takes the first it knows): v1, v1beta1; then the health
+// stream's, of which it takes the newest it knows.
 const std::vector<std::string>& SupportedVersions();
 
 // A device's health as the health stream reports it.
@@ -43,6 +44,7 @@ struct DeviceHealthRecord {
   std::string pool;
   std::string device;
   bool healthy = true;
+  std::string message;  // why it is unhealthy; the kubelet keeps 1,024 characters
 };
 
 // What the kubelet has said about the registration.

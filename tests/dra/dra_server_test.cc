@@ -81,10 +81,12 @@ TEST_F(DraServerTest, GetInfoNamesTheDraSocketAndListsV1First) {
   const DraKubelet::Plugin p = *kubelet.plugin(kDriver);
   EXPECT_EQ(p.socket, dir_.Join("registry") + "/" + kDriver + "-reg.sock");
   EXPECT_EQ(p.endpoint, dir_.Join("plugins") + "/" + kDriver + "/dra.sock");
-  EXPECT_EQ(p.supported_versions, (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin",
-                                                            "v1alpha1.DRAResourceHealth"}));
+  EXPECT_EQ(p.supported_versions,
+            (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
+                                      "v1beta1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"}));
   EXPECT_EQ(p.version, "v1.DRAPlugin");
   EXPECT_TRUE(p.health);
+  EXPECT_EQ(p.health_version, "v1.DRAResourceHealth");
   EXPECT_TRUE(WaitFor([&] { return server_->registration().registered; }));
   EXPECT_EQ(server_->registration().registrations, 1u);
 }
@@ -144,19 +146,84 @@ TEST_F(DraServerTest, EveryClaimOfABatchIsAnsweredEachWithItsOwnError) {
   EXPECT_EQ(un, (std::map<std::string, std::string>{{"uid-1", ""}, {"bad", "cannot remove"}}));
 }
 
-TEST_F(DraServerTest, TheHealthStreamSendsTheDevicesOnOpen) {
+TEST_F(DraServerTest, TheHealthStreamSendsTheDevicesOnOpenOnEveryVersionAKubeletPicks) {
   StartServer();
-  server_->SetHealth({{"node-a", "gpu-0", true}, {"node-a", "gpu-1", false}});
+  // A reason past the 1,024 characters the kubelet keeps is cut as it
+  // would cut it.
+  const std::string long_reason = "XID 79 " + std::string(1100, 'x');
+  server_->SetHealth({{"node-a", "gpu-0", true, ""},
+                      {"node-a", "gpu-1", false, "XID 48: double-bit ECC error"},
+                      {"node-a", "gpu-2", false, long_reason}});
+  // Newer kubelets take the newest they know; 1.34's knows only v1alpha1.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> kubelets = {
+      {{"v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"}, "v1.DRAResourceHealth"},
+      {{"v1beta1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"}, "v1beta1.DRAResourceHealth"},
+      {{"v1alpha1.DRAResourceHealth"}, "v1alpha1.DRAResourceHealth"},
+  };
+  for (const auto& [known, picked] : kubelets) {
+    SCOPED_TRACE(picked);
+    DraKubelet::Options o = KubeletOptions();
+    o.known_health_versions = known;
+    DraKubelet kubelet(o);
+    ASSERT_TRUE(kubelet.Start());
+    ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+    EXPECT_EQ(kubelet.plugin(kDriver)->health_version, picked);
+    std::vector<DraKubelet::Health> health;
+    ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
+    ASSERT_EQ(health.size(), 3u);
+    EXPECT_EQ(health[0].pool, "node-a");
+    EXPECT_EQ(health[0].device, "gpu-0");
+    EXPECT_TRUE(health[0].healthy);
+    EXPECT_EQ(health[0].message, "");
+    EXPECT_EQ(health[1].device, "gpu-1");
+    EXPECT_FALSE(health[1].healthy);
+    EXPECT_EQ(health[1].message, "XID 48: double-bit ECC error");
+    EXPECT_FALSE(health[2].healthy);
+    EXPECT_EQ(health[2].message, long_reason.substr(0, 1021) + "...");
+    kubelet.Stop();
+  }
+}
+
+TEST_F(DraServerTest, AHealthStreamDroppedWhileOpenIsForgottenAndTheNextGetsTheCurrentList) {
+  StartServer();
+  server_->SetHealth({{"node-a", "gpu-0", true, ""}});
   DraKubelet kubelet(KubeletOptions());
   ASSERT_TRUE(kubelet.Start());
   ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
-  std::vector<DraKubelet::Health> health;
-  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
-  ASSERT_EQ(health.size(), 2u);
-  EXPECT_EQ(health[0].device, "gpu-0");
-  EXPECT_TRUE(health[0].healthy);
-  EXPECT_EQ(health[1].device, "gpu-1");
-  EXPECT_FALSE(health[1].healthy);
+  ASSERT_TRUE(kubelet.WatchHealth(kDriver));
+  ASSERT_TRUE(WaitFor([&] { return kubelet.health_lists() == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return server_->stats().health_streams == 1; }));
+  // A change reaches the open stream.
+  server_->SetHealth({{"node-a", "gpu-0", false, "XID 79"}});
+  ASSERT_TRUE(WaitFor([&] { return kubelet.health_lists() == 2; }));
+  ASSERT_EQ(kubelet.last_health().size(), 1u);
+  EXPECT_FALSE(kubelet.last_health()[0].healthy);
+  // The connection breaks under the open stream: the server lets it go.
+  ASSERT_TRUE(kubelet.DropConnection(kDriver));
+  ASSERT_TRUE(WaitFor([&] { return kubelet.health_watch_end().has_value(); }));
+  EXPECT_TRUE(WaitFor([&] { return server_->stats().health_streams == 0; }));
+  // A change with no stream open, then the kubelet's next stream: the
+  // current list at once.
+  server_->SetHealth({{"node-a", "gpu-0", true, ""}});
+  ASSERT_TRUE(kubelet.WatchHealth(kDriver));
+  ASSERT_TRUE(WaitFor([&] { return kubelet.health_lists() == 1; }));
+  ASSERT_EQ(kubelet.last_health().size(), 1u);
+  EXPECT_TRUE(kubelet.last_health()[0].healthy);
+  EXPECT_TRUE(WaitFor([&] { return server_->stats().health_streams == 1; }));
+  kubelet.StopHealthWatch();
+  EXPECT_TRUE(WaitFor([&] { return server_->stats().health_streams == 0; }));
+}
+
+TEST_F(DraServerTest, AKubeletThatKnowsNoHealthVersionStillRegisters) {
+  StartServer();
+  DraKubelet::Options o = KubeletOptions();
+  o.known_health_versions = {};
+  DraKubelet kubelet(o);
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1.DRAPlugin");
+  EXPECT_FALSE(kubelet.plugin(kDriver)->health);
+  EXPECT_TRUE(WaitFor([&] { return server_->registration().registered; }));
 }
 
 TEST_F(DraServerTest, StopRemovesBothSocketsAndTheKubeletForgetsThePlugin) {

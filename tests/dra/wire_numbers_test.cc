@@ -2,7 +2,7 @@
 // the numbers, types and packages of the kubelet's own definitions
 // (kubernetes/kubernetes, staging/src/k8s.io/kubelet/pkg/apis/:
 // pluginregistration/v1/api.proto, dra/v1/api.proto, dra/v1beta1/api.proto,
-// dra-health/v1alpha1/api.proto). A number or type that drifts is a message
+// dra-health/{v1,v1beta1,v1alpha1}/api.proto). A number or type that drifts is a message
 // the kubelet reads as something else, with no error on either side.
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,9 @@
 
 #include "dra/dra_v1.pb.h"
 #include "dra/dra_v1beta1.pb.h"
+#include "dra/health_v1.pb.h"
 #include "dra/health_v1alpha1.pb.h"
+#include "dra/health_v1beta1.pb.h"
 #include "dra/registration.pb.h"
 
 namespace gpu_agent::dra {
@@ -53,6 +55,23 @@ std::vector<Field> DraFields(const std::string& p) {
   };
 }
 
+// The health stream's three packages carry the same messages.
+constexpr const char* kHealthPackages[] = {"v1", "v1beta1", "v1alpha1"};
+
+std::vector<Field> HealthFields(const std::string& p) {
+  auto n = [&](const char* m) { return p + "." + m; };
+  return {
+      {n("DeviceIdentifier"), "pool_name", 1, kString, false},
+      {n("DeviceIdentifier"), "device_name", 2, kString, false},
+      {n("DeviceHealth"), "device", 1, kMessage, false},
+      {n("DeviceHealth"), "health", 2, FieldDescriptor::TYPE_ENUM, false},
+      {n("DeviceHealth"), "last_updated_time", 3, FieldDescriptor::TYPE_INT64, false},
+      {n("DeviceHealth"), "health_check_timeout_seconds", 4, FieldDescriptor::TYPE_INT64, false},
+      {n("DeviceHealth"), "message", 5, kString, false},
+      {n("NodeWatchResourcesResponse"), "devices", 1, kMessage, true},
+  };
+}
+
 std::vector<Field> AllFields() {
   std::vector<Field> out = {
       {"pluginregistration.PluginInfo", "type", 1, kString, false},
@@ -62,18 +81,12 @@ std::vector<Field> AllFields() {
       {"pluginregistration.RegistrationStatus", "plugin_registered", 1, FieldDescriptor::TYPE_BOOL,
        false},
       {"pluginregistration.RegistrationStatus", "error", 2, kString, false},
-      {"v1alpha1.DeviceIdentifier", "pool_name", 1, kString, false},
-      {"v1alpha1.DeviceIdentifier", "device_name", 2, kString, false},
-      {"v1alpha1.DeviceHealth", "device", 1, kMessage, false},
-      {"v1alpha1.DeviceHealth", "health", 2, FieldDescriptor::TYPE_ENUM, false},
-      {"v1alpha1.DeviceHealth", "last_updated_time", 3, FieldDescriptor::TYPE_INT64, false},
-      {"v1alpha1.DeviceHealth", "health_check_timeout_seconds", 4, FieldDescriptor::TYPE_INT64,
-       false},
-      {"v1alpha1.DeviceHealth", "message", 5, kString, false},
-      {"v1alpha1.NodeWatchResourcesResponse", "devices", 1, kMessage, true},
   };
   for (const char* p : {"k8s.io.kubelet.pkg.apis.dra.v1", "k8s.io.kubelet.pkg.apis.dra.v1beta1"}) {
     for (const Field& f : DraFields(p)) out.push_back(f);
+  }
+  for (const char* p : kHealthPackages) {
+    for (const Field& f : HealthFields(p)) out.push_back(f);
   }
   return out;
 }
@@ -83,6 +96,8 @@ TEST(WireNumbersTest, EveryFieldHasTheKubeletsNumberAndType) {
   (void)pluginregistration::PluginInfo::descriptor();
   (void)k8s::io::kubelet::pkg::apis::dra::v1::Claim::descriptor();
   (void)k8s::io::kubelet::pkg::apis::dra::v1beta1::Claim::descriptor();
+  (void)::v1::DeviceHealth::descriptor();
+  (void)::v1beta1::DeviceHealth::descriptor();
   (void)v1alpha1::DeviceHealth::descriptor();
   for (const Field& f : AllFields()) {
     SCOPED_TRACE(f.message + "." + f.field);
@@ -97,11 +112,15 @@ TEST(WireNumbersTest, EveryFieldHasTheKubeletsNumberAndType) {
 }
 
 TEST(WireNumbersTest, HealthStatesAndMethodPathsAreTheKubelets) {
-  const auto* health = v1alpha1::HealthStatus_descriptor();
-  EXPECT_EQ(health->FindValueByName("UNKNOWN")->number(), 0);
-  EXPECT_EQ(health->FindValueByName("HEALTHY")->number(), 1);
-  EXPECT_EQ(health->FindValueByName("UNHEALTHY")->number(), 2);
   const DescriptorPool* pool = DescriptorPool::generated_pool();
+  for (const char* p : kHealthPackages) {
+    SCOPED_TRACE(p);
+    const auto* health = pool->FindEnumTypeByName(std::string(p) + ".HealthStatus");
+    ASSERT_NE(health, nullptr);
+    EXPECT_EQ(health->FindValueByName("UNKNOWN")->number(), 0);
+    EXPECT_EQ(health->FindValueByName("HEALTHY")->number(), 1);
+    EXPECT_EQ(health->FindValueByName("UNHEALTHY")->number(), 2);
+  }
   struct Method {
     const char* service;
     const char* method;
@@ -114,6 +133,8 @@ TEST(WireNumbersTest, HealthStatesAndMethodPathsAreTheKubelets) {
            {"k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin", "NodeUnprepareResources", false},
            {"k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin", "NodePrepareResources", false},
            {"k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin", "NodeUnprepareResources", false},
+           {"v1.DRAResourceHealth", "NodeWatchResources", true},
+           {"v1beta1.DRAResourceHealth", "NodeWatchResources", true},
            {"v1alpha1.DRAResourceHealth", "NodeWatchResources", true},
        }) {
     SCOPED_TRACE(std::string(m.service) + "/" + m.method);

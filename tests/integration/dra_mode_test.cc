@@ -305,6 +305,8 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   for (const DraKubelet::Health& h : health) {
     EXPECT_EQ(h.pool, kNode);
     EXPECT_EQ(h.healthy, h.device != "gpu-1") << h.device;
+    // Why, where it is unhealthy: the health watcher's reason.
+    EXPECT_EQ(h.message.find("79") != std::string::npos, h.device == "gpu-1") << h.message;
   }
 }
 

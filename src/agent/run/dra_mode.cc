@@ -226,9 +226,10 @@ class DraHealth {
     std::vector<dra::DeviceHealthRecord> records;
     std::map<std::string, std::string> unhealthy = UnhealthyLocked();
     for (const dra::DraDevice& d : devices_) {
-      const bool healthy = unhealthy.count(d.name) == 0;
+      auto reason = unhealthy.find(d.name);
+      const bool healthy = reason == unhealthy.end();
       if (!healthy) out.insert(d.name);
-      records.push_back({pool_, d.name, healthy});
+      records.push_back({pool_, d.name, healthy, healthy ? "" : reason->second});
     }
     unhealthy_ = out.size();
     preparer_->SetUnhealthy(std::move(out));

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "dra/dra_v1.grpc.pb.h"
 #include "dra/dra_v1beta1.grpc.pb.h"
+#include "dra/health_v1.grpc.pb.h"
 #include "dra/health_v1alpha1.grpc.pb.h"
+#include "dra/health_v1beta1.grpc.pb.h"
 #include "dra/registration.grpc.pb.h"
 #include "support/test_support.h"
 
@@ -109,7 +112,10 @@ class DraKubelet::Tracked {
 
 DraKubelet::DraKubelet(Options options) : options_(std::move(options)) {}
 
-DraKubelet::~DraKubelet() { Stop(); }
+DraKubelet::~DraKubelet() {
+  StopHealthWatch();
+  Stop();
+}
 
 bool DraKubelet::Start() {
   inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -228,8 +234,14 @@ void DraKubelet::Register(const std::string& socket) {
   p.channel = Dial(p.endpoint);
   p.version = version;
   p.supported_versions.assign(info.supported_versions().begin(), info.supported_versions().end());
-  p.health = std::find(p.supported_versions.begin(), p.supported_versions.end(),
-                       "v1alpha1.DRAResourceHealth") != p.supported_versions.end();
+  for (const std::string& v : options_.known_health_versions) {
+    if (std::find(p.supported_versions.begin(), p.supported_versions.end(), v) !=
+        p.supported_versions.end()) {
+      p.health_version = v;
+      break;
+    }
+  }
+  p.health = !p.health_version.empty();
   plugins_[p.name] = p;
   ++registrations_;
 }
@@ -321,26 +333,120 @@ int DraKubelet::dropped_calls() const {
   return dropped_calls_;
 }
 
+namespace {
+
+using HealthList = std::vector<DraKubelet::Health>;
+
+// Reads a NodeWatchResources stream of one version's stub, handing each
+// list to `on_list` until it answers false or the stream ends.
+template <class Service, class Request, class Response>
+grpc::Status ReadHealth(const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
+                        const std::function<bool(HealthList)>& on_list) {
+  typename Service::Stub stub(channel);
+  auto reader = stub.NodeWatchResources(ctx, Request());
+  Response msg;
+  while (reader->Read(&msg)) {
+    HealthList list;
+    for (const auto& d : msg.devices()) {
+      // HEALTHY is 1 in every version.
+      list.push_back({d.device().pool_name(), d.device().device_name(),
+                      static_cast<int>(d.health()) == 1, d.message()});
+    }
+    if (!on_list(std::move(list))) {
+      ctx->TryCancel();
+      (void)reader->Finish();
+      return grpc::Status::OK;
+    }
+  }
+  return reader->Finish();
+}
+
+grpc::Status ReadHealthOn(const DraKubelet::Plugin& p, grpc::ClientContext* ctx,
+                          const std::function<bool(HealthList)>& on_list) {
+  if (p.health_version == "v1.DRAResourceHealth") {
+    return ReadHealth<::v1::DRAResourceHealth, ::v1::NodeWatchResourcesRequest,
+                      ::v1::NodeWatchResourcesResponse>(p.channel, ctx, on_list);
+  }
+  if (p.health_version == "v1beta1.DRAResourceHealth") {
+    return ReadHealth<::v1beta1::DRAResourceHealth, ::v1beta1::NodeWatchResourcesRequest,
+                      ::v1beta1::NodeWatchResourcesResponse>(p.channel, ctx, on_list);
+  }
+  return ReadHealth<::v1alpha1::DRAResourceHealth, ::v1alpha1::NodeWatchResourcesRequest,
+                    ::v1alpha1::NodeWatchResourcesResponse>(p.channel, ctx, on_list);
+}
+
+}  // namespace
+
 grpc::Status DraKubelet::FirstHealth(const std::string& driver, std::vector<Health>* out,
                                      std::chrono::milliseconds timeout) {
   std::optional<Plugin> p = plugin(driver);
   if (!p || !p->health) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " serves no health");
   }
-  v1alpha1::DRAResourceHealth::Stub stub(p->channel);
   Tracked call(this, driver);
-  grpc::ClientContext& ctx = call.ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  auto reader = stub.NodeWatchResources(&ctx, v1alpha1::NodeWatchResourcesRequest());
-  v1alpha1::NodeWatchResourcesResponse msg;
-  if (!reader->Read(&msg)) return reader->Finish();
-  for (const auto& d : msg.devices()) {
-    out->push_back(
-        {d.device().pool_name(), d.device().device_name(), d.health() == v1alpha1::HEALTHY});
+  call.ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  return ReadHealthOn(*p, &call.ctx, [out](HealthList list) {
+    *out = std::move(list);
+    return false;
+  });
+}
+
+bool DraKubelet::WatchHealth(const std::string& driver) {
+  std::optional<Plugin> p = plugin(driver);
+  if (!p || !p->health) return false;
+  StopHealthWatch();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    health_lists_ = 0;
+    last_health_.clear();
+    health_watch_end_.reset();
+    health_watch_stopping_ = false;
   }
-  ctx.TryCancel();
-  (void)reader->Finish();
-  return grpc::Status::OK;
+  health_watch_ = std::thread([this, driver, plugin = *p] {
+    Tracked call(this, driver);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (health_watch_stopping_) {
+        health_watch_end_ = grpc::Status::CANCELLED;
+        return;
+      }
+      health_watch_ctx_ = &call.ctx;
+    }
+    grpc::Status end = ReadHealthOn(plugin, &call.ctx, [this](HealthList list) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++health_lists_;
+      last_health_ = std::move(list);
+      return true;
+    });
+    std::lock_guard<std::mutex> lock(mu_);
+    health_watch_ctx_ = nullptr;
+    health_watch_end_ = end;
+  });
+  return true;
+}
+
+void DraKubelet::StopHealthWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    health_watch_stopping_ = true;
+    if (health_watch_ctx_ != nullptr) health_watch_ctx_->TryCancel();
+  }
+  if (health_watch_.joinable()) health_watch_.join();
+}
+
+int DraKubelet::health_lists() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_lists_;
+}
+
+std::vector<DraKubelet::Health> DraKubelet::last_health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_health_;
+}
+
+std::optional<grpc::Status> DraKubelet::health_watch_end() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_watch_end_;
 }
 
 }  // namespace gpu_agent::testing

@@ -35,6 +35,11 @@ class DraKubelet {
     std::string registry_dir;
     // The versions this kubelet knows, e.g. {"v1beta1.DRAPlugin"} for 1.32.
     std::vector<std::string> known_versions = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
+    // The health stream's versions it knows, the one it prefers first, as
+    // the kubelet's pickHealthService: {"v1alpha1.DRAResourceHealth"} for
+    // 1.34, whose kubelet knows only that one.
+    std::vector<std::string> known_health_versions = {
+        "v1.DRAResourceHealth", "v1beta1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"};
     // Non-empty: every registration is refused with this reason.
     std::string refuse_reason;
     std::chrono::milliseconds get_info_deadline{1000};
@@ -42,11 +47,12 @@ class DraKubelet {
   };
 
   struct Plugin {
-    std::string socket;    // the registration socket it was found on
-    std::string name;      // the driver name
-    std::string endpoint;  // the DRA socket
-    std::string version;   // the DRA version picked ("v1.DRAPlugin")
-    bool health = false;   // lists v1alpha1.DRAResourceHealth
+    std::string socket;          // the registration socket it was found on
+    std::string name;            // the driver name
+    std::string endpoint;        // the DRA socket
+    std::string version;         // the DRA version picked ("v1.DRAPlugin")
+    bool health = false;         // lists a health version this kubelet knows
+    std::string health_version;  // the one picked ("v1.DRAResourceHealth")
     std::vector<std::string> supported_versions;
     // One connection to the endpoint for every call, as the kubelet keeps.
     std::shared_ptr<grpc::Channel> channel;
@@ -55,6 +61,7 @@ class DraKubelet {
   struct Health {
     std::string pool, device;
     bool healthy = false;
+    std::string message;
   };
 
   explicit DraKubelet(Options options);
@@ -89,9 +96,19 @@ class DraKubelet {
   bool DropConnection(const std::string& driver);
   int dropped_calls() const;  // calls in flight that DropConnection ended
 
-  // Opens NodeWatchResources and waits for the first message (or `timeout`).
+  // Opens NodeWatchResources, on the health version picked, and waits for
+  // the first message (or `timeout`).
   grpc::Status FirstHealth(const std::string& driver, std::vector<Health>* out,
                            std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Keeps NodeWatchResources open on a thread of its own, as the kubelet
+  // does, until the stream ends (a DropConnection ends it) or
+  // StopHealthWatch; one watch at a time. False when `driver` serves no
+  // health.
+  bool WatchHealth(const std::string& driver);
+  void StopHealthWatch();
+  int health_lists() const;                              // lists the watch has read
+  std::vector<Health> last_health() const;               // the last of them
+  std::optional<grpc::Status> health_watch_end() const;  // set once the stream ended
 
  private:
   void Watch();
@@ -113,6 +130,12 @@ class DraKubelet {
   std::vector<std::string> errors_;                    // protected by mu_
   std::map<grpc::ClientContext*, std::string> calls_;  // protected by mu_: in flight, by driver
   int dropped_calls_ = 0;                              // protected by mu_
+  std::thread health_watch_;
+  grpc::ClientContext* health_watch_ctx_ = nullptr;  // protected by mu_: while it reads
+  bool health_watch_stopping_ = false;               // protected by mu_
+  int health_lists_ = 0;                             // protected by mu_
+  std::vector<Health> last_health_;                  // protected by mu_
+  std::optional<grpc::Status> health_watch_end_;     // protected by mu_
 };
 
 }  // namespace gpu_agent::testing
