@@ -196,7 +196,9 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
 }
 
 ClaimPreparer::ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader)
-    : options_(std::move(options)), reader_(std::move(reader)) {}
+    : options_(std::move(options)),
+      reader_(std::move(reader)),
+      checkpoint_writer_(options_.checkpoint) {}
 
 absl::StatusOr<std::unique_ptr<ClaimPreparer>> ClaimPreparer::Create(
     PreparerOptions options, std::shared_ptr<ClaimReader> reader) {
@@ -467,21 +469,27 @@ absl::Status ClaimPreparer::Save() {
   }
   w.EndObject();
   w.EndObject();
-  if (absl::Status s = WriteFileAtomically(options_.checkpoint, buf.GetString()); !s.ok()) {
+  std::lock_guard<std::mutex> lock(save_mu_);
+  if (absl::Status s = checkpoint_writer_.Write(std::string_view(buf.GetString(), buf.GetSize()));
+      !s.ok()) {
     return absl::Status(s.code(), StrCat("the DRA checkpoint cannot be written: ", s.message()));
   }
   return absl::OkStatus();
 }
 
 void ClaimPreparer::Load() {
-  std::string text;
-  const bool found = ReadWhole(options_.checkpoint, &text);
+  // In slots (base/slotted_file), or the plain JSON of an older version,
+  // which the next save writes in slots.
+  const SlottedRead read = ReadSlotted(options_.checkpoint);
+  const bool found = read.found;
   rapidjson::Document d;
-  d.Parse(text.c_str());
+  d.Parse(read.record.c_str());
   std::string problem;
   const rapidjson::Value* claims = nullptr;
   if (!found) {
     // None yet: nothing prepared, but for the specs a crash left.
+  } else if (!read.problem.empty()) {
+    problem = read.problem;
   } else if (d.HasParseError() || !d.IsObject()) {
     problem = "not JSON";
   } else if (const rapidjson::Value* v = Member(d, "version");

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/slotted_file.h"
 #include "cdi/spec.h"
 #include "dra/claim_handler.h"
 #include "dra/dra_device.h"
@@ -83,8 +84,9 @@ class ClaimPreparer : public ClaimHandler {
   void SetUnhealthy(std::set<std::string> devices);
 
   // Durability: each claim's spec is renamed into place without waiting
-  // for the disk; then the checkpoint, once for the batch, is flushed
-  // (fsync) before the kubelet is answered. What a crash leaves is put
+  // for the disk; then the checkpoint, once for the batch, is written in
+  // place and flushed (base/slotted_file: fdatasync, no rename) before the
+  // kubelet is answered. What a crash leaves is put
   // right by Create: a spec without its checkpoint entry (the kubelet was
   // not answered) is taken in; after a crash of the machine, an entry whose
   // spec did not reach the disk (missing, or cut: removed) is prepared
@@ -128,6 +130,9 @@ class ClaimPreparer : public ClaimHandler {
   std::shared_ptr<const DeviceCatalog> catalog_;  // protected by mu_
   std::set<std::string> unhealthy_;               // protected by mu_
   std::map<std::string, Entry> prepared_;         // protected by mu_: by claim UID
+
+  std::mutex save_mu_;               // one Save at a time
+  SlottedWriter checkpoint_writer_;  // protected by save_mu_
 };
 
 // The claim's results this driver prepares, parsed from the claim's JSON

@@ -350,14 +350,76 @@ TEST_F(ClaimPreparerTest, ACorruptCheckpointIsMovedAsideAndRebuiltFromTheSpecs) 
 TEST_F(ClaimPreparerTest, APreparedClaimAskedAgainIsAnsweredWithoutWritingAnything) {
   Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
   ASSERT_EQ(PrepareOne("one", "u1").error, "");
-  // Every write replaces its file by a rename: a new inode.
+  // A spec is replaced by a rename (a new inode); the checkpoint is
+  // written in place with a new sequence number in its slot's header.
   const ino_t spec = InodeOf(preparer_->SpecPath("u1"));
-  const ino_t checkpoint = InodeOf(options_.checkpoint);
+  const std::string checkpoint = ReadFile(options_.checkpoint);
   ASSERT_NE(spec, 0u);
-  ASSERT_NE(checkpoint, 0u);
+  ASSERT_NE(checkpoint, "");
   EXPECT_EQ(PrepareOne("one", "u1").devices.size(), 1u);
   EXPECT_EQ(InodeOf(preparer_->SpecPath("u1")), spec);
-  EXPECT_EQ(InodeOf(options_.checkpoint), checkpoint);
+  EXPECT_EQ(ReadFile(options_.checkpoint), checkpoint);
+}
+
+// What an older version wrote (the checkpoint as plain JSON) is loaded, and
+// the next save writes it in slots, in place from then on.
+TEST_F(ClaimPreparerTest, AnOlderVersionsPlainCheckpointIsLoadedAndThenKeptInSlots) {
+  dir_.Write("plugin/checkpoint.json",
+             R"({"version":1,"claims":{"u1":{"namespace":"ns","name":"one","devices":[)"
+             R"({"requests":["r"],"pool":"node-a","device":"gpu-0",)"
+             R"("cdiIds":["gpu-agent.github.io/claim=u1-gpu-0"]}]}}})");
+  Restart();
+  std::map<std::string, PrepareOutcome> prepared = preparer_->Prepared();
+  ASSERT_EQ(prepared.count("u1"), 1u);
+  EXPECT_EQ(prepared["u1"].devices[0].request_names, std::vector<std::string>{"r"});
+  Put("two", Claim("u2", {{"r", kDriver, kPool, "gpu-1"}}));
+  ASSERT_EQ(PrepareOne("two", "u2").error, "");
+  EXPECT_EQ(ReadFile(options_.checkpoint).rfind("{\"slot\":", 0), 0u);
+  const ino_t inode = InodeOf(options_.checkpoint);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  EXPECT_EQ(InodeOf(options_.checkpoint), inode);
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 0u);
+  EXPECT_EQ(preparer_->Prepared().count("u2"), 1u);
+}
+
+// A crash of the machine in the middle of a checkpoint write: that slot is
+// spoilt, the one before it holds. Both spoilt: named, moved aside and
+// rebuilt from the specs.
+TEST_F(ClaimPreparerTest, ACheckpointWriteCutShortLeavesTheOneBeforeIt) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("two", Claim("u2", {{"r", kDriver, kPool, "gpu-1"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  ASSERT_EQ(PrepareOne("two", "u2").error, "");
+  // The newest record (the one that names u2 in its claims) loses bytes.
+  std::string text = ReadFile(options_.checkpoint);
+  const size_t at = text.rfind("\"u2\":{");
+  ASSERT_NE(at, std::string::npos);
+  text[at + 1] = 'X';
+  dir_.Write("plugin/checkpoint.json", text);
+  Restart();
+  // u1 from the record before; u2 from its spec (the kubelet was not
+  // answered for it), so read again when asked.
+  std::map<std::string, PrepareOutcome> prepared = preparer_->Prepared();
+  ASSERT_EQ(prepared.count("u1"), 1u);
+  EXPECT_EQ(prepared["u1"].devices[0].request_names, std::vector<std::string>{"r"});
+  ASSERT_EQ(prepared.count("u2"), 1u);
+  EXPECT_TRUE(prepared["u2"].devices[0].request_names.empty());
+  EXPECT_FALSE(PathExists(options_.checkpoint + ".corrupt"));
+  // Both slots spoilt.
+  text = ReadFile(options_.checkpoint);
+  for (size_t i = 0; i < text.size(); i += text.size() / 2) text[i] = 'X';
+  dir_.Write("plugin/checkpoint.json", text);
+  ::testing::internal::CaptureStderr();
+  Restart();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(PathExists(options_.checkpoint + ".corrupt"));
+  // Each slot's fault named (slot 1 of the file the restart made was never
+  // written).
+  EXPECT_NE(log.find("problem=\"slot 0: a header that cannot be read; slot 1: no header line\""),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(preparer_->Prepared().size(), 2u);  // from the specs
 }
 
 // A crash after a claim's spec was renamed into place and before the

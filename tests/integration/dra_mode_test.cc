@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "api_server_stub.h"
+#include "base/slotted_file.h"
 #include "dra_kubelet.h"
 #include "support/agent_env.h"
 
@@ -670,8 +671,11 @@ TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerL
   ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
   EXPECT_EQ(un["uid-a"], "");
   EXPECT_EQ(ClaimSpecs(dir_.Join("cdi")), std::set<std::string>{});
-  EXPECT_EQ(ReadFile(dir_.Join("plugins") + "/" + kDriver + "/checkpoint.json").find("uid-a"),
-            std::string::npos);
+  // The checkpoint's newest record (the slot before it still names the
+  // claim).
+  EXPECT_EQ(
+      ReadSlotted(dir_.Join("plugins") + "/" + kDriver + "/checkpoint.json").record.find("uid-a"),
+      std::string::npos);
   // The broken connections are closed at the agent's side too: one open,
   // as before.
   EXPECT_TRUE(WaitFor([&] { return CountOpenFds(agent_->pid()) <= fds; }))
@@ -750,7 +754,7 @@ TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
     return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
   })) << Log();
   EXPECT_EQ(out["uid-a"].error, "") << Log();
-  EXPECT_NE(ReadFile(folder + "/checkpoint.json").find("uid-a"), std::string::npos);
+  EXPECT_NE(ReadSlotted(folder + "/checkpoint.json").record.find("uid-a"), std::string::npos);
   // The registry folder removed: made again with the registration socket in
   // it, which the kubelet registers when it watches the folder again.
   const int registrations = kubelet.registrations();

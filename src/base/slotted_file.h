@@ -1,0 +1,84 @@
+// A small record kept durably in one file that is rewritten in place, never
+// renamed: what a checkpoint written on every request needs. Replacing a file
+// by a rename (write, fsync, rename) makes the file system commit its journal
+// on every write; overwriting blocks the file already owns and flushing them
+// (fdatasync) does not, and costs a fraction of it.
+//
+// The file holds two slots of equal size. A write goes to the slot that does
+// not hold the newest record, with a sequence number one higher and a CRC-32C
+// of the record, then is flushed; a write cut short by a crash spoils only
+// that slot, and a reader takes the intact slot with the higher number: the
+// record before the write, or the record after it, never a part.
+//
+// Each slot is text, so the file reads as JSON values one after another:
+//   {"slot":{"seq":7,"length":1234,"crc32c":"9a3e01f2"}}
+//   <the record, `length` bytes>
+// then spaces up to the slot's end (`jq . FILE` prints both slots).
+//
+// The file is made whole (both slots written, flushed, renamed into place,
+// the folder flushed) the first time, when it was replaced or removed behind
+// the writer's back, and when a record outgrows a slot (then with slots
+// twice as large as it needs).
+#ifndef GPU_AGENT_BASE_SLOTTED_FILE_H_
+#define GPU_AGENT_BASE_SLOTTED_FILE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace gpu_agent {
+
+struct SlottedRead {
+  bool found = false;    // a file is there
+  bool slotted = false;  // ... in this format; otherwise `record` is its whole text
+  std::string record;    // the newest intact record
+  // Why no record could be taken from a file in this format (both slots
+  // spoilt), naming each slot's fault; empty otherwise.
+  std::string problem;
+};
+
+// Reads `path`. A file that is not in the slotted format (one an older
+// version wrote as plain text) is handed back whole, `slotted` false.
+SlottedRead ReadSlotted(const std::string& path);
+
+// CRC-32C (Castagnoli), as the slots' headers carry it.
+uint32_t Crc32c(std::string_view data);
+
+class SlottedWriter {
+ public:
+  explicit SlottedWriter(std::string path) : path_(std::move(path)) {}
+  ~SlottedWriter();
+  SlottedWriter(const SlottedWriter&) = delete;
+  SlottedWriter& operator=(const SlottedWriter&) = delete;
+
+  // Writes `record` and returns once it is on the disk. The folder must
+  // exist. Errors name the path, the step and the system's reason; a failed
+  // write leaves the newest record that was written before it readable.
+  absl::Status Write(std::string_view record);
+
+  const std::string& path() const { return path_; }
+  // Times the file was made whole (see above): once, for a writer whose
+  // file stays in place and whose records fit.
+  int files_made() const { return files_made_; }
+
+ private:
+  absl::Status MakeFile(std::string_view record);
+  void Close();
+
+  const std::string path_;
+  int fd_ = -1;
+  ino_t inode_ = 0;
+  size_t slot_size_ = 0;
+  uint64_t seq_ = 0;         // the newest record's
+  int newest_ = 0;           // the slot that holds it
+  size_t used_[2] = {0, 0};  // bytes up to each slot's last non-space
+  int files_made_ = 0;
+};
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_BASE_SLOTTED_FILE_H_
