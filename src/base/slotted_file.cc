@@ -20,7 +20,6 @@ namespace {
 
 constexpr size_t kPage = 4096;
 constexpr size_t kMinSlot = 4 * kPage;
-constexpr char kSlotTag[] = "{\"slot\":";
 // A file an older version wrote: the record itself, plain.
 constexpr char kPlainTag[] = "{\"version\"";
 
@@ -34,12 +33,17 @@ std::array<uint32_t, 256> MakeCrcTable() {
   return t;
 }
 
-std::string Header(uint64_t seq, std::string_view record) {
+// The header line, newline included; the one spelling a reader accepts.
+std::string HeaderOf(uint64_t seq, size_t length, uint32_t crc) {
   char buf[96];
   std::snprintf(buf, sizeof buf,
                 "{\"slot\":{\"seq\":%" PRIu64 ",\"length\":%zu,\"crc32c\":\"%08x\"}}\n", seq,
-                record.size(), Crc32c(record));
+                length, crc);
   return buf;
+}
+
+std::string Header(uint64_t seq, std::string_view record) {
+  return HeaderOf(seq, record.size(), Crc32c(record));
 }
 
 // One slot's record, or why it has none ("empty" for a slot never written).
@@ -69,7 +73,10 @@ Slot ParseSlot(std::string_view region) {
   if (std::sscanf(header.c_str(),
                   "{\"slot\":{\"seq\":%" SCNu64 ",\"length\":%zu,\"crc32c\":\"%8x\"}}%n", &seq,
                   &length, &crc, &end) != 3 ||
-      end != static_cast<int>(header.size())) {
+      end != static_cast<int>(header.size()) ||
+      // scanf takes signs, spaces, "0x" and upper case; a header is only
+      // ever written one way.
+      HeaderOf(seq, length, crc) != StrCat(header, "\n")) {
     s.fault = "a header that cannot be read";
     return s;
   }
@@ -118,13 +125,16 @@ uint32_t Crc32c(std::string_view data) {
 }
 
 SlottedRead ReadSlotted(const std::string& path) {
-  SlottedRead out;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return out;
-  out.found = true;
+  if (!in) return SlottedRead();
   std::ostringstream text;
   text << in.rdbuf();
-  std::string all = std::move(text).str();
+  return ParseSlotted(std::move(text).str());
+}
+
+SlottedRead ParseSlotted(std::string all) {
+  SlottedRead out;
+  out.found = true;
   if (all.starts_with(kPlainTag)) {
     out.record = std::move(all);
     return out;

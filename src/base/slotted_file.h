@@ -16,9 +16,9 @@
 // then spaces up to the slot's end (`jq . FILE` prints both slots).
 //
 // The file is made whole (both slots written, flushed, renamed into place,
-// the folder flushed) the first time, when it was replaced or removed behind
-// the writer's back, and when a record outgrows a slot (then with slots
-// twice as large as it needs).
+// the folder flushed) the first time, when it was replaced, removed or cut
+// behind the writer's back, and when a record outgrows a slot (then with
+// slots twice as large as it needs).
 #ifndef GPU_AGENT_BASE_SLOTTED_FILE_H_
 #define GPU_AGENT_BASE_SLOTTED_FILE_H_
 
@@ -44,6 +44,8 @@ struct SlottedRead {
 // Reads `path`. A file that is not in the slotted format (one an older
 // version wrote as plain text) is handed back whole, `slotted` false.
 SlottedRead ReadSlotted(const std::string& path);
+// The same, of a file's whole text (`found` true).
+SlottedRead ParseSlotted(std::string text);
 
 // CRC-32C (Castagnoli), as the slots' headers carry it.
 uint32_t Crc32c(std::string_view data);

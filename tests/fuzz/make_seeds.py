@@ -37,7 +37,7 @@ def clear_seeds(target):
 
 TARGETS = ["config", "cli", "kubeconfig", "exec_credential", "node_json", "watch_stream",
            "api_error", "json_patch", "device_selector", "duration_quantity", "mig_minors",
-           "deviceplugin_rpc", "deviceplugin_socket", "cdi_names", "log_json"]
+           "deviceplugin_rpc", "deviceplugin_socket", "cdi_names", "log_json", "slotted_file"]
 for t in TARGETS:
     clear_seeds(t)
 
@@ -216,6 +216,35 @@ write("log_json", "plain", b"node capacity set\0node\0gpu-node-1\0resources\0nvi
 write("log_json", "invalid-utf8", b"bad \xff\xfe bytes\0error\0\xc3\x28 \xe2\x82 \xf0\x90\x80\0k\0\xed\xa0\x80")
 write("log_json", "valid-utf8", "caf\u00e9 \u20ac \U0001F600\0k\0\u00b5s".encode())
 
+# slotted_file: the DRA checkpoint's file (src/base/slotted_file.h), two
+# slots of one size, each a header line, its record and spaces.
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def slot(seq, record, size):
+    text = b'{"slot":{"seq":%d,"length":%d,"crc32c":"%08x"}}\n' % (seq, len(record), crc32c(record))
+    text += record + b"\n"
+    return text + b" " * (size - 1 - len(text)) + b"\n"
+
+
+CKPT = (b'{"version":1,"claims":{"u1":{"namespace":"ns","name":"one","devices":[{"requests":["r"],'
+        b'"pool":"node-a","device":"gpu-0","cdiIds":["gpu-agent.github.io/claim=u1-gpu-0"]}]}}}')
+EMPTY_SLOT = b" " * 511 + b"\n"
+write("slotted_file", "one-slot", slot(1, CKPT, 512) + EMPTY_SLOT)
+write("slotted_file", "newest-second", slot(7, b'{"version":1,"claims":{}}', 512) + slot(8, CKPT, 512))
+spoilt = bytearray(slot(3, CKPT, 512) + slot(4, CKPT, 512))
+spoilt[512 + 100] ^= 0x20
+write("slotted_file", "newest-spoilt", bytes(spoilt))
+write("slotted_file", "cut-short", (slot(2, CKPT, 512) + EMPTY_SLOT)[:300] + b" " * 724)
+write("slotted_file", "plain", CKPT)
+write("slotted_file", "odd", b"{}\n")
+
 # deviceplugin_rpc: one choice byte, then the protobuf request
 PROTO = os.path.join(ROOT, "src", "deviceplugin", "api.proto")
 
@@ -269,7 +298,7 @@ def dict_file(target, words):
 
 
 import re
-src = read("src/agent/config_schema.cc").decode()
+src = read("src/agent/config/config_schema.cc").decode()
 keys, flags, envs, choices = set(), set(), set(), set()
 for m in re.finditer(r'\{\s*"([A-Za-z.]+)",\s*"([a-z0-9-]*)",\s*"([A-Z0-9_]*)"', src):
     keys.add(m.group(1))
@@ -331,4 +360,6 @@ dict_file("deviceplugin_rpc", ["\x0a", "\x12", "\x18", "GPU-0a1b2c3-0000-1111-22
                                "::0", "::3", "\x00", "\x01", "\x02", "\x05", "\x30"])
 dict_file("deviceplugin_socket", ["\x0a", "\x12", "\x18", "\x00", "\x01", "\x02", "\x03",
                                   "GPU-0a1b2c3-0000-1111-2222-333344445555", "::0", "::3"])
+dict_file("slotted_file", ['{"slot":{"seq":', ',"length":', ',"crc32c":"', '"}}', "\n", " ",
+                           '{"version"', "00000000", "ffffffff", "18446744073709551615"])
 print("seeds and dictionaries written under", FUZZ)
