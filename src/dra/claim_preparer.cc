@@ -21,6 +21,9 @@
 namespace gpu_agent::dra {
 namespace {
 
+// The time slice a GPU has until someone sets another.
+constexpr char kDefaultTimeSlice[] = "Default";
+
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
 std::string Str(const rapidjson::Value& v, const char* key) {
@@ -107,8 +110,8 @@ absl::StatusOr<std::string> ParseGpuConfig(const rapidjson::Value* params,
                                              "\" is not one this driver knows (TimeSlicing)"));
   }
   const rapidjson::Value* ts = Member(*sharing, "timeSlicing");
-  const std::string interval = ts ? Str(*ts, "interval") : "Default";
-  for (const char* known : {"Default", "Short", "Medium", "Long"}) {
+  const std::string interval = ts ? Str(*ts, "interval") : kDefaultTimeSlice;
+  for (const char* known : {kDefaultTimeSlice, "Short", "Medium", "Long"}) {
     if (interval == known) return interval;
   }
   return absl::InvalidArgumentError(StrCat("GpuConfig sharing.timeSlicing.interval \"", interval,
@@ -350,6 +353,11 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
     if (std::string why = SetTimeSlice(*found, a.time_slice); !why.empty()) {
       return StrCat(Named(c), ": ", why);
     }
+    if (!a.time_slice.empty() && a.time_slice != kDefaultTimeSlice &&
+        std::find(entry->time_sliced.begin(), entry->time_sliced.end(), found->uuid) ==
+            entry->time_sliced.end()) {
+      entry->time_sliced.push_back(found->uuid);
+    }
     // A device two requests share is prepared once, naming both.
     bool merged = false;
     for (PreparedDevice& p : entry->devices) {
@@ -407,6 +415,7 @@ std::string ClaimPreparer::SetTimeSlice(const DraDevice& device, const std::stri
 std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<ClaimRef>& claims) {
   std::map<std::string, std::string> out;
   bool changed = false;
+  std::vector<std::string> time_sliced;  // GPUs whose claims set their time slice
   for (const ClaimRef& c : claims) {
     std::string& error = out[c.uid];
     if (c.uid.empty()) continue;  // nothing can be prepared under no UID
@@ -416,7 +425,12 @@ std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<Cl
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    changed = prepared_.erase(c.uid) > 0 || changed;
+    auto it = prepared_.find(c.uid);
+    if (it == prepared_.end()) continue;
+    time_sliced.insert(time_sliced.end(), it->second.time_sliced.begin(),
+                       it->second.time_sliced.end());
+    prepared_.erase(it);
+    changed = true;
   }
   if (changed) {
     if (absl::Status s = Save(); !s.ok()) {
@@ -425,7 +439,37 @@ std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<Cl
       }
     }
   }
+  ResetTimeSlices(time_sliced);
   return out;
+}
+
+void ClaimPreparer::ResetTimeSlices(const std::vector<std::string>& uuids) {
+  for (const std::string& uuid : uuids) {
+    {
+      // Still set by a claim prepared on the same GPU: left as it is.
+      std::lock_guard<std::mutex> lock(mu_);
+      bool held = false;
+      for (const auto& [uid, e] : prepared_) {
+        if (std::find(e.time_sliced.begin(), e.time_sliced.end(), uuid) != e.time_sliced.end()) {
+          held = true;
+        }
+      }
+      if (held) continue;
+    }
+    // A failure does not fail the unprepare: the kubelet would retry it,
+    // and hold the pod, for a setting the next claim's GpuConfig sets anew.
+    absl::Status s = options_.set_time_slice
+                         ? options_.set_time_slice(uuid, kDefaultTimeSlice)
+                         : absl::FailedPreconditionError("it cannot be set on this node");
+    if (s.ok()) {
+      LogInfo("GPU time slice set back to Default, its claim unprepared", {{"uuid", uuid}});
+    } else {
+      LogWarning(
+          "cannot set a GPU's time slice back to Default after its claim; it keeps the claim's "
+          "until a claim sets another",
+          {{"uuid", uuid}, {"error", std::string(s.message())}});
+    }
+  }
 }
 
 absl::Status ClaimPreparer::Save() {
@@ -448,6 +492,10 @@ absl::Status ClaimPreparer::Save() {
       if (e.from_spec) {
         w.Key("fromSpec");
         w.Bool(true);
+      }
+      if (!e.time_sliced.empty()) {
+        w.Key("timeSliced");
+        WriteStrings(w, e.time_sliced);
       }
       w.Key("devices");
       w.StartArray();
@@ -506,6 +554,7 @@ void ClaimPreparer::Load() {
       e.name = Str(m.value, "name");
       const rapidjson::Value* from_spec = Member(m.value, "fromSpec");
       e.from_spec = from_spec != nullptr && from_spec->IsBool() && from_spec->GetBool();
+      e.time_sliced = Strings(Member(m.value, "timeSliced"));
       const rapidjson::Value* devices = Member(m.value, "devices");
       if (devices == nullptr || !devices->IsArray()) {
         problem = StrCat("claim ", m.name.GetString(), " has no devices list");

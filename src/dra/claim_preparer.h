@@ -110,6 +110,9 @@ class ClaimPreparer : public ClaimHandler {
     // Taken from a spec on disk, which does not hold the request names:
     // the next prepare reads the claim again rather than answer from it.
     bool from_spec = false;
+    // GPUs (UUIDs) whose time slice its GpuConfig set to other than
+    // Default: set back when it is unprepared.
+    std::vector<std::string> time_sliced;
   };
   ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
   void Load();
@@ -122,6 +125,9 @@ class ClaimPreparer : public ClaimHandler {
   // The time slice a claim's GpuConfig asks of `device` ("": none); an
   // error message, or empty.
   std::string SetTimeSlice(const DraDevice& device, const std::string& interval);
+  // Sets each GPU's time slice back to Default unless a claim still
+  // prepared set it too; a failure is logged, never the unprepare's error.
+  void ResetTimeSlices(const std::vector<std::string>& uuids);
 
   const PreparerOptions options_;
   const std::shared_ptr<ClaimReader> reader_;

@@ -287,6 +287,47 @@ TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpe
   EXPECT_EQ(SlicesSet().size(), asked);
 }
 
+// A claim's time slice is set back to Default when the last claim that set
+// it on that GPU is unprepared, also after a restart (the checkpoint keeps
+// which GPUs a claim set); a claim that asked Default leaves nothing to set
+// back; a failure to set it back is logged and the unprepare succeeds.
+TEST_F(ClaimPreparerTest, AClaimsTimeSliceIsSetBackToDefaultWhenTheLastClaimSettingItIsUnprepared) {
+  const std::string gpu_config =
+      std::string(R"({"apiVersion":")") + kDriver +
+      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")";
+  Put("one", ClaimWithConfig("u1", gpu_config + R"(Long"}}})"));
+  Put("two", ClaimWithConfig("u2", gpu_config + R"(Long"}}})"));
+  Put("plain", ClaimWithConfig("u3", gpu_config + R"(Default"}}})"));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  ASSERT_EQ(PrepareOne("two", "u2").error, "");
+  ASSERT_EQ(PrepareOne("plain", "u3").error, "");
+  EXPECT_EQ(SlicesSet(), (std::vector<std::string>{"GPU-0=Long", "GPU-0=Long", "GPU-0=Default"}));
+  Restart();
+  // u2 still holds GPU-0's Long: nothing set.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  EXPECT_EQ(SlicesSet().size(), 3u);
+  // The claim that asked Default set nothing to set back.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u3", "plain"}})["u3"], "");
+  EXPECT_EQ(SlicesSet().size(), 3u);
+  // The last one: Default again.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u2", "two"}})["u2"], "");
+  EXPECT_EQ(SlicesSet().back(), "GPU-0=Default");
+  EXPECT_EQ(SlicesSet().size(), 4u);
+  // An unprepare asked again, or of a claim never prepared: nothing set.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u2", "two"}})["u2"], "");
+  EXPECT_EQ(SlicesSet().size(), 4u);
+
+  // Setting it back fails: logged, the unprepare answered without error.
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  slice_status_ = absl::FailedPreconditionError("nvidia-smi compute-policy failed (exit code 3)");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("cannot set a GPU's time slice back to Default"), std::string::npos) << log;
+  EXPECT_NE(log.find("exit code 3"), std::string::npos) << log;
+  EXPECT_TRUE(preparer_->Prepared().empty());
+}
+
 // The checkpoint cannot be written: the claim is answered with that error
 // and not kept as prepared, so the kubelet's retry prepares it again and is
 // answered only once the checkpoint holds it.

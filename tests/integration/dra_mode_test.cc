@@ -730,6 +730,16 @@ TEST_F(DraModeTest, AGpuConfigsTimeSliceIsSetWithTheDriversNvidiaSmi) {
       << out["uid-b"].error;
   EXPECT_TRUE(Exists(SpecPath("uid-a")));
   EXPECT_FALSE(Exists(SpecPath("uid-b")));
+  // The claim that set it unprepared (after uid-b's refused try for Long):
+  // Default (0) again.
+  std::filesystem::remove(dir_.Join("smi.fail"));
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_EQ(ReadFile(dir_.Join("smi.args")),
+            "compute-policy -i GPU-bc92a28e-d4f1-504c-a22f-5db7f2725196 --set-timeslice=1\n"
+            "compute-policy -i GPU-bc92a28e-d4f1-504c-a22f-5db7f2725196 --set-timeslice=3\n"
+            "compute-policy -i GPU-bc92a28e-d4f1-504c-a22f-5db7f2725196 --set-timeslice=0\n");
   EXPECT_TRUE(agent_->Running());
 }
 
