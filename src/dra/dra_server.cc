@@ -21,6 +21,7 @@
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "base/poll_driven.h"
 #include "base/socket_path.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
@@ -197,6 +198,9 @@ std::string HealthMessage(const std::string& reason) {
 }
 
 class DraServer::Impl {
+ private:
+  class HealthStreamBase;
+
  public:
   Impl(DraServerOptions options, std::shared_ptr<ClaimHandler> handler)
       : options_(std::move(options)),
@@ -220,15 +224,20 @@ class DraServer::Impl {
     // served again.
     inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (inotify_fd_ < 0 || wake_fd_ < 0 || !WatchFolders().ok()) {
+    streams_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0 || streams_fd_ < 0) {
+      return absl::UnavailableError(StrCat("cannot make an eventfd: ", std::strerror(errno)));
+    }
+    if (inotify_fd_ < 0 || !WatchFolders().ok()) {
       LogWarning("cannot watch the DRA sockets; one removed is not served again",
                  {{"error", std::strerror(errno)}});
-    } else {
-      guard_ = std::thread([this] {
-        NameThisThread("dra-sockets");
-        Guard();
-      });
+      if (inotify_fd_ >= 0) ::close(inotify_fd_);
+      inotify_fd_ = -1;  // poll passes it over
     }
+    guard_ = std::thread([this] {
+      NameThisThread("dra-sockets");
+      Guard();
+    });
     return absl::OkStatus();
   }
 
@@ -298,22 +307,35 @@ class DraServer::Impl {
   // The socket watch: a socket of ours gone from its path (removed, or
   // replaced, or its folder removed) is served again, as the kubelet's
   // plugin watcher then registers the plugin anew. A failure is tried again
-  // after a second.
+  // after a second. And the health streams' heartbeat: while one is open,
+  // the current list again every health_resend (see DraServerOptions).
   void Guard() {
     alignas(inotify_event) char buf[4096];
-    bool retry = false;
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point retry_at = Clock::time_point::max();
     for (;;) {
-      pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-      const int n = ::poll(fds, 2, retry ? 1000 : -1);
+      Clock::time_point due = std::min(retry_at, HealthResendDue());
+      pollfd fds[3] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {streams_fd_, POLLIN, 0}};
+      const int n = ::poll(fds, 3, PollTimeoutMs(due));
       if (n < 0 && errno != EINTR) return;
       if (fds[1].revents != 0) return;
-      while (::read(inotify_fd_, buf, sizeof buf) > 0) {
+      if (fds[2].revents != 0) {
+        uint64_t count;
+        (void)!::read(streams_fd_, &count, sizeof count);
       }
-      retry = false;
+      ResendHealthIfDue();
+      const bool changed = fds[0].revents != 0;
+      if (changed) {
+        while (::read(inotify_fd_, buf, sizeof buf) > 0) {
+        }
+      }
+      if (!changed && Clock::now() < retry_at) continue;
+      retry_at = Clock::time_point::max();
+      const Clock::time_point retry = Clock::now() + std::chrono::seconds(1);
       if (absl::Status s = MakeFoldersAgain(); !s.ok()) {
         LogError("cannot make the DRA socket folders again; retrying",
                  {{"error", std::string(s.message())}});
-        retry = true;
+        retry_at = retry;
         continue;
       }
       if (InodeOf(registration_path_) != registration_inode_) {
@@ -328,7 +350,7 @@ class DraServer::Impl {
           LogError("cannot serve the DRA registration socket again; retrying",
                    {{"error", std::string(s.message())}});
           registration_inode_ = 0;
-          retry = true;
+          retry_at = retry;
         } else {
           ++heals_;
         }
@@ -345,7 +367,7 @@ class DraServer::Impl {
           LogError("cannot serve the DRA socket again; retrying",
                    {{"error", std::string(s.message())}});
           plugin_inode_ = 0;
-          retry = true;
+          retry_at = retry;
         } else {
           ++heals_;
         }
@@ -363,7 +385,8 @@ class DraServer::Impl {
     if (guard_.joinable()) guard_.join();
     if (inotify_fd_ >= 0) ::close(inotify_fd_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
-    inotify_fd_ = wake_fd_ = -1;
+    if (streams_fd_ >= 0) ::close(streams_fd_);
+    inotify_fd_ = wake_fd_ = streams_fd_ = -1;
     if (registration_server_) {
       registration_server_->Shutdown(std::chrono::system_clock::now() + deadline);
       RemoveIfOurs(registration_path_, registration_inode_);
@@ -382,14 +405,44 @@ class DraServer::Impl {
     {
       std::lock_guard<std::mutex> lock(health_mu_);
       health_ = std::move(devices);
-      health_updated_ = std::chrono::system_clock::now();
-      ++health_version_;
-      for (HealthStreamBase* s : streams_) {
-        if (s->PrepareWriteLocked()) write.push_back(s);
-      }
+      PublishHealthLocked(&write);
     }
     // A stream with a write prepared cannot finish, so cannot be freed,
     // before that write completes.
+    for (HealthStreamBase* s : write) s->StartPrepared();
+  }
+
+  // REQUIRES: health_mu_ held. The current list is due on every stream
+  // (`*write` gets those whose write the caller starts, without the lock).
+  void PublishHealthLocked(std::vector<HealthStreamBase*>* write) {
+    health_updated_ = std::chrono::system_clock::now();
+    health_published_ = std::chrono::steady_clock::now();
+    ++health_version_;
+    for (HealthStreamBase* s : streams_) {
+      if (s->PrepareWriteLocked()) write->push_back(s);
+    }
+  }
+
+  // The kubelet takes a device it has heard nothing of for 30 s as of
+  // unknown health (healthinfo.go, healthTimeout), whatever it was: while a
+  // stream is open, the list goes out again before that.
+  std::chrono::steady_clock::time_point HealthResendDue() {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    if (streams_.empty()) return std::chrono::steady_clock::time_point::max();
+    return health_published_ + options_.health_resend;
+  }
+
+  void ResendHealthIfDue() {
+    std::vector<HealthStreamBase*> write;
+    {
+      std::lock_guard<std::mutex> lock(health_mu_);
+      if (streams_.empty() ||
+          std::chrono::steady_clock::now() < health_published_ + options_.health_resend) {
+        return;
+      }
+      PublishHealthLocked(&write);
+      ++health_resends_;
+    }
     for (HealthStreamBase* s : write) s->StartPrepared();
   }
 
@@ -407,6 +460,7 @@ class DraServer::Impl {
     out.socket_heals = heals_.load();
     std::lock_guard<std::mutex> lock(health_mu_);
     out.health_streams = streams_.size();
+    out.health_resends = health_resends_;
     return out;
   }
 
@@ -615,9 +669,15 @@ class DraServer::Impl {
         std::lock_guard<std::mutex> lock(impl_->health_mu_);
         closed = impl_->streams_closed_;
         if (!closed) {
+          // The first stream starts the heartbeat's clock.
+          if (impl_->streams_.empty()) impl_->health_published_ = std::chrono::steady_clock::now();
           impl_->streams_.insert(stream);
           write = stream->PrepareWriteLocked();
         }
+      }
+      if (!closed && impl_->streams_fd_ >= 0) {
+        const uint64_t one = 1;
+        (void)!::write(impl_->streams_fd_, &one, sizeof one);  // the guard's wait to recompute
       }
       if (closed) stream->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
       if (write) stream->StartPrepared();
@@ -720,6 +780,7 @@ class DraServer::Impl {
   // The socket watch (Guard); the servers and inodes are its while it runs.
   int inotify_fd_ = -1;
   int wake_fd_ = -1;
+  int streams_fd_ = -1;  // a health stream opened: the guard's wait is recomputed
   int registry_wd_ = -1;
   int folder_wd_ = -1;
   std::thread guard_;
@@ -730,11 +791,13 @@ class DraServer::Impl {
   ClaimCallStats stats_;            // protected by state_mu_
 
   mutable std::mutex health_mu_;
-  std::vector<DeviceHealthRecord> health_;                // protected by health_mu_
-  std::chrono::system_clock::time_point health_updated_;  // protected by health_mu_
-  uint64_t health_version_ = 1;                           // protected by health_mu_
-  std::set<HealthStreamBase*> streams_;                   // protected by health_mu_
-  bool streams_closed_ = false;                           // protected by health_mu_
+  std::vector<DeviceHealthRecord> health_;                  // protected by health_mu_
+  std::chrono::system_clock::time_point health_updated_;    // protected by health_mu_
+  uint64_t health_version_ = 1;                             // protected by health_mu_
+  std::set<HealthStreamBase*> streams_;                     // protected by health_mu_
+  std::chrono::steady_clock::time_point health_published_;  // protected by health_mu_
+  uint64_t health_resends_ = 0;                             // protected by health_mu_
+  bool streams_closed_ = false;                             // protected by health_mu_
 };
 
 DraServer::DraServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -28,6 +28,10 @@ struct DraServerOptions {
   std::string driver_name;   // a DNS subdomain, e.g. gpu.gpu-agent.github.io
   std::string registry_dir;  // the kubelet's plugins_registry folder
   std::string plugin_dir;    // the kubelet's plugins folder
+  // While a health stream is open, the current list is sent again this long
+  // after the last: the kubelet takes a device it has heard nothing of for
+  // 30 s as of unknown health. No stream open, no wake-up.
+  std::chrono::milliseconds health_resend{10000};
 };
 
 // <registry_dir>/<driver>-reg.sock and <plugin_dir>/<driver>/dra.sock.
@@ -59,9 +63,10 @@ struct RegistrationState {
 struct ClaimCallStats {
   uint64_t prepare_calls = 0;
   uint64_t unprepare_calls = 0;
-  uint64_t claim_errors = 0;  // claims answered with an error, both calls
-  size_t health_streams = 0;  // open NodeWatchResources streams
-  uint64_t socket_heals = 0;  // sockets someone removed, served again
+  uint64_t claim_errors = 0;    // claims answered with an error, both calls
+  size_t health_streams = 0;    // open NodeWatchResources streams
+  uint64_t health_resends = 0;  // lists sent again with no change (the heartbeat)
+  uint64_t socket_heals = 0;    // sockets someone removed, served again
 };
 
 class DraServer {

@@ -214,6 +214,30 @@ TEST_F(DraServerTest, AHealthStreamDroppedWhileOpenIsForgottenAndTheNextGetsTheC
   EXPECT_TRUE(WaitFor([&] { return server_->stats().health_streams == 0; }));
 }
 
+// The kubelet takes a device it has heard nothing of for 30 s as of unknown
+// health: while a stream is open the list goes out again, unchanged, every
+// health_resend (here 50 ms for the test; 10 s by default).
+TEST_F(DraServerTest, AnOpenHealthStreamGetsTheListAgainBeforeTheKubeletsTimeout) {
+  options_.health_resend = std::chrono::milliseconds(50);
+  StartServer();
+  server_->SetHealth({{"node-a", "gpu-0", false, "XID 79"}});
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  ASSERT_TRUE(kubelet.WatchHealth(kDriver));
+  // Three lists with no change at all: the first at open, two resent.
+  ASSERT_TRUE(WaitFor([&] { return kubelet.health_lists() >= 3; }));
+  EXPECT_GE(server_->stats().health_resends, 2u);
+  ASSERT_EQ(kubelet.last_health().size(), 1u);
+  EXPECT_FALSE(kubelet.last_health()[0].healthy);
+  EXPECT_EQ(kubelet.last_health()[0].message, "XID 79");
+  kubelet.StopHealthWatch();
+}
+
+TEST_F(DraServerTest, TheDefaultHeartbeatIsWellInsideTheKubeletsThirtySeconds) {
+  EXPECT_LE(DraServerOptions().health_resend, std::chrono::seconds(15));
+}
+
 TEST_F(DraServerTest, AKubeletThatKnowsNoHealthVersionStillRegisters) {
   StartServer();
   DraKubelet::Options o = KubeletOptions();
