@@ -37,11 +37,10 @@ namespace {
 
 namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
 namespace v1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
-// The health stream's packages are plain "v1", "v1beta1" and "v1alpha1"
-// (the DRA service's aliases above hide the first two).
-namespace health_v1 = ::v1;
-namespace health_v1beta1 = ::v1beta1;
-namespace health_v1alpha1 = ::v1alpha1;
+// The health services' packages are plain "v1", "v1beta1" and "v1alpha1"
+// (::v1 and ::v1beta1, which the DRA service's aliases above hide); all
+// three take v1alpha1's messages.
+using HealthResponse = ::v1alpha1::NodeWatchResourcesResponse;
 
 constexpr char kSocketSettings[] = "dra.registryDir, dra.pluginDir or dra.driverName";
 
@@ -199,7 +198,7 @@ std::string HealthMessage(const std::string& reason) {
 
 class DraServer::Impl {
  private:
-  class HealthStreamBase;
+  class HealthStream;
 
  public:
   Impl(DraServerOptions options, std::shared_ptr<ClaimHandler> handler)
@@ -401,7 +400,7 @@ class DraServer::Impl {
   }
 
   void SetHealth(std::vector<DeviceHealthRecord> devices) {
-    std::vector<HealthStreamBase*> write;
+    std::vector<HealthStream*> write;
     {
       std::lock_guard<std::mutex> lock(health_mu_);
       health_ = std::move(devices);
@@ -409,16 +408,16 @@ class DraServer::Impl {
     }
     // A stream with a write prepared cannot finish, so cannot be freed,
     // before that write completes.
-    for (HealthStreamBase* s : write) s->StartPrepared();
+    for (HealthStream* s : write) s->StartPrepared();
   }
 
   // REQUIRES: health_mu_ held. The current list is due on every stream
   // (`*write` gets those whose write the caller starts, without the lock).
-  void PublishHealthLocked(std::vector<HealthStreamBase*>* write) {
+  void PublishHealthLocked(std::vector<HealthStream*>* write) {
     health_updated_ = std::chrono::system_clock::now();
     health_published_ = std::chrono::steady_clock::now();
     ++health_version_;
-    for (HealthStreamBase* s : streams_) {
+    for (HealthStream* s : streams_) {
       if (s->PrepareWriteLocked()) write->push_back(s);
     }
   }
@@ -433,7 +432,7 @@ class DraServer::Impl {
   }
 
   void ResendHealthIfDue() {
-    std::vector<HealthStreamBase*> write;
+    std::vector<HealthStream*> write;
     {
       std::lock_guard<std::mutex> lock(health_mu_);
       if (streams_.empty() ||
@@ -443,7 +442,7 @@ class DraServer::Impl {
       PublishHealthLocked(&write);
       ++health_resends_;
     }
-    for (HealthStreamBase* s : write) s->StartPrepared();
+    for (HealthStream* s : write) s->StartPrepared();
   }
 
   RegistrationState registration() const {
@@ -552,42 +551,25 @@ class DraServer::Impl {
                  v1beta1::NodePrepareResourcesResponse, v1beta1::NodeUnprepareResourcesRequest,
                  v1beta1::NodeUnprepareResourcesResponse>;
 
-  // One NodeWatchResources stream: the device list written when it opens
-  // and again after each change, one write in flight, newer lists coalesced.
-  // In the server's set (health_mu_) until it is finished; only then freed,
-  // by gRPC's OnDone.
-  // What the server's set holds of a stream, whichever version it speaks.
-  class HealthStreamBase {
-   public:
-    virtual ~HealthStreamBase() = default;
-    // REQUIRES: health_mu_ held. True when the current list is now the
-    // stream's to write (it was not written and no write is in flight): the
-    // caller then calls StartPrepared, without the lock.
-    virtual bool PrepareWriteLocked() = 0;
-    virtual void StartPrepared() = 0;
-    // REQUIRES: health_mu_ held, not finishing. True when Finish is due now
-    // (no write in flight); the caller then calls FinishNow, without the
-    // lock; otherwise OnWriteDone finishes it.
-    virtual bool CloseLocked(grpc::Status status) = 0;
-    virtual void FinishNow() = 0;
-  };
-
-  // One NodeWatchResources stream (of the v1, v1beta1 or v1alpha1 package:
-  // the same messages): the current list at once, and again after each
-  // change, one write in flight, newer lists coalesced. In the server's set
-  // (health_mu_) until it is finished; only then freed, by gRPC's OnDone.
-  template <class Response>
-  class HealthStream final : public HealthStreamBase, public grpc::ServerWriteReactor<Response> {
+  // One NodeWatchResources stream, of whichever version the kubelet took
+  // (they share v1alpha1's messages): the current list at once, and again
+  // after each change and each heartbeat, one write in flight, newer lists
+  // coalesced. In the server's set (health_mu_) until it is finished; only
+  // then freed, by gRPC's OnDone.
+  class HealthStream final : public grpc::ServerWriteReactor<HealthResponse> {
    public:
     explicit HealthStream(Impl* impl) : impl_(impl) {}
 
-    bool PrepareWriteLocked() override {
+    // REQUIRES: health_mu_ held. True when the current list is now the
+    // stream's to write (it was not written and no write is in flight): the
+    // caller then calls StartPrepared, without the lock.
+    bool PrepareWriteLocked() {
       if (finishing_ || writing_ || sent_version_ == impl_->health_version_) return false;
       FillLocked();
       writing_ = true;
       return true;
     }
-    void StartPrepared() override { this->StartWrite(&message_); }
+    void StartPrepared() { StartWrite(&message_); }
 
     // Finishes the stream unless it is already finishing.
     void Close(grpc::Status status) {
@@ -597,16 +579,17 @@ class DraServer::Impl {
         if (finishing_) return;
         finish_now = CloseLocked(std::move(status));
       }
-      if (finish_now) FinishNow();
+      if (finish_now) Finish(status_);
     }
 
-    bool CloseLocked(grpc::Status status) override {
+    // REQUIRES: health_mu_ held, not finishing. True when Finish is due now
+    // (no write in flight); otherwise OnWriteDone calls it.
+    bool CloseLocked(grpc::Status status) {
       finishing_ = true;
       status_ = std::move(status);
       impl_->streams_.erase(this);
       return !writing_;
     }
-    void FinishNow() override { this->Finish(status_); }
 
     void OnWriteDone(bool ok) override {
       enum { kNothing, kWrite, kFinish } next = kNothing;
@@ -622,8 +605,8 @@ class DraServer::Impl {
           next = kWrite;
         }
       }
-      if (next == kWrite) this->StartWrite(&message_);
-      if (next == kFinish) FinishNow();
+      if (next == kWrite) StartWrite(&message_);
+      if (next == kFinish) Finish(status_);
     }
 
     void OnCancel() override { Close(grpc::Status::CANCELLED); }
@@ -639,8 +622,7 @@ class DraServer::Impl {
         auto* h = message_.add_devices();
         h->mutable_device()->set_pool_name(d.pool);
         h->mutable_device()->set_device_name(d.device);
-        // HEALTHY = 1, UNHEALTHY = 2 in every version (wire_numbers_test).
-        h->set_health(static_cast<decltype(h->health())>(d.healthy ? 1 : 2));
+        h->set_health(d.healthy ? v1alpha1::HEALTHY : v1alpha1::UNHEALTHY);
         h->set_last_updated_time(updated);
         if (!d.message.empty()) h->set_message(HealthMessage(d.message));
       }
@@ -654,16 +636,17 @@ class DraServer::Impl {
     bool finishing_ = false;
     uint64_t sent_version_ = 0;
     grpc::Status status_;
-    Response message_;
+    HealthResponse message_;
   };
 
-  template <class Service, class Request, class Response>
+  // The health service of one package (v1, v1beta1, v1alpha1).
+  template <class Service>
   class HealthService final : public Service::CallbackService {
    public:
     explicit HealthService(Impl* impl) : impl_(impl) {}
-    grpc::ServerWriteReactor<Response>* NodeWatchResources(grpc::CallbackServerContext*,
-                                                           const Request*) override {
-      auto* stream = new HealthStream<Response>(impl_);
+    grpc::ServerWriteReactor<HealthResponse>* NodeWatchResources(
+        grpc::CallbackServerContext*, const v1alpha1::NodeWatchResourcesRequest*) override {
+      auto* stream = new HealthStream(impl_);
       bool closed, write = false;
       {
         std::lock_guard<std::mutex> lock(impl_->health_mu_);
@@ -687,27 +670,21 @@ class DraServer::Impl {
    private:
     Impl* const impl_;
   };
-  using HealthV1Service =
-      HealthService<health_v1::DRAResourceHealth, health_v1::NodeWatchResourcesRequest,
-                    health_v1::NodeWatchResourcesResponse>;
-  using HealthV1beta1Service =
-      HealthService<health_v1beta1::DRAResourceHealth, health_v1beta1::NodeWatchResourcesRequest,
-                    health_v1beta1::NodeWatchResourcesResponse>;
-  using HealthV1alpha1Service =
-      HealthService<health_v1alpha1::DRAResourceHealth, health_v1alpha1::NodeWatchResourcesRequest,
-                    health_v1alpha1::NodeWatchResourcesResponse>;
+  using HealthV1Service = HealthService<::v1::DRAResourceHealth>;
+  using HealthV1beta1Service = HealthService<::v1beta1::DRAResourceHealth>;
+  using HealthV1alpha1Service = HealthService<v1alpha1::DRAResourceHealth>;
 
   void CloseStreams() {
-    std::vector<HealthStreamBase*> finish;
+    std::vector<HealthStream*> finish;
     {
       std::lock_guard<std::mutex> lock(health_mu_);
       streams_closed_ = true;
-      std::vector<HealthStreamBase*> all(streams_.begin(), streams_.end());
-      for (HealthStreamBase* s : all) {
+      std::vector<HealthStream*> all(streams_.begin(), streams_.end());
+      for (HealthStream* s : all) {
         if (s->CloseLocked(grpc::Status::OK)) finish.push_back(s);
       }
     }
-    for (HealthStreamBase* s : finish) s->FinishNow();
+    for (HealthStream* s : finish) s->Finish(grpc::Status::OK);
   }
 
   void Notified(bool registered, const std::string& error) {
@@ -794,7 +771,7 @@ class DraServer::Impl {
   std::vector<DeviceHealthRecord> health_;                  // protected by health_mu_
   std::chrono::system_clock::time_point health_updated_;    // protected by health_mu_
   uint64_t health_version_ = 1;                             // protected by health_mu_
-  std::set<HealthStreamBase*> streams_;                     // protected by health_mu_
+  std::set<HealthStream*> streams_;                         // protected by health_mu_
   std::chrono::steady_clock::time_point health_published_;  // protected by health_mu_
   uint64_t health_resends_ = 0;                             // protected by health_mu_
   bool streams_closed_ = false;                             // protected by health_mu_

@@ -337,20 +337,20 @@ namespace {
 
 using HealthList = std::vector<DraKubelet::Health>;
 
-// Reads a NodeWatchResources stream of one version's stub, handing each
-// list to `on_list` until it answers false or the stream ends.
-template <class Service, class Request, class Response>
+// Reads a NodeWatchResources stream of one version's stub (all three take
+// v1alpha1's messages), handing each list to `on_list` until it answers
+// false or the stream ends.
+template <class Service>
 grpc::Status ReadHealth(const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
                         const std::function<bool(HealthList)>& on_list) {
   typename Service::Stub stub(channel);
-  auto reader = stub.NodeWatchResources(ctx, Request());
-  Response msg;
+  auto reader = stub.NodeWatchResources(ctx, ::v1alpha1::NodeWatchResourcesRequest());
+  ::v1alpha1::NodeWatchResourcesResponse msg;
   while (reader->Read(&msg)) {
     HealthList list;
     for (const auto& d : msg.devices()) {
-      // HEALTHY is 1 in every version.
       list.push_back({d.device().pool_name(), d.device().device_name(),
-                      static_cast<int>(d.health()) == 1, d.message()});
+                      d.health() == ::v1alpha1::HEALTHY, d.message()});
     }
     if (!on_list(std::move(list))) {
       ctx->TryCancel();
@@ -364,15 +364,12 @@ grpc::Status ReadHealth(const std::shared_ptr<grpc::Channel>& channel, grpc::Cli
 grpc::Status ReadHealthOn(const DraKubelet::Plugin& p, grpc::ClientContext* ctx,
                           const std::function<bool(HealthList)>& on_list) {
   if (p.health_version == "v1.DRAResourceHealth") {
-    return ReadHealth<::v1::DRAResourceHealth, ::v1::NodeWatchResourcesRequest,
-                      ::v1::NodeWatchResourcesResponse>(p.channel, ctx, on_list);
+    return ReadHealth<::v1::DRAResourceHealth>(p.channel, ctx, on_list);
   }
   if (p.health_version == "v1beta1.DRAResourceHealth") {
-    return ReadHealth<::v1beta1::DRAResourceHealth, ::v1beta1::NodeWatchResourcesRequest,
-                      ::v1beta1::NodeWatchResourcesResponse>(p.channel, ctx, on_list);
+    return ReadHealth<::v1beta1::DRAResourceHealth>(p.channel, ctx, on_list);
   }
-  return ReadHealth<::v1alpha1::DRAResourceHealth, ::v1alpha1::NodeWatchResourcesRequest,
-                    ::v1alpha1::NodeWatchResourcesResponse>(p.channel, ctx, on_list);
+  return ReadHealth<::v1alpha1::DRAResourceHealth>(p.channel, ctx, on_list);
 }
 
 }  // namespace
