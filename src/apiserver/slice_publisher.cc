@@ -303,11 +303,14 @@ bool SlicePublisher::ServerKeepsTaints(const std::string& api_version) {
   const bool basic = api_version == "v1beta1";
   const std::string taints =
       StrCat(R"("taints":[{"key":")", options_.driver, R"(/probe","effect":"NoSchedule"}])");
+  // generateName: the server cuts the prefix so that the name it makes is
+  // valid however long the node's name (up to 253 characters); a dry run
+  // makes one too, and stores nothing.
   const std::string probe =
       StrCat(R"({"apiVersion":"resource.k8s.io/)", api_version,
-             R"(","kind":"ResourceSlice","metadata":{"name":")", options_.node, "-",
-             options_.driver, R"(-taint-probe"},"spec":{"driver":")", options_.driver,
-             R"(","nodeName":")", options_.node, R"(","pool":{"name":")", options_.node,
+             R"(","kind":"ResourceSlice","metadata":{"generateName":")", options_.node,
+             R"(-taint-probe-"},"spec":{"driver":")", options_.driver, R"(","nodeName":")",
+             options_.node, R"(","pool":{"name":")", options_.node,
              R"(","generation":1,"resourceSliceCount":1},"devices":[{"name":"probe",)",
              basic ? StrCat(R"("basic":{)", taints, "}") : taints, "}]}}");
   absl::StatusOr<HttpResponse> r = rest_->Post(

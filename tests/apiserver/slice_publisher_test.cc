@@ -360,5 +360,37 @@ TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStore
   }
 }
 
+// A node name of the longest kind (253 characters): the probe still has a
+// valid name, so the server's answer is about taints.
+TEST_F(SlicePublisherTest, TheTaintProbeHasAValidNameHoweverLongTheNodeName) {
+  probe_taints_ = true;
+  node_ = std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
+          std::string(61, 'd');
+  ASSERT_EQ(node_.size(), 253u);
+  api_.AddNode(node_);
+  api_.ServeDeviceTaints(true);
+  std::atomic<int> asked{-1};
+  const std::string node = node_;
+  ::testing::internal::CaptureStderr();
+  // The slice itself gets a short name: the probe's is the one under test.
+  Start([&asked, node](const SliceContext& c) {
+    asked = c.device_taints ? 1 : 0;
+    std::string slice = Slices(1, node)(c)[0];
+    const std::string name = node + "-" + kDriver + "-0";
+    slice.replace(slice.find(name), name.size(), std::string("long-node-") + kDriver + "-0");
+    return std::vector<std::string>{slice};
+  });
+  const bool synced = WaitFor([&] { return publisher_->stats().in_sync.load(); });
+  publisher_->Stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(synced) << log;
+  EXPECT_EQ(asked, 1) << log;
+  const std::vector<ApiServerStub::Request> probes = Probes(api_);
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_TRUE(probes[0].dry_run);
+  EXPECT_LE(probes[0].name.size(), 253u);
+  EXPECT_EQ(log.find("is invalid"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace gpu_agent::apiserver
