@@ -132,13 +132,19 @@ class SlicePublisher::State {
     }
     return true;
   }
-  void Want(const std::vector<std::string>& slices) {
-    want.clear();
+  void Want(const std::vector<std::string>& slices) { want = ByName(slices); }
+  // Whether `slices` are those wanted, byte for byte.
+  bool Wants(const std::vector<std::string>& slices) const { return ByName(slices) == want; }
+
+ private:
+  static std::map<std::string, std::string> ByName(const std::vector<std::string>& slices) {
+    std::map<std::string, std::string> out;
     for (const std::string& s : slices) {
       rapidjson::Document d;
       d.Parse(s.c_str());
-      want[StringAt(d, "metadata", "name")] = s;
+      out[StringAt(d, "metadata", "name")] = s;
     }
+    return out;
   }
 };
 
@@ -397,6 +403,24 @@ void SlicePublisher::Run() {
     s.Want(build(context));
     stats_.generation = s.generation;
   };
+  // A change posted: the builder's slices under the next generation where
+  // they differ from those wanted. Input that makes the same slices (an
+  // unhealthy device's new reason where taints are dropped and it is not in
+  // them) publishes nothing. Whether they differ.
+  auto take_desired = [&] {
+    SliceBuilder build;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      build = desired_;
+      changed_ = false;
+    }
+    context.generation = s.generation;
+    if (s.Wants(build(context))) return false;
+    context.generation = ++s.generation;
+    s.Want(build(context));
+    stats_.generation = s.generation;
+    return true;
+  };
   while (!Stopped()) {
     if (!listed) {
       ++stats_.lists;
@@ -434,7 +458,7 @@ void SlicePublisher::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       change_posted = changed_;
     }
-    if (change_posted) want_at(++s.generation, /*take_change=*/true);
+    if (change_posted) take_desired();
     // Reconcile: create, replace and delete what differs.
     bool ok = true;
     for (const auto& [name, json] : s.want) {

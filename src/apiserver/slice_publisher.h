@@ -93,7 +93,9 @@ class SlicePublisher {
   // Ends the watch and the thread. The slices stay: the kubelet removes
   // them when the driver has been gone a while.
   void Stop();
-  // The desired slices changed: published under the next generation.
+  // The desired slices changed: published under the next generation, when
+  // what `desired` builds differs from the slices wanted before (the same
+  // slices again are no change).
   void SetDesired(SliceBuilder desired);
   const SlicePublisherStats& stats() const { return stats_; }
 

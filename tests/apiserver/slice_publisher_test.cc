@@ -392,5 +392,65 @@ TEST_F(SlicePublisherTest, TheTaintProbeHasAValidNameHoweverLongTheNodeName) {
   EXPECT_EQ(log.find("is invalid"), std::string::npos) << log;
 }
 
+// Two devices; gpu-1 unhealthy for `reason`: where the server keeps taints
+// it stays with a NoSchedule taint whose value is the reason, otherwise it
+// leaves, as DRA mode builds them.
+SliceBuilder OneUnhealthy(const std::string& reason, const std::string& node) {
+  return [reason, node](const SliceContext& c) {
+    const std::string taint = R"(,{"name":"gpu-1","taints":[{"key":")" + std::string(kDriver) +
+                              R"(/unhealthy","value":")" + reason + R"(","effect":"NoSchedule"}]})";
+    return std::vector<std::string>{
+        R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":")" + node +
+        "-" + kDriver + R"(-0"},"spec":{"driver":")" + kDriver + R"(","nodeName":")" + node +
+        R"(","pool":{"name":")" + node + R"(","generation":)" + std::to_string(c.generation) +
+        R"(,"resourceSliceCount":1},"devices":[{"name":"gpu-0"})" + (c.device_taints ? taint : "") +
+        "]}}"};
+  };
+}
+
+// gpu-1 in the node's one slice: "absent", "healthy" or its taint's value.
+std::string Gpu1(const ApiServerStub& api, const std::string& node) {
+  const std::vector<std::string> slices = api.Slices(node);
+  if (slices.size() != 1) return "no slice";
+  rapidjson::Document d;
+  d.Parse(slices[0].c_str());
+  for (const auto& dev : d["spec"]["devices"].GetArray()) {
+    if (dev["name"] != "gpu-1") continue;
+    if (!dev.HasMember("taints")) return "healthy";
+    return dev["taints"][0]["value"].GetString();
+  }
+  return "absent";
+}
+
+// A change of the builder's input that leaves the slices as they were (an
+// unhealthy device's reason where taints are dropped, so the device is not
+// in them) publishes nothing; where the reason is the taint's value, the
+// change is one write under the next generation.
+TEST_F(SlicePublisherTest, AReasonChangeIsANewGenerationOnlyWhereTheSlicesShowIt) {
+  probe_taints_ = true;
+  for (bool served : {false, true}) {
+    SCOPED_TRACE(served ? "taints kept" : "taints dropped");
+    node_ = served ? "node-kept" : "node-dropped";
+    api_.AddNode(node_);
+    api_.ServeDeviceTaints(served);
+    Start(OneUnhealthy("XID-79", node_));
+    ASSERT_TRUE(SlicesAre(1, 1));
+    ASSERT_EQ(Gpu1(api_, node_), served ? "XID-79" : "absent");
+    ASSERT_TRUE(WaitFor([&] { return publisher_->stats().watches >= 1; }));
+    const size_t stored = api_.stored_slice_names().size();
+    const uint64_t watches = publisher_->stats().watches;
+    publisher_->SetDesired(OneUnhealthy("XID-48", node_));
+    // The change ends the watch; the next one opens once it is handled.
+    ASSERT_TRUE(WaitFor([&] {
+      return publisher_->stats().watches > watches && publisher_->stats().in_sync.load();
+    }));
+    EXPECT_EQ(Gpu1(api_, node_), served ? "XID-48" : "absent");
+    EXPECT_EQ(api_.stored_slice_names().size() - stored, served ? 1u : 0u);
+    EXPECT_TRUE(SlicesAre(1, served ? 2 : 1));
+    EXPECT_EQ(publisher_->stats().generation, served ? 2 : 1);
+    publisher_->Stop();
+  }
+}
+
 }  // namespace
 }  // namespace gpu_agent::apiserver
