@@ -422,6 +422,98 @@ std::string Gpu1(const ApiServerStub& api, const std::string& node) {
   return "absent";
 }
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The probe refused or unanswered is asked again, with a backoff, until the
+// server answers; meanwhile an unhealthy device leaves the slices, and once
+// taints are known to be kept it comes back tainted under the next
+// generation. The same failure again is logged once.
+TEST_F(SlicePublisherTest, AFailedTaintProbeIsAskedAgainUntilTheServerAnswers) {
+  probe_taints_ = true;
+  api_.ServeDeviceTaints(true);
+  for (int code : {403, 429, 500, 503}) {
+    SCOPED_TRACE(code);
+    node_ = "node-" + std::to_string(code);
+    api_.AddNode(node_);
+    api_.FailNextSliceRequests("dryRun create", code, 2);
+    const size_t requests = api_.requests().size();
+    const size_t stored = api_.stored_slice_names().size();
+    ::testing::internal::CaptureStderr();
+    Start(OneUnhealthy("XID-79", node_));
+    const bool tainted = WaitFor([&] { return Gpu1(api_, node_) == "XID-79"; });
+    const bool synced = WaitFor([&] { return publisher_->stats().in_sync.load(); });
+    publisher_->Stop();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(tainted) << Gpu1(api_, node_) << "\n" << log;
+    ASSERT_TRUE(synced) << log;
+    // Published without gpu-1 (generation 1), then with it tainted (2).
+    EXPECT_TRUE(SlicesAre(1, 2));
+    // Stored twice: created, then replaced (a write sent again after a
+    // connection was cut answers 409 and stores nothing).
+    EXPECT_EQ(api_.stored_slice_names().size() - stored, 2u);
+    const std::vector<ApiServerStub::Request> probes = Probes(api_, requests);
+    ASSERT_EQ(probes.size(), 3u);
+    for (const ApiServerStub::Request& p : probes) EXPECT_TRUE(p.dry_run);
+    // The request after each failure waited the backoff (0.8 * 20 ms).
+    EXPECT_GE(probes[1].at - probes[0].at, std::chrono::milliseconds(15));
+    EXPECT_GE(probes[2].at - probes[1].at, std::chrono::milliseconds(15));
+    EXPECT_EQ(Count(log, "cannot tell whether the API server keeps device taints"), 1u) << log;
+    EXPECT_NE(log.find("asking again"), std::string::npos) << log;
+    EXPECT_NE(log.find(std::to_string(code)), std::string::npos) << log;
+    if (code == 403) {
+      EXPECT_NE(log.find("ClusterRole must allow create"), std::string::npos) << log;
+    }
+    EXPECT_EQ(Count(log, "ResourceSlices: the API server keeps device taints"), 1u) << log;
+  }
+}
+
+// A clear answer is kept: a server that keeps taints, one that drops them,
+// and one that refuses the probe as invalid (422: a slice with a taint is
+// not one it takes, and asking again gets the same) are each asked once,
+// however many times everything is listed again after a failure.
+TEST_F(SlicePublisherTest, AClearTaintProbeAnswerIsNotAskedAgain) {
+  probe_taints_ = true;
+  struct Case {
+    const char* name;
+    bool served;
+    int refusal;  // 0: none
+    bool kept;
+    const char* logged;
+  };
+  for (const Case& c :
+       {Case{"kept", true, 0, true, "ResourceSlices: the API server keeps device taints"},
+        Case{"dropped", false, 0, false, "ResourceSlices: the API server drops device taints"},
+        Case{"invalid", true, 422, false, "the API server refuses a slice with a device taint"}}) {
+    SCOPED_TRACE(c.name);
+    node_ = std::string("node-") + c.name;
+    api_.AddNode(node_);
+    api_.ServeDeviceTaints(c.served);
+    if (c.refusal != 0) api_.FailNextSliceRequests("dryRun create", c.refusal, 1);
+    api_.FailNextSliceRequests("watch", 500, 3);
+    const size_t requests = api_.requests().size();
+    std::atomic<int> asked{-1};
+    ::testing::internal::CaptureStderr();
+    Start([&asked, this](const SliceContext& context) {
+      asked = context.device_taints ? 1 : 0;
+      return Slices(1, node_)(context);
+    });
+    // Three watches refused: each lists everything again after a backoff.
+    const bool cycled =
+        WaitFor([&] { return publisher_->stats().lists >= 4 && publisher_->stats().watches >= 4; });
+    publisher_->Stop();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(cycled) << log;
+    EXPECT_EQ(asked, c.kept ? 1 : 0);
+    EXPECT_EQ(Probes(api_, requests).size(), 1u);
+    EXPECT_EQ(Count(log, c.logged), 1u) << log;
+    EXPECT_EQ(log.find("asking again"), std::string::npos) << log;
+  }
+}
+
 // A change of the builder's input that leaves the slices as they were (an
 // unhealthy device's reason where taints are dropped, so the device is not
 // in them) publishes nothing; where the reason is the taint's value, the
