@@ -132,14 +132,29 @@ class SlicePublisher::State {
     }
     return true;
   }
-  void Want(const std::vector<std::string>& slices) {
-    want.clear();
+  void Want(const std::vector<std::string>& slices) { want = ByName(slices); }
+  // Whether `slices` are those wanted, byte for byte.
+  bool Wants(const std::vector<std::string>& slices) const { return ByName(slices) == want; }
+
+ private:
+  static std::map<std::string, std::string> ByName(const std::vector<std::string>& slices) {
+    std::map<std::string, std::string> out;
     for (const std::string& s : slices) {
       rapidjson::Document d;
       d.Parse(s.c_str());
-      want[StringAt(d, "metadata", "name")] = s;
+      out[StringAt(d, "metadata", "name")] = s;
     }
+    return out;
   }
+};
+
+// What the taint probe has learned, and when it is asked again.
+struct SlicePublisher::TaintProbe {
+  bool answered = false;  // a clear answer came
+  bool kept = false;      // ... and it is that the server keeps taints
+  Ms backoff{0};
+  std::chrono::steady_clock::time_point due;
+  std::string last_failure;  // the kind of the last failure, logged once
 };
 
 absl::StatusOr<std::unique_ptr<SlicePublisher>> SlicePublisher::Start(const Connection& connection,
@@ -227,7 +242,7 @@ bool SlicePublisher::PauseUntilStopped(Ms d) {
   return !stopped_;
 }
 
-bool SlicePublisher::Discover(SliceContext* context) {
+bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
   context->api_version = options_.api_version;
   Ms backoff = options_.backoff_initial;
   while (context->api_version.empty()) {
@@ -275,8 +290,13 @@ bool SlicePublisher::Discover(SliceContext* context) {
         "can be read",
         {{"node", options_.node}, {"error", why}});
   }
-  if (options_.probe_device_taints)
-    context->device_taints = ServerKeepsTaints(context->api_version);
+  probe->backoff = options_.backoff_initial;
+  if (options_.probe_device_taints) {
+    AskAboutTaints(context->api_version, probe);
+  } else {
+    probe->answered = true;
+  }
+  context->device_taints = probe->answered && probe->kept;
   LogInfo("publishing ResourceSlices",
           {{"version", "resource.k8s.io/" + context->api_version}, {"node", options_.node}});
   return !Stopped();
@@ -299,46 +319,95 @@ bool SlicePublisher::ReadNodeUid(std::string* uid, std::string* why) {
   return !uid->empty();
 }
 
-bool SlicePublisher::ServerKeepsTaints(const std::string& api_version) {
+void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* probe) {
   const bool basic = api_version == "v1beta1";
   const std::string taints =
       StrCat(R"("taints":[{"key":")", options_.driver, R"(/probe","effect":"NoSchedule"}])");
-  const std::string probe =
+  // generateName: the server cuts the prefix so that the name it makes is
+  // valid however long the node's name (up to 253 characters); a dry run
+  // makes one too, and stores nothing.
+  const std::string body =
       StrCat(R"({"apiVersion":"resource.k8s.io/)", api_version,
-             R"(","kind":"ResourceSlice","metadata":{"name":")", options_.node, "-",
-             options_.driver, R"(-taint-probe"},"spec":{"driver":")", options_.driver,
-             R"(","nodeName":")", options_.node, R"(","pool":{"name":")", options_.node,
+             R"(","kind":"ResourceSlice","metadata":{"generateName":")", options_.node,
+             R"(-taint-probe-"},"spec":{"driver":")", options_.driver, R"(","nodeName":")",
+             options_.node, R"(","pool":{"name":")", options_.node,
              R"(","generation":1,"resourceSliceCount":1},"devices":[{"name":"probe",)",
              basic ? StrCat(R"("basic":{)", taints, "}") : taints, "}]}}");
   absl::StatusOr<HttpResponse> r = rest_->Post(
-      StrCat("/apis/resource.k8s.io/", api_version, "/resourceslices?dryRun=All"), probe);
-  if (!r.ok() || (r->status != 200 && r->status != 201)) {
+      StrCat("/apis/resource.k8s.io/", api_version, "/resourceslices?dryRun=All"), body);
+  std::string failure;  // why there is no clear answer
+  std::string kind;     // its kind: a repeat of the last is not logged again
+  int retry_after_s = -1;
+  if (!r.ok()) {
+    failure = std::string(r.status().message());
+    kind = "no answer";
+  } else if (r->status == 400 || r->status == 422) {
+    // The server refuses the slice as invalid. A server that does not know
+    // the field drops it and answers 201, so this is its validation (or an
+    // admission policy) refusing a tainted device: the real slices' taints
+    // would be refused the same way, and asking again gets the same answer.
+    // A clear "taints cannot be used".
+    probe->answered = true;
+    probe->kept = false;
     LogWarning(
-        "ResourceSlices: cannot tell whether the API server keeps device taints; unhealthy devices "
-        "leave the slices",
-        {{"error", r.ok() ? Refusal(*r, "create") : std::string(r.status().message())}});
-    return false;
+        "ResourceSlices: the API server refuses a slice with a device taint; an unhealthy device "
+        "leaves the slices",
+        {{"node", options_.node}, {"error", StatusMessage(*r)}});
+    return;
+  } else if (r->status < 200 || r->status >= 300) {
+    // No answer about taints: a role without `create` on resourceslices (the
+    // slices' own creates fail the same way until an operator grants it),
+    // a throttle or an unavailable server.
+    failure = Refusal(*r, "create");
+    kind = std::to_string(r->status);
+    retry_after_s = r->retry_after_s;
+  } else {
+    rapidjson::Document d;
+    d.Parse(r->body.c_str());
+    const rapidjson::Value* spec = d.HasParseError() ? nullptr : Find(d, "spec");
+    const rapidjson::Value* devices = spec ? Find(*spec, "devices") : nullptr;
+    const rapidjson::Value* device =
+        devices && devices->IsArray() && devices->Size() == 1 ? &(*devices)[0] : nullptr;
+    if (device && basic) device = Find(*device, "basic");
+    if (device == nullptr || !device->IsObject()) {
+      failure = StrCat(r->status, " with no slice of one device: ", r->body.substr(0, 200));
+      kind = "unreadable";
+    } else {
+      const rapidjson::Value* kept = Find(*device, "taints");
+      probe->answered = true;
+      probe->kept = kept && kept->IsArray() && kept->Size() == 1;
+      LogInfo(probe->kept
+                  ? "ResourceSlices: the API server keeps device taints; an unhealthy device stays "
+                    "in the slices with a NoSchedule taint"
+                  : "ResourceSlices: the API server drops device taints (feature gate "
+                    "DRADeviceTaints off); an unhealthy device leaves the slices",
+              {{"node", options_.node}});
+      return;
+    }
   }
-  rapidjson::Document d;
-  d.Parse(r->body.c_str());
-  const rapidjson::Value* spec = Find(d, "spec");
-  const rapidjson::Value* devices = spec ? Find(*spec, "devices") : nullptr;
-  const rapidjson::Value* device =
-      devices && devices->IsArray() && devices->Size() == 1 ? &(*devices)[0] : nullptr;
-  if (device && basic) device = Find(*device, "basic");
-  const rapidjson::Value* kept = device ? Find(*device, "taints") : nullptr;
-  const bool served = kept && kept->IsArray() && kept->Size() == 1;
-  LogInfo(served ? "ResourceSlices: the API server keeps device taints; an unhealthy device stays "
-                   "in the slices with a NoSchedule taint"
-                 : "ResourceSlices: the API server drops device taints (feature gate "
-                   "DRADeviceTaints off); an unhealthy device leaves the slices",
-          {{"node", options_.node}});
-  return served;
+  if (Stopped()) return;  // cut off by the stop: nothing to report
+  ++stats_.errors;
+  Ms wait = std::chrono::duration_cast<Ms>(Jitter(probe->backoff));
+  if (retry_after_s >= 0) {
+    wait = std::max(wait, std::min<Ms>(std::chrono::seconds(retry_after_s), kMaxRetryAfter));
+  }
+  probe->due = std::chrono::steady_clock::now() + wait;
+  // Up to the watch's own timeout: a probe that keeps failing (a role that
+  // stays without the right) costs one request a watch.
+  probe->backoff = std::min(probe->backoff * 2, options_.watch_timeout);
+  // The same failure again is not news: one warning, then debug lines.
+  const bool repeat = kind == probe->last_failure;
+  probe->last_failure = kind;
+  Log(repeat ? LogLevel::kDebug : LogLevel::kWarning,
+      "ResourceSlices: cannot tell whether the API server keeps device taints; unhealthy devices "
+      "leave the slices until it answers; asking again",
+      {{"node", options_.node}, {"error", failure}, {"retry_in", FormatDuration(wait)}});
 }
 
 void SlicePublisher::Run() {
   SliceContext context;
-  if (!Discover(&context)) return;
+  TaintProbe probe;
+  if (!Discover(&context, &probe)) return;
   const std::string base = StrCat("/apis/resource.k8s.io/", context.api_version, "/resourceslices");
   const std::string selector =
       StrCat("fieldSelector=spec.nodeName%3D", options_.node, "%2Cspec.driver%3D", options_.driver);
@@ -394,6 +463,24 @@ void SlicePublisher::Run() {
     s.Want(build(context));
     stats_.generation = s.generation;
   };
+  // A change posted (or a context changed): the builder's slices under the
+  // next generation where they differ from those wanted. Input that makes
+  // the same slices (an unhealthy device's new reason where taints are
+  // dropped and it is not in them) publishes nothing. Whether they differ.
+  auto take_desired = [&] {
+    SliceBuilder build;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      build = desired_;
+      changed_ = false;
+    }
+    context.generation = s.generation;
+    if (s.Wants(build(context))) return false;
+    context.generation = ++s.generation;
+    s.Want(build(context));
+    stats_.generation = s.generation;
+    return true;
+  };
   while (!Stopped()) {
     if (!listed) {
       ++stats_.lists;
@@ -431,7 +518,7 @@ void SlicePublisher::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       change_posted = changed_;
     }
-    if (change_posted) want_at(++s.generation, /*take_change=*/true);
+    if (change_posted) take_desired();
     // Reconcile: create, replace and delete what differs.
     bool ok = true;
     for (const auto& [name, json] : s.want) {
@@ -480,6 +567,15 @@ void SlicePublisher::Run() {
     if (!ok) continue;
     stats_.in_sync = true;
     backoff = options_.backoff_initial;
+    if (!probe.answered && std::chrono::steady_clock::now() >= probe.due) {
+      AskAboutTaints(context.api_version, &probe);
+      if (Stopped()) return;
+      if (probe.kept) {
+        // Unhealthy devices stay in the slices, tainted, from now on.
+        context.device_taints = true;
+        if (take_desired()) continue;
+      }
+    }
     if (context.node_uid.empty() && std::chrono::steady_clock::now() >= owner_due) {
       if (std::string why; ReadNodeUid(&context.node_uid, &why)) {
         // The same slices with their owner: replaced, same generation.
@@ -507,6 +603,10 @@ void SlicePublisher::Run() {
     if (context.node_uid.empty()) {
       timeout = std::min(timeout, std::chrono::ceil<std::chrono::seconds>(
                                       owner_due - std::chrono::steady_clock::now()));
+    }
+    if (!probe.answered) {
+      timeout = std::min(timeout, std::chrono::ceil<std::chrono::seconds>(
+                                      probe.due - std::chrono::steady_clock::now()));
     }
     const std::string watch_path =
         StrCat(list_path, "&watch=1&allowWatchBookmarks=true&resourceVersion=", s.version,

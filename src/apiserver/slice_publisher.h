@@ -49,10 +49,13 @@ struct SlicePublisherOptions {
   std::chrono::milliseconds watch_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{30000};
-  // Asks the server once, at the start, whether it keeps devices' taints
-  // (a create with dryRun=All of a slice whose device has one: a server
-  // with the DRADeviceTaints gate off drops the field); the answer is
-  // SliceContext::device_taints.
+  // Asks the server, at the start, whether it keeps devices' taints (a
+  // create with dryRun=All of a slice whose device has one: a server with
+  // the DRADeviceTaints gate off drops the field); the answer is
+  // SliceContext::device_taints. A probe that gets no clear answer (no
+  // answer, 403, 429, 5xx) is asked again with a backoff of its own, up to
+  // the watch timeout, until one comes; meanwhile device_taints is false.
+  // A clear answer is not asked again.
   bool probe_device_taints = false;
 };
 
@@ -93,7 +96,9 @@ class SlicePublisher {
   // Ends the watch and the thread. The slices stay: the kubelet removes
   // them when the driver has been gone a while.
   void Stop();
-  // The desired slices changed: published under the next generation.
+  // The desired slices changed: published under the next generation, when
+  // what `desired` builds differs from the slices wanted before (the same
+  // slices again are no change).
   void SetDesired(SliceBuilder desired);
   const SlicePublisherStats& stats() const { return stats_; }
 
@@ -103,14 +108,16 @@ class SlicePublisher {
   void Run();
   // Cancels the watch when a change or a stop must end it.
   void Kick();
+  struct TaintProbe;
   // The served version of resource.k8s.io and the Node's UID, asked until
-  // the version is known, and whether taints are kept; false when stopped
-  // first.
-  bool Discover(SliceContext* context);
+  // the version is known, and whether taints are kept (asked once here);
+  // false when stopped first.
+  bool Discover(SliceContext* context, TaintProbe* probe);
   // GETs the Node: its UID, or false with `why`.
   bool ReadNodeUid(std::string* uid, std::string* why);
-  // The dryRun probe of probe_device_taints.
-  bool ServerKeepsTaints(const std::string& api_version);
+  // The dryRun probe of probe_device_taints: records a clear answer in
+  // `probe`, or when it is due again.
+  void AskAboutTaints(const std::string& api_version, TaintProbe* probe);
   // Waits `d` unless stopped or given new slices; false when stopped.
   bool Pause(std::chrono::milliseconds d);
   // The same, but only a stop ends it early (a change waits it out).

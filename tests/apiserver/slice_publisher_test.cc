@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 
 #include "api_server_stub.h"
 #include "apiserver/connection.h"
@@ -57,7 +58,7 @@ class SlicePublisherTest : public ::testing::Test {
     ASSERT_TRUE(conn.ok()) << conn.status();
     SlicePublisherOptions o;
     o.driver = kDriver;
-    o.node = kNode;
+    o.node = node_;
     o.api_version = api_version_;
     o.watch_timeout = std::chrono::seconds(30);
     o.backoff_initial = std::chrono::milliseconds(20);
@@ -68,7 +69,7 @@ class SlicePublisherTest : public ::testing::Test {
   }
   bool SlicesAre(size_t n, int64_t generation) {
     return WaitFor([&] {
-      std::vector<std::string> s = api_.Slices(kNode);
+      std::vector<std::string> s = api_.Slices(node_);
       if (s.size() != n) return false;
       for (const std::string& x : s) {
         if (Generation(x) != generation) return false;
@@ -78,6 +79,7 @@ class SlicePublisherTest : public ::testing::Test {
   }
 
   ApiServerStub api_;
+  std::string node_ = kNode;  // the publisher's
   std::string api_version_ = "v1";
   bool probe_taints_ = false;
   std::unique_ptr<SlicePublisher> publisher_;
@@ -311,6 +313,23 @@ TEST_F(SlicePublisherTest, EveryRefusalIsLoggedRetriedAfterABackoffAndEndsInTheW
   }
 }
 
+// The create requests of the probe: those for no slice the publisher keeps
+// (named "<node>-<driver>-<n>").
+std::vector<ApiServerStub::Request> Probes(const ApiServerStub& api, size_t since = 0) {
+  auto publishers = [](std::string name) {
+    while (!name.empty() && std::isdigit(static_cast<unsigned char>(name.back()))) name.pop_back();
+    const std::string tail = std::string("-") + kDriver + "-";
+    return name.size() > tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  std::vector<ApiServerStub::Request> out;
+  const std::vector<ApiServerStub::Request> log = api.requests();
+  for (size_t i = since; i < log.size(); ++i) {
+    if (log[i].call == "create resourceslices" && !publishers(log[i].name)) out.push_back(log[i]);
+  }
+  return out;
+}
+
 TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStoresNothing) {
   probe_taints_ = true;
   for (const char* version : {"v1", "v1beta1"}) {
@@ -319,7 +338,6 @@ TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStore
       api_.ServeDeviceTaints(served);
       api_version_ = version;
       std::atomic<int> asked{-1};
-      const int writes = api_.slice_writes();
       const size_t requests = api_.requests().size();
       Start([&asked](const SliceContext& c) {
         asked = c.device_taints ? 1 : 0;
@@ -328,17 +346,201 @@ TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStore
       ASSERT_TRUE(WaitFor([&] { return publisher_->stats().in_sync.load(); }));
       EXPECT_EQ(asked, served ? 1 : 0);
       publisher_->Stop();
-      // One dry run, nothing stored: the slice was made once, at the first
-      // start.
-      std::vector<ApiServerStub::Request> log = api_.requests();
-      EXPECT_EQ(std::count_if(log.begin() + requests, log.end(),
-                              [](const ApiServerStub::Request& r) {
-                                return r.call == "create resourceslices";
-                              }),
-                api_.slice_writes() - writes + 1);
+      // One probe, sent as a dry run...
+      const std::vector<ApiServerStub::Request> probes = Probes(api_, requests);
+      ASSERT_EQ(probes.size(), 1u);
+      EXPECT_TRUE(probes[0].dry_run);
+      EXPECT_NE(probes[0].name.find("taint-probe"), std::string::npos) << probes[0].name;
+      // ... and nothing stored but the publisher's own slice, once.
+      EXPECT_EQ(api_.stored_slice_names(),
+                std::vector<std::string>{std::string(kNode) + "-" + kDriver + "-0"});
       ASSERT_EQ(api_.Slices(kNode).size(), 1u);
       EXPECT_EQ(api_.Slices(kNode)[0].find("probe"), std::string::npos);
     }
+  }
+}
+
+// A node name of the longest kind (253 characters): the probe still has a
+// valid name, so the server's answer is about taints.
+TEST_F(SlicePublisherTest, TheTaintProbeHasAValidNameHoweverLongTheNodeName) {
+  probe_taints_ = true;
+  node_ = std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
+          std::string(61, 'd');
+  ASSERT_EQ(node_.size(), 253u);
+  api_.AddNode(node_);
+  api_.ServeDeviceTaints(true);
+  std::atomic<int> asked{-1};
+  const std::string node = node_;
+  ::testing::internal::CaptureStderr();
+  // The slice itself gets a short name: the probe's is the one under test.
+  Start([&asked, node](const SliceContext& c) {
+    asked = c.device_taints ? 1 : 0;
+    std::string slice = Slices(1, node)(c)[0];
+    const std::string name = node + "-" + kDriver + "-0";
+    slice.replace(slice.find(name), name.size(), std::string("long-node-") + kDriver + "-0");
+    return std::vector<std::string>{slice};
+  });
+  const bool synced = WaitFor([&] { return publisher_->stats().in_sync.load(); });
+  publisher_->Stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(synced) << log;
+  EXPECT_EQ(asked, 1) << log;
+  const std::vector<ApiServerStub::Request> probes = Probes(api_);
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_TRUE(probes[0].dry_run);
+  EXPECT_LE(probes[0].name.size(), 253u);
+  EXPECT_EQ(log.find("is invalid"), std::string::npos) << log;
+}
+
+// Two devices; gpu-1 unhealthy for `reason`: where the server keeps taints
+// it stays with a NoSchedule taint whose value is the reason, otherwise it
+// leaves, as DRA mode builds them.
+SliceBuilder OneUnhealthy(const std::string& reason, const std::string& node) {
+  return [reason, node](const SliceContext& c) {
+    const std::string taint = R"(,{"name":"gpu-1","taints":[{"key":")" + std::string(kDriver) +
+                              R"(/unhealthy","value":")" + reason + R"(","effect":"NoSchedule"}]})";
+    return std::vector<std::string>{
+        R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":")" + node +
+        "-" + kDriver + R"(-0"},"spec":{"driver":")" + kDriver + R"(","nodeName":")" + node +
+        R"(","pool":{"name":")" + node + R"(","generation":)" + std::to_string(c.generation) +
+        R"(,"resourceSliceCount":1},"devices":[{"name":"gpu-0"})" + (c.device_taints ? taint : "") +
+        "]}}"};
+  };
+}
+
+// gpu-1 in the node's one slice: "absent", "healthy" or its taint's value.
+std::string Gpu1(const ApiServerStub& api, const std::string& node) {
+  const std::vector<std::string> slices = api.Slices(node);
+  if (slices.size() != 1) return "no slice";
+  rapidjson::Document d;
+  d.Parse(slices[0].c_str());
+  for (const auto& dev : d["spec"]["devices"].GetArray()) {
+    if (dev["name"] != "gpu-1") continue;
+    if (!dev.HasMember("taints")) return "healthy";
+    return dev["taints"][0]["value"].GetString();
+  }
+  return "absent";
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The probe refused or unanswered is asked again, with a backoff, until the
+// server answers; meanwhile an unhealthy device leaves the slices, and once
+// taints are known to be kept it comes back tainted under the next
+// generation. The same failure again is logged once.
+TEST_F(SlicePublisherTest, AFailedTaintProbeIsAskedAgainUntilTheServerAnswers) {
+  probe_taints_ = true;
+  api_.ServeDeviceTaints(true);
+  for (int code : {403, 429, 500, 503}) {
+    SCOPED_TRACE(code);
+    node_ = "node-" + std::to_string(code);
+    api_.AddNode(node_);
+    api_.FailNextSliceRequests("dryRun create", code, 2);
+    const size_t requests = api_.requests().size();
+    const size_t stored = api_.stored_slice_names().size();
+    ::testing::internal::CaptureStderr();
+    Start(OneUnhealthy("XID-79", node_));
+    const bool tainted = WaitFor([&] { return Gpu1(api_, node_) == "XID-79"; });
+    const bool synced = WaitFor([&] { return publisher_->stats().in_sync.load(); });
+    publisher_->Stop();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(tainted) << Gpu1(api_, node_) << "\n" << log;
+    ASSERT_TRUE(synced) << log;
+    // Published without gpu-1 (generation 1), then with it tainted (2).
+    EXPECT_TRUE(SlicesAre(1, 2));
+    // Stored twice: created, then replaced (a write sent again after a
+    // connection was cut answers 409 and stores nothing).
+    EXPECT_EQ(api_.stored_slice_names().size() - stored, 2u);
+    const std::vector<ApiServerStub::Request> probes = Probes(api_, requests);
+    ASSERT_EQ(probes.size(), 3u);
+    for (const ApiServerStub::Request& p : probes) EXPECT_TRUE(p.dry_run);
+    // The request after each failure waited the backoff (0.8 * 20 ms).
+    EXPECT_GE(probes[1].at - probes[0].at, std::chrono::milliseconds(15));
+    EXPECT_GE(probes[2].at - probes[1].at, std::chrono::milliseconds(15));
+    EXPECT_EQ(Count(log, "cannot tell whether the API server keeps device taints"), 1u) << log;
+    EXPECT_NE(log.find("asking again"), std::string::npos) << log;
+    EXPECT_NE(log.find(std::to_string(code)), std::string::npos) << log;
+    if (code == 403) {
+      EXPECT_NE(log.find("ClusterRole must allow create"), std::string::npos) << log;
+    }
+    EXPECT_EQ(Count(log, "ResourceSlices: the API server keeps device taints"), 1u) << log;
+  }
+}
+
+// A clear answer is kept: a server that keeps taints, one that drops them,
+// and one that refuses the probe as invalid (422: a slice with a taint is
+// not one it takes, and asking again gets the same) are each asked once,
+// however many times everything is listed again after a failure.
+TEST_F(SlicePublisherTest, AClearTaintProbeAnswerIsNotAskedAgain) {
+  probe_taints_ = true;
+  struct Case {
+    const char* name;
+    bool served;
+    int refusal;  // 0: none
+    bool kept;
+    const char* logged;
+  };
+  for (const Case& c :
+       {Case{"kept", true, 0, true, "ResourceSlices: the API server keeps device taints"},
+        Case{"dropped", false, 0, false, "ResourceSlices: the API server drops device taints"},
+        Case{"invalid", true, 422, false, "the API server refuses a slice with a device taint"}}) {
+    SCOPED_TRACE(c.name);
+    node_ = std::string("node-") + c.name;
+    api_.AddNode(node_);
+    api_.ServeDeviceTaints(c.served);
+    if (c.refusal != 0) api_.FailNextSliceRequests("dryRun create", c.refusal, 1);
+    api_.FailNextSliceRequests("watch", 500, 3);
+    const size_t requests = api_.requests().size();
+    std::atomic<int> asked{-1};
+    ::testing::internal::CaptureStderr();
+    Start([&asked, this](const SliceContext& context) {
+      asked = context.device_taints ? 1 : 0;
+      return Slices(1, node_)(context);
+    });
+    // Three watches refused: each lists everything again after a backoff.
+    const bool cycled =
+        WaitFor([&] { return publisher_->stats().lists >= 4 && publisher_->stats().watches >= 4; });
+    publisher_->Stop();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(cycled) << log;
+    EXPECT_EQ(asked, c.kept ? 1 : 0);
+    EXPECT_EQ(Probes(api_, requests).size(), 1u);
+    EXPECT_EQ(Count(log, c.logged), 1u) << log;
+    EXPECT_EQ(log.find("asking again"), std::string::npos) << log;
+  }
+}
+
+// A change of the builder's input that leaves the slices as they were (an
+// unhealthy device's reason where taints are dropped, so the device is not
+// in them) publishes nothing; where the reason is the taint's value, the
+// change is one write under the next generation.
+TEST_F(SlicePublisherTest, AReasonChangeIsANewGenerationOnlyWhereTheSlicesShowIt) {
+  probe_taints_ = true;
+  for (bool served : {false, true}) {
+    SCOPED_TRACE(served ? "taints kept" : "taints dropped");
+    node_ = served ? "node-kept" : "node-dropped";
+    api_.AddNode(node_);
+    api_.ServeDeviceTaints(served);
+    Start(OneUnhealthy("XID-79", node_));
+    ASSERT_TRUE(SlicesAre(1, 1));
+    ASSERT_EQ(Gpu1(api_, node_), served ? "XID-79" : "absent");
+    ASSERT_TRUE(WaitFor([&] { return publisher_->stats().watches >= 1; }));
+    const size_t stored = api_.stored_slice_names().size();
+    const uint64_t watches = publisher_->stats().watches;
+    publisher_->SetDesired(OneUnhealthy("XID-48", node_));
+    // The change ends the watch; the next one opens once it is handled.
+    ASSERT_TRUE(WaitFor([&] {
+      return publisher_->stats().watches > watches && publisher_->stats().in_sync.load();
+    }));
+    EXPECT_EQ(Gpu1(api_, node_), served ? "XID-48" : "absent");
+    EXPECT_EQ(api_.stored_slice_names().size() - stored, served ? 1u : 0u);
+    EXPECT_TRUE(SlicesAre(1, served ? 2 : 1));
+    EXPECT_EQ(publisher_->stats().generation, served ? 2 : 1);
+    publisher_->Stop();
   }
 }
 

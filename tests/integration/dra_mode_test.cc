@@ -352,6 +352,37 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTaint
   EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
 }
 
+// Where the server keeps taints, a GPU that recovers loses its taint: it
+// stays in the slices throughout, tainted under the next generation, then
+// untainted under the one after, in one replace of the slice.
+TEST_F(DraModeTest, WhereTheServerKeepsTaintsARecoveredGpuLosesItsTaint) {
+  api_.ServeDeviceTaints(true);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--health-recovery-period", "300ms"}});
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
+  int64_t generation = 0;
+  PublishedDevices(api_, &generation);
+  EXPECT_EQ(generation, 1);
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
+  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, "gpu-1").empty(); })) << Log();
+  EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);
+  EXPECT_EQ(generation, 2);
+  const size_t stored = api_.stored_slice_names().size();
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "reset 1"));
+  ASSERT_TRUE(WaitFor([&] { return TaintsOf(api_, "gpu-1").empty(); }, std::chrono::seconds(20)))
+      << Log();
+  EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);
+  EXPECT_EQ(generation, 3);
+  // One replace from tainted to untainted: gpu-1 was never out.
+  EXPECT_EQ(api_.stored_slice_names().size() - stored, 1u);
+  for (const std::string& device : PublishedDevices(api_)) {
+    EXPECT_EQ(TaintsOf(api_, device), std::vector<std::string>{}) << device;
+  }
+}
+
 TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());

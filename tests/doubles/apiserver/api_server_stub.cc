@@ -64,12 +64,46 @@ std::string SliceFailure(const std::string& verb, const std::string& name, int c
                             "latest version and try again");
     case 410:
       return StatusBody(410, "Expired", "too old resource version");
+    case 422:
+      return StatusBody(422, "Invalid",
+                        "ResourceSlice.resource.k8s.io" +
+                            (name.empty() ? std::string() : " \"" + name + "\"") +
+                            " is invalid: spec.devices[0]: Invalid value");
     case 429:
       return StatusBody(429, "TooManyRequests", "Too many requests, please try again later.");
+    case 503:
+      return StatusBody(503, "ServiceUnavailable",
+                        "the server is currently unable to handle the request");
     default:
       return StatusBody(code, "InternalError",
                         "Internal error occurred: etcdserver: request timed out");
   }
+}
+
+// Why `name` is no valid object name (a DNS subdomain of at most 253
+// characters), in apimachinery's words; empty when it is one.
+std::string NameProblem(const std::string& name) {
+  std::vector<std::string> problems;
+  if (name.size() > 253) problems.push_back("must be no more than 253 characters");
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  bool ok = !name.empty();
+  for (size_t start = 0; ok && start <= name.size();) {
+    const size_t dot = std::min(name.find('.', start), name.size());
+    const std::string label = name.substr(start, dot - start);
+    ok = !label.empty() && alnum(label.front()) && alnum(label.back()) &&
+         std::all_of(label.begin(), label.end(), [&](char c) { return alnum(c) || c == '-'; });
+    start = dot + 1;
+  }
+  if (!ok) {
+    problems.push_back(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+        "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+        "used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
+  }
+  if (problems.empty()) return "";
+  if (problems.size() == 1) return problems[0];
+  return "[" + problems[0] + ", " + problems[1] + "]";
 }
 
 // Promises a body, then fails: the client sees the connection drop
@@ -577,6 +611,11 @@ int ApiServerStub::slice_writes() const {
   return slice_writes_;
 }
 
+std::vector<std::string> ApiServerStub::stored_slice_names() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stored_slice_names_;
+}
+
 void ApiServerStub::FailNextSliceRequests(const std::string& verb, int code, int times,
                                           int retry_after_s) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -616,19 +655,20 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
   }
   const std::map<std::string, std::string> sel =
       FieldSelector(req.get_param_value("fieldSelector"));
+  const bool dry_run = req.get_param_value("dryRun") == "All";
   std::unique_lock<std::mutex> lock(mu_);
-  requests_.push_back({std::chrono::steady_clock::now(), verb + " resourceslices", ""});
+  requests_.push_back({std::chrono::steady_clock::now(), verb + " resourceslices", "", dry_run});
+  Request& logged = requests_.back();  // requests_ grows only under mu_, held until answered
   auto answer = [&](int code, const std::string& body) {
     res.status = code;
     res.set_content(body, "application/json");
   };
-  const bool dry_run = req.get_param_value("dryRun") == "All";
-  if (auto f = slice_failures_.find(verb);
-      !dry_run && f != slice_failures_.end() && !f->second.empty()) {
+  if (auto f = slice_failures_.find(dry_run ? "dryRun " + verb : verb);
+      f != slice_failures_.end() && !f->second.empty()) {
     const InjectedFailure failure = f->second.front();
     f->second.pop_front();
     ++failed_slice_requests_;
-    if (verb == "create" || verb == "update" || verb == "delete") ++slice_writes_;
+    if (!dry_run && (verb == "create" || verb == "update" || verb == "delete")) ++slice_writes_;
     if (failure.retry_after_s >= 0) {
       res.set_header("Retry-After", std::to_string(failure.retry_after_s));
     }
@@ -651,14 +691,39 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
     rapidjson::Document d;
     d.Parse(req.body.c_str());
     if (d.HasParseError() || !d.IsObject() || !d.HasMember("metadata") ||
-        !d["metadata"].IsObject() || !d["metadata"].HasMember("name") ||
-        !d["metadata"]["name"].IsString()) {
+        !d["metadata"].IsObject()) {
       answer(400, StatusBody(400, "BadRequest", "the body is not a ResourceSlice"));
       return;
     }
-    const std::string n = d["metadata"]["name"].GetString();
-    auto it = slices_.find(n);
     auto& a = d.GetAllocator();
+    rapidjson::Value& meta = d["metadata"];
+    std::string n =
+        meta.HasMember("name") && meta["name"].IsString() ? meta["name"].GetString() : "";
+    if (n.empty() && verb == "create" && meta.HasMember("generateName") &&
+        meta["generateName"].IsString() && meta["generateName"].GetStringLength() > 0) {
+      // As apiserver's SimpleNameGenerator: the prefix cut to 58 characters
+      // and 5 of utilrand's; counted here rather than drawn, so no two clash.
+      static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+      n = std::string(meta["generateName"].GetString()).substr(0, 58);
+      for (uint64_t i = 0, x = generated_names_++; i < 5; ++i, x /= 27) n += kAlphabet[x % 27];
+      meta.RemoveMember("name");
+      meta.AddMember("name", rapidjson::Value(n.c_str(), a), a);
+    }
+    logged.name = n;
+    const std::string kind_name = "ResourceSlice.resource.k8s.io \"" + n + "\"";
+    if (n.empty()) {
+      answer(422, StatusBody(422, "Invalid",
+                             kind_name + " is invalid: metadata.name: Required value: name or "
+                                         "generateName is required"));
+      return;
+    }
+    if (std::string problem = NameProblem(n); !problem.empty()) {
+      answer(422, StatusBody(422, "Invalid",
+                             kind_name + " is invalid: metadata.name: Invalid value: \"" + n +
+                                 "\": " + problem));
+      return;
+    }
+    auto it = slices_.find(n);
     // Devices' taints: kept (with timeAdded) or dropped, as the gate says.
     if (d.HasMember("spec") && d["spec"].IsObject() && d["spec"].HasMember("devices") &&
         d["spec"]["devices"].IsArray()) {
@@ -716,6 +781,7 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
                             a);
     const std::string json = ToJson(d);
     slices_[n] = json;
+    stored_slice_names_.push_back(n);
     slice_events_.push_back({rv_, verb == "create" ? "ADDED" : "MODIFIED", json});
     lock.unlock();
     cv_.notify_all();

@@ -151,7 +151,10 @@ class ApiServerStub {
   // Cluster-scoped ResourceSlices (any served resource.k8s.io version):
   // LIST and WATCH with the fieldSelector spec.nodeName / spec.driver, POST
   // (409 when the name is taken), PUT (409 on a stale resourceVersion),
-  // DELETE. The slices of `node`, as JSON objects:
+  // DELETE. As kube-apiserver, a create without metadata.name takes
+  // metadata.generateName cut to 58 characters plus 5 random ones, and a
+  // name that is not a DNS subdomain of at most 253 characters (or no name
+  // at all) is refused 422 Invalid. The slices of `node`, as JSON objects:
   std::vector<std::string> Slices(const std::string& node) const;
   // A slice someone else made (a run before this one, with more devices).
   void AddSlice(const std::string& json);
@@ -162,14 +165,18 @@ class ApiServerStub {
   // Ends every slice watch and moves the revision on; a watch that names a
   // version from before is answered 410 (a LIST's version is watchable).
   void ExpireSliceWatches();
-  // POST, PUT and DELETE requests for slices.
+  // POST, PUT and DELETE requests for slices (a dry run is none).
   int slice_writes() const;
+  // The name of every slice ever stored, in order.
+  std::vector<std::string> stored_slice_names() const;
   // The next `times` slice requests of `verb` ("list", "watch", "create",
-  // "update" or "delete") are answered `code` with the Status a real server
-  // sends for it (403 RBAC's refusal, 409 AlreadyExists to a create and a
-  // Conflict otherwise, 410 Expired, 429 the priority-and-fairness throttle,
-  // else an etcd timeout) and, when `retry_after_s` >= 0, a Retry-After
-  // header of that many seconds. A refused write changes nothing.
+  // "update" or "delete"; "dryRun create" for a create with dryRun=All, which
+  // the others leave alone) are answered `code` with the Status a real
+  // server sends for it (403 RBAC's refusal, 409 AlreadyExists to a create
+  // and a Conflict otherwise, 410 Expired, 422 Invalid, 429 the
+  // priority-and-fairness throttle, 503 ServiceUnavailable, else an etcd
+  // timeout) and, when `retry_after_s` >= 0, a Retry-After header of that
+  // many seconds. A refused write changes nothing.
   void FailNextSliceRequests(const std::string& verb, int code, int times = 1,
                              int retry_after_s = -1);
   // Slice requests answered by FailNextSliceRequests so far.
@@ -178,8 +185,7 @@ class ApiServerStub {
   // v1beta1) are kept, as with the DRADeviceTaints gate on (timeAdded set
   // where missing), or dropped on create and update, as with it off (the
   // default). A create with dryRun=All is answered as it would be stored and
-  // stores nothing; it counts as no write, and FailNextSliceRequests leaves
-  // it alone.
+  // stores nothing; it counts as no write.
   void ServeDeviceTaints(bool on);
 
   // RBAC-style "verb resource" of every request seen: "get nodes",
@@ -203,6 +209,10 @@ class ApiServerStub {
     std::chrono::steady_clock::time_point at;
     std::string call;
     std::string node;  // the Node named in the path or field selector
+    // Slice creates and updates: with dryRun=All, and the object's name (as
+    // generated from metadata.generateName where it had none).
+    bool dry_run = false;
+    std::string name;
   };
   std::vector<Request> requests() const;
   // Requests that arrived at or after `t`.
@@ -318,6 +328,8 @@ class ApiServerStub {
   uint64_t slice_oldest_ = 0;       // a watch from before this version is answered 410
   uint64_t slice_watch_epoch_ = 0;  // ExpireSliceWatches ends the open ones
   int slice_writes_ = 0;
+  std::vector<std::string> stored_slice_names_;
+  uint64_t generated_names_ = 0;  // names made from a generateName so far
   struct InjectedFailure {
     int code;
     int retry_after_s;
