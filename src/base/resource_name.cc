@@ -16,7 +16,7 @@ bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '
 // 253 characters.
 absl::Status ValidateDnsSubdomain(std::string_view what, std::string_view s) {
   if (s.empty()) return absl::InvalidArgumentError(StrCat(what, " is empty"));
-  if (s.size() > 253) {
+  if (s.size() > kMaxDnsSubdomain) {
     return absl::InvalidArgumentError(StrCat(what, " is longer than 253 characters"));
   }
   for (std::string_view label : StrSplit(s, '.')) {

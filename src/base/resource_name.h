@@ -3,6 +3,7 @@
 #ifndef GPU_AGENT_BASE_RESOURCE_NAME_H_
 #define GPU_AGENT_BASE_RESOURCE_NAME_H_
 
+#include <cstddef>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -18,6 +19,10 @@ inline constexpr std::string_view kMigResourcePrefix = "nvidia.com/mig-";
 // [A-Za-z0-9._-] that starts and ends alphanumeric; not under `requests.`.
 // The error says which rule failed.
 absl::Status ValidateExtendedResourceName(std::string_view name);
+
+// The longest RFC 1123 DNS subdomain, so the longest name of most
+// Kubernetes objects (Nodes, ResourceSlices).
+inline constexpr size_t kMaxDnsSubdomain = 253;
 
 // OK when `s` is an RFC 1123 DNS subdomain: dot-separated labels of
 // lowercase letters, digits and '-', each starting and ending with a letter

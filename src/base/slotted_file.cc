@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -13,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/crc32c.h"
 #include "base/strings.h"
 
 namespace gpu_agent {
@@ -22,16 +22,6 @@ constexpr size_t kPage = 4096;
 constexpr size_t kMinSlot = 4 * kPage;
 // A file an older version wrote: the record itself, plain.
 constexpr char kPlainTag[] = "{\"version\"";
-
-std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
 
 // The header line, newline included; the one spelling a reader accepts.
 std::string HeaderOf(uint64_t seq, size_t length, uint32_t crc) {
@@ -116,13 +106,6 @@ bool WriteAllAt(int fd, std::string_view data, off_t at) {
 }
 
 }  // namespace
-
-uint32_t Crc32c(std::string_view data) {
-  static const std::array<uint32_t, 256> table = MakeCrcTable();
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : data) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
 
 SlottedRead ReadSlotted(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

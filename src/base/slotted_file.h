@@ -47,9 +47,6 @@ SlottedRead ReadSlotted(const std::string& path);
 // The same, of a file's whole text (`found` true).
 SlottedRead ParseSlotted(std::string text);
 
-// CRC-32C (Castagnoli), as the slots' headers carry it.
-uint32_t Crc32c(std::string_view data);
-
 class SlottedWriter {
  public:
   explicit SlottedWriter(std::string path) : path_(std::move(path)) {}

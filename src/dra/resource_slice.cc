@@ -4,7 +4,10 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <cstdio>
 
+#include "base/crc32c.h"
+#include "base/resource_name.h"
 #include "base/strings.h"
 
 namespace gpu_agent::dra {
@@ -94,7 +97,17 @@ std::string TaintValue(const std::string& reason) {
 }
 
 std::string SliceName(const std::string& node, const std::string& driver, size_t n) {
-  return StrCat(node, "-", driver, "-", n);
+  std::string name = StrCat(node, "-", driver, "-", n);
+  if (name.size() <= kMaxDnsSubdomain) return name;
+  // Too long for an object name (a node name may have 253 characters):
+  // the node's name cut, and a hash of all of it so two nodes that share the
+  // cut part still differ; the same node always gets the same name.
+  char hash[9];
+  std::snprintf(hash, sizeof hash, "%08x", Crc32c(node));
+  const std::string tail = StrCat("-", hash, "-", driver, "-", n);
+  std::string head = node.substr(0, kMaxDnsSubdomain - std::min(tail.size(), kMaxDnsSubdomain));
+  while (!head.empty() && (head.back() == '-' || head.back() == '.')) head.pop_back();
+  return head + tail;
 }
 
 std::vector<std::string> BuildResourceSlices(const SliceInput& input) {

@@ -44,7 +44,8 @@ std::string TaintValue(const std::string& reason);
 // "<node>-<driver>-<n>", so a publisher finds its own by name.
 std::vector<std::string> BuildResourceSlices(const SliceInput& input);
 
-// "<node>-<driver>-<n>".
+// "<node>-<driver>-<n>"; past the 253 characters of an object name,
+// "<node, cut>-<8 hex of a CRC-32C of the node's name>-<driver>-<n>".
 std::string SliceName(const std::string& node, const std::string& driver, size_t n);
 
 }  // namespace gpu_agent::dra

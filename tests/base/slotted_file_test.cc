@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "base/crc32c.h"
 #include "base/file_util.h"
 #include "support/test_support.h"
 

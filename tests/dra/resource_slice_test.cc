@@ -236,5 +236,33 @@ TEST(ResourceSliceTest, ATaintValueIsALabelValue) {
   EXPECT_EQ(TaintValue(std::string(70, 'a') + "-b").size(), 63u);
 }
 
+// A node name may have 253 characters, the most an object name may: the
+// slices' names are cut to fit, stay valid, stay the same for the same node
+// and differ for nodes that share the part kept.
+TEST(ResourceSliceTest, SliceNamesFitAndStayDistinctForTheLongestNodeNames) {
+  const std::string driver = "gpu.gpu-agent.github.io";
+  EXPECT_EQ(SliceName("node-a", driver, 3), "node-a-gpu.gpu-agent.github.io-3");
+  const std::string base =
+      std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + ".";
+  const std::string one = base + std::string(61, 'd');
+  const std::string two = base + std::string(60, 'd') + "e";
+  ASSERT_EQ(one.size(), 253u);
+  ASSERT_TRUE(ValidateNodeName(one).ok());
+  for (size_t n : {size_t{0}, size_t{12}}) {
+    const std::string a = SliceName(one, driver, n);
+    EXPECT_LE(a.size(), 253u) << a;
+    EXPECT_TRUE(ValidateDnsSubdomain("slice name", a).ok()) << a;
+    EXPECT_EQ(a, SliceName(one, driver, n));
+    EXPECT_NE(a, SliceName(two, driver, n));
+    EXPECT_TRUE(a.ends_with("-" + driver + "-" + std::to_string(n))) << a;
+  }
+  // The cut that lands after a dot or a dash is taken back to a letter.
+  const std::string dotted = base + std::string(25, 'd') + "." + std::string(35, 'e');
+  ASSERT_EQ(dotted.size(), 253u);
+  EXPECT_EQ(SliceName(dotted, driver, 0).substr(192, 26), std::string(25, 'd') + "-");
+  EXPECT_TRUE(ValidateDnsSubdomain("slice name", SliceName(dotted, driver, 0)).ok())
+      << SliceName(dotted, driver, 0);
+}
+
 }  // namespace
 }  // namespace gpu_agent::dra

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/crc32c.h"
 #include "base/slotted_file.h"
 #include "fuzz_support.h"
 
