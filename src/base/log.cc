@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "base/strings.h"
+#include "base/text.h"
 
 namespace gpu_agent {
 namespace {
@@ -42,35 +43,6 @@ std::string Timestamp() {
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
-}
-
-// The length of the well-formed UTF-8 sequence at the start of `s`
-// (Unicode's table 3-7: no overlong forms, surrogates or code points past
-// U+10FFFF), or 0 when it is not one.
-size_t Utf8SequenceLength(std::string_view s) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = byte(0);
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
-  for (size_t i = 2; i < n; ++i) {
-    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
-  }
-  return n;
 }
 
 // A JSON string; bytes that are not UTF-8 become U+FFFD, so the line stays

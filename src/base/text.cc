@@ -53,4 +53,54 @@ std::string Printable(std::string_view bytes, size_t max) {
   return out;
 }
 
+size_t Utf8SequenceLength(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = byte(0);
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+std::string Utf8Clip(std::string_view s, size_t max) {
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  constexpr std::string_view kMore = "...";
+  std::string out;
+  std::vector<size_t> ends;  // where each character of `out` ends
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8SequenceLength(s.substr(i));
+    out.append(n > 0 ? s.substr(i, n) : kReplacement);
+    ends.push_back(out.size());
+    i += n > 0 ? n : 1;
+  }
+  if (out.size() <= max) return out;
+  // The most whole characters that leave room for the mark.
+  size_t keep = 0;
+  for (size_t end : ends) {
+    if (end + kMore.size() > max) break;
+    keep = end;
+  }
+  out.resize(keep);
+  if (kMore.size() <= max) out.append(kMore);
+  return out;
+}
+
 }  // namespace gpu_agent

@@ -19,6 +19,17 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
 // cut after `max` bytes.
 std::string Printable(std::string_view bytes, size_t max = 80);
 
+// The length of the well-formed UTF-8 sequence at the start of `s`
+// (Unicode's table 3-7: no overlong forms, surrogates or code points past
+// U+10FFFF), or 0 when it is not one (or `s` is empty).
+size_t Utf8SequenceLength(std::string_view s);
+
+// `s` as valid UTF-8 (a byte that starts no well-formed sequence becomes
+// U+FFFD) of at most `max` bytes: a longer one is cut after a whole
+// character and ends with "...", as the kubelet cuts a device's health
+// message.
+std::string Utf8Clip(std::string_view s, size_t max);
+
 }  // namespace gpu_agent
 
 #endif  // GPU_AGENT_BASE_TEXT_H_

@@ -24,6 +24,7 @@
 #include "base/poll_driven.h"
 #include "base/socket_path.h"
 #include "base/strings.h"
+#include "base/text.h"
 #include "base/thread_name.h"
 #include "dra/dra_v1.grpc.pb.h"
 #include "dra/dra_v1beta1.grpc.pb.h"
@@ -191,10 +192,10 @@ const std::vector<std::string>& SupportedVersions() {
 // The kubelet keeps at most this much of a device's health message.
 constexpr size_t kHealthMessageMax = 1024;
 
-std::string HealthMessage(const std::string& reason) {
-  if (reason.size() <= kHealthMessageMax) return reason;
-  return reason.substr(0, kHealthMessageMax - 3) + "...";
-}
+// A proto3 string must be UTF-8 (the kubelet's decoder refuses the whole
+// message otherwise): a reason's stray bytes become U+FFFD, and the cut
+// falls between characters.
+std::string HealthMessage(const std::string& reason) { return Utf8Clip(reason, kHealthMessageMax); }
 
 class DraServer::Impl {
  private:
@@ -214,6 +215,12 @@ class DraServer::Impl {
       return absl::FailedPreconditionError(
           StrCat("dra.pluginDir: cannot create \"", folder, "\": ", std::strerror(errno)));
     }
+    // Before serving: a health stream's callback signals streams_fd_.
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    streams_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0 || streams_fd_ < 0) {
+      return absl::UnavailableError(StrCat("cannot make an eventfd: ", std::strerror(errno)));
+    }
     if (absl::Status s = ServeDra(); !s.ok()) return s;
     if (absl::Status s = ServeRegistration(); !s.ok()) return s;
     LogInfo("DRA plugin serving", {{"driver", options_.driver_name},
@@ -222,11 +229,6 @@ class DraServer::Impl {
     // Watch both sockets and their folders: one someone removes is made and
     // served again.
     inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    streams_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0 || streams_fd_ < 0) {
-      return absl::UnavailableError(StrCat("cannot make an eventfd: ", std::strerror(errno)));
-    }
     if (inotify_fd_ < 0 || !WatchFolders().ok()) {
       LogWarning("cannot watch the DRA sockets; one removed is not served again",
                  {{"error", std::strerror(errno)}});
@@ -384,13 +386,19 @@ class DraServer::Impl {
     if (guard_.joinable()) guard_.join();
     if (inotify_fd_ >= 0) ::close(inotify_fd_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
-    if (streams_fd_ >= 0) ::close(streams_fd_);
-    inotify_fd_ = wake_fd_ = streams_fd_ = -1;
+    inotify_fd_ = wake_fd_ = -1;
     if (registration_server_) {
       registration_server_->Shutdown(std::chrono::system_clock::now() + deadline);
       RemoveIfOurs(registration_path_, registration_inode_);
     }
     CloseStreams();
+    {
+      // A stream opening from now on is refused (streams_closed_) and
+      // signals nothing; one that opened before has signalled under the lock.
+      std::lock_guard<std::mutex> lock(health_mu_);
+      if (streams_fd_ >= 0) ::close(streams_fd_);
+      streams_fd_ = -1;
+    }
     claims_.Refuse();
     if (dra_server_) {
       dra_server_->Shutdown(std::chrono::system_clock::now() + deadline);
@@ -656,11 +664,10 @@ class DraServer::Impl {
           if (impl_->streams_.empty()) impl_->health_published_ = std::chrono::steady_clock::now();
           impl_->streams_.insert(stream);
           write = stream->PrepareWriteLocked();
+          // The guard's wait recomputed (the heartbeat's due time).
+          const uint64_t one = 1;
+          if (impl_->streams_fd_ >= 0) (void)!::write(impl_->streams_fd_, &one, sizeof one);
         }
-      }
-      if (!closed && impl_->streams_fd_ >= 0) {
-        const uint64_t one = 1;
-        (void)!::write(impl_->streams_fd_, &one, sizeof one);  // the guard's wait to recompute
       }
       if (closed) stream->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
       if (write) stream->StartPrepared();
@@ -757,7 +764,8 @@ class DraServer::Impl {
   // The socket watch (Guard); the servers and inodes are its while it runs.
   int inotify_fd_ = -1;
   int wake_fd_ = -1;
-  int streams_fd_ = -1;  // a health stream opened: the guard's wait is recomputed
+  int streams_fd_ = -1;  // a health stream opened: the guard's wait is recomputed (health_mu_
+                         // held to write it or to close it)
   int registry_wd_ = -1;
   int folder_wd_ = -1;
   std::thread guard_;

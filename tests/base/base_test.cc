@@ -169,6 +169,34 @@ TEST(TextTest, PrintableEscapesBinary) {
   EXPECT_EQ(Printable("abcdef", 3), "abc...");
 }
 
+// As the kubelet keeps a device's health message: valid UTF-8, at most
+// `max` bytes, a longer one cut after a whole character and marked.
+TEST(TextTest, Utf8ClipKeepsWholeCharactersAndValidBytes) {
+  EXPECT_EQ(Utf8Clip("XID 79", 1024), "XID 79");
+  EXPECT_EQ(Utf8Clip(std::string(1100, 'x'), 1024), std::string(1021, 'x') + "...");
+  // "\xc3\xa9" (e acute) is 2 bytes: 1021 bytes would split the 511th.
+  std::string accents;
+  for (int i = 0; i < 600; ++i) accents += "\xc3\xa9";
+  const std::string cut = Utf8Clip(accents, 1024);
+  EXPECT_EQ(cut.size(), 1020u + 3);
+  EXPECT_EQ(cut.substr(0, 1020), accents.substr(0, 1020));
+  EXPECT_TRUE(cut.ends_with("..."));
+  // A stray byte, a lone continuation byte, and a sequence cut short (its
+  // lead byte and its continuation byte, each alone): U+FFFD each.
+  EXPECT_EQ(Utf8Clip(std::string("a\xff"
+                                 "b\x80"
+                                 "c\xe2\x82",
+                                 7),
+                     64),
+            "a\xef\xbf\xbd"
+            "b\xef\xbf\xbd"
+            "c\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(Utf8Clip("abcdef", 2), "");  // no room for the mark
+  EXPECT_EQ(Utf8SequenceLength(""), 0u);
+  EXPECT_EQ(Utf8SequenceLength("\xf0\x9f\x98\x80"), 4u);
+  EXPECT_EQ(Utf8SequenceLength("\xed\xa0\x80"), 0u);  // a surrogate
+}
+
 TEST(StringsTest, CatSplitParse) {
   EXPECT_EQ(StrCat("a", 1, std::string_view("b"), std::string("c"), -2, 'x'), "a1bc-2x");
   auto parts = StrSplit("a,,b", ',');

@@ -151,9 +151,13 @@ TEST_F(DraServerTest, TheHealthStreamSendsTheDevicesOnOpenOnEveryVersionAKubelet
   // A reason past the 1,024 characters the kubelet keeps is cut as it
   // would cut it.
   const std::string long_reason = "XID 79 " + std::string(1100, 'x');
+  // Bytes that are not UTF-8 would make the kubelet refuse the whole message
+  // (proto3 strings are UTF-8; so does this stand-in's decoder).
+  const std::string stray = std::string("link \xff down \xe2\x82", 14);
   server_->SetHealth({{"node-a", "gpu-0", true, ""},
                       {"node-a", "gpu-1", false, "XID 48: double-bit ECC error"},
-                      {"node-a", "gpu-2", false, long_reason}});
+                      {"node-a", "gpu-2", false, long_reason},
+                      {"node-a", "gpu-3", false, stray}});
   // Newer kubelets take the newest they know; 1.34's knows only v1alpha1.
   const std::vector<std::pair<std::vector<std::string>, std::string>> kubelets = {
       {{"v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"}, "v1.DRAResourceHealth"},
@@ -170,7 +174,7 @@ TEST_F(DraServerTest, TheHealthStreamSendsTheDevicesOnOpenOnEveryVersionAKubelet
     EXPECT_EQ(kubelet.plugin(kDriver)->health_version, picked);
     std::vector<DraKubelet::Health> health;
     ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
-    ASSERT_EQ(health.size(), 3u);
+    ASSERT_EQ(health.size(), 4u);
     EXPECT_EQ(health[0].pool, "node-a");
     EXPECT_EQ(health[0].device, "gpu-0");
     EXPECT_TRUE(health[0].healthy);
@@ -180,6 +184,7 @@ TEST_F(DraServerTest, TheHealthStreamSendsTheDevicesOnOpenOnEveryVersionAKubelet
     EXPECT_EQ(health[1].message, "XID 48: double-bit ECC error");
     EXPECT_FALSE(health[2].healthy);
     EXPECT_EQ(health[2].message, long_reason.substr(0, 1021) + "...");
+    EXPECT_EQ(health[3].message, "link \xef\xbf\xbd down \xef\xbf\xbd\xef\xbf\xbd");
     kubelet.Stop();
   }
 }
