@@ -277,6 +277,8 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
   for (size_t n = 1; n < std::min(todo.size(), kConcurrentReads); ++n) helpers.emplace_back(work);
   work();
   for (std::thread& t : helpers) t.join();
+  // Time slices a claim set that is not prepared in the end: set back.
+  std::vector<std::string> undo;
   for (size_t i = 0; i < todo.size(); ++i) {
     const ClaimRef& c = *todo[i];
     PrepareOutcome& o = out[c.uid];
@@ -285,6 +287,7 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
           "claim not prepared",
           {{"claim", StrCat(c.name_space, "/", c.name)}, {"uid", c.uid}, {"error", errors[i]}});
       o.error = errors[i];
+      undo.insert(undo.end(), entries[i].time_sliced.begin(), entries[i].time_sliced.end());
       continue;
     }
     o.devices = entries[i].devices;
@@ -300,12 +303,15 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
       // (their specs stay; a later start takes them in).
       std::lock_guard<std::mutex> lock(mu_);
       for (const std::string& uid : added) {
-        prepared_.erase(uid);
+        auto it = prepared_.find(uid);
+        undo.insert(undo.end(), it->second.time_sliced.begin(), it->second.time_sliced.end());
+        prepared_.erase(it);
         out[uid].devices.clear();
         out[uid].error = StrCat("prepared, but ", s.message());
       }
     }
   }
+  ResetTimeSlices(undo);
   return out;
 }
 
@@ -414,8 +420,7 @@ std::string ClaimPreparer::SetTimeSlice(const DraDevice& device, const std::stri
 
 std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<ClaimRef>& claims) {
   std::map<std::string, std::string> out;
-  bool changed = false;
-  std::vector<std::string> time_sliced;  // GPUs whose claims set their time slice
+  std::map<std::string, Entry> removed;  // by UID, until the checkpoint says so too
   for (const ClaimRef& c : claims) {
     std::string& error = out[c.uid];
     if (c.uid.empty()) continue;  // nothing can be prepared under no UID
@@ -427,17 +432,25 @@ std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<Cl
     std::lock_guard<std::mutex> lock(mu_);
     auto it = prepared_.find(c.uid);
     if (it == prepared_.end()) continue;
-    time_sliced.insert(time_sliced.end(), it->second.time_sliced.begin(),
-                       it->second.time_sliced.end());
+    removed.emplace(c.uid, std::move(it->second));
     prepared_.erase(it);
-    changed = true;
   }
-  if (changed) {
-    if (absl::Status s = Save(); !s.ok()) {
-      for (auto& [uid, error] : out) {
-        if (error.empty()) error = StrCat("unprepared, but ", s.message());
-      }
+  if (removed.empty()) return out;
+  if (absl::Status s = Save(); !s.ok()) {
+    // Kept as prepared, so the kubelet's retry writes the checkpoint again
+    // (otherwise the checkpoint on disk would keep them for good, and a
+    // restart bring them back); their specs are gone, which a prepare
+    // writes again.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [uid, e] : removed) {
+      out[uid] = StrCat("unprepared, but ", s.message());
+      prepared_.emplace(uid, std::move(e));
     }
+    return out;
+  }
+  std::vector<std::string> time_sliced;  // GPUs whose claims set their time slice
+  for (const auto& [uid, e] : removed) {
+    time_sliced.insert(time_sliced.end(), e.time_sliced.begin(), e.time_sliced.end());
   }
   ResetTimeSlices(time_sliced);
   return out;
@@ -462,7 +475,7 @@ void ClaimPreparer::ResetTimeSlices(const std::vector<std::string>& uuids) {
                          ? options_.set_time_slice(uuid, kDefaultTimeSlice)
                          : absl::FailedPreconditionError("it cannot be set on this node");
     if (s.ok()) {
-      LogInfo("GPU time slice set back to Default, its claim unprepared", {{"uuid", uuid}});
+      LogInfo("GPU time slice set back to Default: no prepared claim sets it", {{"uuid", uuid}});
     } else {
       LogWarning(
           "cannot set a GPU's time slice back to Default after its claim; it keeps the claim's "
@@ -473,6 +486,9 @@ void ClaimPreparer::ResetTimeSlices(const std::vector<std::string>& uuids) {
 }
 
 absl::Status ClaimPreparer::Save() {
+  // Held from the snapshot to the write: two saves cannot land in the
+  // opposite order of their snapshots.
+  std::lock_guard<std::mutex> save_lock(save_mu_);
   rapidjson::StringBuffer buf;
   Writer w(buf);
   w.StartObject();
@@ -517,7 +533,6 @@ absl::Status ClaimPreparer::Save() {
   }
   w.EndObject();
   w.EndObject();
-  std::lock_guard<std::mutex> lock(save_mu_);
   if (absl::Status s = checkpoint_writer_.Write(std::string_view(buf.GetString(), buf.GetSize()));
       !s.ok()) {
     return absl::Status(s.code(), StrCat("the DRA checkpoint cannot be written: ", s.message()));

@@ -137,7 +137,7 @@ class ClaimPreparer : public ClaimHandler {
   std::set<std::string> unhealthy_;               // protected by mu_
   std::map<std::string, Entry> prepared_;         // protected by mu_: by claim UID
 
-  std::mutex save_mu_;               // one Save at a time
+  std::mutex save_mu_;               // one Save at a time; taken before mu_
   SlottedWriter checkpoint_writer_;  // protected by save_mu_
 };
 

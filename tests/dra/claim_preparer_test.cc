@@ -328,6 +328,56 @@ TEST_F(ClaimPreparerTest, AClaimsTimeSliceIsSetBackToDefaultWhenTheLastClaimSett
   EXPECT_TRUE(preparer_->Prepared().empty());
 }
 
+// A claim that set a time slice and is then not prepared (a later device of
+// it unhealthy, or its checkpoint unwritable) sets it back: the kubelet may
+// never unprepare a claim it was never told is prepared.
+TEST_F(ClaimPreparerTest, ATimeSliceSetByAClaimThatIsNotPreparedIsSetBack) {
+  const std::string gpu_config =
+      std::string(R"({"apiVersion":")") + kDriver +
+      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}})";
+  std::string json = Claim("u1", {{"a", kDriver, kPool, "gpu-0"}, {"b", kDriver, kPool, "gpu-1"}});
+  json.insert(json.find(R"("results":[)"),
+              R"("config":[{"source":"FromClaim","opaque":{"driver":")" + std::string(kDriver) +
+                  R"(","parameters":)" + gpu_config + "}}],");
+  Put("one", json);
+  preparer_->SetUnhealthy({"gpu-1"});
+  EXPECT_EQ(PrepareOne("one", "u1").error, "claim ns/one: device \"gpu-1\" is unhealthy");
+  EXPECT_EQ(SlicesSet(), (std::vector<std::string>{"GPU-0=Long", "GPU-0=Default"}));
+
+  // Prepared, but its checkpoint cannot be written.
+  preparer_->SetUnhealthy({});
+  const std::string checkpoint = dir_.Join("plugin/checkpoint.json");
+  std::filesystem::remove(checkpoint);
+  std::filesystem::create_directories(checkpoint + "/in-the-way");
+  EXPECT_EQ(PrepareOne("one", "u1").error.rfind("prepared, but ", 0), 0u);
+  EXPECT_EQ(SlicesSet(),
+            (std::vector<std::string>{"GPU-0=Long", "GPU-0=Default", "GPU-0=Long", "GPU-1=Long",
+                                      "GPU-0=Default", "GPU-1=Default"}));
+}
+
+// An unprepare whose checkpoint cannot be written keeps the claim prepared
+// (and its GPUs' time slices), so the kubelet's retry writes the checkpoint;
+// otherwise the checkpoint on disk would hold the claim for good.
+TEST_F(ClaimPreparerTest, AnUnprepareWhoseCheckpointCannotBeWrittenIsDoneAgainOnTheRetry) {
+  const std::string gpu_config =
+      std::string(R"({"apiVersion":")") + kDriver +
+      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")";
+  Put("one", ClaimWithConfig("u1", gpu_config + R"(Long"}}})"));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  const std::string checkpoint = dir_.Join("plugin/checkpoint.json");
+  std::filesystem::remove(checkpoint);
+  std::filesystem::create_directories(checkpoint + "/in-the-way");
+  const std::string failed = preparer_->Unprepare({{"ns", "u1", "one"}})["u1"];
+  EXPECT_EQ(failed.rfind("unprepared, but ", 0), 0u) << failed;
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
+  EXPECT_EQ(SlicesSet(), std::vector<std::string>{"GPU-0=Long"});  // not set back yet
+  std::filesystem::remove_all(checkpoint);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  EXPECT_EQ(SlicesSet(), (std::vector<std::string>{"GPU-0=Long", "GPU-0=Default"}));
+  Restart();
+  EXPECT_TRUE(preparer_->Prepared().empty());
+}
+
 // The checkpoint cannot be written: the claim is answered with that error
 // and not kept as prepared, so the kubelet's retry prepares it again and is
 // answered only once the checkpoint holds it.
