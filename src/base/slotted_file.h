@@ -55,8 +55,9 @@ class SlottedWriter {
   SlottedWriter& operator=(const SlottedWriter&) = delete;
 
   // Writes `record` and returns once it is on the disk. The folder must
-  // exist. Errors name the path, the step and the system's reason; a failed
-  // write leaves the newest record that was written before it readable.
+  // exist. Errors name the path, the step and the system's reason; after a
+  // failed write a reader finds the newest record written before it, or
+  // (when only the flush failed) that record itself.
   absl::Status Write(std::string_view record);
 
   const std::string& path() const { return path_; }

@@ -246,6 +246,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"DraDriverNameNotASubdomain",
                 "version: v1\nmode: dra\ndra:\n  driverName: GPU_Driver\n",
                 "dra.driverName \"GPU_Driver\" is not a DNS subdomain"},
+        BadCase{"DraDriverNameTooLong",
+                "version: v1\nmode: dra\ndra:\n  driverName: " + std::string(60, 'g') +
+                    ".example.com\n",
+                "is longer than 63 characters"},
         BadCase{"DraRegistryDirRelative", "version: v1\ndra:\n  registryDir: plugins_registry\n",
                 "dra.registryDir: \"plugins_registry\" must be an absolute path"},
         BadCase{"DraModeNodeLabels", "version: v1\nmode: dra\nnodeLabels:\n  output: node\n",

@@ -322,8 +322,8 @@ const std::vector<Setting>& Table() {
        "GPU_AGENT_DRA_DRIVER_NAME",
        K::kString,
        {},
-       "DRA mode: the driver name (a DNS subdomain) in ResourceSlices, DeviceClasses and the "
-       "kubelet's registration",
+       "DRA mode: the driver name (a DNS subdomain of at most 63 characters) in ResourceSlices, "
+       "DeviceClasses and the kubelet's registration",
        FIELD(dra.driver_name)},
       {"dra.registryDir",
        "dra-registry-dir",

@@ -87,6 +87,12 @@ absl::Status ValidateConfig(const Config& c) {
       !s.ok()) {
     return absl::InvalidArgumentError(s.message());
   }
+  // ResourceSlices and claims take a driver name of at most 63 characters
+  // (resource.k8s.io's DriverNameMaxLength, as CSI's).
+  if (c.dra.driver_name.size() > 63) {
+    return absl::InvalidArgumentError(
+        StrCat("dra.driverName \"", c.dra.driver_name, "\" is longer than 63 characters"));
+  }
   for (const auto& [key, dir] :
        {std::pair<const char*, const std::string*>{"dra.registryDir", &c.dra.registry_dir},
         {"dra.pluginDir", &c.dra.plugin_dir}}) {
