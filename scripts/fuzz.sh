@@ -37,7 +37,7 @@ done
 
 all=(config cli kubeconfig exec_credential node_json watch_stream api_error json_patch
      device_selector duration_quantity mig_minors deviceplugin_rpc deviceplugin_socket cdi_names
-     log_json ld_cache)
+     log_json ld_cache slotted_file)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 # Longest input per target: a little over the largest realistic one.
@@ -45,7 +45,7 @@ max_len() {
   case "$1" in
     watch_stream) echo 16384 ;;
     config|kubeconfig|node_json) echo 8192 ;;
-    exec_credential|api_error|mig_minors|ld_cache) echo 4096 ;;
+    exec_credential|api_error|mig_minors|ld_cache|slotted_file) echo 4096 ;;
     deviceplugin_rpc|deviceplugin_socket) echo 2048 ;;
     cdi_names|duration_quantity) echo 256 ;;
     *) echo 1024 ;;
