@@ -435,7 +435,9 @@ size_t Count(const std::string& text, const std::string& what) {
 TEST_F(SlicePublisherTest, AFailedTaintProbeIsAskedAgainUntilTheServerAnswers) {
   probe_taints_ = true;
   api_.ServeDeviceTaints(true);
-  for (int code : {403, 429, 500, 503}) {
+  // A role without the right (its own message), and a server in trouble
+  // (429 and 500 take the same path: no clear answer, asked again).
+  for (int code : {403, 503}) {
     SCOPED_TRACE(code);
     node_ = "node-" + std::to_string(code);
     api_.AddNode(node_);
