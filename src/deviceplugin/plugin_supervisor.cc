@@ -336,6 +336,10 @@ void PluginSupervisor::CancelStaleRegister() {
   }
   // What it registers is gone (a reload, a fresh socket, a new kubelet):
   // waiting out a kubelet that holds it would hold up every registration.
+  CancelRegisterCall();
+}
+
+void PluginSupervisor::CancelRegisterCall() {
   std::shared_ptr<CallCanceller> call;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -532,12 +536,7 @@ void PluginSupervisor::Stop() {
   }
   cv_.notify_all();  // callers waiting on a reload or a rescan
   Wake();
-  std::shared_ptr<CallCanceller> call;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    call = register_call_;
-  }
-  if (call) call->Cancel();  // a kubelet may hold Register up to its timeout
+  CancelRegisterCall();  // a kubelet may hold Register up to its timeout
   if (control_.joinable()) control_.join();
   if (register_thread_.joinable()) register_thread_.join();
   watcher_.reset();

@@ -182,6 +182,8 @@ class PluginSupervisor : public PollDriven {
   // Cancels the Register in flight when its slot was replaced or served
   // again meanwhile (its answer would be ignored).
   void CancelStaleRegister();
+  // Cancels the Register call in flight, if any (mu_ not held).
+  void CancelRegisterCall();
   // Registered, but the kubelet holds no stream: register again.
   void Heal(Slot& slot);
   // Notes which slots have a stream open; true if anything changed.

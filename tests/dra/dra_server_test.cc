@@ -85,7 +85,7 @@ TEST_F(DraServerTest, GetInfoNamesTheDraSocketAndListsV1First) {
             (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
                                       "v1beta1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"}));
   EXPECT_EQ(p.version, "v1.DRAPlugin");
-  EXPECT_TRUE(p.health);
+  EXPECT_TRUE(p.health());
   EXPECT_EQ(p.health_version, "v1.DRAResourceHealth");
   EXPECT_TRUE(WaitFor([&] { return server_->registration().registered; }));
   EXPECT_EQ(server_->registration().registrations, 1u);
@@ -251,7 +251,7 @@ TEST_F(DraServerTest, AKubeletThatKnowsNoHealthVersionStillRegisters) {
   ASSERT_TRUE(kubelet.Start());
   ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
   EXPECT_EQ(kubelet.plugin(kDriver)->version, "v1.DRAPlugin");
-  EXPECT_FALSE(kubelet.plugin(kDriver)->health);
+  EXPECT_FALSE(kubelet.plugin(kDriver)->health());
   EXPECT_TRUE(WaitFor([&] { return server_->registration().registered; }));
 }
 

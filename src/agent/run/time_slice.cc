@@ -8,6 +8,7 @@
 #include "base/strings.h"
 #include "base/subprocess.h"
 #include "base/text.h"
+#include "dra/claim_preparer.h"
 #include "nvml/nvml_library.h"
 
 namespace gpu_agent {
@@ -15,12 +16,8 @@ namespace gpu_agent {
 TimeSlicer NvidiaSmiTimeSlicer(const std::string& driver_root_here) {
   return [root = driver_root_here](const std::string& uuid,
                                    const std::string& interval) -> absl::Status {
-    const char* level = interval == "Default"  ? "0"
-                        : interval == "Short"  ? "1"
-                        : interval == "Medium" ? "2"
-                        : interval == "Long"   ? "3"
-                                               : nullptr;
-    if (level == nullptr) {
+    const int level = dra::TimeSliceLevel(interval);
+    if (level < 0) {
       return absl::InvalidArgumentError(
           StrCat("time-slicing interval \"", interval, "\" is not Default, Short, Medium or Long"));
     }

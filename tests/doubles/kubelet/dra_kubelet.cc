@@ -241,7 +241,6 @@ void DraKubelet::Register(const std::string& socket) {
       break;
     }
   }
-  p.health = !p.health_version.empty();
   plugins_[p.name] = p;
   ++registrations_;
 }
@@ -377,7 +376,7 @@ grpc::Status ReadHealthOn(const DraKubelet::Plugin& p, grpc::ClientContext* ctx,
 grpc::Status DraKubelet::FirstHealth(const std::string& driver, std::vector<Health>* out,
                                      std::chrono::milliseconds timeout) {
   std::optional<Plugin> p = plugin(driver);
-  if (!p || !p->health) {
+  if (!p || !p->health()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, driver + " serves no health");
   }
   Tracked call(this, driver);
@@ -390,7 +389,7 @@ grpc::Status DraKubelet::FirstHealth(const std::string& driver, std::vector<Heal
 
 bool DraKubelet::WatchHealth(const std::string& driver) {
   std::optional<Plugin> p = plugin(driver);
-  if (!p || !p->health) return false;
+  if (!p || !p->health()) return false;
   StopHealthWatch();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -51,8 +51,9 @@ class DraKubelet {
     std::string name;            // the driver name
     std::string endpoint;        // the DRA socket
     std::string version;         // the DRA version picked ("v1.DRAPlugin")
-    bool health = false;         // lists a health version this kubelet knows
-    std::string health_version;  // the one picked ("v1.DRAResourceHealth")
+    std::string health_version;  // the one picked ("v1.DRAResourceHealth"); "": none
+    // Lists a health version this kubelet knows.
+    bool health() const { return !health_version.empty(); }
     std::vector<std::string> supported_versions;
     // One connection to the endpoint for every call, as the kubelet keeps.
     std::shared_ptr<grpc::Channel> channel;
