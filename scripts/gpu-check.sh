@@ -101,6 +101,12 @@ ourlibs=""
 ours() {  # ours PROGRAM ARGS...: one of this build's programs, with its libraries
   LD_LIBRARY_PATH="${ourlibs}${ourlibs:+:}${nvml_dir:-}${nvml_dir:+:}${LD_LIBRARY_PATH:-}" "$@"
 }
+# start_ours PROGRAM ARGS...: the same, in the background, with $! the
+# program itself. (`ours PROGRAM &` backgrounds a subshell running the
+# function: $! is the subshell, and stopping it leaves the program running.)
+start_ours() {
+  LD_LIBRARY_PATH="${ourlibs}${ourlibs:+:}${nvml_dir:-}${nvml_dir:+:}${LD_LIBRARY_PATH:-}" "$@" &
+}
 agent=$bin/gpu-agent
 
 # The driver, or the stand-in in its place.
@@ -285,13 +291,13 @@ watched_all=""
 for strategy in envvar volume-mounts cdi-annotations cdi-cri; do
   d=$work/plugin-$strategy
   mkdir -p "$d/kubelet" "$d/cdi"
-  ours "$bin/kubelet-sim" "$d/kubelet" --allocate "$gpus" --exit-after-updates 1 >"$d/sim.log" 2>&1 &
+  start_ours "$bin/kubelet-sim" "$d/kubelet" --allocate "$gpus" --exit-after-updates 1 >"$d/sim.log" 2>&1
   sim=$!
   pids+=("$sim")
   wait_for "$d/sim.log" serving 10 || { record "plugin:$strategy" FAIL "kubelet simulator did not start"; continue; }
-  ours "$agent" run "${agent_args[@]}" "${plugin_args[@]}" --kubelet-socket "$d/kubelet/kubelet.sock" \
+  start_ours "$agent" run "${agent_args[@]}" "${plugin_args[@]}" --kubelet-socket "$d/kubelet/kubelet.sock" \
     --device-list-strategy "$strategy" --cdi-spec-dir "$d/cdi" --metrics-address "" \
-    --log-format json >"$d/agent.log" 2>&1 &
+    --log-format json >"$d/agent.log" 2>&1
   ag=$!
   pids+=("$ag")
   ok=1
@@ -299,11 +305,13 @@ for strategy in envvar volume-mounts cdi-annotations cdi-cri; do
   wait_for "$d/sim.log" "plugin registered" 20 || { ok=0; why="did not register"; }
   [ $ok = 1 ] && { wait_for "$d/sim.log" "Allocate $gpus -> " 20 || { ok=0; why="no Allocate answer"; }; }
   wait_for "$d/agent.log" "watching XID events" 5 || true
+  # The spec as the agent serves it: it removes its spec as it exits.
+  mkdir -p "$d/spec"
+  [ -n "$(ls -A "$d/cdi")" ] && cp "$d"/cdi/* "$d/spec/" 2>/dev/null && cp "$d"/spec/* "$out/" || true
   stop "$ag"
   stop "$sim"
   cp "$d/sim.log" "$out/plugin-$strategy.sim.log"
   cp "$d/agent.log" "$out/plugin-$strategy.agent.log"
-  [ -n "$(ls -A "$d/cdi")" ] && cp "$d"/cdi/* "$out/" 2>/dev/null || true
   if [ $ok = 0 ]; then
     record "plugin:$strategy" FAIL "$why (see $out/plugin-$strategy.*.log)"
     continue
@@ -344,7 +352,7 @@ else:
         names = [n for v in re.findall(r'key: "cdi.k8s.io/[^"]*" value: "([^"]*)"', resp)
                  for n in v.split(",")]
     specs, common = {}, {}
-    for f in glob.glob(d + "/cdi/*"):
+    for f in glob.glob(d + "/spec/*"):
         text = open(f).read()
         try:
             spec = json.loads(text)
@@ -507,7 +515,7 @@ container_check() {
       file) install -D -m 0644 "$spec/cm-$(basename "$a")" "$rootfs$a" ;;
     esac
   done <"$spec/mounts"
-  ours "$bin/kubelet-sim" "$c/kubelet" --allocate 1 --exit-after-updates 1 >"$c/sim.log" 2>&1 &
+  start_ours "$bin/kubelet-sim" "$c/kubelet" --allocate 1 --exit-after-updates 1 >"$c/sim.log" 2>&1
   local sim=$!
   pids+=("$sim")
   wait_for "$c/sim.log" serving 10 || { record container-like FAIL "kubelet simulator did not start"; return; }
