@@ -8,11 +8,9 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "base/crc32c.h"
+#include "base/file_util.h"
 #include "base/strings.h"
 
 namespace gpu_agent {
@@ -86,14 +84,6 @@ Slot ParseSlot(std::string_view region) {
   return s;
 }
 
-absl::Status Failed(const std::string& path, const char* step) {
-  const int err = errno;
-  return absl::Status(err == EACCES || err == EPERM || err == EROFS
-                          ? absl::StatusCode::kPermissionDenied
-                          : absl::StatusCode::kFailedPrecondition,
-                      StrCat("cannot write ", path, ": ", step, ": ", std::strerror(err)));
-}
-
 bool WriteAllAt(int fd, std::string_view data, off_t at) {
   for (size_t done = 0; done < data.size();) {
     const ssize_t n =
@@ -107,12 +97,18 @@ bool WriteAllAt(int fd, std::string_view data, off_t at) {
 
 }  // namespace
 
-SlottedRead ReadSlotted(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return SlottedRead();
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseSlotted(std::move(text).str());
+SlottedRead ReadSlotted(const std::string& path, size_t max_bytes) {
+  // A link, a FIFO or a file past the cap planted at the path is not read:
+  // it is reported as the file's problem.
+  absl::StatusOr<std::string> text = ReadFileBounded(path, max_bytes, Links::kRefuse);
+  if (!text.ok()) {
+    SlottedRead out;
+    if (text.status().code() == absl::StatusCode::kNotFound) return out;
+    out.found = true;
+    out.problem = std::string(text.status().message());
+    return out;
+  }
+  return ParseSlotted(*std::move(text));
 }
 
 SlottedRead ParseSlotted(std::string all) {
@@ -160,33 +156,25 @@ absl::Status SlottedWriter::MakeFile(std::string_view record) {
   content[slot - 1] = '\n';
   content[2 * slot - 1] = '\n';
 
-  const size_t cut = path_.rfind('/');
-  const std::string dir = cut == std::string::npos ? "." : path_.substr(0, cut + 1);
-  const std::string tmp = StrCat(dir, ".", cut == std::string::npos ? path_ : path_.substr(cut + 1),
-                                 ".tmp-", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Failed(path_, "creating a temporary file in its folder");
-  auto fail = [&](const char* step) {
-    absl::Status s = Failed(path_, step);
-    ::close(fd);
-    ::unlink(tmp.c_str());
+  if (absl::Status s = WriteFileAtomically(path_, content, Durability::kFlushed, mode_); !s.ok()) {
     return s;
-  };
-  if (!WriteAllAt(fd, content, 0)) return fail("writing");
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) return fail("flushing");
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    return fail("renaming the temporary file over it");
   }
-  // The rename itself on the disk: a crash must not bring the old file back.
-  if (const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    const bool synced = ::fsync(d) == 0;
-    ::close(d);
-    if (!synced) return fail("flushing its folder");
-  } else {
-    return fail("opening its folder to flush it");
-  }
+  // Kept open for the writes in place; what it opened must be what was
+  // written, not a link or a file put there since.
+  const int fd = ::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return WriteError(path_, "opening it after writing it");
   struct stat st;
-  if (::fstat(fd, &st) != 0) return fail("reading what was written");
+  absl::Status opened =
+      ::fstat(fd, &st) != 0 ? WriteError(path_, "reading back what was written")
+      : !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != ::geteuid() ||
+              static_cast<size_t>(st.st_size) != content.size()
+          ? absl::FailedPreconditionError(
+                StrCat("cannot write ", path_, ": another file was put there as it was written"))
+          : absl::OkStatus();
+  if (!opened.ok()) {
+    ::close(fd);
+    return opened;
+  }
   fd_ = fd;
   inode_ = st.st_ino;
   slot_size_ = slot;
@@ -200,11 +188,12 @@ absl::Status SlottedWriter::MakeFile(std::string_view record) {
 
 absl::Status SlottedWriter::Write(std::string_view record) {
   if (fd_ < 0) return MakeFile(record);
-  // Replaced, removed or cut behind the writer's back: what it would
-  // overwrite is no longer the file at `path`, or no longer whole.
+  // Replaced (by a link too: lstat), removed, linked elsewhere or cut
+  // behind the writer's back: what it would overwrite is no longer the file
+  // at `path` alone, or no longer whole.
   struct stat st;
-  if (::stat(path_.c_str(), &st) != 0 || st.st_ino != inode_ ||
-      static_cast<size_t>(st.st_size) != 2 * slot_size_) {
+  if (::lstat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != inode_ ||
+      st.st_nlink != 1 || static_cast<size_t>(st.st_size) != 2 * slot_size_) {
     return MakeFile(record);
   }
   const std::string header = Header(seq_ + 1, record);
@@ -217,9 +206,9 @@ absl::Status SlottedWriter::Write(std::string_view record) {
   if (used_[slot] > need) buf.append(used_[slot] - need, ' ');
   used_[slot] = std::max(used_[slot], need);
   if (!WriteAllAt(fd_, buf, static_cast<off_t>(slot * slot_size_))) {
-    return Failed(path_, "writing in place");
+    return WriteError(path_, "writing in place");
   }
-  if (::fdatasync(fd_) != 0) return Failed(path_, "flushing");
+  if (::fdatasync(fd_) != 0) return WriteError(path_, "flushing");
   used_[slot] = need;
   ++seq_;
   newest_ = slot;

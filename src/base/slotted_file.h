@@ -41,23 +41,33 @@ struct SlottedRead {
   std::string problem;
 };
 
+// A file past this is not read (a record of a few KiB a claim fits a node's
+// claims many times over).
+inline constexpr size_t kMaxSlottedFileBytes = 16u << 20;
+
 // Reads `path`. A file that is not in the slotted format (one an older
-// version wrote as plain text) is handed back whole, `slotted` false.
-SlottedRead ReadSlotted(const std::string& path);
+// version wrote as plain text) is handed back whole, `slotted` false. A
+// link, FIFO, device or a file past `max_bytes` at `path` is not read: it
+// is `found`, with the reason as its `problem`.
+SlottedRead ReadSlotted(const std::string& path, size_t max_bytes = kMaxSlottedFileBytes);
 // The same, of a file's whole text (`found` true).
 SlottedRead ParseSlotted(std::string text);
 
 class SlottedWriter {
  public:
-  explicit SlottedWriter(std::string path) : path_(std::move(path)) {}
+  // The file gets exactly `mode` (0600: the agent's own state).
+  explicit SlottedWriter(std::string path, mode_t mode = 0600)
+      : path_(std::move(path)), mode_(mode) {}
   ~SlottedWriter();
   SlottedWriter(const SlottedWriter&) = delete;
   SlottedWriter& operator=(const SlottedWriter&) = delete;
 
   // Writes `record` and returns once it is on the disk. The folder must
-  // exist. Errors name the path, the step and the system's reason; after a
-  // failed write a reader finds the newest record written before it, or
-  // (when only the flush failed) that record itself.
+  // exist. Writes in place only to the file it made (never through a link,
+  // nor to a file with another name linked to it); anything else at `path`
+  // is replaced by a whole new file. Errors name the path, the step and the system's reason; after
+  // a failed write a reader finds the newest record written before it, or (when only the flush
+  // failed) that record itself.
   absl::Status Write(std::string_view record);
 
   const std::string& path() const { return path_; }
@@ -70,6 +80,7 @@ class SlottedWriter {
   void Close();
 
   const std::string path_;
+  const mode_t mode_;
   int fd_ = -1;
   ino_t inode_ = 0;
   size_t slot_size_ = 0;

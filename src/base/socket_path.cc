@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
 
@@ -51,6 +52,7 @@ absl::Status PrepareSocketPath(const std::string& path, std::string_view setting
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(StrCat("\"", folder, "\" is not a folder"));
   }
+  if (absl::Status s = CheckTrustedFolder(folder, "socket folder"); !s.ok()) return s;
   if (::access(folder.c_str(), W_OK | X_OK) != 0) {
     return absl::FailedPreconditionError(StrCat("socket folder \"", folder,
                                                 "\" is not writable by this process (",
@@ -72,6 +74,16 @@ absl::Status PrepareSocketPath(const std::string& path, std::string_view setting
           StrCat("cannot remove stale socket \"", path, "\": ", std::strerror(errno)));
     }
     LogInfo("removed stale socket", {{"path", path}});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SecureSocket(const std::string& path) {
+  // gRPC binds with the process's umask (0077 in gpu-agent); the mode is set
+  // here whatever it was: the kubelet, which runs as root, is the only peer.
+  if (::chmod(path.c_str(), 0600) != 0) {
+    return absl::FailedPreconditionError(
+        StrCat("cannot set the mode of socket \"", path, "\": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

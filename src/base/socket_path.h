@@ -12,11 +12,16 @@
 namespace gpu_agent {
 
 // Checks that `path` can be a unix socket path (at most 107 bytes) in an
-// existing, writable folder. A stale socket file there is removed; a socket
+// existing, writable folder that no other user can write
+// (CheckTrustedFolder). A stale socket file there is removed; a socket
 // another process is serving, or a file that is not a socket, is an error.
 // `settings` names what sets the path, for the message when it is too long
 // ("kubelet.socket folder or kubelet.endpoint").
 absl::Status PrepareSocketPath(const std::string& path, std::string_view settings);
+
+// Gives the socket gRPC just bound at `path` mode 0600: only its owner (and
+// root, the kubelet) may connect.
+absl::Status SecureSocket(const std::string& path);
 
 }  // namespace gpu_agent
 

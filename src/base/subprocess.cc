@@ -64,6 +64,10 @@ absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv_in
     return absl::ResourceExhaustedError(StrCat("fork: ", std::strerror(err)));
   }
   if (pid == 0) {
+    // A process group of its own: on a timeout the whole group is killed,
+    // whatever the program started (a plugin's helpers that would keep its
+    // pipes open and outlive it).
+    ::setpgid(0, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
     const int devnull = ::open("/dev/null", O_RDONLY);
@@ -77,6 +81,7 @@ absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv_in
     (void)!::write(2, why, std::strlen(why));
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // as the child does: whichever runs first
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   ProgramResult result;
@@ -109,7 +114,7 @@ absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv_in
       into.append(buf, static_cast<size_t>(n));
     }
   }
-  if (timed_out || too_much) ::kill(pid, SIGKILL);
+  if (timed_out || too_much) ::kill(-pid, SIGKILL);
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
   int status = 0;

@@ -30,9 +30,10 @@ struct ProgramResult {
 };
 
 // Runs argv[0] (looked up in PATH when it has no '/') with `argv`, stdin
-// from /dev/null and no signal blocked, and waits for it. Errors: it cannot
-// be started (pipe or fork failed), it ran past `timeout` or printed more
-// than `max_output` (killed, then). A program that cannot be executed
+// from /dev/null and no signal blocked, in a process group of its own, and
+// waits for it. Errors: it cannot be started (pipe or fork failed), it ran
+// past `timeout` or printed more than `max_output` (its whole process group
+// killed, then: nothing it started is left running). A program that cannot be executed
 // exits 127, as from a shell, with the reason on its stderr.
 absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv,
                                          const ProgramRun& run = {});

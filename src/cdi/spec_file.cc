@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -13,12 +12,8 @@
 namespace gpu_agent::cdi {
 
 absl::Status SpecFile::Write(const Spec& spec, const std::string& dir, const std::string& setting) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        StrCat(setting, ": cannot create ", dir, ": ", ec.message()));
-  }
+  // Container runtimes read the folder (0755); no other user may write it.
+  if (absl::Status s = MakeTrustedFolder(dir, 0755, setting); !s.ok()) return s;
   const std::string path = StrCat(dir, "/", SpecFileName(spec.kind, "json"));
   if (absl::Status s = WriteFileAtomically(path, RenderJson(spec)); !s.ok()) {
     return absl::Status(s.code(), StrCat(setting, ": ", s.message()));

@@ -288,6 +288,10 @@ absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Start(
     NameThisThread("plugin-serve");
     raw->Drive();
   });
+  if (absl::Status s = SecureSocket(socket_path); !s.ok()) {
+    self->Stop(std::chrono::milliseconds(0));
+    return s;
+  }
   return self;
 }
 

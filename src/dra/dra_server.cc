@@ -210,11 +210,9 @@ class DraServer::Impl {
         folder_(StrCat(options_.plugin_dir, "/", options_.driver_name)) {}
 
   absl::Status Start() {
-    const std::string& folder = folder_;
-    if (::mkdir(folder.c_str(), 0750) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(
-          StrCat("dra.pluginDir: cannot create \"", folder, "\": ", std::strerror(errno)));
-    }
+    // The kubelet's folders are 0750; so is the plugin's own, whatever the
+    // umask, and neither may be another user's to write.
+    if (absl::Status s = MakeTrustedFolder(folder_, 0750, "dra.pluginDir"); !s.ok()) return s;
     // Before serving: a health stream's callback signals streams_fd_.
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     streams_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -295,12 +293,9 @@ class DraServer::Impl {
       struct stat st;
       if (::stat(path->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
       LogWarning("a DRA socket folder is gone; making it again", {{"folder", *path}});
-      std::error_code ec;
-      std::filesystem::create_directories(*path, ec);
-      if (ec) {
-        return absl::UnavailableError(StrCat("cannot make \"", *path, "\" again: ", ec.message()));
+      if (absl::Status s = MakeTrustedFolder(*path, 0750, "a DRA socket folder"); !s.ok()) {
+        return absl::UnavailableError(s.message());
       }
-      ::chmod(path->c_str(), 0750);
     }
     return WatchFolders();
   }
@@ -314,8 +309,9 @@ class DraServer::Impl {
     alignas(inotify_event) char buf[4096];
     using Clock = std::chrono::steady_clock;
     Clock::time_point retry_at = Clock::time_point::max();
+    Clock::time_point resend_at = Clock::time_point::max();
     for (;;) {
-      Clock::time_point due = std::min(retry_at, HealthResendDue());
+      const Clock::time_point due = std::min(retry_at, resend_at);
       pollfd fds[3] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {streams_fd_, POLLIN, 0}};
       const int n = ::poll(fds, 3, PollTimeoutMs(due));
       if (n < 0 && errno != EINTR) return;
@@ -324,7 +320,7 @@ class DraServer::Impl {
         uint64_t count;
         (void)!::read(streams_fd_, &count, sizeof count);
       }
-      ResendHealthIfDue();
+      resend_at = ResendHealthIfDue();
       const bool changed = fds[0].revents != 0;
       if (changed) {
         while (::read(inotify_fd_, buf, sizeof buf) > 0) {
@@ -432,25 +428,23 @@ class DraServer::Impl {
 
   // The kubelet takes a device it has heard nothing of for 30 s as of
   // unknown health (healthinfo.go, healthTimeout), whatever it was: while a
-  // stream is open, the list goes out again before that.
-  std::chrono::steady_clock::time_point HealthResendDue() {
-    std::lock_guard<std::mutex> lock(health_mu_);
-    if (streams_.empty()) return std::chrono::steady_clock::time_point::max();
-    return health_published_ + options_.health_resend;
-  }
-
-  void ResendHealthIfDue() {
+  // stream is open, the list goes out again health_resend after the last.
+  // Sends it when that is due; returns when it is next due (max: no stream
+  // open).
+  std::chrono::steady_clock::time_point ResendHealthIfDue() {
     std::vector<HealthStream*> write;
+    std::chrono::steady_clock::time_point due;
     {
       std::lock_guard<std::mutex> lock(health_mu_);
-      if (streams_.empty() ||
-          std::chrono::steady_clock::now() < health_published_ + options_.health_resend) {
-        return;
+      if (streams_.empty()) return std::chrono::steady_clock::time_point::max();
+      if (std::chrono::steady_clock::now() >= health_published_ + options_.health_resend) {
+        PublishHealthLocked(&write);
+        ++health_resends_;
       }
-      PublishHealthLocked(&write);
-      ++health_resends_;
+      due = health_published_ + options_.health_resend;
     }
     for (HealthStream* s : write) s->StartPrepared();
+    return due;
   }
 
   RegistrationState registration() const {
@@ -735,6 +729,11 @@ class DraServer::Impl {
     if (server == nullptr) {
       return absl::UnavailableError(
           StrCat("cannot serve on \"", path, "\" (gRPC could not bind; see its log above)"));
+    }
+    if (absl::Status s = SecureSocket(path); !s.ok()) {
+      server->Shutdown();
+      server->Wait();
+      return s;
     }
     return server;
   }

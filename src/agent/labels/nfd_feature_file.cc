@@ -14,16 +14,17 @@
 namespace gpu_agent {
 namespace {
 
+// The agent's labels are a few KiB; a file past this is not one it wrote.
+constexpr size_t kMaxFeatureFileBytes = 1u << 20;
+
 // The file's content; nullopt when there is none.
 absl::StatusOr<std::optional<std::string>> ReadIfThere(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    return absl::UnavailableError(StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return std::optional<std::string>(s.str());
+  // In a folder node-feature-discovery reads: a link or a FIFO planted at
+  // the name is not read (nor followed when it is replaced).
+  absl::StatusOr<std::string> text = ReadFileBounded(path, kMaxFeatureFileBytes, Links::kRefuse);
+  if (text.ok()) return std::optional<std::string>(*std::move(text));
+  if (text.status().code() == absl::StatusCode::kNotFound) return std::optional<std::string>();
+  return absl::UnavailableError(text.status().message());
 }
 
 }  // namespace
@@ -43,6 +44,9 @@ absl::StatusOr<bool> WriteNfdFeatureFile(const std::string& path, const NodeLabe
                " exists and was not written by gpu-agent (no gpu-agent header): not "
                "replacing another tool's labels; point nodeLabels.nfdFile at another file"));
   }
+  const size_t slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  if (absl::Status s = CheckTrustedFolder(folder, "nodeLabels.nfdFile"); !s.ok()) return s;
   if (absl::Status s = WriteFileAtomically(path, content); !s.ok()) return s;
   return true;
 }
