@@ -2,13 +2,28 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "apiserver/exec_credential.h"
+#include "base/file_util.h"
+#include "base/log.h"
 #include "base/strings.h"
 
 namespace gpu_agent::apiserver {
+namespace {
+
+// A bearer token is a few KiB at most (a projected service-account JWT).
+constexpr size_t kMaxTokenFileBytes = 64u << 10;
+
+// Said once for each connection resolved: an operator who turned the
+// check off (or a kubeconfig that did) must see what it costs.
+void WarnIfUnverified(const Connection& c) {
+  if (!c.insecure_skip_verify || c.endpoint.scheme != "https") return;
+  LogWarning(
+      "TLS verification of the API server is off (insecure-skip-tls-verify): anyone between the "
+      "agent and the server can read its credentials and answer in the server's place",
+      {{"server", c.description}});
+}
+
+}  // namespace
 
 std::string Endpoint::Url() const {
   const bool v6 = host.find(':') != std::string::npos;
@@ -96,13 +111,13 @@ absl::StatusOr<std::string> TokenSource::Token() {
   if (path_.empty()) return token_;
   const auto now = std::chrono::steady_clock::now();
   if (valid_ && now - read_at_ < refresh_) return token_;
-  std::ifstream in(path_);
-  if (!in) {
-    return absl::FailedPreconditionError(StrCat("cannot read token file \"", path_, "\""));
+  // A projected token is a link into the volume's current data: followed.
+  // A FIFO or /dev/zero named by mistake is refused, not read without end.
+  absl::StatusOr<std::string> text = ReadFileBounded(path_, kMaxTokenFileBytes);
+  if (!text.ok()) {
+    return absl::FailedPreconditionError(StrCat("token file: ", text.status().message()));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token(StripWhitespace(ss.str()));
+  std::string token(StripWhitespace(*text));
   if (token.empty()) {
     return absl::FailedPreconditionError(StrCat("token file \"", path_, "\" is empty"));
   }
@@ -170,6 +185,7 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& o, const G
     } else if (kc->exec) {
       c.token = TokenSource::FromExec(*kc->exec);
     }
+    WarnIfUnverified(c);
     return c;
   }
   std::string server = o.server;
@@ -201,6 +217,7 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionOptions& o, const G
   c.ca_file = ca;
   c.insecure_skip_verify = o.insecure_skip_tls_verify;
   if (!token_file.empty()) c.token = TokenSource::FromFile(token_file);
+  WarnIfUnverified(c);
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "base/json.h"
 #include "base/strings.h"
 #include "base/subprocess.h"
 #include "base/text.h"
@@ -32,12 +33,19 @@ std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::str
 
 }  // namespace
 
-absl::StatusOr<ExecCredential> ParseExecCredential(std::string_view json) {
+absl::StatusOr<ExecCredential> ParseExecCredential(std::string_view text) {
+  // What it printed is never quoted: it may be a token, or part of one.
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
+  if (absl::Status s =
+          json::Parse(text, StrCat("what the exec plugin printed (", text.size(), " bytes)"), &doc);
+      !s.ok()) {
     return absl::InvalidArgumentError(
-        StrCat("the exec plugin printed no ExecCredential JSON: \"", Printable(json, 100), "\""));
+        StrCat("the exec plugin printed no ExecCredential JSON: ", s.message()));
+  }
+  if (!doc.IsObject()) {
+    return absl::InvalidArgumentError(
+        StrCat("the exec plugin printed no ExecCredential JSON: what it printed (", text.size(),
+               " bytes) is JSON but not an object"));
   }
   auto kind = doc.FindMember("kind");
   if (kind == doc.MemberEnd() || !kind->value.IsString() ||

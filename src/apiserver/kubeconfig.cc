@@ -5,11 +5,15 @@
 #include <map>
 
 #include "absl/strings/escaping.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 
 namespace gpu_agent::apiserver {
 namespace {
+
+// Kubeconfigs with inline certificates are tens of KiB.
+constexpr size_t kMaxKubeconfigBytes = 4u << 20;
 
 struct Named {
   YAML::Node node;
@@ -97,11 +101,14 @@ absl::StatusOr<KubeconfigSelection> LoadKubeconfig(const std::string& paths,
   bool any = false;
   for (const std::string& file : files) {
     YAML::Node root;
+    absl::StatusOr<std::string> text = ReadFileBounded(file, kMaxKubeconfigBytes);
+    if (!text.ok()) {
+      // kubectl skips missing files in a list.
+      if (files.size() > 1 && text.status().code() == absl::StatusCode::kNotFound) continue;
+      return absl::Status(text.status().code(), StrCat("kubeconfig: ", text.status().message()));
+    }
     try {
-      root = YAML::LoadFile(file);
-    } catch (const YAML::BadFile&) {
-      if (files.size() > 1) continue;  // kubectl skips missing files in a list
-      return absl::NotFoundError(StrCat("cannot read kubeconfig \"", file, "\""));
+      root = YAML::Load(*text);
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(
           StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));

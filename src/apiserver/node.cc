@@ -1,8 +1,8 @@
 #include "apiserver/node.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 
+#include "base/json.h"
 #include "base/strings.h"
 
 namespace gpu_agent::apiserver {
@@ -31,33 +31,15 @@ std::optional<std::string> NodeView::Allocatable(const std::string& r) const {
   return it->second;
 }
 
-std::string DescribeOffset(std::string_view text, size_t offset) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return StrCat("line ", line, ", column ", col);
-}
-
 namespace {
 
-// Parses JSON from the API server: iterative (no recursion on deep input),
-// with a size cap and the place of an error.
+// Parses JSON from the API server (base/json: iterative, bounded in size
+// and depth) into an object.
 absl::Status ParseDocument(std::string_view json, const char* what, rapidjson::Document* doc) {
-  if (json.size() > kMaxObjectBytes) {
-    return absl::InvalidArgumentError(
-        StrCat(what, " of ", json.size(), " bytes is over the ", kMaxObjectBytes, "-byte limit"));
-  }
-  doc->Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
-  if (doc->HasParseError()) {
-    return absl::InvalidArgumentError(StrCat(
-        "the API server sent invalid JSON (", rapidjson::GetParseError_En(doc->GetParseError()),
-        " at ", DescribeOffset(json, doc->GetErrorOffset()), ")"));
+  if (absl::Status s = json::Parse(json, StrCat("the API server's ", what), doc,
+                                   {kMaxObjectBytes, json::kMaxDepth});
+      !s.ok()) {
+    return s;
   }
   if (!doc->IsObject()) {
     return absl::InvalidArgumentError(

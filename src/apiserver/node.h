@@ -61,9 +61,6 @@ struct WatchEvent {
 };
 absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line);
 
-// "line L, column C" of a byte offset, for parse errors.
-std::string DescribeOffset(std::string_view text, size_t offset);
-
 // Extended resource -> count.
 using Capacities = std::map<std::string, int64_t>;
 

@@ -1,48 +1,16 @@
 #include "apiserver/node_client.h"
 
-#include <rapidjson/document.h>
-
-#include <cctype>
-#include <cstdio>
-
 #include "absl/strings/cord.h"
+#include "base/json.h"
 #include "base/strings.h"
 #include "base/text.h"
 
 namespace gpu_agent::apiserver {
-namespace {
-
-// The `message` of a Kubernetes Status body, or the start of the body.
-std::string ServerMessage(const std::string& body) {
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
-  if (!doc.HasParseError() && doc.IsObject()) {
-    auto m = doc.FindMember("message");
-    if (m != doc.MemberEnd() && m->value.IsString()) return m->value.GetString();
-  }
-  return Printable(body, 200);
-}
-
-std::string UrlEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const std::string& verb,
                            const std::string& sent) {
   if (r.status >= 200 && r.status < 300) return absl::OkStatus();
-  const std::string msg = ServerMessage(r.body);
+  const std::string msg = json::MessageOf(r.body);
   switch (r.status) {
     case 401:
       return absl::UnauthenticatedError(
@@ -100,14 +68,14 @@ std::string NodeClient::StatusPath() const { return StrCat("/api/v1/nodes/", nod
 std::string NodeClient::ListPath() const {
   // resourceVersion=0: answered from the API server's watch cache, not by a
   // read of every Node from etcd; its version is one the cache can watch from.
-  return StrCat("/api/v1/nodes?fieldSelector=", UrlEncode("metadata.name=" + node_),
+  return StrCat("/api/v1/nodes?fieldSelector=", EscapePathSegment("metadata.name=" + node_),
                 "&resourceVersion=0");
 }
 std::string NodeClient::WatchPath(const std::string& version, std::chrono::seconds timeout) const {
   std::string path =
       StrCat("/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=", timeout.count(),
-             "&fieldSelector=", UrlEncode("metadata.name=" + node_));
-  if (!version.empty()) StrAppend(&path, "&resourceVersion=", UrlEncode(version));
+             "&fieldSelector=", EscapePathSegment("metadata.name=" + node_));
+  if (!version.empty()) StrAppend(&path, "&resourceVersion=", EscapePathSegment(version));
   return path;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apiserver/node_client.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
@@ -165,9 +166,9 @@ struct NodeHealthReporter::State {
     bool stale = true;
     if (r.ok() && r->status == 200) {
       rapidjson::Document d;
-      d.Parse<rapidjson::kParseIterativeFlag>(r->body.c_str(), r->body.size());
+      const bool parsed = json::Parse(r->body, "the API server's Node", &d).ok();
       stale = false;
-      if (!d.HasParseError() && d.IsObject() && d.HasMember("status") && d["status"].IsObject() &&
+      if (parsed && d.IsObject() && d.HasMember("status") && d["status"].IsObject() &&
           d["status"].HasMember("conditions") && d["status"]["conditions"].IsArray()) {
         for (const auto& c : d["status"]["conditions"].GetArray()) {
           if (c.IsObject() && c.HasMember("type") && c["type"] == "GpuHealthy") {

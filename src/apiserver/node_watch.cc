@@ -154,7 +154,8 @@ void NodeWatch::Loop() {
     LineBuffer buffer;
     const auto started = SteadyClock::now();
     absl::StatusOr<int> status = watch_rest_->Stream(
-        lister.WatchPath(version, std::chrono::seconds(timeout)), [&](std::string_view chunk) {
+        lister.WatchPath(version, std::chrono::seconds(timeout)), std::chrono::seconds(timeout),
+        [&](std::string_view chunk) {
           if (Stopped()) return false;
           buffer.Append(chunk);
           while (std::optional<std::string> line = buffer.NextLine()) {

@@ -9,10 +9,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdio>
+
+#include "base/duration.h"
 #include "base/strings.h"
 
 namespace gpu_agent::apiserver {
 namespace {
+
+// A bundle of every public CA is about 200 KiB.
+constexpr off_t kMaxCaFileBytes = 4 << 20;
 
 std::string TransportError(const Connection& c, httplib::Error err, long verify_result) {
   using E = httplib::Error;
@@ -108,10 +115,17 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(Connection c, Res
     } else {
       client->enable_server_certificate_verification(true);
       if (!c.ca_file.empty()) {
+        // OpenSSL reads it itself: checked first to be a regular file of
+        // bounded size (not a FIFO, nor /dev/zero).
         struct stat st;
         if (::stat(c.ca_file.c_str(), &st) != 0) {
           return absl::FailedPreconditionError(
               StrCat("certificate authority file \"", c.ca_file, "\" does not exist"));
+        }
+        if (!S_ISREG(st.st_mode) || st.st_size > kMaxCaFileBytes) {
+          return absl::FailedPreconditionError(StrCat("certificate authority file \"", c.ca_file,
+                                                      "\" is not a regular file of at most ",
+                                                      kMaxCaFileBytes, " bytes"));
         }
         client->set_ca_cert_path(c.ca_file);
       } else if (!c.ca_pem.empty()) {
@@ -152,25 +166,27 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
   for (;;) {
     absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
     if (!headers.ok()) return headers.status();
+    // Every answer's body goes through the cap as it arrives, whatever the
+    // method: a server that answers a PATCH with gigabytes is cut off at
+    // max_body_bytes, not buffered whole first.
     std::string received;
     bool too_big = false;
-    const auto started = std::chrono::steady_clock::now();
-    httplib::Result res = [&] {
-      if (method == "GET") {
-        return client_->Get(full, *headers, [&](const char* data, size_t n) {
-          if (received.size() + n > options_.max_body_bytes) {
-            too_big = true;
-            return false;
-          }
-          received.append(data, n);
-          return true;
-        });
+    httplib::Request req;
+    req.method = method;
+    req.path = full;
+    req.headers = std::move(*headers);
+    if (!content_type.empty()) req.headers.emplace("Content-Type", content_type);
+    req.body = body;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      if (received.size() + n > options_.max_body_bytes) {
+        too_big = true;
+        return false;
       }
-      if (method == "POST") return client_->Post(full, *headers, body, content_type);
-      if (method == "PUT") return client_->Put(full, *headers, body, content_type);
-      if (method == "DELETE") return client_->Delete(full, *headers);
-      return client_->Patch(full, *headers, body, content_type);
-    }();
+      received.append(data, n);
+      return true;
+    };
+    const auto started = std::chrono::steady_clock::now();
+    httplib::Result res = client_->send(req);
     if (too_big) {
       return absl::ResourceExhaustedError(StrCat("the answer from ", connection_.description,
                                                  " to ", method, " ", path, " is over ",
@@ -195,11 +211,7 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
     HttpResponse out;
     out.status = res->status;
     out.retry_after_s = RetryAfterSeconds(*res);
-    out.body = method == "GET" ? std::move(received) : res->body;
-    if (out.body.size() > options_.max_body_bytes) {
-      return absl::ResourceExhaustedError(
-          StrCat("the answer from ", connection_.description, " is over the size limit"));
-    }
+    out.body = std::move(received);
     // A projected token may have rotated: read it again, once.
     if (out.status == 401 && !token_reread && connection_.token &&
         connection_.token->rereadable()) {
@@ -235,21 +247,35 @@ absl::StatusOr<HttpResponse> RestClient::Delete(const std::string& path) {
   return Send("DELETE", path, "", "", /*repeatable=*/true);
 }
 
-absl::StatusOr<int> RestClient::Stream(const std::string& path,
+absl::StatusOr<int> RestClient::Stream(const std::string& path, std::chrono::seconds within,
                                        const std::function<bool(std::string_view)>& on_chunk,
                                        int* retry_after_s) {
   if (retry_after_s) *retry_after_s = -1;
   absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
   if (!headers.ok()) return headers.status();
-  bool stopped = false;
+  // The read timeout bounds a silent server; this bounds one that keeps
+  // sending (a byte now and then) past the time it was asked to end.
+  const auto deadline = std::chrono::steady_clock::now() + within + options_.stream_grace;
+  bool stopped = false, overran = false;
   httplib::Result res = client_->Get(connection_.endpoint.path_prefix + path, *headers,
                                      [&](const char* data, size_t n) {
+                                       if (std::chrono::steady_clock::now() > deadline) {
+                                         overran = true;
+                                         return false;
+                                       }
                                        if (!on_chunk(std::string_view(data, n))) {
                                          stopped = true;
                                          return false;
                                        }
                                        return true;
                                      });
+  if (overran) {
+    CountError(0);
+    return absl::DeadlineExceededError(
+        StrCat(connection_.description, " kept the watch open past the ", within.count(),
+               " s it was asked for (and ", FormatDuration(options_.stream_grace),
+               " more); the agent closed it"));
+  }
   if (stopped) return res ? res->status : 200;
   if (!res) {
     return absl::UnavailableError(
@@ -261,6 +287,25 @@ absl::StatusOr<int> RestClient::Stream(const std::string& path,
 }
 
 void RestClient::Cancel() { client_->stop(); }
+
+std::string EscapePathSegment(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  // "." and ".." are the folder's names even unescaped: encoded, they are
+  // names like any other.
+  if (out == ".") return "%2E";
+  if (out == "..") return "%2E%2E";
+  return out;
+}
 
 void RestClient::CountError(int code) {
   std::lock_guard<std::mutex> lock(errors_mu_);

@@ -34,6 +34,9 @@ struct RestOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds read_timeout{30000};
   size_t max_body_bytes = 8u << 20;
+  // How long a watch may still send past the timeoutSeconds it asked for
+  // before the client ends it (Stream).
+  std::chrono::milliseconds stream_grace{30000};
   std::string user_agent = "gpu-agent";
 };
 
@@ -61,10 +64,12 @@ class RestClient {
                                     bool repeatable = false);
   absl::StatusOr<HttpResponse> Put(const std::string& path, const std::string& body);
   absl::StatusOr<HttpResponse> Delete(const std::string& path);
-  // Streams the body of a long GET, calling `on_chunk` with raw bytes as they
+  // Streams the body of a long GET (a watch the server was asked to end
+  // `within`, its timeoutSeconds), calling `on_chunk` with raw bytes as they
   // arrive; `on_chunk` returns false to stop. Returns the HTTP status seen;
-  // with `retry_after_s`, sets it as HttpResponse::retry_after_s.
-  absl::StatusOr<int> Stream(const std::string& path,
+  // with `retry_after_s`, sets it as HttpResponse::retry_after_s. A stream
+  // still sending stream_grace after `within` is cut off: DeadlineExceeded.
+  absl::StatusOr<int> Stream(const std::string& path, std::chrono::seconds within,
                              const std::function<bool(std::string_view)>& on_chunk,
                              int* retry_after_s = nullptr);
 
@@ -96,6 +101,12 @@ class RestClient {
   std::map<int, uint64_t> errors_;  // protected by errors_mu_
   std::atomic<uint64_t> resent_{0};
 };
+
+// `s` as one segment of a URL path (or a query value): every byte but
+// letters, digits and "-._~" percent-encoded, so a name from outside
+// ("../../api/v1/secrets") stays one segment. Every part of a URL built from
+// outside data goes through it.
+std::string EscapePathSegment(std::string_view s);
 
 }  // namespace gpu_agent::apiserver
 

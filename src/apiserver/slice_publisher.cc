@@ -1,18 +1,22 @@
 #include "apiserver/slice_publisher.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "apiserver/discovery.h"
 #include "apiserver/line_buffer.h"
+#include "apiserver/node.h"
 #include "apiserver/node_watch.h"
+#include "base/backoff.h"
 #include "base/duration.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/text.h"
 #include "base/thread_name.h"
 
 namespace gpu_agent::apiserver {
@@ -20,27 +24,25 @@ namespace {
 
 using Ms = std::chrono::milliseconds;
 
-std::string Serialize(const rapidjson::Value& v) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  v.Accept(w);
-  return buf.GetString();
-}
-
-const rapidjson::Value* Find(const rapidjson::Value& v, const char* key) {
-  if (!v.IsObject()) return nullptr;
-  auto it = v.FindMember(key);
-  return it == v.MemberEnd() ? nullptr : &it->value;
-}
+using json::Member;
 
 std::string StringAt(const rapidjson::Value& v, const char* a, const char* b) {
-  const rapidjson::Value* x = Find(v, a);
-  const rapidjson::Value* y = x ? Find(*x, b) : nullptr;
-  return y && y->IsString() ? y->GetString() : "";
+  const rapidjson::Value* x = Member(v, a);
+  return x ? json::String(*x, b) : "";
+}
+
+// A slice as the publisher holds it: JSON this process wrote, or that it
+// re-serialised after a bounded parse (base/json), so parsing it again
+// cannot fail on depth or size. Unparseable text reads as null.
+rapidjson::Document ParseHeld(const std::string& text) {
+  rapidjson::Document d;
+  (void)json::Parse(text, "a ResourceSlice", &d);
+  return d;
 }
 
 // Every member `want` sets is in `have` with the same value; members only
 // `have` holds (defaults the server adds) do not count.
+// Recursive, over documents of bounded depth (base/json).
 bool Covers(const rapidjson::Value& have, const rapidjson::Value& want) {
   if (want.IsObject()) {
     if (!have.IsObject()) return false;
@@ -61,21 +63,14 @@ bool Covers(const rapidjson::Value& have, const rapidjson::Value& want) {
 }
 
 int64_t PoolGeneration(const rapidjson::Value& slice) {
-  const rapidjson::Value* spec = Find(slice, "spec");
-  const rapidjson::Value* pool = spec ? Find(*spec, "pool") : nullptr;
-  const rapidjson::Value* g = pool ? Find(*pool, "generation") : nullptr;
+  const rapidjson::Value* spec = Member(slice, "spec");
+  const rapidjson::Value* pool = spec ? Member(*spec, "pool") : nullptr;
+  const rapidjson::Value* g = pool ? Member(*pool, "generation") : nullptr;
   return g && g->IsInt64() ? g->GetInt64() : 0;
 }
 
 std::string StatusMessage(const HttpResponse& r) {
-  rapidjson::Document d;
-  d.Parse(r.body.c_str());
-  if (!d.HasParseError()) {
-    if (const rapidjson::Value* m = Find(d, "message"); m && m->IsString()) {
-      return StrCat(r.status, ": ", m->GetString());
-    }
-  }
-  return StrCat(r.status, ": ", r.body.substr(0, 200));
+  return StrCat(r.status, ": ", json::MessageOf(r.body));
 }
 
 // What a refused request's log line says: the server's message, and for a
@@ -89,10 +84,38 @@ std::string Refusal(const HttpResponse& r, const char* verb) {
   return out;
 }
 
+// A watch that ends sooner than this with no event ended at once: a
+// failure, backed off.
+constexpr std::chrono::seconds kShortestWatch{1};
+
 // A Retry-After past this is taken as the server's mistake.
 constexpr Ms kMaxRetryAfter = std::chrono::minutes(5);
 
 }  // namespace
+
+absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line) {
+  rapidjson::Document ev;
+  if (absl::Status s = json::Parse(line, "a ResourceSlice watch event", &ev); !s.ok()) return s;
+  const rapidjson::Value* type = Member(ev, "type");
+  const rapidjson::Value* object = Member(ev, "object");
+  if (type == nullptr || !type->IsString()) {
+    return absl::InvalidArgumentError("a ResourceSlice watch event without a type");
+  }
+  if (object == nullptr || !object->IsObject()) {
+    return absl::InvalidArgumentError("a ResourceSlice watch event without an object");
+  }
+  SliceWatchEvent out;
+  out.type.assign(type->GetString(), type->GetStringLength());
+  if (out.type == "ERROR") {
+    const rapidjson::Value* code = Member(*object, "code");
+    out.code = code != nullptr && code->IsInt() ? code->GetInt() : 0;
+  } else {
+    out.name = StringAt(*object, "metadata", "name");
+    out.resource_version = StringAt(*object, "metadata", "resourceVersion");
+  }
+  out.object = json::Serialize(*object);
+  return out;
+}
 
 // What the thread knows: the slices on the server (by name, as last seen),
 // the version to watch from, and what is wanted.
@@ -109,18 +132,16 @@ class SlicePublisher::State {
     auto h = have.find(name);
     if (w == want.end()) return h == have.end();
     if (h == have.end()) return false;
-    rapidjson::Document wd, hd;
-    wd.Parse(w->second.c_str());
-    hd.Parse(h->second.c_str());
-    const rapidjson::Value* ws = Find(wd, "spec");
-    const rapidjson::Value* hs = Find(hd, "spec");
+    const rapidjson::Document wd = ParseHeld(w->second), hd = ParseHeld(h->second);
+    const rapidjson::Value* ws = Member(wd, "spec");
+    const rapidjson::Value* hs = Member(hd, "spec");
     if (!ws || !hs || !Covers(*hs, *ws)) return false;
     // The owner, once the agent names one.
-    const rapidjson::Value* wm = Find(wd, "metadata");
-    const rapidjson::Value* hm = Find(hd, "metadata");
-    const rapidjson::Value* wo = wm ? Find(*wm, "ownerReferences") : nullptr;
+    const rapidjson::Value* wm = Member(wd, "metadata");
+    const rapidjson::Value* hm = Member(hd, "metadata");
+    const rapidjson::Value* wo = wm ? Member(*wm, "ownerReferences") : nullptr;
     if (wo == nullptr) return true;
-    const rapidjson::Value* ho = hm ? Find(*hm, "ownerReferences") : nullptr;
+    const rapidjson::Value* ho = hm ? Member(*hm, "ownerReferences") : nullptr;
     return ho && Covers(*ho, *wo);
   }
   bool AllMatch() const {
@@ -139,11 +160,7 @@ class SlicePublisher::State {
  private:
   static std::map<std::string, std::string> ByName(const std::vector<std::string>& slices) {
     std::map<std::string, std::string> out;
-    for (const std::string& s : slices) {
-      rapidjson::Document d;
-      d.Parse(s.c_str());
-      out[StringAt(d, "metadata", "name")] = s;
-    }
+    for (const std::string& s : slices) out[StringAt(ParseHeld(s), "metadata", "name")] = s;
     return out;
   }
 };
@@ -244,7 +261,7 @@ bool SlicePublisher::PauseUntilStopped(Ms d) {
 
 bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
   context->api_version = options_.api_version;
-  Ms backoff = options_.backoff_initial;
+  Backoff backoff(options_.backoff_initial, options_.backoff_max);
   while (context->api_version.empty()) {
     absl::StatusOr<HttpResponse> r = rest_->Get("/apis/resource.k8s.io");
     std::string why;
@@ -253,33 +270,18 @@ bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
     } else if (r->status != 200) {
       why = StrCat("GET /apis/resource.k8s.io answered ", StatusMessage(*r),
                    " (DRA needs Kubernetes 1.32 or later)");
+    } else if (absl::StatusOr<std::string> v =
+                   PickServedVersion(r->body, "resource.k8s.io", {"v1", "v1beta2", "v1beta1"});
+               v.ok()) {
+      context->api_version = *v;
     } else {
-      rapidjson::Document d;
-      d.Parse(r->body.c_str());
-      std::set<std::string> served;
-      if (const rapidjson::Value* v = Find(d, "versions"); v && v->IsArray()) {
-        for (const auto& x : v->GetArray()) {
-          if (const rapidjson::Value* n = Find(x, "version"); n && n->IsString()) {
-            served.insert(n->GetString());
-          }
-        }
-      }
-      for (const char* v : {"v1", "v1beta2", "v1beta1"}) {
-        if (served.count(v) > 0) {
-          context->api_version = v;
-          break;
-        }
-      }
-      if (context->api_version.empty()) {
-        why = "resource.k8s.io serves none of v1, v1beta2, v1beta1";
-      }
+      why = std::string(v.status().message());
     }
     if (!why.empty()) {
       ++stats_.errors;
       LogWarning("ResourceSlices: cannot tell which resource.k8s.io version to use; retrying",
                  {{"error", why}});
-      if (!Pause(std::chrono::duration_cast<Ms>(Jitter(backoff)))) return false;
-      backoff = std::min(backoff * 2, options_.backoff_max);
+      if (!Pause(backoff.Next())) return false;
     }
   }
   if (std::string why; !ReadNodeUid(&context->node_uid, &why)) {
@@ -313,7 +315,10 @@ bool SlicePublisher::ReadNodeUid(std::string* uid, std::string* why) {
     return false;
   }
   rapidjson::Document d;
-  d.Parse(node->body.c_str());
+  if (absl::Status s = json::Parse(node->body, "the API server's Node", &d); !s.ok()) {
+    *why = std::string(s.message());
+    return false;
+  }
   *uid = StringAt(d, "metadata", "uid");
   if (uid->empty()) *why = "the Node has no metadata.uid";
   return !uid->empty();
@@ -363,17 +368,18 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
     retry_after_s = r->retry_after_s;
   } else {
     rapidjson::Document d;
-    d.Parse(r->body.c_str());
-    const rapidjson::Value* spec = d.HasParseError() ? nullptr : Find(d, "spec");
-    const rapidjson::Value* devices = spec ? Find(*spec, "devices") : nullptr;
+    const absl::Status parsed = json::Parse(r->body, "the dry-run slice", &d);
+    const rapidjson::Value* spec = parsed.ok() ? Member(d, "spec") : nullptr;
+    const rapidjson::Value* devices = spec ? Member(*spec, "devices") : nullptr;
     const rapidjson::Value* device =
         devices && devices->IsArray() && devices->Size() == 1 ? &(*devices)[0] : nullptr;
-    if (device && basic) device = Find(*device, "basic");
+    if (device && basic) device = Member(*device, "basic");
     if (device == nullptr || !device->IsObject()) {
-      failure = StrCat(r->status, " with no slice of one device: ", r->body.substr(0, 200));
+      failure = StrCat(r->status, " with no slice of one device: ",
+                       parsed.ok() ? Printable(r->body, 200) : std::string(parsed.message()));
       kind = "unreadable";
     } else {
-      const rapidjson::Value* kept = Find(*device, "taints");
+      const rapidjson::Value* kept = Member(*device, "taints");
       probe->answered = true;
       probe->kept = kept && kept->IsArray() && kept->Size() == 1;
       LogInfo(probe->kept
@@ -414,18 +420,28 @@ void SlicePublisher::Run() {
   const std::string list_path = StrCat(base, "?", selector);
   State s;
   bool listed = false;
-  Ms backoff = options_.backoff_initial;
-  // A failed request: logged, then everything is listed again after a
-  // backoff that doubles up to backoff_max (and resets once in sync), or
-  // after the server's Retry-After when that is longer.
-  auto fail = [&](const std::string& what, const std::string& why, int retry_after_s = -1) {
+  // base/backoff's rule: each starts over only after a quiet stretch, never
+  // on a success alone, so a server that fails the step after a good one
+  // (a list, then a watch answered 410 at once) cannot drive a storm.
+  // Failed requests:
+  Backoff backoff(options_.backoff_initial, options_.backoff_max);
+  // Lists after a watch the server no longer had the version of: the first
+  // at once (a server restart, an old version), the next ones backed off.
+  Backoff relists(options_.backoff_initial, options_.backoff_max, /*first=*/Ms(0));
+  // Writes after a watch event showed a slice changed by someone else: the
+  // first at once, a fight backed off.
+  Backoff repairs(options_.backoff_initial, options_.backoff_max, /*first=*/Ms(0));
+  // A failed request: logged, then everything is listed again after `wait`
+  // (the next of `backoff` when not given), or after the server's
+  // Retry-After when that is longer.
+  auto fail = [&](const std::string& what, const std::string& why, int retry_after_s = -1,
+                  std::optional<Ms> given = std::nullopt) {
     ++stats_.errors;
     stats_.in_sync = false;
-    Ms wait = std::chrono::duration_cast<Ms>(Jitter(backoff));
+    Ms wait = given ? *given : backoff.Next();
     if (retry_after_s >= 0) {
       wait = std::max(wait, std::min<Ms>(std::chrono::seconds(retry_after_s), kMaxRetryAfter));
     }
-    backoff = std::min(backoff * 2, options_.backoff_max);
     LogWarning("ResourceSlices: " + what + "; retrying", {{"node", options_.node},
                                                           {"driver", options_.driver},
                                                           {"error", why},
@@ -436,9 +452,6 @@ void SlicePublisher::Run() {
     // to a server that asked to be left alone.
     return PauseUntilStopped(wait);
   };
-  // Whether the last watch was answered 410 before any event: a second one
-  // in a row backs off instead of listing again at once.
-  bool expired_before = false;
   // While the Node's UID is unknown (its GET failed at the start), it is
   // asked again before a watch once this is due, with a backoff of its own;
   // the watches are kept no longer than the wait meanwhile.
@@ -450,15 +463,15 @@ void SlicePublisher::Run() {
     return fail(what, r.ok() ? Refusal(*r, verb) : std::string(r.status().message()),
                 r.ok() ? r->retry_after_s : -1);
   };
-  // The desired slices at `generation`, from the builder as it is now;
-  // `take_change`: a change posted meanwhile is in them, so it is taken.
-  auto want_at = [&](int64_t generation, bool take_change) {
-    SliceBuilder build;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      build = desired_;
-      if (take_change) changed_ = false;
-    }
+  // The builder as it is now; `take_change`: a change posted meanwhile is
+  // in what it builds, so it is taken.
+  auto builder = [&](bool take_change) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (take_change) changed_ = false;
+    return desired_;
+  };
+  // The desired slices: what `build` makes at `generation`.
+  auto want_at = [&](const SliceBuilder& build, int64_t generation) {
     context.generation = generation;
     s.Want(build(context));
     stats_.generation = s.generation;
@@ -468,18 +481,17 @@ void SlicePublisher::Run() {
   // the same slices (an unhealthy device's new reason where taints are
   // dropped and it is not in them) publishes nothing. Whether they differ.
   auto take_desired = [&] {
-    SliceBuilder build;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      build = desired_;
-      changed_ = false;
-    }
+    const SliceBuilder build = builder(/*take_change=*/true);
     context.generation = s.generation;
     if (s.Wants(build(context))) return false;
-    context.generation = ++s.generation;
-    s.Want(build(context));
-    stats_.generation = s.generation;
+    ++s.generation;
+    want_at(build, s.generation);
     return true;
+  };
+  // A watch is kept no longer than until `due` (a retry's).
+  auto watch_until = [](std::chrono::seconds timeout, std::chrono::steady_clock::time_point due) {
+    return std::min(
+        timeout, std::chrono::ceil<std::chrono::seconds>(due - std::chrono::steady_clock::now()));
   };
   while (!Stopped()) {
     if (!listed) {
@@ -490,16 +502,19 @@ void SlicePublisher::Run() {
         continue;
       }
       rapidjson::Document d;
-      d.Parse(r->body.c_str());
-      const rapidjson::Value* items = Find(d, "items");
-      if (d.HasParseError() || items == nullptr || !items->IsArray()) {
-        if (!fail("cannot list them", "the answer is not a list")) return;
+      const absl::Status parsed = json::Parse(r->body, "the ResourceSlice list", &d);
+      const rapidjson::Value* items = Member(d, "items");
+      if (!parsed.ok() || items == nullptr || !items->IsArray()) {
+        if (!fail("cannot list them",
+                  parsed.ok() ? "the answer is not a list" : std::string(parsed.message()))) {
+          return;
+        }
         continue;
       }
       s.have.clear();
       int64_t highest = 0;
       for (const auto& item : items->GetArray()) {
-        s.have[StringAt(item, "metadata", "name")] = Serialize(item);
+        s.have[StringAt(item, "metadata", "name")] = json::Serialize(item);
         highest = std::max(highest, PoolGeneration(item));
       }
       s.version = StringAt(d, "metadata", "resourceVersion");
@@ -507,9 +522,10 @@ void SlicePublisher::Run() {
       if (s.generation == 0) {
         // First list: slices already as wanted keep their generation;
         // otherwise the next one is published.
-        want_at(std::max<int64_t>(highest, 1), /*take_change=*/true);
+        const SliceBuilder build = builder(/*take_change=*/true);
+        want_at(build, std::max<int64_t>(highest, 1));
         s.generation = s.AllMatch() ? context.generation : highest + 1;
-        if (s.generation != context.generation) want_at(s.generation, false);
+        if (s.generation != context.generation) want_at(build, s.generation);
         stats_.generation = s.generation;
       }
     }
@@ -529,14 +545,12 @@ void SlicePublisher::Run() {
         r = rest_->Post(base, json);
         ++stats_.creates;
       } else {
-        rapidjson::Document body, old;
-        body.Parse(json.c_str());
-        old.Parse(have->second.c_str());
-        const std::string rv = StringAt(old, "metadata", "resourceVersion");
+        rapidjson::Document body = ParseHeld(json);
+        const std::string rv = StringAt(ParseHeld(have->second), "metadata", "resourceVersion");
         body["metadata"].AddMember("resourceVersion",
                                    rapidjson::Value(rv.c_str(), body.GetAllocator()),
                                    body.GetAllocator());
-        r = rest_->Put(StrCat(base, "/", name), Serialize(body));
+        r = rest_->Put(StrCat(base, "/", name), json::Serialize(body));
         ++stats_.updates;
       }
       if (!r.ok() || (r->status != 200 && r->status != 201)) {
@@ -566,7 +580,6 @@ void SlicePublisher::Run() {
     }
     if (!ok) continue;
     stats_.in_sync = true;
-    backoff = options_.backoff_initial;
     if (!probe.answered && std::chrono::steady_clock::now() >= probe.due) {
       AskAboutTaints(context.api_version, &probe);
       if (Stopped()) return;
@@ -581,7 +594,7 @@ void SlicePublisher::Run() {
         // The same slices with their owner: replaced, same generation.
         LogInfo("ResourceSlices: read the Node's UID; the slices get their owner",
                 {{"node", options_.node}});
-        want_at(s.generation, /*take_change=*/false);
+        want_at(builder(/*take_change=*/false), s.generation);
         continue;
       } else {
         // Up to the watch's own timeout: a Node that stays unreadable (a
@@ -600,14 +613,8 @@ void SlicePublisher::Run() {
     // cancels it.
     auto timeout =
         std::chrono::duration_cast<std::chrono::seconds>(Spread(options_.watch_timeout, 1.0, 2.0));
-    if (context.node_uid.empty()) {
-      timeout = std::min(timeout, std::chrono::ceil<std::chrono::seconds>(
-                                      owner_due - std::chrono::steady_clock::now()));
-    }
-    if (!probe.answered) {
-      timeout = std::min(timeout, std::chrono::ceil<std::chrono::seconds>(
-                                      probe.due - std::chrono::steady_clock::now()));
-    }
+    if (context.node_uid.empty()) timeout = watch_until(timeout, owner_due);
+    if (!probe.answered) timeout = watch_until(timeout, probe.due);
     const std::string watch_path =
         StrCat(list_path, "&watch=1&allowWatchBookmarks=true&resourceVersion=", s.version,
                "&timeoutSeconds=", std::max<int64_t>(1, timeout.count()));
@@ -620,6 +627,7 @@ void SlicePublisher::Run() {
     ++stats_.watches;
     LineBuffer buffer;
     bool repair = false, expired = false, saw_event = false;
+    const auto watch_started = std::chrono::steady_clock::now();
     std::string error_event;
     std::string head;  // the answer's start: a refusal's Status
     int retry_after_s = -1;
@@ -629,39 +637,39 @@ void SlicePublisher::Run() {
       if (head.size() < kHead) head.append(chunk.substr(0, kHead - head.size()));
       buffer.Append(chunk);
       while (std::optional<std::string> line = buffer.NextLine()) {
-        rapidjson::Document ev;
-        ev.Parse(line->c_str());
-        const rapidjson::Value* type = Find(ev, "type");
-        const rapidjson::Value* object = Find(ev, "object");
-        if (ev.HasParseError() || !type || !type->IsString() || !object) continue;
-        const std::string t = type->GetString();
-        if (t == "ERROR") {
-          const rapidjson::Value* code = Find(*object, "code");
-          if (code && code->IsInt() && code->GetInt() == 410) {
+        absl::StatusOr<SliceWatchEvent> ev = ParseSliceWatchEvent(*line);
+        if (!ev.ok()) continue;
+        if (ev->type == "ERROR") {
+          if (ev->code == 410) {
             expired = true;
           } else {
-            error_event = Serialize(*object);
+            error_event = ev->object;
           }
           return false;
         }
         saw_event = true;
-        const std::string rv = StringAt(*object, "metadata", "resourceVersion");
-        if (!rv.empty()) s.version = rv;
-        if (t == "BOOKMARK") continue;
-        const std::string name = StringAt(*object, "metadata", "name");
-        if (t == "DELETED") {
+        if (!ev->resource_version.empty()) s.version = ev->resource_version;
+        if (ev->type == "BOOKMARK") continue;
+        const std::string& name = ev->name;
+        if (ev->type == "DELETED") {
           s.have.erase(name);
         } else {
-          s.have[name] = Serialize(*object);
+          s.have[name] = std::move(ev->object);
         }
         if (!s.Matches(name)) {
           repair = true;
           return false;
         }
       }
+      if (buffer.pending() > kMaxObjectBytes) {
+        error_event = StrCat("a watch event over the ", kMaxObjectBytes, "-byte limit");
+        return false;
+      }
       return true;
     };
-    absl::StatusOr<int> status = watch_->Stream(watch_path, on_chunk, &retry_after_s);
+    absl::StatusOr<int> status =
+        watch_->Stream(watch_path, std::chrono::seconds(std::max<int64_t>(1, timeout.count())),
+                       on_chunk, &retry_after_s);
     {
       std::lock_guard<std::mutex> lock(mu_);
       watching_ = false;
@@ -671,10 +679,8 @@ void SlicePublisher::Run() {
     if (status.ok() && *status == 410) expired = true;  // as an answer, not an event
     if (expired) {
       ++stats_.watch_expired;
-      const bool again = expired_before && !saw_event;
-      expired_before = true;
-      if (again) {
-        if (!fail("the watch expired again right after a list", "410 Gone", retry_after_s)) {
+      if (const Ms wait = relists.Next(); wait.count() > 0) {
+        if (!fail("the watch expired again soon after a list", "410 Gone", retry_after_s, wait)) {
           return;
         }
         continue;
@@ -682,10 +688,18 @@ void SlicePublisher::Run() {
       listed = false;  // list again, at once
       continue;
     }
-    expired_before = false;
     if (repair) {
       ++stats_.repairs;
       stats_.in_sync = false;
+      if (const Ms wait = repairs.Next(); wait.count() > 0) {
+        // Someone keeps changing the slices back: a fight is not fought at
+        // the speed of the watch.
+        LogWarning("ResourceSlices: a slice was changed by someone else again; writing it back",
+                   {{"node", options_.node},
+                    {"driver", options_.driver},
+                    {"retry_in", FormatDuration(wait)}});
+        if (!PauseUntilStopped(wait)) return;
+      }
       continue;
     }
     if (!error_event.empty()) {
@@ -708,6 +722,12 @@ void SlicePublisher::Run() {
                 retry_after_s)) {
         return;
       }
+      continue;
+    }
+    // A server (or a proxy) that ends every watch at once with nothing in
+    // it would otherwise be watched again at once, for good.
+    if (!saw_event && std::chrono::steady_clock::now() - watch_started < kShortestWatch) {
+      if (!fail("the watch ended at once", "the server closed it with no event")) return;
     }
   }
 }

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -85,6 +86,17 @@ struct SlicePublisherStats {
   std::atomic<int64_t> generation{0};
   std::atomic<bool> in_sync{false};  // the slices are as wanted (last seen)
 };
+
+// One line of a ResourceSlice watch, read with base/json's bounds.
+struct SliceWatchEvent {
+  std::string type;              // ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
+  std::string name;              // the slice's metadata.name (none for ERROR)
+  std::string resource_version;  // metadata.resourceVersion, where given
+  int code = 0;                  // ERROR: the Status code (410: the version is too old)
+  std::string object;            // the object, as compact JSON
+};
+// Errors: not JSON within the bounds, no string `type`, or no `object`.
+absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line);
 
 class SlicePublisher {
  public:

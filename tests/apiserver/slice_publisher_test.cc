@@ -225,10 +225,10 @@ TEST_F(SlicePublisherTest, EveryRefusalIsLoggedRetriedAfterABackoffAndEndsInTheW
       {"delete", "cannot delete node-a-gpu.gpu-agent.github.io-5; retrying"}};
   for (const auto& [verb, logged] : verbs) {
     for (int code : {403, 409, 410, 429, 500}) {
-      // A watch answered 410 lists again at once; a second one in a row
+      // A watch answered 410 lists again at once; a second one soon after
       // backs off.
       const char* what = std::string(verb) == "watch" && code == 410
-                             ? "the watch expired again right after a list; retrying"
+                             ? "the watch expired again soon after a list; retrying"
                              : logged;
       cases.push_back({verb, code, -1, what});
       if (code == 429 || code == 500) cases.push_back({verb, code, 1, what});

@@ -202,7 +202,7 @@ TEST_F(CapacityTest, BadServerAnswers) {
   api.SetGetMode(ApiServerStub::GetMode::kGarbage);
   RunResult garbage = Capacity({"get", "--proxy=" + api.url(), "--node", "n6"});
   EXPECT_EQ(garbage.code, 1);
-  EXPECT_NE(garbage.err.find("invalid JSON"), std::string::npos) << garbage.err;
+  EXPECT_NE(garbage.err.find("is not valid JSON"), std::string::npos) << garbage.err;
   EXPECT_NE(garbage.err.find("line 1, column 1"), std::string::npos) << garbage.err;
   api.SetGetMode(ApiServerStub::GetMode::kHuge);
   RunResult huge = Capacity({"get", "--proxy=" + api.url(), "--node", "n6"});

@@ -303,6 +303,7 @@ ApiServerStub::ApiServerStub(std::string cert, std::string key, std::string clie
   }
   if (threads > 0) server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+    if (AnswerHostile(req, res)) return;
     if (req.path.rfind("/apis/resource.k8s.io", 0) == 0 &&
         req.path.find("/resourceslices") != std::string::npos) {
       HandleSlices(req, res);
@@ -1086,6 +1087,85 @@ void ApiServerStub::Watch(const httplib::Request& req, httplib::Response& res) {
   // Counted until httplib releases the stream (the releaser above).
   std::lock_guard<std::mutex> lock(mu_);
   ++open_watches_;
+}
+
+namespace {
+
+// The RBAC-style call a request makes, as calls() names them.
+std::string CallOf(const httplib::Request& req) {
+  const std::string& p = req.path;
+  const bool watch = req.method == "GET" && req.has_param("watch");
+  if (p.rfind("/apis/resource.k8s.io", 0) == 0) {
+    if (p.find("/resourceslices") != std::string::npos) {
+      const bool named = p.find("/resourceslices/") != std::string::npos;
+      const std::string verb = req.method == "POST"     ? "create"
+                               : req.method == "PUT"    ? "update"
+                               : req.method == "DELETE" ? "delete"
+                               : watch                  ? "watch"
+                               : named                  ? "get"
+                                                        : "list";
+      return verb + " resourceslices";
+    }
+    if (p.find("/resourceclaims") != std::string::npos) return "get resourceclaims";
+    return "get resource.k8s.io";
+  }
+  if (req.method == "POST" && p.find("/events") != std::string::npos) return "create events";
+  if (watch) return "watch nodes";
+  if (req.method == "GET") return p == "/api/v1/nodes" ? "list nodes" : "get nodes";
+  return p.size() > 7 && p.rfind("/status") == p.size() - 7 ? "patch nodes/status" : "patch nodes";
+}
+
+}  // namespace
+
+void ApiServerStub::AnswerWith(const std::string& call, std::string body, bool forever,
+                               std::chrono::milliseconds every) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hostile_[call] = Hostile{std::move(body), forever, every};
+}
+
+void ApiServerStub::AnswerNormally(const std::string& call) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hostile_.erase(call);
+  }
+  cv_.notify_all();
+}
+
+uint64_t ApiServerStub::hostile_bytes_sent() const { return hostile_bytes_.load(); }
+
+bool ApiServerStub::AnswerHostile(const httplib::Request& req, httplib::Response& res) {
+  const std::string call = CallOf(req);
+  Hostile h;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = hostile_.find(call);
+    if (it == hostile_.end()) return false;
+    h = it->second;
+    requests_.push_back({std::chrono::steady_clock::now(), call, NodeOf(req)});
+  }
+  res.status = 200;
+  if (!h.forever) {
+    hostile_bytes_ += h.body.size();
+    res.set_content(h.body, "application/json");
+    return true;
+  }
+  res.set_chunked_content_provider(
+      "application/json", [this, h, call](size_t, httplib::DataSink& sink) {
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (h.every.count() > 0) {
+            cv_.wait_for(lock, h.every, [&] { return stopping_ || hostile_.count(call) == 0; });
+          }
+          if (stopping_ || hostile_.count(call) == 0) {
+            sink.done();
+            return true;
+          }
+        }
+        if (!sink.write(h.body.data(), h.body.size())) return false;
+        hostile_bytes_ += h.body.size();
+        return true;
+      });
+  return true;
 }
 
 ApiServerStub::~ApiServerStub() {

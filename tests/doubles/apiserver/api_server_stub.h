@@ -15,6 +15,7 @@
 #ifndef GPU_AGENT_TESTS_APISERVER_STUB_API_SERVER_STUB_H_
 #define GPU_AGENT_TESTS_APISERVER_STUB_API_SERVER_STUB_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -188,6 +189,20 @@ class ApiServerStub {
   // stores nothing; it counts as no write.
   void ServeDeviceTaints(bool on);
 
+  // A hostile or broken server. From now on every request of `call` (as
+  // calls() names them: "watch resourceslices", "get resource.k8s.io",
+  // "get resourceclaims", "update resourceslices", "patch nodes/status",
+  // "watch nodes", ...) is answered 200 with `body`, and nothing else
+  // happens. With `forever`, the body never ends: `body` is sent again and
+  // again, `every` apart (0: as fast as the client reads), until the client
+  // goes or the stub stops. Each such answer is logged in requests().
+  void AnswerWith(const std::string& call, std::string body, bool forever = false,
+                  std::chrono::milliseconds every = std::chrono::milliseconds(0));
+  // Back to answering `call` as a server does.
+  void AnswerNormally(const std::string& call);
+  // Hostile answers that have run: the bytes sent so far in them.
+  uint64_t hostile_bytes_sent() const;
+
   // RBAC-style "verb resource" of every request seen: "get nodes",
   // "watch nodes", "patch nodes/status", ...
   std::set<std::string> calls() const;
@@ -280,6 +295,15 @@ class ApiServerStub {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  struct Hostile {
+    std::string body;
+    bool forever = false;
+    std::chrono::milliseconds every{0};
+  };
+  std::map<std::string, Hostile> hostile_;  // by call; protected by mu_
+  std::atomic<uint64_t> hostile_bytes_{0};
+  // Answers `req` as AnswerWith asked, if it did; true when it answered.
+  bool AnswerHostile(const httplib::Request& req, httplib::Response& res);
   uint64_t rv_ = 100;
   std::map<std::string, std::string> nodes_;   // name -> JSON
   std::map<std::string, std::string> backup_;  // TakeBackup's copy of nodes_

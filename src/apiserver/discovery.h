@@ -1,0 +1,22 @@
+// API group discovery: which versions of a group the API server serves, as
+// GET /apis/<group> answers (an APIGroup object).
+#ifndef GPU_AGENT_APISERVER_DISCOVERY_H_
+#define GPU_AGENT_APISERVER_DISCOVERY_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpu_agent::apiserver {
+
+// The first of `preferred` that the APIGroup `body` lists under
+// `versions[].version`. Errors: the body is not an APIGroup (bounded parse,
+// base/json), or it serves none of them (the message lists `preferred`).
+absl::StatusOr<std::string> PickServedVersion(std::string_view body, std::string_view group,
+                                              const std::vector<std::string>& preferred);
+
+}  // namespace gpu_agent::apiserver
+
+#endif  // GPU_AGENT_APISERVER_DISCOVERY_H_
