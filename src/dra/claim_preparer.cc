@@ -7,16 +7,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "base/file_util.h"
+#include "base/json.h"
 #include "base/log.h"
+#include "base/resource_name.h"
 #include "base/strings.h"
+#include "base/text.h"
 
 namespace gpu_agent::dra {
 namespace {
@@ -26,52 +28,24 @@ constexpr char kDefaultTimeSlice[] = "Default";
 
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
-std::string Str(const rapidjson::Value& v, const char* key) {
-  if (!v.IsObject()) return "";
-  auto it = v.FindMember(key);
-  return it != v.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+using json::Member;
+using json::Strings;
+std::string Str(const rapidjson::Value& v, const char* key) { return json::String(v, key); }
+
+// The kubelet's names, printable whatever it sent (they reach logs and
+// errors before they are checked).
+std::string Named(const ClaimRef& c) {
+  return StrCat("claim ", Printable(c.name_space, 63), "/", Printable(c.name, 253));
 }
 
-const rapidjson::Value* Member(const rapidjson::Value& v, const char* key) {
-  if (!v.IsObject()) return nullptr;
-  auto it = v.FindMember(key);
-  return it == v.MemberEnd() ? nullptr : &it->value;
-}
-
-std::string Named(const ClaimRef& c) { return StrCat("claim ", c.name_space, "/", c.name); }
-
-bool ReadWhole(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return !in.bad();
-}
-
-// The message of a Kubernetes Status body, else the body's start.
-std::string ApiMessage(const std::string& body) {
-  rapidjson::Document d;
-  d.Parse(body.c_str());
-  if (!d.HasParseError()) {
-    if (std::string m = Str(d, "message"); !m.empty()) return m;
-  }
-  return body.substr(0, 200);
-}
+// A claim's CDI spec is a few KiB; a file past this in the spec folder is
+// not one of ours.
+constexpr size_t kMaxSpecBytes = 1u << 20;
 
 void WriteStrings(Writer& w, const std::vector<std::string>& v) {
   w.StartArray();
   for (const std::string& s : v) w.String(s.c_str(), static_cast<unsigned>(s.size()));
   w.EndArray();
-}
-
-std::vector<std::string> Strings(const rapidjson::Value* v) {
-  std::vector<std::string> out;
-  if (v == nullptr || !v->IsArray()) return out;
-  for (const auto& s : v->GetArray()) {
-    if (s.IsString()) out.push_back(s.GetString());
-  }
-  return out;
 }
 
 // Opaque parameters for this driver: kind GpuConfig of <driver>/v1alpha1,
@@ -111,9 +85,7 @@ absl::StatusOr<std::string> ParseGpuConfig(const rapidjson::Value* params,
   }
   const rapidjson::Value* ts = Member(*sharing, "timeSlicing");
   const std::string interval = ts ? Str(*ts, "interval") : kDefaultTimeSlice;
-  for (const char* known : {kDefaultTimeSlice, "Short", "Medium", "Long"}) {
-    if (interval == known) return interval;
-  }
+  if (TimeSliceLevel(interval) >= 0) return interval;
   return absl::InvalidArgumentError(StrCat("GpuConfig sharing.timeSlicing.interval \"", interval,
                                            "\" is not one of Default, Short, Medium, Long"));
 }
@@ -125,8 +97,10 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
                                                              const std::string& driver,
                                                              const std::string& pool) {
   rapidjson::Document d;
-  d.Parse(claim_json.c_str());
-  if (d.HasParseError() || !d.IsObject()) {
+  if (absl::Status s = json::Parse(claim_json, "the API server's answer", &d); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat(Named(claim), ": ", s.message()));
+  }
+  if (!d.IsObject()) {
     return absl::InvalidArgumentError(
         StrCat(Named(claim), ": the API server's answer is not a ResourceClaim"));
   }
@@ -198,6 +172,42 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
   return out;
 }
 
+absl::Status ValidateClaimUid(std::string_view uid) {
+  if (uid.empty()) return absl::InvalidArgumentError("no UID");
+  if (uid.size() > kMaxClaimUid) {
+    return absl::InvalidArgumentError(
+        StrCat("UID of ", uid.size(), " characters, over ", kMaxClaimUid));
+  }
+  for (const char c : uid) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') {
+      return absl::InvalidArgumentError(StrCat("UID \"", Printable(uid, kMaxClaimUid),
+                                               "\" has a character other than a letter, a "
+                                               "digit or '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateClaimRef(const ClaimRef& c) {
+  absl::Status s = ValidateClaimUid(c.uid);
+  if (s.ok()) s = ValidateDnsSubdomain("its namespace", c.name_space);
+  if (s.ok() && (c.name_space.size() > 63 || c.name_space.find('.') != std::string::npos)) {
+    s = absl::InvalidArgumentError(
+        "its namespace is not a DNS label (at most 63 characters, no '.')");
+  }
+  if (s.ok()) s = ValidateDnsSubdomain("its name", c.name);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(StrCat(Named(c), " cannot be a ResourceClaim: ", s.message()));
+}
+
+int TimeSliceLevel(std::string_view interval) {
+  constexpr std::string_view kIntervals[] = {kDefaultTimeSlice, "Short", "Medium", "Long"};
+  for (int level = 0; level < 4; ++level) {
+    if (interval == kIntervals[level]) return level;
+  }
+  return -1;
+}
+
 ClaimPreparer::ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader)
     : options_(std::move(options)),
       reader_(std::move(reader)),
@@ -205,17 +215,12 @@ ClaimPreparer::ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReade
 
 absl::StatusOr<std::unique_ptr<ClaimPreparer>> ClaimPreparer::Create(
     PreparerOptions options, std::shared_ptr<ClaimReader> reader) {
-  std::error_code ec;
-  std::filesystem::create_directories(options.cdi_dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        StrCat("cdi.specDir: cannot create ", options.cdi_dir, ": ", ec.message()));
-  }
+  // Container runtimes read the specs (0755); the checkpoint is the
+  // agent's alone (its folder is the plugin's, 0750 as the kubelet's).
+  if (absl::Status s = MakeTrustedFolder(options.cdi_dir, 0755, "cdi.specDir"); !s.ok()) return s;
   const std::string folder = std::filesystem::path(options.checkpoint).parent_path().string();
-  std::filesystem::create_directories(folder, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        StrCat("cannot create the DRA checkpoint's folder ", folder, ": ", ec.message()));
+  if (absl::Status s = MakeTrustedFolder(folder, 0750, "the DRA checkpoint's folder"); !s.ok()) {
+    return s;
   }
   std::unique_ptr<ClaimPreparer> p(new ClaimPreparer(std::move(options), std::move(reader)));
   p->Load();
@@ -250,8 +255,10 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
   for (const ClaimRef& c : claims) {
     if (out.count(c.uid) > 0) continue;  // asked twice in the batch: one answer
     PrepareOutcome& o = out[c.uid];
-    if (c.uid.empty()) {
-      o.error = StrCat(Named(c), " has no UID");
+    // Names go into a URL and the UID into a file name: nothing but what
+    // Kubernetes itself allows gets that far.
+    if (absl::Status bad = ValidateClaimRef(c); !bad.ok()) {
+      o.error = std::string(bad.message());
       continue;
     }
     // Prepared before (this run or the checkpoint's): the same answer, as
@@ -326,7 +333,7 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
   }
   if (answer->status != 200) {
     return StrCat(Named(c), ": the API server answered ", answer->status, ": ",
-                  ApiMessage(answer->body));
+                  json::MessageOf(answer->body));
   }
   absl::StatusOr<std::vector<AllocatedDevice>> allocated =
       ParseAllocation(answer->body, c, options_.driver, options_.pool);
@@ -423,7 +430,9 @@ std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<Cl
   std::map<std::string, Entry> removed;  // by UID, until the checkpoint says so too
   for (const ClaimRef& c : claims) {
     std::string& error = out[c.uid];
-    if (c.uid.empty()) continue;  // nothing can be prepared under no UID
+    // Nothing can have been prepared under a UID that is not one (and it
+    // names the file removed).
+    if (!ValidateClaimUid(c.uid).ok()) continue;
     const std::string path = SpecPath(c.uid);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       error = StrCat(Named(c), ": cannot remove its CDI spec ", path, ": ", std::strerror(errno));
@@ -546,15 +555,18 @@ void ClaimPreparer::Load() {
   const SlottedRead read = ReadSlotted(options_.checkpoint);
   const bool found = read.found;
   rapidjson::Document d;
-  d.Parse(read.record.c_str());
+  const absl::Status parsed =
+      found && read.problem.empty() ? json::Parse(read.record, "its record", &d) : absl::OkStatus();
   std::string problem;
   const rapidjson::Value* claims = nullptr;
   if (!found) {
     // None yet: nothing prepared, but for the specs a crash left.
   } else if (!read.problem.empty()) {
     problem = read.problem;
-  } else if (d.HasParseError() || !d.IsObject()) {
-    problem = "not JSON";
+  } else if (!parsed.ok()) {
+    problem = std::string(parsed.message());
+  } else if (!d.IsObject()) {
+    problem = "not a JSON object";
   } else if (const rapidjson::Value* v = Member(d, "version");
              !v || !v->IsInt() || v->GetInt() != 1) {
     problem = "no version 1";
@@ -564,6 +576,10 @@ void ClaimPreparer::Load() {
   if (found && problem.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& m : claims->GetObject()) {
+      if (absl::Status bad = ValidateClaimUid(m.name.GetString()); !bad.ok()) {
+        problem = std::string(bad.message());
+        break;
+      }
       Entry e;
       e.name_space = Str(m.value, "namespace");
       e.name = Str(m.value, "name");
@@ -639,16 +655,28 @@ std::map<std::string, ClaimPreparer::Entry> ClaimPreparer::ReadSpecs() const {
     const std::string file = f.path().filename().string();
     if (!file.starts_with(prefix) || !file.ends_with(".json")) continue;
     const std::string uid = file.substr(prefix.size(), file.size() - prefix.size() - 5);
-    std::string text;
+    // Read as the agent wrote it: a regular file of bounded size, never
+    // through a link, parsed iteratively (base/json). Anything else there
+    // under the agent's names is of no use to a runtime either.
+    absl::StatusOr<std::string> text =
+        ReadFileBounded(f.path().string(), kMaxSpecBytes, Links::kRefuse);
     rapidjson::Document d;
-    const rapidjson::Value* devices = nullptr;
-    if (!ReadWhole(f.path().string(), &text) || d.Parse(text.c_str()).HasParseError() ||
-        (devices = Member(d, "devices")) == nullptr || !devices->IsArray()) {
+    absl::Status problem = ValidateClaimUid(uid);
+    if (problem.ok()) problem = text.status();
+    if (problem.ok()) problem = json::Parse(*text, "its JSON", &d);
+    const rapidjson::Value* devices = problem.ok() ? Member(d, "devices") : nullptr;
+    if (problem.ok() && (devices == nullptr || !devices->IsArray())) {
+      problem = absl::InvalidArgumentError("it lists no devices");
+    }
+    if (!problem.ok()) {
       // Empty or cut after a crash of the machine: of no use to a runtime,
-      // and the claim is prepared again when the kubelet asks.
+      // and the claim is prepared again when the kubelet asks. (A link is
+      // removed, not what it names.)
       const bool removed = ::unlink(f.path().c_str()) == 0;
       LogWarning("a claim's CDI spec cannot be read; removed",
-                 {{"file", f.path().string()}, {"removed", removed ? "yes" : "no"}});
+                 {{"file", f.path().string()},
+                  {"error", std::string(problem.message())},
+                  {"removed", removed ? "yes" : "no"}});
       continue;
     }
     Entry e;

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,21 @@ struct DeviceCatalog {
 };
 
 inline constexpr size_t kConcurrentReads = 4;
+
+// The longest claim UID taken (Kubernetes UIDs are 36-character UUIDs).
+inline constexpr size_t kMaxClaimUid = 128;
+
+// A claim UID the agent may name a file after: 1 to kMaxClaimUid letters,
+// digits and '-'. The error says what is wrong.
+absl::Status ValidateClaimUid(std::string_view uid);
+// A claim the kubelet named as Kubernetes allows one: namespace a DNS
+// label, name a DNS subdomain, UID as above. The error names the claim.
+absl::Status ValidateClaimRef(const ClaimRef& claim);
+
+// A GpuConfig's time-slicing interval as the level nvidia-smi compute-policy
+// --set-timeslice takes: Default 0, Short 1, Medium 2, Long 3; -1 for
+// another name.
+int TimeSliceLevel(std::string_view interval);
 
 struct PreparerOptions {
   std::string driver;      // results of other drivers are not ours

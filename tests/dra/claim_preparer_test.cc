@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -197,6 +199,13 @@ TEST_F(ClaimPreparerTest, EachBadClaimGetsItsOwnErrorAndTheGoodOneIsPrepared) {
 
 // A claim of gpu-0 with `config` as its allocation's opaque parameters for
 // this driver (and one for another driver, which is not ours to read).
+// Our GpuConfig asking time-slicing at `interval`: the opaque parameters.
+std::string GpuConfig(const std::string& interval) {
+  return std::string(R"({"apiVersion":")") + kDriver +
+         R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")" +
+         interval + R"("}}})";
+}
+
 std::string ClaimWithConfig(const std::string& uid, const std::string& params) {
   std::string json = Claim(uid, {{"r", kDriver, kPool, "gpu-0"}});
   const std::string results = R"("results":[)";
@@ -241,14 +250,11 @@ TEST_F(ClaimPreparerTest, OpaqueConfigIsOurGpuConfigOrTheClaimIsRefusedNamingIt)
 // spec is written; a refusal is the claim's error and writes nothing; a
 // MIG device is refused by name.
 TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpec) {
-  const std::string gpu_config =
-      std::string(R"({"apiVersion":")") + kDriver +
-      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")";
   auto config = [&](const std::string& source, const std::string& requests,
                     const std::string& interval) {
     return R"({"source":")" + source + R"(","requests":[)" + requests +
-           R"(],"opaque":{"driver":")" + kDriver + R"(","parameters":)" + gpu_config + interval +
-           R"("}}}}})";
+           R"(],"opaque":{"driver":")" + kDriver + R"(","parameters":)" + GpuConfig(interval) +
+           "}}";
   };
   std::string json = Claim("u1", {{"a", kDriver, kPool, "gpu-0"}, {"b", kDriver, kPool, "gpu-1"}});
   // The claim's config (listed first) overrides its class's for "a"; the
@@ -263,20 +269,15 @@ TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpe
   // The tool refuses: the claim's own error, naming device and interval;
   // no spec written.
   slice_status_ = absl::FailedPreconditionError("nvidia-smi compute-policy failed (exit code 3)");
-  Put("two", ClaimWithConfig("u2", gpu_config + R"(Medium"}}})"));
+  Put("two", ClaimWithConfig("u2", GpuConfig("Medium")));
   const std::string error = PrepareOne("two", "u2").error;
   EXPECT_EQ(error,
             "claim ns/two: cannot set the time slice of device \"gpu-0\" (GPU-0) to Medium: "
             "nvidia-smi compute-policy failed (exit code 3)");
   EXPECT_FALSE(PathExists(preparer_->SpecPath("u2")));
 
-  // No way to set it on this node: refused, saying so.
-  options_.set_time_slice = nullptr;
-  Restart();
-  EXPECT_EQ(PrepareOne("two", "u2").error,
-            "claim ns/two: GpuConfig time-slicing (Medium) cannot be set on this node");
-
-  // A MIG device: refused by name, nothing asked of the tool.
+  // A MIG device: refused by name, nothing asked of the tool (which is
+  // there, and would answer with its own failure).
   auto catalog = std::make_shared<DeviceCatalog>(*TwoGpus());
   catalog->devices[0].attributes["type"] = AttributeValue::String("mig");
   preparer_->SetCatalog(catalog);
@@ -285,6 +286,12 @@ TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpe
             "claim ns/two: device \"gpu-0\" is a mig device; GpuConfig time-slicing applies to "
             "whole GPUs");
   EXPECT_EQ(SlicesSet().size(), asked);
+
+  // No way to set it on this node: refused, saying so.
+  options_.set_time_slice = nullptr;
+  Restart();
+  EXPECT_EQ(PrepareOne("two", "u2").error,
+            "claim ns/two: GpuConfig time-slicing (Medium) cannot be set on this node");
 }
 
 // A claim's time slice is set back to Default when the last claim that set
@@ -292,12 +299,9 @@ TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpe
 // which GPUs a claim set); a claim that asked Default leaves nothing to set
 // back; a failure to set it back is logged and the unprepare succeeds.
 TEST_F(ClaimPreparerTest, AClaimsTimeSliceIsSetBackToDefaultWhenTheLastClaimSettingItIsUnprepared) {
-  const std::string gpu_config =
-      std::string(R"({"apiVersion":")") + kDriver +
-      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")";
-  Put("one", ClaimWithConfig("u1", gpu_config + R"(Long"}}})"));
-  Put("two", ClaimWithConfig("u2", gpu_config + R"(Long"}}})"));
-  Put("plain", ClaimWithConfig("u3", gpu_config + R"(Default"}}})"));
+  Put("one", ClaimWithConfig("u1", GpuConfig("Long")));
+  Put("two", ClaimWithConfig("u2", GpuConfig("Long")));
+  Put("plain", ClaimWithConfig("u3", GpuConfig("Default")));
   ASSERT_EQ(PrepareOne("one", "u1").error, "");
   ASSERT_EQ(PrepareOne("two", "u2").error, "");
   ASSERT_EQ(PrepareOne("plain", "u3").error, "");
@@ -332,13 +336,10 @@ TEST_F(ClaimPreparerTest, AClaimsTimeSliceIsSetBackToDefaultWhenTheLastClaimSett
 // it unhealthy, or its checkpoint unwritable) sets it back: the kubelet may
 // never unprepare a claim it was never told is prepared.
 TEST_F(ClaimPreparerTest, ATimeSliceSetByAClaimThatIsNotPreparedIsSetBack) {
-  const std::string gpu_config =
-      std::string(R"({"apiVersion":")") + kDriver +
-      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}})";
   std::string json = Claim("u1", {{"a", kDriver, kPool, "gpu-0"}, {"b", kDriver, kPool, "gpu-1"}});
   json.insert(json.find(R"("results":[)"),
               R"("config":[{"source":"FromClaim","opaque":{"driver":")" + std::string(kDriver) +
-                  R"(","parameters":)" + gpu_config + "}}],");
+                  R"(","parameters":)" + GpuConfig("Long") + "}}],");
   Put("one", json);
   preparer_->SetUnhealthy({"gpu-1"});
   EXPECT_EQ(PrepareOne("one", "u1").error, "claim ns/one: device \"gpu-1\" is unhealthy");
@@ -359,10 +360,7 @@ TEST_F(ClaimPreparerTest, ATimeSliceSetByAClaimThatIsNotPreparedIsSetBack) {
 // (and its GPUs' time slices), so the kubelet's retry writes the checkpoint;
 // otherwise the checkpoint on disk would hold the claim for good.
 TEST_F(ClaimPreparerTest, AnUnprepareWhoseCheckpointCannotBeWrittenIsDoneAgainOnTheRetry) {
-  const std::string gpu_config =
-      std::string(R"({"apiVersion":")") + kDriver +
-      R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":")";
-  Put("one", ClaimWithConfig("u1", gpu_config + R"(Long"}}})"));
+  Put("one", ClaimWithConfig("u1", GpuConfig("Long")));
   ASSERT_EQ(PrepareOne("one", "u1").error, "");
   const std::string checkpoint = dir_.Join("plugin/checkpoint.json");
   std::filesystem::remove(checkpoint);
@@ -575,6 +573,127 @@ TEST_F(ClaimPreparerTest, ACheckpointEntryWhoseSpecIsMissingOrCutIsPreparedAgain
 // A batch's claims are read several at a time (the reader holds each GET
 // until kConcurrentReads are under way; one at a time, each would wait out
 // its 5 s), and every claim is answered and checkpointed.
+// Names from the kubelet go into the claim's URL and its UID into a file
+// name: anything Kubernetes itself would refuse is the claim's own error,
+// with no GET and no file touched, and the other claims are prepared.
+TEST_F(ClaimPreparerTest, AClaimNamedAsKubernetesAllowsNoneIsRefusedWithoutAGet) {
+  Put("good", Claim("u-good", {{"r", kDriver, kPool, "gpu-0"}}));
+  const std::string victim = dir_.Write("victim.json", "keep");
+  const int gets = reader_->gets;
+  std::map<std::string, PrepareOutcome> out =
+      preparer_->Prepare({{"ns", "u-good", "good"},
+                          {"default/../../../api/v1/secrets?x=", "u-path", "c"},
+                          {"ns", "u-name", "../../../api/v1/secrets"},
+                          {"ns", "../victim", "c"},
+                          {"ns", "u/1", "c"},
+                          {"ns", "", "c"},
+                          {"ns", std::string(200, 'a'), "c"},
+                          {"Upper", "u-upper", "c"}});
+  EXPECT_EQ(out["u-good"].error, "");
+  EXPECT_EQ(reader_->gets, gets + 1);  // the good one's alone
+  EXPECT_EQ(out["u-path"].error,
+            "claim default/../../../api/v1/secrets?x=/c cannot be a ResourceClaim: its "
+            "namespace is not a DNS subdomain (lowercase letters, digits, '-' and '.', each part "
+            "starting and ending with a letter or digit)");
+  EXPECT_EQ(out["u-name"].error,
+            "claim ns/../../../api/v1/secrets cannot be a ResourceClaim: its name is not a DNS "
+            "subdomain (lowercase letters, digits, '-' and '.', each part starting and ending "
+            "with a letter or digit)");
+  EXPECT_EQ(out["../victim"].error,
+            "claim ns/c cannot be a ResourceClaim: UID \"../victim\" has a character other than "
+            "a letter, a digit or '-'");
+  EXPECT_NE(out["u/1"].error.find("has a character other than"), std::string::npos);
+  EXPECT_EQ(out[""].error, "claim ns/c cannot be a ResourceClaim: no UID");
+  EXPECT_NE(out[std::string(200, 'a')].error.find("UID of 200 characters, over 128"),
+            std::string::npos);
+  EXPECT_NE(out["u-upper"].error.find("its namespace is not a DNS subdomain"), std::string::npos)
+      << out["u-upper"].error;
+  EXPECT_EQ(preparer_->Prepare({{"a.b", "u-dot", "c"}})["u-dot"].error,
+            "claim a.b/c cannot be a ResourceClaim: its namespace is not a DNS label (at most 63 "
+            "characters, no '.')");
+  // Unprepare of such a UID touches no file either.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "../victim", "c"}})["../victim"], "");
+  EXPECT_EQ(ReadFile(victim), "keep");
+}
+
+// An API server answer nested 200,000 deep overflowed the recursive
+// parser's stack (SIGSEGV): now the claim's error.
+TEST_F(ClaimPreparerTest, AClaimNestedPastTheLimitIsTheClaimsErrorNotACrash) {
+  Put("deep", std::string(200000, '[') + std::string(200000, ']'));
+  std::string config = Claim("u-cfg", {{"r", kDriver, kPool, "gpu-0"}});
+  config.insert(config.find(R"("results":[)"),
+                R"("config":[{"source":"FromClaim","opaque":{"driver":")" + std::string(kDriver) +
+                    R"(","parameters":)" + std::string(1000, '[') + std::string(1000, ']') +
+                    "}}],");
+  Put("cfg", config);
+  std::map<std::string, PrepareOutcome> out =
+      preparer_->Prepare({{"ns", "u-deep", "deep"}, {"ns", "u-cfg", "cfg"}});
+  EXPECT_EQ(out["u-deep"].error,
+            "claim ns/deep: the API server's answer nests arrays and objects deeper than 128 "
+            "levels");
+  EXPECT_EQ(out["u-cfg"].error,
+            "claim ns/cfg: the API server's answer nests arrays and objects deeper than 128 "
+            "levels");
+}
+
+// Files planted in the CDI spec folder under the agent's names (a pod with
+// a hostPath can): a deep one crashed every start, a link was followed, a
+// FIFO would block. Each is removed (the link itself, not what it names)
+// and the agent starts.
+TEST_F(ClaimPreparerTest, FilesPlantedInTheSpecFolderNeitherCrashNorAreFollowed) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  const std::string prefix = dir_.Join("cdi/gpu-agent.github.io-claim_");
+  dir_.Write("cdi/gpu-agent.github.io-claim_deep.json",
+             std::string(300000, '[') + std::string(300000, ']'));
+  const std::string victim = dir_.Write("victim.json", R"({"devices":[]})");
+  ASSERT_EQ(::symlink(victim.c_str(), (prefix + "link.json").c_str()), 0);
+  ASSERT_EQ(::mkfifo((prefix + "fifo.json").c_str(), 0600), 0);
+  dir_.Write("cdi/gpu-agent.github.io-claim_bad..uid.json", R"({"devices":[]})");
+  Restart();  // Load reads the folder
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
+  for (const char* name : {"deep", "link", "fifo", "bad..uid"}) {
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(prefix + name + ".json")))
+        << name;
+  }
+  EXPECT_EQ(ReadFile(victim), R"({"devices":[]})");
+  EXPECT_EQ(preparer_->Prepared().size(), 1u);
+}
+
+// A link planted at the checkpoint's name is not read (it is reported and
+// moved aside) and never written through.
+TEST_F(ClaimPreparerTest, ALinkAtTheCheckpointIsNeitherReadNorWrittenThrough) {
+  const std::string victim = dir_.Write("victim", "precious");
+  ::chmod(victim.c_str(), 0600);
+  std::filesystem::remove(options_.checkpoint);
+  ASSERT_EQ(::symlink(victim.c_str(), options_.checkpoint.c_str()), 0);
+  Restart();
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  EXPECT_EQ(ReadFile(victim), "precious");
+  struct stat st;
+  ASSERT_EQ(::lstat(options_.checkpoint.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// The folders it writes in are made with their modes, and one another user
+// can write is refused at the start, naming the setting.
+TEST_F(ClaimPreparerTest, FoldersOthersCanWriteAreRefused) {
+  struct stat st;
+  ASSERT_EQ(::stat(options_.cdi_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  ASSERT_EQ(::stat(dir_.Join("plugin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  ASSERT_EQ(::chmod(options_.cdi_dir.c_str(), 0777), 0);
+  auto p = ClaimPreparer::Create(options_, reader_);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("cdi.specDir: the folder \"" + options_.cdi_dir +
+                                      "\" (mode 0777) can be written by other users"),
+            std::string::npos)
+      << p.status();
+}
+
 TEST_F(ClaimPreparerTest, ABatchReadsItsClaimsConcurrently) {
   std::vector<ClaimRef> batch;
   for (int i = 0; i < 6; ++i) {

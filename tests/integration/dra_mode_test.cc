@@ -614,6 +614,46 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
   }
 }
 
+// A hostile API server: discovery nested 200,000 deep (it crashed the agent
+// at every start), a claim as deep, and a claim named to reach another
+// path. The agent keeps running, each claim gets its own error, and once
+// discovery answers as a server does the slices go out.
+TEST_F(DraModeTest, AHostileApiServerNeitherCrashesNorMisleadsTheAgent) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  api_.AnswerWith("get resource.k8s.io", deep);
+  api_.PutResourceClaim("team", "deep", deep);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
+  ASSERT_TRUE(WaitFor([&] {
+    return Log().find(
+               "resource.k8s.io APIGroup nests arrays and objects deeper than 128 "
+               "levels") != std::string::npos;
+  })) << Log();
+  const int gets = api_.claim_get_count();
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet
+                  .Prepare(kDriver,
+                           {{"default/../../../api/v1/secrets?x=", "uid-p", "c"},
+                            {"team", "uid-d", "deep"}},
+                           &out)
+                  .ok());
+  EXPECT_NE(out["uid-p"].error.find("cannot be a ResourceClaim: its namespace is not a DNS"),
+            std::string::npos)
+      << out["uid-p"].error;
+  EXPECT_NE(out["uid-d"].error.find("nests arrays and objects deeper than 128 levels"),
+            std::string::npos)
+      << out["uid-d"].error;
+  EXPECT_EQ(api_.claim_get_count(), gets);  // discovery refused: no claim was asked for
+  api_.AnswerNormally("get resource.k8s.io");
+  ASSERT_TRUE(WaitFor([&] { return !api_.Slices(kNode).empty(); }, std::chrono::seconds(30)))
+      << Log();
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-d", "deep"}}, &out).ok());
+  EXPECT_EQ(out["uid-d"].error,
+            "claim team/deep: the API server's answer nests arrays and objects deeper than 128 "
+            "levels");
+  EXPECT_TRUE(agent_->Running()) << Log();
+}
+
 TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());

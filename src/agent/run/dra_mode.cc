@@ -1,7 +1,5 @@
 #include "agent/run/dra_mode.h"
 
-#include <rapidjson/document.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -18,6 +16,7 @@
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
 #include "agent/run/time_slice.h"
+#include "apiserver/discovery.h"
 #include "apiserver/rest_client.h"
 #include "apiserver/slice_publisher.h"
 #include "base/log.h"
@@ -57,8 +56,10 @@ class ApiClaimReader : public dra::ClaimReader {
       free_.pop_back();
       ++in_flight_;
     }
+    // The kubelet's names, each one path segment whatever it sent.
     absl::StatusOr<apiserver::HttpResponse> r = client->Get(
-        StrCat("/apis/resource.k8s.io/", *version, "/namespaces/", ns, "/resourceclaims/", name));
+        StrCat("/apis/resource.k8s.io/", *version, "/namespaces/", apiserver::EscapePathSegment(ns),
+               "/resourceclaims/", apiserver::EscapePathSegment(name)));
     {
       std::lock_guard<std::mutex> lock(flight_mu_);
       --in_flight_;
@@ -110,25 +111,12 @@ class ApiClaimReader : public dra::ClaimReader {
                  "answered ",
                  r->status, "); DRA needs Kubernetes 1.32 or later"));
     }
-    rapidjson::Document d;
-    d.Parse(r->body.c_str());
-    std::set<std::string> served;
-    if (!d.HasParseError() && d.IsObject() && d.HasMember("versions") && d["versions"].IsArray()) {
-      for (const auto& v : d["versions"].GetArray()) {
-        if (v.IsObject() && v.HasMember("version") && v["version"].IsString()) {
-          served.insert(v["version"].GetString());
-        }
-      }
-    }
-    for (const char* v : {"v1", "v1beta2", "v1beta1"}) {
-      if (served.count(v) > 0) {
-        version_ = v;
-        LogInfo("reading ResourceClaims through resource.k8s.io/" + version_);
-        return version_;
-      }
-    }
-    return absl::UnavailableError(
-        "the API server's resource.k8s.io group serves none of v1, v1beta2, v1beta1");
+    absl::StatusOr<std::string> v =
+        apiserver::PickServedVersion(r->body, "resource.k8s.io", {"v1", "v1beta2", "v1beta1"});
+    if (!v.ok()) return absl::UnavailableError(v.status().message());
+    version_ = *v;
+    LogInfo("reading ResourceClaims through resource.k8s.io/" + version_);
+    return version_;
   }
 
   const std::vector<std::unique_ptr<apiserver::RestClient>> clients_;
