@@ -1,5 +1,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -283,7 +284,39 @@ INSTANTIATE_TEST_SUITE_P(
                 "config.yaml:5:7: unknown key \"severty\" in health.checks.nvlink; it takes "
                 "severity and threshold"},
         BadCase{"CheckNotAMapping", "version: v1\nhealth:\n  checks:\n    nvlink: off\n",
-                "config.yaml:4:13: health.checks.nvlink must be a mapping"}),
+                "config.yaml:4:13: health.checks.nvlink must be a mapping"},
+        // Hostile or careless input: a key given twice would run one of the
+        // two without a word; replicas past what a kubelet takes; an
+        // endpoint with a newline (or anything but a plain file name).
+        BadCase{"DuplicateTopLevelKey", "version: v1\nmode: plugin\nmode: static\n",
+                "config.yaml:3:1: the key \"mode\" appears twice (first at line 2); give each "
+                "key once"},
+        BadCase{"DuplicateNestedKey",
+                "version: v1\nflags:\n  migStrategy: none\n  migStrategy: mixed\n",
+                "config.yaml:4:3: the key \"migStrategy\" appears twice in flags (first at line "
+                "3)"},
+        BadCase{"DuplicateKeyInASharingEntry",
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: "
+                "nvidia.com/gpu\n      replicas: 2\n      replicas: 4\n",
+                "config.yaml:7:7: the key \"replicas\" appears twice in a "
+                "sharing.timeSlicing.resources entry"},
+        BadCase{"DuplicateCheck",
+                "version: v1\nhealth:\n  checks:\n    nvlink: {severity: ignore}\n    nvlink: "
+                "{severity: unhealthy}\n",
+                "config.yaml:5:5: the key \"nvlink\" appears twice in health.checks"},
+        BadCase{"ReplicasPastTheBound",
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: "
+                "nvidia.com/gpu\n      replicas: 1000000000\n",
+                "config.yaml:6:17: replicas: 1000000000 is more than the 1024 a GPU may be shared "
+                "by"},
+        BadCase{"ReplicasJustPastTheBound",
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: "
+                "nvidia.com/gpu\n      replicas: 1025\n",
+                "replicas: 1025 is more than the 1024"},
+        BadCase{"EndpointWithANewline", "version: v1\nkubelet:\n  endpoint: \"a.sock\\nb\"\n",
+                "kubelet.endpoint: \"a.sock\\x0ab\" must be a bare socket file name of letters"},
+        BadCase{"EndpointDotDot", "version: v1\nkubelet:\n  endpoint: ..\n",
+                "not starting with '.'"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
 
 TEST(ConfigTest, HealthChecksFromTheFile) {
@@ -366,6 +399,28 @@ TEST(ConfigTest, DirectoryInsteadOfFile) {
   auto loaded = LoadConfig(req);
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(ErrorOf(loaded).find(dir.path()), std::string::npos) << ErrorOf(loaded);
+}
+
+// A FIFO (or a device) named as the config file is refused at once: opened
+// without blocking, it is not a regular file. Read as it was, `config` hung
+// and a reload blocked the main thread, so SIGTERM went unanswered.
+TEST(ConfigTest, AFifoOrDeviceInsteadOfAFileIsRefusedAtOnce) {
+  TempDir dir;
+  const std::string fifo = dir.Join("config.yaml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero")}) {
+    ConfigRequest req;
+    req.file = path;
+    req.file_origin = "flag --config";
+    req.env = Env({});
+    auto loaded = LoadConfig(req);
+    ASSERT_FALSE(loaded.ok()) << path;
+    EXPECT_NE(ErrorOf(loaded).find("cannot read config file \"" + path +
+                                   "\" (named by flag --config): it is a "),
+              std::string::npos)
+        << ErrorOf(loaded);
+    EXPECT_NE(ErrorOf(loaded).find("not a regular file"), std::string::npos) << ErrorOf(loaded);
+  }
 }
 
 TEST(ConfigTest, UnreadableFile) {

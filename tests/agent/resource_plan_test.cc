@@ -393,6 +393,19 @@ TEST(SharingTest, SubsetByCountWithRenameByDefault) {
   EXPECT_EQ(Ids(*Find(*p, "nvidia.com/gpu")), (std::vector<std::string>{"GPU-1aaa", "GPU-2aaa"}));
 }
 
+// Every replica is a device the kubelet keeps and streams: a resource that
+// would list more than kMaxDevicesPerResource is refused with the count
+// (50,000 replicas made the agent register again and again, for good).
+TEST(SharingTest, AResourceOfTooManyReplicasIsRefusedWithTheCount) {
+  Config c;
+  c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", kMaxTimeSlicingReplicas)};
+  ASSERT_TRUE(ServedPlan(c, PlainNode(16)).ok());  // 16 x 1,024 = 16,384: the bound itself
+  EXPECT_THAT(Error(ServedPlan(c, PlainNode(17))),
+              HasSubstr("sharing.timeSlicing.resources[0]: 17 devices x 1024 replicas would list "
+                        "17408 nvidia.com/gpu devices to the kubelet, more than the 16384 one "
+                        "resource may have"));
+}
+
 TEST(SharingTest, SubsetWithoutANewNameIsAnError) {
   Config c;
   c.sharing.time_slicing.resources = {Share("nvidia.com/gpu", 2, {"0"})};

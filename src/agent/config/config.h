@@ -22,6 +22,16 @@ enum class MigStrategy { kNone, kSingle, kMixed };
 enum class DeviceIdStrategy { kUuid, kIndex };
 enum class LabelOutput { kNone, kNode, kNfd };
 
+// Bounds on time-slicing. Every replica is a device the kubelet keeps in
+// memory, in its checkpoint and in each ListAndWatch answer, which its gRPC
+// client takes up to 4 MiB of (about 60,000 devices of ~70 bytes): past
+// that the stream fails and the plugin is registered again and again.
+// 1,024 replicas a GPU is far past any sharing that is still useful (CUDA
+// MPS itself stops at 48 clients); 16,384 devices a resource keeps the
+// answer near 1 MiB, a quarter of the kubelet's limit.
+inline constexpr int kMaxTimeSlicingReplicas = 1024;
+inline constexpr size_t kMaxDevicesPerResource = 16384;
+
 struct TimeSlicingResource {
   std::string name;  // resource the replicas apply to, e.g. nvidia.com/gpu
   int replicas = 0;

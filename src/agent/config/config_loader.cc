@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <map>
 #include <optional>
-#include <sstream>
 
 #include "agent/config/config_schema.h"
 #include "agent/config/config_validation.h"
 #include "agent/config/nvidia_compat.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "base/text.h"
@@ -60,7 +60,25 @@ class YamlWalker {
     }
   }
 
+  // YAML leaves a key given twice in one mapping to the reader, and
+  // yaml-cpp keeps both: "mode: plugin" then "mode: static" would run one of
+  // them without a word. Refused, naming both places.
+  absl::Status NoDuplicateKeys(const YAML::Node& map, std::string_view in) const {
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) continue;
+      auto [it, first] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
+      if (!first) {
+        return Error(kv.first,
+                     StrCat("the key \"", Printable(kv.first.Scalar(), 60), "\" appears twice", in,
+                            " (first at line ", it->second.line + 1, "); give each key once"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status WalkMap(const YAML::Node& map, const std::string& prefix) {
+    GA_RETURN_IF_ERROR(NoDuplicateKeys(map, prefix.empty() ? "" : StrCat(" in ", prefix)));
     for (const auto& kv : map) {
       if (!kv.first.IsScalar()) return Error(kv.first, "keys must be plain names");
       const std::string key = kv.first.Scalar();
@@ -182,6 +200,7 @@ class YamlWalker {
       }
       TimeSlicingResource r;
       bool has_replicas = false;
+      GA_RETURN_IF_ERROR(NoDuplicateKeys(item, " in a sharing.timeSlicing.resources entry"));
       for (const auto& kv : item) {
         const std::string key = kv.first.Scalar();
         const YAML::Node& v = kv.second;
@@ -232,6 +251,12 @@ class YamlWalker {
         return Error(item["replicas"], StrCat("replicas: ", r.replicas,
                                               " is too few; time-slicing needs at least 2"));
       }
+      if (r.replicas > kMaxTimeSlicingReplicas) {
+        return Error(item["replicas"],
+                     StrCat("replicas: ", r.replicas, " is more than the ", kMaxTimeSlicingReplicas,
+                            " a GPU may be shared by (each replica is a device the kubelet "
+                            "tracks; see docs/mig-selection-sharing.md)"));
+      }
       if (r.devices.empty() && r.device_count == 0) r.devices.push_back("all");
       resources.push_back(std::move(r));
     }
@@ -249,6 +274,7 @@ class YamlWalker {
                                Describe(map)));
     }
     nvml::CheckSettings& checks = out_->config.health.checks;
+    GA_RETURN_IF_ERROR(NoDuplicateKeys(map, " in health.checks"));
     for (const auto& kv : map) {
       const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "";
       const nvml::CheckSpec* spec = nvml::FindCheck(name);
@@ -271,6 +297,7 @@ class YamlWalker {
                                Describe(v)));
       }
       nvml::CheckSetting& setting = checks[spec->id];
+      GA_RETURN_IF_ERROR(NoDuplicateKeys(v, StrCat(" in health.checks.", name)));
       for (const auto& field : v) {
         const std::string key = field.first.IsScalar() ? field.first.Scalar() : "";
         const YAML::Node& fv = field.second;
@@ -334,27 +361,21 @@ class YamlWalker {
 };
 
 absl::StatusOr<std::string> ReadConfigFile(const std::string& path, const std::string& origin) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    const std::string why = StrCat("cannot read config file \"", path, "\" (named by ", origin,
-                                   "): ", std::strerror(err));
-    if (err == EACCES) return absl::PermissionDeniedError(why);
-    return absl::NotFoundError(why);
+  // A regular file of bounded size: a FIFO or a device named by mistake (or
+  // on purpose) is refused at once, never waited on or read without end.
+  absl::StatusOr<std::string> text = ReadFileBounded(path, kMaxConfigBytes);
+  if (text.ok()) return text;
+  const absl::string_view message = text.status().message();
+  std::string_view reason(message.data(), message.size());
+  if (const std::string named = StrCat("cannot read \"", path, "\": "); reason.starts_with(named)) {
+    reason.remove_prefix(named.size());
   }
-  std::string text;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxConfigBytes) {
-      return absl::InvalidArgumentError(StrCat(path, ": config file is larger than ",
-                                               kMaxConfigBytes, " bytes; is it the right file?"));
-    }
+  const std::string why =
+      StrCat("cannot read config file \"", path, "\" (named by ", origin, "): ", reason);
+  if (text.status().code() == absl::StatusCode::kInvalidArgument) {
+    return absl::InvalidArgumentError(StrCat(why, "; is it the right file?"));
   }
-  if (in.bad()) {
-    return absl::InvalidArgumentError(StrCat(path, ": read error (is it a directory?)"));
-  }
-  return text;
+  return absl::Status(text.status().code(), why);
 }
 
 std::vector<std::string> SplitList(std::string_view raw) {

@@ -1,6 +1,7 @@
 // The rules across settings that parsing one setting cannot check.
 #include "agent/config/config_validation.h"
 
+#include <cctype>
 #include <chrono>
 #include <set>
 #include <string>
@@ -11,10 +12,31 @@
 #include "base/listen_address.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
+#include "base/text.h"
 #include "cdi/spec.h"
 
 namespace gpu_agent {
 namespace {
+
+// A socket name the kubelet joins to its folder: letters, digits, '.', '_'
+// and '-' only (no '/', no control character, no leading '.'), short enough
+// for a unix socket's path once joined.
+absl::Status ValidateSocketFileName(std::string_view name) {
+  constexpr size_t kMax = 64;
+  if (name.empty() || name.size() > kMax || name.front() == '.') {
+    return absl::InvalidArgumentError(
+        StrCat("must be a bare socket file name of 1 to ", kMax,
+               " characters, not starting with '.' (the kubelet joins it to its own folder)"));
+  }
+  for (const char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return absl::InvalidArgumentError(
+          "must be a bare socket file name of letters, digits, '.', '_' and '-' (the kubelet "
+          "joins it to its own folder)");
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateSharedDevices(const std::vector<std::string>& devices,
                                    const std::string& where) {
@@ -72,6 +94,11 @@ absl::Status ValidateConfig(const Config& c) {
           where, ".replicas: ", r.replicas,
           " is too few; time-slicing needs at least 2 replicas (remove the entry to not share)"));
     }
+    if (r.replicas > kMaxTimeSlicingReplicas) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ".replicas: ", r.replicas, " is more than the ", kMaxTimeSlicingReplicas,
+                 " a GPU may be shared by (each replica is a device the kubelet tracks)"));
+    }
     if (!r.rename.empty()) {
       if (absl::Status s = ValidateExtendedResourceName(r.rename); !s.ok()) {
         return absl::InvalidArgumentError(StrCat(where, ".rename: ", s.message()));
@@ -116,10 +143,9 @@ absl::Status ValidateConfig(const Config& c) {
         StrCat("flags.plugin.nvidiaCTKPath: \"", c.flags.plugin.nvidia_ctk_path,
                "\" must be an absolute path on the host (or empty for no CDI hooks)"));
   }
-  if (c.kubelet.endpoint.empty() || c.kubelet.endpoint.find('/') != std::string::npos) {
+  if (absl::Status s = ValidateSocketFileName(c.kubelet.endpoint); !s.ok()) {
     return absl::InvalidArgumentError(
-        StrCat("kubelet.endpoint: \"", c.kubelet.endpoint,
-               "\" must be a bare socket file name (the kubelet joins it to its own folder)"));
+        StrCat("kubelet.endpoint: \"", Printable(c.kubelet.endpoint, 120), "\" ", s.message()));
   }
   if (c.kubelet.socket.empty() || c.kubelet.socket.front() != '/') {
     return absl::InvalidArgumentError(

@@ -324,6 +324,15 @@ class Planner {
                  " devices: the replicas need a name of their own so the rest stay whole; set "
                  "rename, or sharing.timeSlicing.renameByDefault: true"));
     }
+    const size_t devices = sliced.size() * static_cast<size_t>(r->replicas);
+    if (devices > kMaxDevicesPerResource) {
+      return absl::InvalidArgumentError(
+          StrCat("sharing.timeSlicing.resources[", index, "]: ", sliced.size(), " devices x ",
+                 r->replicas, " replicas would list ", devices, " ", name,
+                 " devices to the kubelet, more than the ", kMaxDevicesPerResource,
+                 " one resource may have (its ListAndWatch answer would pass what the kubelet "
+                 "takes); give fewer replicas"));
+    }
     if (!whole.empty()) served_.push_back({group.resource, std::move(whole), 1});
     served_.push_back({name, std::move(sliced), r->replicas});
     return absl::OkStatus();
