@@ -37,7 +37,7 @@ done
 
 all=(config cli kubeconfig exec_credential node_json watch_stream api_error json_patch
      device_selector duration_quantity mig_minors deviceplugin_rpc deviceplugin_socket cdi_names
-     log_json ld_cache slotted_file)
+     log_json ld_cache slotted_file slice_watch dra_claim)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 # Longest input per target: a little over the largest realistic one.

@@ -37,7 +37,8 @@ def clear_seeds(target):
 
 TARGETS = ["config", "cli", "kubeconfig", "exec_credential", "node_json", "watch_stream",
            "api_error", "json_patch", "device_selector", "duration_quantity", "mig_minors",
-           "deviceplugin_rpc", "deviceplugin_socket", "cdi_names", "log_json", "slotted_file"]
+           "deviceplugin_rpc", "deviceplugin_socket", "cdi_names", "log_json", "slotted_file",
+           "slice_watch", "dra_claim"]
 for t in TARGETS:
     clear_seeds(t)
 
@@ -245,6 +246,38 @@ write("slotted_file", "cut-short", (slot(2, CKPT, 512) + EMPTY_SLOT)[:300] + b" 
 write("slotted_file", "plain", CKPT)
 write("slotted_file", "odd", b"{}\n")
 
+# slice_watch: a ResourceSlice watch body, one event a line.
+SLICE = ('{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":'
+         '"node-a-gpu.gpu-agent.github.io-0","resourceVersion":"42"},"spec":{"driver":'
+         '"gpu.gpu-agent.github.io","nodeName":"node-a","pool":{"name":"node-a","generation":3,'
+         '"resourceSliceCount":1},"devices":[{"name":"gpu-0","attributes":{"uuid":{"string":'
+         '"GPU-0"}},"taints":[{"key":"gpu.gpu-agent.github.io/unhealthy","effect":"NoSchedule"}]}]}}')
+write("slice_watch", "added", '{"type":"ADDED","object":' + SLICE + '}\n')
+write("slice_watch", "modified-deleted", '{"type":"MODIFIED","object":' + SLICE + '}\n'
+      '{"type":"DELETED","object":' + SLICE + '}\n')
+write("slice_watch", "bookmark", '{"type":"BOOKMARK","object":{"kind":"ResourceSlice",'
+      '"metadata":{"resourceVersion":"77"}}}\n')
+write("slice_watch", "gone", '{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1",'
+      '"status":"Failure","message":"too old resource version: 1 (9)","reason":"Expired",'
+      '"code":410}}\n')
+write("slice_watch", "deep", '{"type":"ADDED","object":{"x":' + "[" * 200 + "]" * 200 + '}}\n')
+write("slice_watch", "garbage", '{"type":"ADDED","object":[}\n{"type":7}\n\n')
+
+# dra_claim: <namespace>\0<name>\0<uid>\0<claim JSON>.
+CLAIM = ('{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c",'
+         '"namespace":"ns","uid":"u1"},"status":{"allocation":{"devices":{"results":['
+         '{"request":"gpus/big","driver":"gpu.gpu-agent.github.io","pool":"node-a","device":"gpu-0"},'
+         '{"request":"r","driver":"other.example.com","pool":"node-a","device":"gpu-1"}],'
+         '"config":[{"source":"FromClaim","requests":["gpus"],"opaque":{"driver":'
+         '"gpu.gpu-agent.github.io","parameters":{"apiVersion":"gpu.gpu-agent.github.io/v1alpha1",'
+         '"kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":'
+         '"Long"}}}}}]}}}}')
+write("dra_claim", "allocated", "ns\0c\0u1\0" + CLAIM)
+write("dra_claim", "uid-mismatch", "ns\0c\0u2\0" + CLAIM)
+write("dra_claim", "path-names", "default/../../api\0../secrets\0../x\0" + CLAIM)
+write("dra_claim", "deep-config", "ns\0c\0u1\0" + CLAIM.replace('"Long"', "[" * 300 + "]" * 300))
+write("dra_claim", "unallocated", 'ns\0c\0u1\0{"metadata":{"uid":"u1"},"status":{}}')
+
 # deviceplugin_rpc: one choice byte, then the protobuf request
 PROTO = os.path.join(ROOT, "src", "deviceplugin", "api.proto")
 
@@ -362,4 +395,11 @@ dict_file("deviceplugin_socket", ["\x0a", "\x12", "\x18", "\x00", "\x01", "\x02"
                                   "GPU-0a1b2c3-0000-1111-2222-333344445555", "::0", "::3"])
 dict_file("slotted_file", ['{"slot":{"seq":', ',"length":', ',"crc32c":"', '"}}', "\n", " ",
                            '{"version"', "00000000", "ffffffff", "18446744073709551615"])
+dict_file("slice_watch", ['{"type":"', 'ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK', 'ERROR',
+                          '"object":', '"metadata":', '"name":"', '"resourceVersion":"', '"code":410',
+                          "\n", "[", "{", '"'])
+dict_file("dra_claim", ["\0", '"results":[', '"request":"', '"driver":"gpu.gpu-agent.github.io"',
+                        '"pool":"node-a"', '"device":"', '"config":[', '"opaque":', '"parameters":',
+                        '"GpuConfig"', '"TimeSlicing"', '"interval":"', "Default", "Short", "Medium",
+                        "Long", '"uid":"', "/", ".."])
 print("seeds and dictionaries written under", FUZZ)

@@ -4,6 +4,7 @@
 #include <rapidjson/document.h>
 
 #include "apiserver/node.h"
+#include "base/json.h"
 #include "fuzz_support.h"
 
 using namespace gpu_agent;
@@ -57,6 +58,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Plan(ev->node);
     }
   }
-  (void)DescribeOffset(text, size / 2);
+  (void)json::DescribeOffset(text, size / 2);
   return 0;
 }
