@@ -8,25 +8,27 @@
 # (cgroup usage less inactive file pages), from a memory cgroup the bench
 # makes for the agent (cgroup v1 or v2, removed afterwards; "n/a" and the
 # reason where it cannot make one); medians of --runs agents (3).
-#   scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N]
+#   scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N] [--flood-seconds N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 idle=30
 agents=200
 runs=3
+flood=30
 while [ $# -gt 0 ]; do
   case "$1" in
     --idle-seconds) idle=$2; shift 2 ;;
     --agents) agents=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    *) echo "usage: scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N]" >&2; exit 2 ;;
+    --flood-seconds) flood=$2; shift 2 ;;
+    *) echo "usage: scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N] [--flood-seconds N]" >&2; exit 2 ;;
   esac
 done
 
 ./scripts/install-deps.sh >/dev/null
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" --target gpu-agent e2e_bench fleet_bench dra_bench health_bench micro_bench \
-  fake_nvml fake-nvml-tool
+  metrics_flood_bench fake_nvml fake-nvml-tool
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,6 +37,7 @@ trap 'rm -rf "$tmp"' EXIT
 ./build/bench/fleet_bench --agents "$agents" --markdown "$tmp/fleet.md" || true
 ./build/bench/dra_bench --markdown "$tmp/dra.md" || true
 ./build/bench/health_bench --markdown "$tmp/health.md" 2>/dev/null || true
+./build/bench/metrics_flood_bench --seconds "$flood" --markdown "$tmp/flood.md" || true
 marker='<!-- kept by scripts/bench.sh -->'
 kept=""
 [ -f bench/RESULTS.md ] && kept=$(awk -v m="$marker" 'f || $0 == m { f = 1; print }' bench/RESULTS.md)
@@ -65,6 +68,10 @@ kept=""
   echo "## GPU health checks: one poll of 8 GPUs (NVML stand-in)"
   echo
   cat "$tmp/health.md"
+  echo
+  echo "## The metrics endpoint under a hostile client (real binary, plugin mode)"
+  echo
+  cat "$tmp/flood.md"
   echo
   echo "## Micro-benchmarks (median of 5 repetitions)"
   echo
