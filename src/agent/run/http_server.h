@@ -10,11 +10,12 @@
 //   body, another method or version is refused (see its header) and the
 //   connection closed after the answer.
 // - Connections: at most max_connections. At the cap a new connection
-//   evicts an open one: one closing after its answer first, then one idle
-//   or still sending its head, the one waiting longest, and only when every
-//   connection is waiting for an answer or writing, the oldest of those; so
-//   a fresh probe always gets in. Accepted until EAGAIN at each wake-up
-//   (at most four caps' worth, then the open connections' turn).
+//   evicts an open one: one closing after its last answer first, then the
+//   one idle longest, then the oldest still sending its head, then one
+//   whose answer is not being read, and one waiting for its handler only
+//   when every connection is; so a fresh probe always gets in. Accepted
+//   until EAGAIN at each wake-up (at most four caps' worth, then the open
+//   connections' turn).
 // - Time: a whole request head within head_timeout of the accept or of the
 //   previous answer (this is also the keep-alive idle timeout); an answer
 //   written within write_timeout; after the last answer, the client's
