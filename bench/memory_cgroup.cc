@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "support/test_support.h"
@@ -130,6 +131,20 @@ long MemoryCgroup::WorkingSetKib() const {
   if (usage < 0 || inactive < 0) return -1;
   // cAdvisor: a working set never below 0.
   return static_cast<long>((usage > inactive ? usage - inactive : 0) / 1024);
+}
+
+long MemoryCgroup::SocketKib() const {
+  const long long bytes = v2_ ? StatValue(ReadFile(path_ + "/memory.stat"), "sock")
+                              : FileValue(path_ + "/memory.kmem.tcp.usage_in_bytes");
+  return bytes < 0 ? -1 : static_cast<long>(bytes / 1024);
+}
+
+bool MemoryCgroup::CountSockets() const {
+  if (v2_) return true;
+  std::ofstream limit(path_ + "/memory.kmem.tcp.limit_in_bytes");
+  limit << (1LL << 40) << "\n";
+  limit.flush();
+  return static_cast<bool>(limit);
 }
 
 }  // namespace gpu_agent::testing

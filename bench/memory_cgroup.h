@@ -45,6 +45,15 @@ class MemoryCgroup {
   // pod's limit until reclaimed.
   long UsageKib() const;
 
+  // The kernel's socket buffers charged to the cgroup, in KiB: v2's "sock"
+  // of memory.stat (part of memory.current, so of what a limit holds to);
+  // v1's memory.kmem.tcp.usage_in_bytes, which v1 counts only once
+  // CountSockets() has run. -1 when unreadable.
+  long SocketKib() const;
+  // v1: turns on the TCP buffer accounting (a limit far above any use) for
+  // sockets made after it; v2 always counts them. False if it cannot.
+  bool CountSockets() const;
+
   // "cgroup v1" or "cgroup v2", and the folder.
   const std::string& kind() const { return kind_; }
   const std::string& path() const { return path_; }

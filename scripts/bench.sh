@@ -8,7 +8,7 @@
 # (cgroup usage less inactive file pages), from a memory cgroup the bench
 # makes for the agent (cgroup v1 or v2, removed afterwards; "n/a" and the
 # reason where it cannot make one); medians of --runs agents (3).
-#   scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N]
+#   scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N] [--flood-seconds N]
 #   scripts/bench.sh --smoke --build DIR   each benchmark for a moment, on the
 #     build in DIR as it is (nothing built); bench/RESULTS.md is left alone
 set -euo pipefail
@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 idle=30
 agents=200
 runs=3
+flood=30
 smoke=0
 build=""
 while [ $# -gt 0 ]; do
@@ -23,9 +24,10 @@ while [ $# -gt 0 ]; do
     --idle-seconds) idle=$2; shift 2 ;;
     --agents) agents=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --flood-seconds) flood=$2; shift 2 ;;
     --smoke) smoke=1; shift ;;
     --build) build=$2; shift 2 ;;
-    *) echo "usage: scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N] | --smoke --build DIR" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N] [--flood-seconds N] | --smoke --build DIR" >&2; exit 2 ;;
   esac
 done
 
@@ -34,7 +36,7 @@ if [ -z "$build" ]; then
   ./scripts/install-deps.sh >/dev/null
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build -j "$(nproc)" --target gpu-agent e2e_bench fleet_bench dra_bench health_bench micro_bench \
-    fake_nvml fake-nvml-tool
+    metrics_flood_bench fake_nvml fake-nvml-tool
 fi
 
 tmp=$(mktemp -d)
@@ -44,6 +46,7 @@ if [ "$smoke" = 1 ]; then
   "$build"/bench/fleet_bench --smoke --markdown "$tmp/fleet.md"
   "$build"/bench/dra_bench --smoke --markdown "$tmp/dra.md"
   "$build"/bench/health_bench --smoke --markdown "$tmp/health.md"
+  "$build"/bench/metrics_flood_bench --smoke --markdown "$tmp/flood.md"
   "$build"/bench/micro_bench --benchmark_min_time=0.001 --benchmark_format=console >/dev/null 2>&1
   echo "bench.sh: every benchmark ran (smoke); bench/RESULTS.md left alone"
   exit 0
@@ -53,6 +56,7 @@ fi
 "$build"/bench/fleet_bench --agents "$agents" --markdown "$tmp/fleet.md" || true
 "$build"/bench/dra_bench --markdown "$tmp/dra.md" || true
 "$build"/bench/health_bench --markdown "$tmp/health.md" 2>/dev/null || true
+"$build"/bench/metrics_flood_bench --seconds "$flood" --markdown "$tmp/flood.md" || true
 marker='<!-- kept by scripts/bench.sh -->'
 kept=""
 [ -f bench/RESULTS.md ] && kept=$(awk -v m="$marker" 'f || $0 == m { f = 1; print }' bench/RESULTS.md)
@@ -83,6 +87,10 @@ kept=""
   echo "## GPU health checks: one poll of 8 GPUs (NVML stand-in)"
   echo
   cat "$tmp/health.md"
+  echo
+  echo "## The metrics endpoint under a hostile client (real binary, plugin mode)"
+  echo
+  cat "$tmp/flood.md"
   echo
   echo "## Micro-benchmarks (median of 5 repetitions)"
   echo

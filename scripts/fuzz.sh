@@ -37,13 +37,14 @@ done
 
 all=(config cli kubeconfig exec_credential node_json watch_stream api_error json_patch
      device_selector duration_quantity mig_minors deviceplugin_rpc deviceplugin_socket cdi_names
-     log_json ld_cache slotted_file slice_watch dra_claim)
+     log_json ld_cache slotted_file slice_watch dra_claim metrics_request)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 # Longest input per target: a little over the largest realistic one.
 max_len() {
   case "$1" in
     watch_stream) echo 16384 ;;
+    metrics_request) echo 8192 ;;
     config|kubeconfig|node_json) echo 8192 ;;
     exec_credential|api_error|mig_minors|ld_cache|slotted_file) echo 4096 ;;
     deviceplugin_rpc|deviceplugin_socket) echo 2048 ;;

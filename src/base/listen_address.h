@@ -15,12 +15,20 @@ struct HostPort {
   int port = -1;
 };
 
-// "host:port", ":port" (all addresses) or "[v6]:port"; port 0 picks one.
-// An empty host is 0.0.0.0. Errors name metrics.address.
+// "host:port", ":port" (all addresses), "[v6]:port", or an IPv6 address
+// without brackets followed by ":port" ("fd00::5:9400", what a manifest's
+// "$(POD_IP):9400" gives on a single-stack IPv6 pod): with more than one
+// ':' and no brackets, the text before the last ':' must be an IPv6 address
+// and what follows it is the port. The port is always required; 0 picks
+// one. An empty host is 0.0.0.0. Errors name metrics.address.
 absl::StatusOr<HostPort> ParseListenAddress(const std::string& address);
 
 // ParseListenAddress's verdict alone.
 absl::Status ValidateListenAddress(const std::string& address);
+
+// "host:port", with brackets round an IPv6 host: what a log line or a URL
+// names.
+std::string FormatHostPort(const std::string& host, int port);
 
 }  // namespace gpu_agent
 

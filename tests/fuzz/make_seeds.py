@@ -402,4 +402,33 @@ dict_file("dra_claim", ["\0", '"results":[', '"request":"', '"driver":"gpu.gpu-a
                         '"pool":"node-a"', '"device":"', '"config":[', '"opaque":', '"parameters":',
                         '"GpuConfig"', '"TimeSlicing"', '"interval":"', "Default", "Short", "Medium",
                         "Long", '"uid":"', "/", ".."])
+
+# metrics_request: two bytes that seed the chunk sizes, then what a client of
+# the metrics endpoint sends (agent/run/http_request_reader).
+clear_seeds("metrics_request")
+for name, sent in [
+        ("kubelet-probe", b"GET /healthz HTTP/1.1\r\nHost: 10.244.1.7:9400\r\n"
+                          b"User-Agent: kube-probe/1.34\r\nAccept: */*\r\nConnection: close\r\n\r\n"),
+        ("prometheus", b"GET /metrics HTTP/1.1\r\nHost: 10.244.1.7:9400\r\nUser-Agent: Prometheus/3.1.0\r\n"
+                       b"Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;"
+                       b"version=0.0.4;q=0.3,*/*;q=0.1\r\nAccept-Encoding: gzip\r\n"
+                       b"X-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n"),
+        ("pipelined", b"GET /metrics HTTP/1.1\r\n\r\nHEAD /healthz HTTP/1.1\r\n\r\n"
+                      b"GET /readyz?x=1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /nope HTTP/1.1\r\n\r\n"),
+        ("bare-lf", b"\nGET http://h:9400/readyz HTTP/1.1\nconnection: CLOSE\n\n"),
+        ("body", b"GET /metrics HTTP/1.1\r\nContent-Length: 100000000000\r\n\r\nxxxx"),
+        ("chunked", b"GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("obs-fold", b"GET /metrics HTTP/1.1\r\nX: a\r\n b\r\n\r\n"),
+        ("post", b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
+        ("http2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+        ("headers", b"GET /metrics HTTP/1.1\r\n" + b"X-Flood: " + b"a" * 200 + b"\r\n" * 1 +
+                    b"X: y\r\n" * 20),
+]:
+    write("metrics_request", name, b"\x12\x34" + sent)
+dict_file("metrics_request", ["GET ", "HEAD ", "POST ", " HTTP/1.1", " HTTP/1.0", " HTTP/2.0",
+                              "\r\n", "\n", "\r", "\r\n\r\n", ": ", ":", " ", "\t", "/metrics",
+                              "/healthz", "/readyz", "http://", "https://", "?", "*", "Host:",
+                              "Connection:", "close", "keep-alive", "Content-Length:",
+                              "Transfer-Encoding:", "chunked", "0", "100000000000", ",", "\0",
+                              "\x7f", "\xff"])
 print("seeds and dictionaries written under", FUZZ)

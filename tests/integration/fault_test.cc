@@ -258,8 +258,8 @@ TEST_F(PluginKillTest, MetricsPortFloodedWithIdleConnectionsDoesNotStopThePlugin
   EXPECT_TRUE(agent_->Running());
   {
     // What a liveness probe (10 s timeout, as the manifests set) gets
-    // during the flood: an answer (idle connections are let go after 1 s,
-    // up to 128 at once; it used to be none within 10 s).
+    // during the flood: an answer (at the cap of 128 connections each new
+    // one evicts the one idle longest; it used to be none within 10 s).
     httplib::Client during("127.0.0.1", port);
     during.set_connection_timeout(10, 0);
     during.set_read_timeout(10, 0);
@@ -273,8 +273,8 @@ TEST_F(PluginKillTest, MetricsPortFloodedWithIdleConnectionsDoesNotStopThePlugin
     EXPECT_EQ(r->status, 200);
   }
   for (int fd : conns) ::close(fd);
-  // Gone: the endpoint answers again (after the idle ones' read timeouts),
-  // and the agent holds no more fds than before.
+  // Gone: the endpoint answers again, and the agent holds no more fds than
+  // before.
   httplib::Client http("127.0.0.1", port);
   http.set_read_timeout(10, 0);
   const auto t0 = std::chrono::steady_clock::now();

@@ -8,8 +8,8 @@
 // read-only host driver root at the path the agent loads NVML from, as the
 // agent itself resolves its config), GPU-node affinity, resources, seccomp,
 // no API access in plugin mode, the RBAC unchanged in static and DRA mode,
-// DRA mode's kubelet and CDI folders and DeviceClasses, and SYS_ADMIN only
-// with MIG.
+// DRA mode's kubelet and CDI folders and DeviceClasses, SYS_ADMIN only with
+// MIG, and the metrics endpoint bound to the pod's address (IPv4 and IPv6).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -340,17 +340,52 @@ std::multiset<std::string> Rules(const std::vector<YAML::Node>& docs) {
   return rules;
 }
 
-// What the agent itself makes of the DaemonSet: `gpu-agent config` run with
-// the container's args (config instead of run), its env and nothing else of
-// this process's environment, and the config file it names taken from the
-// render's ConfigMap. Returns the effective config (YAML), or undefined with
-// a failure recorded.
-YAML::Node EffectiveConfig(const YAML::Node& pod, const YAML::Node& container,
-                           const YAML::Node& configmap) {
-  EnvOverrides env = UnsetAllBut({"PATH"});
-  for (const YAML::Node& e : container["env"]) {
-    env[Str(e["name"])] = e["valueFrom"] ? "node-1" : Str(e["value"]);
+// What the kubelet gives a container's env var from the downward API, for a
+// pod on node-1 with address `pod_ip`.
+std::string FieldValue(const YAML::Node& env_var, const std::string& pod_ip) {
+  const std::string field = Str(At(env_var, {"valueFrom", "fieldRef", "fieldPath"}));
+  if (field == "status.podIP") return pod_ip;
+  return "node-1";
+}
+
+// The kubelet's expansion of "$(NAME)" in args with the container's env: a
+// name it does not hold stays as written, and "$$" is a "$".
+std::string ExpandLikeTheKubelet(const std::string& arg, const EnvOverrides& env) {
+  std::string out;
+  for (size_t i = 0; i < arg.size(); ++i) {
+    if (arg.compare(i, 2, "$$") == 0) {
+      out += '$';
+      ++i;
+      continue;
+    }
+    const size_t close = arg.find(')', i);
+    if (arg.compare(i, 2, "$(") == 0 && close != std::string::npos) {
+      const auto it = env.find(arg.substr(i + 2, close - i - 2));
+      if (it != env.end()) {
+        out += it->second;
+        i = close;
+        continue;
+      }
+    }
+    out += arg[i];
   }
+  return out;
+}
+
+// What the agent itself makes of the DaemonSet: `gpu-agent config` run with
+// the container's args (config instead of run, each expanded as the kubelet
+// does), its env (the downward API's fields for a pod on node-1 at
+// `pod_ip`) and nothing else of this process's environment, and the config
+// file it names taken from the render's ConfigMap. Returns the effective
+// config (YAML), or undefined with a failure recorded.
+YAML::Node EffectiveConfig(const YAML::Node& pod, const YAML::Node& container,
+                           const YAML::Node& configmap, const std::string& pod_ip = "10.244.1.7") {
+  EnvOverrides env = UnsetAllBut({"PATH"});
+  EnvOverrides container_env;
+  for (const YAML::Node& e : container["env"]) {
+    container_env[Str(e["name"])] = e["valueFrom"] ? FieldValue(e, pod_ip) : Str(e["value"]);
+  }
+  for (const auto& [name, value] : container_env) env[name] = value;
   // The ConfigMap's mount folder, and the file CONFIG_FILE names in it.
   std::string folder;
   for (const YAML::Node& m : container["volumeMounts"]) {
@@ -373,7 +408,9 @@ YAML::Node EffectiveConfig(const YAML::Node& pod, const YAML::Node& container,
   TempDir dir;
   env["CONFIG_FILE"] = dir.Write(key, At(configmap, {"data", key}).as<std::string>());
   std::vector<std::string> args;
-  for (const YAML::Node& a : container["args"]) args.push_back(a.as<std::string>());
+  for (const YAML::Node& a : container["args"]) {
+    args.push_back(ExpandLikeTheKubelet(a.as<std::string>(), container_env));
+  }
   if (args.empty() || args[0] != "run") {
     ADD_FAILURE() << "the container's args do not start with `run`";
     return Undefined();
@@ -433,6 +470,25 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
   const YAML::Node config = EffectiveConfig(pod, c, configmap);
   ASSERT_TRUE(config.IsDefined());
   EXPECT_EQ(Str(config["mode"]), v.mode) << "the DaemonSet runs the agent in another mode";
+
+  // The metrics endpoint listens on the pod's address only (the downward
+  // API's status.podIP), on the port the probes name, and an IPv6 pod
+  // address makes an address the agent takes.
+  EXPECT_EQ(Str(At(Named(c["env"], "POD_IP"), {"valueFrom", "fieldRef", "fieldPath"})),
+            "status.podIP");
+  EXPECT_EQ(Str(At(config, {"metrics", "address"})), "10.244.1.7:9400")
+      << "the metrics endpoint must bind the pod's address, not every address";
+  EXPECT_EQ(Str(Named(c["ports"], "metrics")["containerPort"]), "9400");
+  EXPECT_FALSE(pod["hostNetwork"].IsDefined() && pod["hostNetwork"].as<bool>())
+      << "on the host's network the pod's address is every pod's node address";
+  for (const char* probe : {"livenessProbe", "readinessProbe"}) {
+    EXPECT_EQ(Str(At(c, {probe, "httpGet", "port"})), "metrics") << probe;
+    EXPECT_FALSE(At(c, {probe, "httpGet", "host"}).IsDefined())
+        << probe << " must go to the pod's address, where the endpoint listens";
+  }
+  const YAML::Node config6 = EffectiveConfig(pod, c, configmap, "fd00:10:244:1::7");
+  ASSERT_TRUE(config6.IsDefined());
+  EXPECT_EQ(Str(At(config6, {"metrics", "address"})), "fd00:10:244:1::7:9400");
 
   // The driver: the NVIDIA runtime, or the host's driver root, one way only.
   // As NVIDIA's plugin means them: the driver and dev roots as the host sees

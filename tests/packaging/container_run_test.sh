@@ -114,7 +114,8 @@ env_args=$(cat "$work/env")
 chroot_bin=$(command -v chroot)
 args=$(cat "$work/args")
 # A network namespace of its own, as a pod has: the DaemonSet's metrics port
-# cannot clash with this machine's.
+# cannot clash with this machine's. Its address there is 127.0.0.1, which
+# daemonset_spec.py puts for the pod's address (status.podIP) in the args.
 unshare --mount --net --propagation private -- sh -c "
   ${mounts}
   mount -t proc proc $rootfs/proc
