@@ -521,6 +521,10 @@ def check_chart():
 
 def main():
     fetch_tools()
+    # helm's cache, config and data folders in a folder of the test's own.
+    home = tempfile.TemporaryDirectory()
+    for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+        os.environ[var] = os.path.join(home.name, var.lower())
     renders = {}
     check_chart()
     check_overlays(renders)
@@ -528,6 +532,7 @@ def main():
     check_fixtures(renders)
     check_combined(renders)
     check_kubectl_apply(renders)
+    home.cleanup()
     if failures:
         print("helm_chart_test: %d failed" % len(failures))
         return 1
