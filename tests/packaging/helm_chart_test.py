@@ -515,8 +515,19 @@ def check_chart():
         with open(os.path.join(CHART, "files", f)) as a, open(os.path.join(SRC, "config", f)) as b:
             if a.read() != b.read():
                 fail("deployments/helm/gpu-agent/files/%s differs from config/%s" % (f, f))
-    print("helm lint --strict: plugin, static, dra; README and example configs checked",
-          flush=True)
+    # A null in a values file deletes the key (helm's way to drop a default): every key of
+    # NVIDIA's that may be dropped so must still render.
+    droppable = ["config", "config.map", "config.fallbackStrategies", "image", "image.tag",
+                 "imagePullSecrets", "updateStrategy", "podAnnotations", "podSecurityContext",
+                 "securityContext", "resources", "nodeSelector", "affinity", "tolerations",
+                 "priorityClassName", "runtimeClassName", "devicePlugin", "gfd", "nfd", "mps",
+                 "cdi", "selectorLabelsOverride", "admissionPolicy"]
+    for key in droppable:
+        rc, _, err = helm_template(["--set", key + "=null"])
+        if rc != 0:
+            fail("%s: null (the key dropped) does not render: %s" % (key, err))
+    print("helm lint --strict: plugin, static, dra; README and example configs checked; "
+          "%d keys dropped one at a time" % len(droppable), flush=True)
 
 
 def main():

@@ -74,7 +74,7 @@ that is not YAML parses to {"Error": "..."}.
 */}}
 {{- define "gpu-agent.mapConfigs" -}}
 {{- $out := dict -}}
-{{- range $name, $text := .Values.config.map -}}
+{{- range $name, $text := (default dict .Values.config).map -}}
 {{- $_ := set $out $name (fromYaml (toString $text)) -}}
 {{- end -}}
 {{- toJson $out -}}
@@ -89,7 +89,7 @@ default (the config of nodes without the label; "" for the chart's base
 config), error (why no default can be chosen).
 */}}
 {{- define "gpu-agent.nodeConfig" -}}
-{{- $c := .Values.config -}}
+{{- $c := default dict .Values.config -}}
 {{- $r := dict "enabled" false "own" false "create" false "default" "" "error" "" -}}
 {{- $keys := list -}}
 {{- $known := false -}}
@@ -157,7 +157,8 @@ ConfigMap the chart cannot read through (as NVIDIA's chart assumes then).
 */}}
 {{- define "gpu-agent.migOn" -}}
 {{- $on := or .Values.mig (has (toString .Values.migStrategy) (list "single" "mixed")) -}}
-{{- if and .Values.config.name (not .Values.config.map) (ne .Values.config.name (include "gpu-agent.configMapName" .)) -}}
+{{- $c := default dict .Values.config -}}
+{{- if and $c.name (not $c.map) (ne $c.name (include "gpu-agent.configMapName" .)) -}}
 {{- $on = true -}}
 {{- end -}}
 {{- range $name, $cfg := include "gpu-agent.mapConfigs" . | fromJson -}}
@@ -173,7 +174,8 @@ config.map, or an existing ConfigMap the chart cannot read through.
 */}}
 {{- define "gpu-agent.cdiOn" -}}
 {{- $on := contains "cdi-" (toString .Values.deviceListStrategy) -}}
-{{- if and .Values.config.name (not .Values.config.map) (ne .Values.config.name (include "gpu-agent.configMapName" .)) -}}
+{{- $c := default dict .Values.config -}}
+{{- if and $c.name (not $c.map) (ne $c.name (include "gpu-agent.configMapName" .)) -}}
 {{- $on = true -}}
 {{- end -}}
 {{- range $name, $cfg := include "gpu-agent.mapConfigs" . | fromJson -}}
@@ -186,7 +188,7 @@ config.map, or an existing ConfigMap the chart cannot read through.
 
 {{/* Where the GPU labels go: auto, node, nfd or none (auto: the agent's default). */}}
 {{- define "gpu-agent.nodeLabels" -}}
-{{- if and (eq .Values.nodeLabels "auto") .Values.gfd.enabled (ne .Values.mode "static") -}}
+{{- if and (eq .Values.nodeLabels "auto") (dig "enabled" false (default dict .Values.gfd)) (ne .Values.mode "static") -}}
 nfd
 {{- else -}}
 {{- .Values.nodeLabels -}}
@@ -225,5 +227,5 @@ first: by kind where the capabilities list kinds (a cluster; helm template
 
 {{/* The ValidatingAdmissionPolicy is rendered. */}}
 {{- define "gpu-agent.admissionPolicy" -}}
-{{- and .Values.admissionPolicy.enabled (ne .Values.mode "plugin") (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
+{{- and (dig "enabled" true (default dict .Values.admissionPolicy)) (ne .Values.mode "plugin") (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
 {{- end -}}
