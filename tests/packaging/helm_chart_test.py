@@ -377,7 +377,7 @@ COMBINED_CASES = [
                  {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
                  {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]}}}),
     ("dra on k0s's kubelet folder", ["--set", "mode=dra,kubeletDir=/var/lib/k0s/kubelet"], {
-        "container": {"args": ["run", "--mode", "dra", "--metrics-address", "0.0.0.0:9400",
+        "container": {"args": ["run", "--mode", "dra", "--metrics-address", "$(POD_IP):9400",
                                "--dra-registry-dir", "/var/lib/k0s/kubelet/plugins_registry",
                                "--dra-plugin-dir", "/var/lib/k0s/kubelet/plugins"]},
         "mounts": {"/var/lib/k0s/kubelet/plugins_registry": {"hostPath": {
