@@ -8,7 +8,13 @@
 // the peak memory against the manifests' 128 Mi limit and the /healthz
 // latency against the liveness probe's timeoutSeconds, and what the
 // endpoint counted (gpu_agent_metrics_*).
-//   metrics_flood_bench [--seconds N] [--idle N] [--smoke] [--markdown FILE]
+//   metrics_flood_bench [--seconds N] [--idle N] [--smoke] [--markdown FILE] [--dra]
+// --dra runs the agent in DRA mode instead, against an API server stand-in
+// that is hostile too, at the same time (HostileApi below): discovery and
+// claims nested 200,000 deep, slice watches whose line never ends, nested
+// lines, drips, 410s and ends at once in turn, writes answered with bodies
+// that never end, claims named to reach other paths; and the API server's
+// busiest second is reported beside the memory.
 // GPU_AGENT_BINARY=path measures another build of the agent.
 // --smoke runs 2 s with 200 idle connections so CI keeps the bench
 // compiling and running; it prints the table but judges nothing.
@@ -18,6 +24,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +41,8 @@
 #include <thread>
 #include <vector>
 
+#include "api_server_stub.h"
+#include "dra_kubelet.h"
 #include "kubelet_simulator.h"
 #include "memory_cgroup.h"
 #include "process_memory.h"
@@ -220,14 +229,110 @@ std::map<std::string, double> EndpointCounters(int port) {
   return out;
 }
 
+// The API server side of the --dra run: one attack after another on the
+// slice watch (each phase ends the watch open, so the next one meets it),
+// writes answered without end while the kubelet-like deletions make the
+// agent write, and a kubelet stand-in asking to prepare hostile claims.
+class HostileApi {
+ public:
+  static constexpr char kNode[] = "flood-node";
+  static constexpr char kDriver[] = "gpu.gpu-agent.github.io";
+
+  HostileApi() {
+    api_.ServeResourceVersions({"v1"});
+    api_.AddNode(kNode);
+    deep_ = std::string(200000, '[') + std::string(200000, ']');
+    // Discovery nested past every limit when the agent starts.
+    api_.AnswerWith("get resource.k8s.io", deep_);
+    api_.PutResourceClaim("team", "deep", deep_);
+  }
+  ApiServerStub& api() { return api_; }
+
+  // Runs the attacks in turn until `stop`, each for `phase`.
+  void Run(const std::atomic<bool>& stop, std::chrono::milliseconds phase,
+           const std::string& registry_dir) {
+    DraKubelet::Options o;
+    o.registry_dir = registry_dir;
+    DraKubelet kubelet(o);
+    const bool kubelet_up = kubelet.Start() && kubelet.WaitForPlugin(kDriver);
+    const std::string watch = "watch resourceslices";
+    const std::string endless(64 << 10, 'x');
+    const std::vector<std::function<void()>> attacks = {
+        [&] { api_.AnswerWith(watch, endless, /*forever=*/true); },
+        [&] { api_.AnswerWith(watch, deep_ + "\n", /*forever=*/true); },
+        [&] {
+          api_.AnswerWith(watch, R"({"type":"ERROR","object":{"kind":"Status","code":410}})"
+                                 "\n");
+        },
+        [&] { api_.AnswerWith(watch, "", false); },
+        [&] { api_.AnswerWith(watch, " ", /*forever=*/true, std::chrono::milliseconds(100)); },
+        [&] {
+          api_.AnswerNormally(watch);
+          for (const char* w : {"create resourceslices", "update resourceslices"}) {
+            api_.AnswerWith(w, endless, /*forever=*/true);
+          }
+        },
+    };
+    auto calm = [&] {
+      for (const char* c :
+           {"watch resourceslices", "create resourceslices", "update resourceslices"}) {
+        api_.AnswerNormally(c);
+      }
+    };
+    for (size_t i = 0; !stop; ++i) {
+      if (i == 1) api_.AnswerNormally("get resource.k8s.io");  // the slices may go out
+      calm();
+      attacks[i % attacks.size()]();
+      api_.ExpireSliceWatches();
+      const auto until = Clock::now() + phase;
+      while (!stop && Clock::now() < until) {
+        // As a starting kubelet does: the slices go, so the agent writes.
+        api_.DeleteNodeSlices(kNode);
+        if (kubelet_up) {
+          std::map<std::string, dra::PrepareOutcome> out;
+          (void)kubelet.Prepare(kDriver,
+                                {{"team", "uid-deep", "deep"},
+                                 {"default/../../../api/v1/secrets?x=", "uid-path", "c"},
+                                 {"team", "../../etc/passwd", "c"}},
+                                &out);
+          prepares_ += out.size();
+          for (const auto& [uid, outcome] : out) refused_ += outcome.error.empty() ? 0 : 1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing
+      }
+    }
+    calm();
+  }
+  // The most requests the server had in any one second since `from`.
+  int BusiestSecond(Clock::time_point from) const {
+    std::map<long, int> per_second;
+    for (const ApiServerStub::Request& r : api_.requests()) {
+      if (r.at < from) continue;
+      ++per_second[std::chrono::duration_cast<std::chrono::seconds>(r.at - from).count()];
+    }
+    int most = 0;
+    for (const auto& [s, n] : per_second) most = std::max(most, n);
+    return most;
+  }
+  uint64_t prepares() const { return prepares_; }
+  uint64_t refused() const { return refused_; }
+
+ private:
+  ApiServerStub api_;
+  std::string deep_;
+  std::atomic<uint64_t> prepares_{0}, refused_{0};
+};
+
 int Main(int argc, char** argv) {
   int seconds = 30;
   size_t idle = 2500;
   bool smoke = false;
+  bool dra = false;
   std::string markdown;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
+    if (std::strcmp(argv[i], "--dra") == 0) dra = true;
     if (std::strcmp(argv[i], "--seconds") == 0 && has_value) seconds = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--idle") == 0 && has_value) {
       idle = static_cast<size_t>(std::atoi(argv[++i]));
@@ -259,6 +364,38 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args = {BinaryPath(),        "run",          "--kubelet-socket",
                                    sim.socket(),        "--sysfs-root", dir.Join("sys"),
                                    "--metrics-address", "127.0.0.1:0"};
+  std::unique_ptr<HostileApi> hostile;
+  if (dra) {
+    hostile = std::make_unique<HostileApi>();
+    (void)WriteFakeDriverRoot(dir.Join("driver"), "550.54.15");
+    WriteFakeDevRoot(dir.Join("devroot"), {0, 1, 2, 3, 4, 5, 6, 7}, {}, false);
+    ::mkdir(dir.Join("registry").c_str(), 0755);
+    ::mkdir(dir.Join("plugins").c_str(), 0755);
+    args = {BinaryPath(),
+            "run",
+            "--mode",
+            "dra",
+            "--node-name",
+            HostileApi::kNode,
+            "--proxy",
+            hostile->api().url(),
+            "--dra-registry-dir",
+            dir.Join("registry"),
+            "--dra-plugin-dir",
+            dir.Join("plugins"),
+            "--cdi-spec-dir",
+            dir.Join("cdi"),
+            "--nvidia-cdi-hook-path",
+            "",
+            "--nvidia-driver-root",
+            dir.Join("driver"),
+            "--dev-root",
+            dir.Join("devroot"),
+            "--sysfs-root",
+            dir.Join("sys"),
+            "--metrics-address",
+            "127.0.0.1:0"};
+  }
   std::string why_not;
   // Made before the agent starts and removed after it has been waited for.
   std::unique_ptr<MemoryCgroup> cgroup =
@@ -270,7 +407,7 @@ int Main(int argc, char** argv) {
     args = cgroup->Wrap(args);
   }
   Subprocess agent(args, env);
-  if (!sim.WaitForDevices("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; })) {
+  if (!dra && !sim.WaitForDevices("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; })) {
     std::fprintf(stderr, "agent not serving:\n%s\n", agent.Stderr().c_str());
     return 1;
   }
@@ -301,6 +438,13 @@ int Main(int argc, char** argv) {
 
   Attack attack;
   std::vector<std::thread> attackers;
+  const auto api_from = Clock::now();
+  std::atomic<bool> api_stop{false};
+  std::thread api_attacker;
+  if (hostile) {
+    const auto phase = std::chrono::milliseconds(smoke ? 500 : std::max(2000, seconds * 1000 / 12));
+    api_attacker = std::thread([&, phase] { hostile->Run(api_stop, phase, dir.Join("registry")); });
+  }
   attackers.emplace_back(EndlessHeaders, port, &attack);
   attackers.emplace_back(EndlessHeaders, port, &attack);
   attackers.emplace_back(HugeBody, port, &attack);
@@ -342,6 +486,8 @@ int Main(int argc, char** argv) {
   const long ticks_after = CpuTicks(agent.pid());
   attack.stop = true;
   for (std::thread& t : attackers) t.join();
+  api_stop = true;
+  if (api_attacker.joinable()) api_attacker.join();
   sampling = false;
   sampler.join();
   const ProcessMemory mem_after = ReadProcessMemory(agent.pid());
@@ -420,12 +566,29 @@ int Main(int argc, char** argv) {
       counter("gpu_agent_metrics_requests_refused_total{code=\"431\"}") + " / " +
           counter("gpu_agent_metrics_requests_refused_total{code=\"413\"}"),
       "-", "info");
+  if (hostile) {
+    row("API server: requests in its busiest second",
+        std::to_string(hostile->BusiestSecond(api_from)), "-", "info");
+    row("API server: hostile answer bytes sent",
+        Fmt(static_cast<double>(hostile->api().hostile_bytes_sent()) / 1048576.0, "MiB"), "-",
+        "info");
+    row("kubelet: hostile claims asked / refused, each its own error",
+        std::to_string(hostile->prepares()) + " / " + std::to_string(hostile->refused()),
+        "all refused", judge(hostile->prepares() == hostile->refused()));
+  }
   row("agent exit after SIGTERM", std::to_string(code), "0", judge(code == 0));
   t << "\n"
     << seconds << " s of attack (all at once: 2 connections of endless headers, 1 of a "
     << "streamed body, " << idle << " idle connections, 1 of pipelined scrapes), /healthz probed "
     << "every 250 ms on a new connection; " << during_ms.size() + static_cast<size_t>(failed)
-    << " probes; cgroup: " << cgroup_note << ".\n";
+    << " probes; cgroup: " << cgroup_note << "."
+    << (hostile ? " DRA mode, the API server hostile at the same time: discovery and a claim "
+                  "nested 200,000 deep, then in turn on the slice watch a line that never ends, "
+                  "lines nested 200,000 deep, a 410 on every watch, watches ended at once, a "
+                  "drip of a byte every 100 ms, and creates and updates answered without end; "
+                  "the slices deleted every 250 ms, and three hostile claims prepared as often."
+                : "")
+    << "\n";
   std::printf("%s", t.str().c_str());
   if (!markdown.empty()) std::ofstream(markdown) << t.str();
   return 0;
