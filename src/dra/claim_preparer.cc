@@ -1,13 +1,10 @@
 #include "dra/claim_preparer.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -16,197 +13,20 @@
 #include "base/file_util.h"
 #include "base/json.h"
 #include "base/log.h"
-#include "base/resource_name.h"
 #include "base/strings.h"
 #include "base/text.h"
 
 namespace gpu_agent::dra {
 namespace {
 
-// The time slice a GPU has until someone sets another.
-constexpr char kDefaultTimeSlice[] = "Default";
-
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
-
 using json::Member;
-using json::Strings;
 std::string Str(const rapidjson::Value& v, const char* key) { return json::String(v, key); }
-
-// The kubelet's names, printable whatever it sent (they reach logs and
-// errors before they are checked).
-std::string Named(const ClaimRef& c) {
-  return StrCat("claim ", Printable(c.name_space, 63), "/", Printable(c.name, 253));
-}
 
 // A claim's CDI spec is a few KiB; a file past this in the spec folder is
 // not one of ours.
 constexpr size_t kMaxSpecBytes = 1u << 20;
 
-void WriteStrings(Writer& w, const std::vector<std::string>& v) {
-  w.StartArray();
-  for (const std::string& s : v) w.String(s.c_str(), static_cast<unsigned>(s.size()));
-  w.EndArray();
-}
-
-// Opaque parameters for this driver: kind GpuConfig of <driver>/v1alpha1,
-// with at most sharing.strategy TimeSlicing and an interval the driver
-// knows. The interval asked ("Default" when timeSlicing names none), or ""
-// when the config asks no sharing.
-absl::StatusOr<std::string> ParseGpuConfig(const rapidjson::Value* params,
-                                           const std::string& driver) {
-  const std::string version = StrCat(driver, "/v1alpha1");
-  if (params == nullptr || !params->IsObject()) {
-    return absl::InvalidArgumentError(StrCat("the opaque config for ", driver,
-                                             " is not an object (want kind GpuConfig, ",
-                                             "apiVersion ", version, ")"));
-  }
-  const std::string kind = Str(*params, "kind");
-  if (kind != "GpuConfig") {
-    return absl::InvalidArgumentError(StrCat("opaque config kind \"", kind, "\" is not one ",
-                                             driver, " knows (it knows GpuConfig)"));
-  }
-  if (Str(*params, "apiVersion") != version) {
-    return absl::InvalidArgumentError(
-        StrCat("GpuConfig apiVersion \"", Str(*params, "apiVersion"), "\" is not ", version));
-  }
-  for (const auto& m : params->GetObject()) {
-    const std::string key = m.name.GetString();
-    if (key != "apiVersion" && key != "kind" && key != "sharing") {
-      return absl::InvalidArgumentError(
-          StrCat("GpuConfig has the unknown field \"", key, "\" (it has sharing)"));
-    }
-  }
-  const rapidjson::Value* sharing = Member(*params, "sharing");
-  if (sharing == nullptr) return std::string();
-  const std::string strategy = Str(*sharing, "strategy");
-  if (strategy != "TimeSlicing") {
-    return absl::InvalidArgumentError(StrCat("GpuConfig sharing.strategy \"", strategy,
-                                             "\" is not one this driver knows (TimeSlicing)"));
-  }
-  const rapidjson::Value* ts = Member(*sharing, "timeSlicing");
-  const std::string interval = ts ? Str(*ts, "interval") : kDefaultTimeSlice;
-  if (TimeSliceLevel(interval) >= 0) return interval;
-  return absl::InvalidArgumentError(StrCat("GpuConfig sharing.timeSlicing.interval \"", interval,
-                                           "\" is not one of Default, Short, Medium, Long"));
-}
-
 }  // namespace
-
-absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
-                                                             const ClaimRef& claim,
-                                                             const std::string& driver,
-                                                             const std::string& pool) {
-  rapidjson::Document d;
-  if (absl::Status s = json::Parse(claim_json, "the API server's answer", &d); !s.ok()) {
-    return absl::InvalidArgumentError(StrCat(Named(claim), ": ", s.message()));
-  }
-  if (!d.IsObject()) {
-    return absl::InvalidArgumentError(
-        StrCat(Named(claim), ": the API server's answer is not a ResourceClaim"));
-  }
-  const rapidjson::Value* meta = Member(d, "metadata");
-  const std::string uid = meta ? Str(*meta, "uid") : "";
-  if (uid != claim.uid) {
-    return absl::FailedPreconditionError(StrCat(
-        Named(claim), ": UID mismatch: the kubelet asked for ", claim.uid, ", the API server has ",
-        uid.empty() ? "none" : uid, " (deleted and created again since its allocation?)"));
-  }
-  const rapidjson::Value* status = Member(d, "status");
-  const rapidjson::Value* allocation = status ? Member(*status, "allocation") : nullptr;
-  const rapidjson::Value* devices = allocation ? Member(*allocation, "devices") : nullptr;
-  const rapidjson::Value* results = devices ? Member(*devices, "results") : nullptr;
-  if (allocation == nullptr || !allocation->IsObject()) {
-    return absl::FailedPreconditionError(
-        StrCat(Named(claim), " has no allocation (status.allocation is empty)"));
-  }
-  std::vector<AllocatedDevice> out;
-  std::vector<std::string> others;
-  if (results != nullptr && results->IsArray()) {
-    for (const auto& r : results->GetArray()) {
-      const std::string r_driver = Str(r, "driver"), r_pool = Str(r, "pool");
-      if (r_driver == driver && r_pool == pool) {
-        out.push_back({Str(r, "request"), Str(r, "device"), ""});
-      } else {
-        others.push_back(StrCat(r_driver, "/", r_pool, "/", Str(r, "device")));
-      }
-    }
-  }
-  if (out.empty()) {
-    return absl::FailedPreconditionError(
-        StrCat(Named(claim), " has no device of driver ", driver, " in pool ", pool, " allocated",
-               others.empty() ? "" : StrCat(" (it has ", StrJoin(others, ", "), ")")));
-  }
-  for (const AllocatedDevice& a : out) {
-    if (a.device.empty()) {
-      return absl::InvalidArgumentError(
-          StrCat(Named(claim), ": a result of request \"", a.request, "\" names no device"));
-    }
-  }
-  // Opaque parameters for this driver (from the claim or its class): only
-  // our own GpuConfig kind, and only values it knows. Each applies to the
-  // requests it names (none: all of them); the class's come first, so a
-  // claim's own config overrides its class's, and a later one an earlier.
-  const rapidjson::Value* configs = devices ? Member(*devices, "config") : nullptr;
-  if (configs != nullptr && configs->IsArray()) {
-    for (const bool class_pass : {true, false}) {
-      for (const auto& c : configs->GetArray()) {
-        const rapidjson::Value* opaque = Member(c, "opaque");
-        if (opaque == nullptr || Str(*opaque, "driver") != driver) continue;
-        if ((Str(c, "source") == "FromClass") != class_pass) continue;
-        absl::StatusOr<std::string> interval =
-            ParseGpuConfig(Member(*opaque, "parameters"), driver);
-        if (!interval.ok()) {
-          return absl::InvalidArgumentError(
-              StrCat(Named(claim), ": ", interval.status().message()));
-        }
-        if (interval->empty()) continue;
-        const std::vector<std::string> requests = Strings(Member(c, "requests"));
-        for (AllocatedDevice& a : out) {
-          const bool named = requests.empty() || std::find(requests.begin(), requests.end(),
-                                                           a.request) != requests.end();
-          if (named) a.time_slice = *interval;
-        }
-      }
-    }
-  }
-  return out;
-}
-
-absl::Status ValidateClaimUid(std::string_view uid) {
-  if (uid.empty()) return absl::InvalidArgumentError("no UID");
-  if (uid.size() > kMaxClaimUid) {
-    return absl::InvalidArgumentError(
-        StrCat("UID of ", uid.size(), " characters, over ", kMaxClaimUid));
-  }
-  for (const char c : uid) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') {
-      return absl::InvalidArgumentError(StrCat("UID \"", Printable(uid, kMaxClaimUid),
-                                               "\" has a character other than a letter, a "
-                                               "digit or '-'"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateClaimRef(const ClaimRef& c) {
-  absl::Status s = ValidateClaimUid(c.uid);
-  if (s.ok()) s = ValidateDnsSubdomain("its namespace", c.name_space);
-  if (s.ok() && (c.name_space.size() > 63 || c.name_space.find('.') != std::string::npos)) {
-    s = absl::InvalidArgumentError(
-        "its namespace is not a DNS label (at most 63 characters, no '.')");
-  }
-  if (s.ok()) s = ValidateDnsSubdomain("its name", c.name);
-  if (s.ok()) return s;
-  return absl::InvalidArgumentError(StrCat(Named(c), " cannot be a ResourceClaim: ", s.message()));
-}
-
-int TimeSliceLevel(std::string_view interval) {
-  constexpr std::string_view kIntervals[] = {kDefaultTimeSlice, "Short", "Medium", "Long"};
-  for (int level = 0; level < 4; ++level) {
-    if (interval == kIntervals[level]) return level;
-  }
-  return -1;
-}
 
 ClaimPreparer::ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader)
     : options_(std::move(options)),
@@ -325,14 +145,15 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
 std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
   absl::StatusOr<ClaimReader::Answer> answer = reader_->GetClaim(c.name_space, c.name);
   if (!answer.ok()) {
-    return StrCat(Named(c), ": cannot read it from the API server: ", answer.status().message());
+    return StrCat(NamedClaim(c),
+                  ": cannot read it from the API server: ", answer.status().message());
   }
   if (answer->status == 404) {
-    return StrCat(Named(c), " (", c.uid, ") is gone from the API server (deleted after its ",
+    return StrCat(NamedClaim(c), " (", c.uid, ") is gone from the API server (deleted after its ",
                   "allocation?)");
   }
   if (answer->status != 200) {
-    return StrCat(Named(c), ": the API server answered ", answer->status, ": ",
+    return StrCat(NamedClaim(c), ": the API server answered ", answer->status, ": ",
                   json::MessageOf(answer->body));
   }
   absl::StatusOr<std::vector<AllocatedDevice>> allocated =
@@ -345,7 +166,7 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
     catalog = catalog_;
     unhealthy = unhealthy_;
   }
-  if (!catalog) return StrCat(Named(c), ": the node's devices are not known yet");
+  if (!catalog) return StrCat(NamedClaim(c), ": the node's devices are not known yet");
   cdi::Spec spec;
   spec.kind = CdiKind();
   spec.edits = catalog->node_spec.edits;
@@ -357,14 +178,14 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
       if (d.name == a.device) found = &d;
     }
     if (found == nullptr) {
-      return StrCat(Named(c), ": device \"", a.device, "\" is not one of this node's (pool ",
+      return StrCat(NamedClaim(c), ": device \"", a.device, "\" is not one of this node's (pool ",
                     options_.pool, ")");
     }
     if (unhealthy.count(a.device) > 0) {
-      return StrCat(Named(c), ": device \"", a.device, "\" is unhealthy");
+      return StrCat(NamedClaim(c), ": device \"", a.device, "\" is unhealthy");
     }
     if (std::string why = SetTimeSlice(*found, a.time_slice); !why.empty()) {
-      return StrCat(Named(c), ": ", why);
+      return StrCat(NamedClaim(c), ": ", why);
     }
     if (!a.time_slice.empty() && a.time_slice != kDefaultTimeSlice &&
         std::find(entry->time_sliced.begin(), entry->time_sliced.end(), found->uuid) ==
@@ -385,7 +206,7 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
       if (d.name == found->uuid) edits = &d;
     }
     if (edits == nullptr) {
-      return StrCat(Named(c), ": device \"", a.device, "\" (", found->uuid,
+      return StrCat(NamedClaim(c), ": device \"", a.device, "\" (", found->uuid,
                     ") has no entry in the node's CDI spec");
     }
     const std::string cdi_name = StrCat(c.uid, "-", a.device);
@@ -394,14 +215,14 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
         {{a.request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}});
   }
   if (absl::Status s = cdi::ValidateSpec(spec); !s.ok()) {
-    return StrCat(Named(c), ": its CDI spec is not valid: ", s.message());
+    return StrCat(NamedClaim(c), ": its CDI spec is not valid: ", s.message());
   }
   // Not flushed: the checkpoint, flushed once for the batch, is the
   // record (see Prepare).
   if (absl::Status s =
           WriteFileAtomically(SpecPath(c.uid), cdi::RenderJson(spec), Durability::kRenamedOnly);
       !s.ok()) {
-    return StrCat(Named(c), ": cannot write its CDI spec: ", s.message());
+    return StrCat(NamedClaim(c), ": cannot write its CDI spec: ", s.message());
   }
   return "";
 }
@@ -435,7 +256,8 @@ std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<Cl
     if (!ValidateClaimUid(c.uid).ok()) continue;
     const std::string path = SpecPath(c.uid);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      error = StrCat(Named(c), ": cannot remove its CDI spec ", path, ": ", std::strerror(errno));
+      error =
+          StrCat(NamedClaim(c), ": cannot remove its CDI spec ", path, ": ", std::strerror(errno));
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -498,52 +320,12 @@ absl::Status ClaimPreparer::Save() {
   // Held from the snapshot to the write: two saves cannot land in the
   // opposite order of their snapshots.
   std::lock_guard<std::mutex> save_lock(save_mu_);
-  rapidjson::StringBuffer buf;
-  Writer w(buf);
-  w.StartObject();
-  w.Key("version");
-  w.Int(1);
-  w.Key("claims");
-  w.StartObject();
+  std::string record;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [uid, e] : prepared_) {
-      w.Key(uid.c_str(), static_cast<unsigned>(uid.size()));
-      w.StartObject();
-      w.Key("namespace");
-      w.String(e.name_space.c_str(), static_cast<unsigned>(e.name_space.size()));
-      w.Key("name");
-      w.String(e.name.c_str(), static_cast<unsigned>(e.name.size()));
-      if (e.from_spec) {
-        w.Key("fromSpec");
-        w.Bool(true);
-      }
-      if (!e.time_sliced.empty()) {
-        w.Key("timeSliced");
-        WriteStrings(w, e.time_sliced);
-      }
-      w.Key("devices");
-      w.StartArray();
-      for (const PreparedDevice& d : e.devices) {
-        w.StartObject();
-        w.Key("requests");
-        WriteStrings(w, d.request_names);
-        w.Key("pool");
-        w.String(d.pool.c_str(), static_cast<unsigned>(d.pool.size()));
-        w.Key("device");
-        w.String(d.device.c_str(), static_cast<unsigned>(d.device.size()));
-        w.Key("cdiIds");
-        WriteStrings(w, d.cdi_ids);
-        w.EndObject();
-      }
-      w.EndArray();
-      w.EndObject();
-    }
+    record = RenderCheckpoint(prepared_);
   }
-  w.EndObject();
-  w.EndObject();
-  if (absl::Status s = checkpoint_writer_.Write(std::string_view(buf.GetString(), buf.GetSize()));
-      !s.ok()) {
+  if (absl::Status s = checkpoint_writer_.Write(record); !s.ok()) {
     return absl::Status(s.code(), StrCat("the DRA checkpoint cannot be written: ", s.message()));
   }
   return absl::OkStatus();
@@ -553,49 +335,14 @@ void ClaimPreparer::Load() {
   // In slots (base/slotted_file), or the plain JSON of an older version,
   // which the next save writes in slots.
   const SlottedRead read = ReadSlotted(options_.checkpoint);
-  const bool found = read.found;
-  rapidjson::Document d;
-  const absl::Status parsed =
-      found && read.problem.empty() ? json::Parse(read.record, "its record", &d) : absl::OkStatus();
-  std::string problem;
-  const rapidjson::Value* claims = nullptr;
-  if (!found) {
-    // None yet: nothing prepared, but for the specs a crash left.
-  } else if (!read.problem.empty()) {
-    problem = read.problem;
-  } else if (!parsed.ok()) {
-    problem = std::string(parsed.message());
-  } else if (!d.IsObject()) {
-    problem = "not a JSON object";
-  } else if (const rapidjson::Value* v = Member(d, "version");
-             !v || !v->IsInt() || v->GetInt() != 1) {
-    problem = "no version 1";
-  } else if (claims = Member(d, "claims"); !claims || !claims->IsObject()) {
-    problem = "no claims object";
-  }
-  if (found && problem.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& m : claims->GetObject()) {
-      if (absl::Status bad = ValidateClaimUid(m.name.GetString()); !bad.ok()) {
-        problem = std::string(bad.message());
-        break;
-      }
-      Entry e;
-      e.name_space = Str(m.value, "namespace");
-      e.name = Str(m.value, "name");
-      const rapidjson::Value* from_spec = Member(m.value, "fromSpec");
-      e.from_spec = from_spec != nullptr && from_spec->IsBool() && from_spec->GetBool();
-      e.time_sliced = Strings(Member(m.value, "timeSliced"));
-      const rapidjson::Value* devices = Member(m.value, "devices");
-      if (devices == nullptr || !devices->IsArray()) {
-        problem = StrCat("claim ", m.name.GetString(), " has no devices list");
-        break;
-      }
-      for (const auto& dv : devices->GetArray()) {
-        e.devices.push_back({Strings(Member(dv, "requests")), Str(dv, "pool"), Str(dv, "device"),
-                             Strings(Member(dv, "cdiIds"))});
-      }
-      prepared_[m.name.GetString()] = std::move(e);
+  std::string problem = read.problem;
+  if (read.found && problem.empty()) {
+    absl::StatusOr<PreparedClaims> claims = ParseCheckpoint(read.record);
+    if (claims.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      prepared_ = *std::move(claims);
+    } else {
+      problem = std::string(claims.status().message());
     }
   }
   bool changed = false;

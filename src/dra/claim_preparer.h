@@ -19,14 +19,16 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/slotted_file.h"
 #include "cdi/spec.h"
+#include "dra/claim_allocation.h"
+#include "dra/claim_checkpoint.h"
 #include "dra/claim_handler.h"
+#include "dra/claim_ref.h"
 #include "dra/dra_device.h"
 
 namespace gpu_agent::dra {
@@ -53,21 +55,6 @@ struct DeviceCatalog {
 };
 
 inline constexpr size_t kConcurrentReads = 4;
-
-// The longest claim UID taken (Kubernetes UIDs are 36-character UUIDs).
-inline constexpr size_t kMaxClaimUid = 128;
-
-// A claim UID the agent may name a file after: 1 to kMaxClaimUid letters,
-// digits and '-'. The error says what is wrong.
-absl::Status ValidateClaimUid(std::string_view uid);
-// A claim the kubelet named as Kubernetes allows one: namespace a DNS
-// label, name a DNS subdomain, UID as above. The error names the claim.
-absl::Status ValidateClaimRef(const ClaimRef& claim);
-
-// A GpuConfig's time-slicing interval as the level nvidia-smi compute-policy
-// --set-timeslice takes: Default 0, Short 1, Medium 2, Long 3; -1 for
-// another name.
-int TimeSliceLevel(std::string_view interval);
 
 struct PreparerOptions {
   std::string driver;      // results of other drivers are not ours
@@ -120,16 +107,7 @@ class ClaimPreparer : public ClaimHandler {
   std::string CdiKind() const { return options_.cdi_vendor + "/claim"; }
 
  private:
-  struct Entry {
-    std::string name_space, name;
-    std::vector<PreparedDevice> devices;
-    // Taken from a spec on disk, which does not hold the request names:
-    // the next prepare reads the claim again rather than answer from it.
-    bool from_spec = false;
-    // GPUs (UUIDs) whose time slice its GpuConfig set to other than
-    // Default: set back when it is unprepared.
-    std::vector<std::string> time_sliced;
-  };
+  using Entry = PreparedClaim;
   ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
   void Load();
   // The claims' specs in the CDI folder, by UID, as entries; a spec that
@@ -156,23 +134,6 @@ class ClaimPreparer : public ClaimHandler {
   std::mutex save_mu_;               // one Save at a time; taken before mu_
   SlottedWriter checkpoint_writer_;  // protected by save_mu_
 };
-
-// The claim's results this driver prepares, parsed from the claim's JSON
-// (any served version of resource.k8s.io): errors name the claim and what
-// is wrong (no allocation, a UID other than `uid`, no result for this
-// driver in `pool`, opaque parameters for this driver that are not a
-// GpuConfig it accepts).
-struct AllocatedDevice {
-  std::string request;
-  std::string device;
-  // The compute time slice a GpuConfig asks for this request's device
-  // ("Default", "Short", "Medium", "Long"), or "": none asked.
-  std::string time_slice;
-};
-absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
-                                                             const ClaimRef& claim,
-                                                             const std::string& driver,
-                                                             const std::string& pool);
 
 }  // namespace gpu_agent::dra
 

@@ -1,0 +1,40 @@
+// The DRA checkpoint's record: every prepared claim by UID, with what the
+// kubelet was answered for it and what unprepare must undo, as JSON
+// (kept on disk by base/slotted_file).
+#ifndef GPU_AGENT_DRA_CLAIM_CHECKPOINT_H_
+#define GPU_AGENT_DRA_CLAIM_CHECKPOINT_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dra/claim_handler.h"
+
+namespace gpu_agent::dra {
+
+struct PreparedClaim {
+  std::string name_space, name;
+  std::vector<PreparedDevice> devices;
+  // Taken from a spec on disk, which does not hold the request names:
+  // the next prepare reads the claim again rather than answer from it.
+  bool from_spec = false;
+  // GPUs (UUIDs) whose time slice its GpuConfig set to other than
+  // Default: set back when it is unprepared.
+  std::vector<std::string> time_sliced;
+};
+
+// By claim UID.
+using PreparedClaims = std::map<std::string, PreparedClaim>;
+
+std::string RenderCheckpoint(const PreparedClaims& claims);
+
+// The claims of a record RenderCheckpoint wrote. Errors say what is wrong
+// with it (not JSON, no version 1, a UID that cannot be one, a claim with
+// no devices list).
+absl::StatusOr<PreparedClaims> ParseCheckpoint(std::string_view record);
+
+}  // namespace gpu_agent::dra
+
+#endif  // GPU_AGENT_DRA_CLAIM_CHECKPOINT_H_
