@@ -50,7 +50,7 @@ double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(
 std::string Claim(int i) {
   return std::string(R"({"metadata":{"name":"c)") + std::to_string(i) +
          R"(","namespace":"ns","uid":"u)" + std::to_string(i) +
-         R"("},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
+         R"("},"spec":{"devices":{"requests":[{"name":"gpu"}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
          kDriver + R"(","pool":")" + kNode + R"(","device":"gpu-)" + std::to_string(i) +
          R"("}]}}}})";
 }

@@ -3,9 +3,11 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <map>
 
 #include "base/json.h"
 #include "base/strings.h"
+#include "base/text.h"
 #include "dra/claim_ref.h"
 
 namespace gpu_agent::dra {
@@ -57,7 +59,79 @@ absl::StatusOr<std::string> ParseGpuConfig(const rapidjson::Value* params,
                                            "\" is not one of Default, Short, Medium, Long"));
 }
 
+// The claim's requests by name (spec.devices.requests[].name), each with
+// the subrequests of its prioritized list (firstAvailable[].name), empty
+// for a request of one kind of device.
+class ClaimRequests {
+ public:
+  void Add(std::string name, std::vector<std::string> subrequests) {
+    names_.push_back(name);
+    subrequests_[std::move(name)] = std::move(subrequests);
+  }
+  // Why `ref` ("<request>" or "<request>/<subrequest>") is not one of the
+  // claim's, as a phrase ("request \"x\", which the claim does not
+  // have ..."); empty when it is.
+  std::string Unknown(const std::string& ref) const {
+    const std::string main = MainRequestName(ref);
+    auto it = subrequests_.find(main);
+    if (it == subrequests_.end()) {
+      return StrCat(
+          "request \"", Printable(main, 63), "\", which the claim does not have (",
+          names_.empty() ? std::string("it has none") : StrCat("it has ", StrJoin(names_, ", ")),
+          ")");
+    }
+    if (main.size() == ref.size()) return "";
+    const std::string sub = ref.substr(main.size() + 1);
+    const std::vector<std::string>& subs = it->second;
+    if (std::find(subs.begin(), subs.end(), sub) != subs.end()) return "";
+    return StrCat("subrequest \"", Printable(ref, 130), "\", which request \"", main, "\" ",
+                  subs.empty()
+                      ? std::string("does not have (it has no firstAvailable list)")
+                      : StrCat("does not list (firstAvailable: ", StrJoin(subs, ", "), ")"));
+  }
+
+ private:
+  std::vector<std::string> names_;  // in the claim's order
+  std::map<std::string, std::vector<std::string>> subrequests_;
+};
+
+// spec.devices.requests of the claim: each request's name and its
+// firstAvailable subrequests' (v1, v1beta2 and v1beta1 spell them alike).
+absl::StatusOr<ClaimRequests> ReadRequests(const rapidjson::Value& claim) {
+  ClaimRequests out;
+  const rapidjson::Value* spec = Member(claim, "spec");
+  const rapidjson::Value* devices = spec ? Member(*spec, "devices") : nullptr;
+  const rapidjson::Value* requests = devices ? Member(*devices, "requests") : nullptr;
+  if (requests == nullptr) return out;
+  if (!requests->IsArray()) {
+    return absl::InvalidArgumentError("spec.devices.requests is not a list");
+  }
+  for (const auto& r : requests->GetArray()) {
+    std::vector<std::string> subs;
+    if (const rapidjson::Value* first = Member(r, "firstAvailable"); first && first->IsArray()) {
+      for (const auto& sub : first->GetArray()) subs.push_back(Str(sub, "name"));
+    }
+    out.Add(Str(r, "name"), std::move(subs));
+  }
+  return out;
+}
+
+// Whether a config that names `requests` applies to the result of
+// `request`: it names none (then all), the result's own, or the main
+// request of the result's subrequest.
+bool AppliesTo(const std::vector<std::string>& requests, const std::string& request) {
+  if (requests.empty()) return true;
+  for (const std::string& n : requests) {
+    if (n == request || n == MainRequestName(request)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string MainRequestName(const std::string& request) {
+  return request.substr(0, request.find('/'));
+}
 
 int TimeSliceLevel(std::string_view interval) {
   constexpr std::string_view kIntervals[] = {kDefaultTimeSlice, "Short", "Medium", "Long"};
@@ -95,13 +169,20 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
     return absl::FailedPreconditionError(
         StrCat(NamedClaim(claim), " has no allocation (status.allocation is empty)"));
   }
+  absl::StatusOr<ClaimRequests> requests = ReadRequests(d);
+  if (!requests.ok()) {
+    return absl::InvalidArgumentError(StrCat(NamedClaim(claim), ": ", requests.status().message()));
+  }
   std::vector<AllocatedDevice> out;
   std::vector<std::string> others;
   if (results != nullptr && results->IsArray()) {
     for (const auto& r : results->GetArray()) {
       const std::string r_driver = Str(r, "driver"), r_pool = Str(r, "pool");
       if (r_driver == driver && r_pool == pool) {
-        out.push_back({Str(r, "request"), Str(r, "device"), ""});
+        AllocatedDevice a;
+        a.request = Str(r, "request");
+        a.device = Str(r, "device");
+        out.push_back(std::move(a));
       } else {
         others.push_back(StrCat(r_driver, "/", r_pool, "/", Str(r, "device")));
       }
@@ -112,16 +193,32 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
         NamedClaim(claim), " has no device of driver ", driver, " in pool ", pool, " allocated",
         others.empty() ? "" : StrCat(" (it has ", StrJoin(others, ", "), ")")));
   }
+  // This driver's pools are nodes: a device of another node's pool cannot
+  // be given to a container here, and a claim prepared without it would
+  // start its containers short of a device.
+  for (const std::string& o : others) {
+    if (o.starts_with(driver + "/")) {
+      return absl::FailedPreconditionError(
+          StrCat(NamedClaim(claim), " is allocated ", Printable(o, 300),
+                 ", a device of another node's pool (this node's is ", pool, ")"));
+    }
+  }
   for (const AllocatedDevice& a : out) {
     if (a.device.empty()) {
-      return absl::InvalidArgumentError(
-          StrCat(NamedClaim(claim), ": a result of request \"", a.request, "\" names no device"));
+      return absl::InvalidArgumentError(StrCat(NamedClaim(claim), ": a result of request \"",
+                                               Printable(a.request, 130), "\" names no device"));
+    }
+    if (std::string why = requests->Unknown(a.request); !why.empty()) {
+      return absl::InvalidArgumentError(StrCat(NamedClaim(claim),
+                                               ": its allocation's result for device \"",
+                                               Printable(a.device, 128), "\" names ", why));
     }
   }
   // Opaque parameters for this driver (from the claim or its class): only
   // our own GpuConfig kind, and only values it knows. Each applies to the
-  // requests it names (none: all of them); the class's come first, so a
-  // claim's own config overrides its class's, and a later one an earlier.
+  // requests it names (none: all of them), a request's subrequests with it
+  // (resource.k8s.io/v1's rule); the class's come first, so a claim's own
+  // config overrides its class's, and a later one an earlier.
   const rapidjson::Value* configs = devices ? Member(*devices, "config") : nullptr;
   if (configs != nullptr && configs->IsArray()) {
     for (const bool class_pass : {true, false}) {
@@ -129,6 +226,13 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
         const rapidjson::Value* opaque = Member(c, "opaque");
         if (opaque == nullptr || Str(*opaque, "driver") != driver) continue;
         if ((Str(c, "source") == "FromClass") != class_pass) continue;
+        const std::vector<std::string> named = Strings(Member(c, "requests"));
+        for (const std::string& n : named) {
+          if (std::string why = requests->Unknown(n); !why.empty()) {
+            return absl::InvalidArgumentError(
+                StrCat(NamedClaim(claim), ": a config for ", driver, " names ", why));
+          }
+        }
         absl::StatusOr<std::string> interval =
             ParseGpuConfig(Member(*opaque, "parameters"), driver);
         if (!interval.ok()) {
@@ -136,11 +240,8 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
               StrCat(NamedClaim(claim), ": ", interval.status().message()));
         }
         if (interval->empty()) continue;
-        const std::vector<std::string> requests = Strings(Member(c, "requests"));
         for (AllocatedDevice& a : out) {
-          const bool named = requests.empty() || std::find(requests.begin(), requests.end(),
-                                                           a.request) != requests.end();
-          if (named) a.time_slice = *interval;
+          if (AppliesTo(named, a.request)) a.time_slice = *interval;
         }
       }
     }

@@ -22,7 +22,15 @@ inline constexpr char kDefaultTimeSlice[] = "Default";
 // another name.
 int TimeSliceLevel(std::string_view interval);
 
+// The claim's request a result of `request` serves: `request` itself, or
+// for a subrequest of a prioritized list ("<request>/<subrequest>",
+// firstAvailable) the request before the '/'. The kubelet matches a
+// container's resources.claims[].request, always a main request, against
+// the request names of a prepared device exactly.
+std::string MainRequestName(const std::string& request);
+
 struct AllocatedDevice {
+  // As the result names it: "<request>" or "<request>/<subrequest>".
   std::string request;
   std::string device;
   // The compute time slice a GpuConfig asks for this request's device
@@ -32,8 +40,11 @@ struct AllocatedDevice {
 
 // The claim's results this driver prepares, parsed from the claim's JSON:
 // errors name the claim and what is wrong (no allocation, a UID other than
-// `claim.uid`, no result for this driver in `pool`, opaque parameters for
-// this driver that are not a GpuConfig it accepts).
+// `claim.uid`, no result for this driver in `pool`, a result or a config
+// for this driver naming a request or subrequest the claim's
+// spec.devices.requests do not have, opaque parameters for this driver
+// that are not a GpuConfig it accepts). A GpuConfig applies to the requests
+// it names (none: all), and one naming a request to all its subrequests.
 absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
                                                              const ClaimRef& claim,
                                                              const std::string& driver,

@@ -192,11 +192,18 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
             entry->time_sliced.end()) {
       entry->time_sliced.push_back(found->uuid);
     }
-    // A device two requests share is prepared once, naming both.
+    // The kubelet gives a container the devices whose request names hold
+    // the request it names, always a main one: a subrequest's device is
+    // answered under its main request. A device two requests share is
+    // prepared once, naming both.
+    const std::string request = MainRequestName(a.request);
     bool merged = false;
     for (PreparedDevice& p : entry->devices) {
       if (p.device == a.device) {
-        p.request_names.push_back(a.request);
+        if (std::find(p.request_names.begin(), p.request_names.end(), request) ==
+            p.request_names.end()) {
+          p.request_names.push_back(request);
+        }
         merged = true;
       }
     }
@@ -212,7 +219,7 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
     const std::string cdi_name = StrCat(c.uid, "-", a.device);
     spec.devices.push_back({cdi_name, edits->edits});
     entry->devices.push_back(
-        {{a.request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}});
+        {{request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}});
   }
   if (absl::Status s = cdi::ValidateSpec(spec); !s.ok()) {
     return StrCat(NamedClaim(c), ": its CDI spec is not valid: ", s.message());

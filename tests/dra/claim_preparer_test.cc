@@ -14,6 +14,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <mutex>
 
 #include "base/file_util.h"
@@ -55,16 +56,38 @@ class TableReader : public ClaimReader {
   int at_once = 0, max_at_once = 0;  // protected by mu
 };
 
-// A claim allocated `results`: (request, driver, pool, device).
+// A claim allocated `results`: (request, driver, pool, device). Its
+// spec.devices.requests are the results' requests, a "<request>/<sub>"
+// making <request> a prioritized list (firstAvailable) with <sub> in it.
 std::string Claim(const std::string& uid, const std::vector<std::array<std::string, 4>>& results) {
   std::string r;
+  std::map<std::string, std::vector<std::string>> requests;
   for (const auto& [req, driver, pool, device] : results) {
     if (!r.empty()) r += ",";
     r += R"({"request":")" + req + R"(","driver":")" + driver + R"(","pool":")" + pool +
          R"(","device":")" + device + R"("})";
+    const size_t slash = req.find('/');
+    std::vector<std::string>& subs = requests[req.substr(0, slash)];
+    if (slash != std::string::npos) subs.push_back(req.substr(slash + 1));
+  }
+  std::string spec;
+  for (const auto& [name, subs] : requests) {
+    if (!spec.empty()) spec += ",";
+    spec += R"({"name":")" + name + R"(")";
+    if (subs.empty()) {
+      spec += R"(,"exactly":{"deviceClassName":"gpu.gpu-agent.github.io"}})";
+      continue;
+    }
+    spec += R"(,"firstAvailable":[)";
+    for (size_t i = 0; i < subs.size(); ++i) {
+      spec += std::string(i ? "," : "") + R"({"name":")" + subs[i] +
+              R"(","deviceClassName":"gpu.gpu-agent.github.io"})";
+    }
+    spec += "]}";
   }
   return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns","uid":")" +
-         uid + R"("},"status":{"allocation":{"devices":{"results":[)" + r + "]}}}}";
+         uid + R"("},"spec":{"devices":{"requests":[)" + spec +
+         R"(]}},"status":{"allocation":{"devices":{"results":[)" + r + "]}}}}";
 }
 
 std::shared_ptr<const DeviceCatalog> TwoGpus() {
@@ -243,6 +266,93 @@ TEST_F(ClaimPreparerTest, OpaqueConfigIsOurGpuConfigOrTheClaimIsRefusedNamingIt)
       << out["u-int"].error;
   EXPECT_NE(out["u-field"].error.find("unknown field \"replicas\""), std::string::npos)
       << out["u-field"].error;
+}
+
+// A config for this driver: GpuConfig asking `interval` for `requests`
+// (a JSON list's items, "" for none).
+std::string ConfigFor(const std::string& requests, const std::string& interval) {
+  return R"({"source":"FromClaim","requests":[)" + requests + R"(],"opaque":{"driver":")" +
+         kDriver + R"(","parameters":)" + GpuConfig(interval) + "}}";
+}
+
+// `json` with `configs` (JSON objects, comma-separated) as its allocation's
+// config list.
+std::string WithConfigs(std::string json, const std::string& configs) {
+  return json.insert(json.find(R"("results":[)"), R"("config":[)" + configs + "],");
+}
+
+// Prioritized lists (firstAvailable): the scheduler's result names
+// "<request>/<subrequest>"; the kubelet matches a container's request (a
+// main one) against the answer's request names exactly, so the answer
+// names the main request; a GpuConfig naming the main request applies to
+// the subrequest's device, one naming the subrequest too.
+TEST_F(ClaimPreparerTest, AFirstAvailableResultIsAnsweredUnderItsMainRequestWithItsConfig) {
+  // No config: the main request's name, nothing set.
+  Put("plain", Claim("u-plain", {{"gpu/small", kDriver, kPool, "gpu-0"}}));
+  const PrepareOutcome plain = PrepareOne("plain", "u-plain");
+  ASSERT_EQ(plain.error, "");
+  ASSERT_EQ(plain.devices.size(), 1u);
+  EXPECT_EQ(plain.devices[0].request_names, std::vector<std::string>{"gpu"});
+  EXPECT_TRUE(SlicesSet().empty());
+  ASSERT_EQ(preparer_->Unprepare({{"ns", "u-plain", "plain"}})["u-plain"], "");
+
+  // A config for the main request reaches its subrequest's device; one for
+  // the other request's subrequest by its full name reaches that one.
+  Put("configured",
+      WithConfigs(Claim("u-conf", {{"gpu/small", kDriver, kPool, "gpu-0"},
+                                   {"spare/any", kDriver, kPool, "gpu-1"}}),
+                  ConfigFor(R"("gpu")", "Long") + "," + ConfigFor(R"("spare/any")", "Short")));
+  const PrepareOutcome conf = PrepareOne("configured", "u-conf");
+  ASSERT_EQ(conf.error, "");
+  ASSERT_EQ(conf.devices.size(), 2u);
+  EXPECT_EQ(conf.devices[0].request_names, std::vector<std::string>{"gpu"});
+  EXPECT_EQ(conf.devices[1].request_names, std::vector<std::string>{"spare"});
+  EXPECT_EQ(SlicesSet(), (std::vector<std::string>{"GPU-0=Long", "GPU-1=Short"}));
+  // The checkpoint answers the same after a restart.
+  Restart();
+  EXPECT_EQ(PrepareOne("configured", "u-conf").devices[0].request_names,
+            std::vector<std::string>{"gpu"});
+}
+
+// What a claim's allocation may not name: each its own error naming the
+// claim and why, and the good claim of the same call prepared.
+TEST_F(ClaimPreparerTest, AResultOrConfigNamingWhatTheClaimLacksIsThatClaimsError) {
+  Put("good", Claim("u-good", {{"gpu/small", kDriver, kPool, "gpu-0"}}));
+  // The spec's "gpu" lists only "small".
+  std::string sub = Claim("u-sub", {{"gpu/small", kDriver, kPool, "gpu-1"}});
+  sub.replace(sub.find(R"("request":"gpu/small")"), 21, R"("request":"gpu/huge")");
+  Put("sub", sub);
+  std::string ghost = Claim("u-ghost", {{"gpu", kDriver, kPool, "gpu-1"}});
+  ghost.replace(ghost.find(R"("request":"gpu")"), 15, R"("request":"ghost")");
+  Put("ghost", ghost);
+  Put("config", WithConfigs(Claim("u-config", {{"gpu", kDriver, kPool, "gpu-1"}}),
+                            ConfigFor(R"("nope")", "Long")));
+  Put("pool",
+      Claim("u-pool", {{"gpu", kDriver, kPool, "gpu-1"}, {"gpu", kDriver, "node-b", "gpu-0"}}));
+  std::map<std::string, PrepareOutcome> out = preparer_->Prepare({{"ns", "u-good", "good"},
+                                                                  {"ns", "u-sub", "sub"},
+                                                                  {"ns", "u-ghost", "ghost"},
+                                                                  {"ns", "u-config", "config"},
+                                                                  {"ns", "u-pool", "pool"}});
+  EXPECT_EQ(out["u-good"].error, "");
+  EXPECT_EQ(out["u-good"].devices.size(), 1u);
+  EXPECT_EQ(out["u-sub"].error,
+            "claim ns/sub: its allocation's result for device \"gpu-1\" names subrequest "
+            "\"gpu/huge\", which request \"gpu\" does not list (firstAvailable: small)");
+  EXPECT_EQ(out["u-ghost"].error,
+            "claim ns/ghost: its allocation's result for device \"gpu-1\" names request "
+            "\"ghost\", which the claim does not have (it has gpu)");
+  EXPECT_EQ(out["u-config"].error,
+            "claim ns/config: a config for gpu.gpu-agent.github.io names request \"nope\", "
+            "which the claim does not have (it has gpu)");
+  EXPECT_EQ(out["u-pool"].error,
+            "claim ns/pool is allocated gpu.gpu-agent.github.io/node-b/gpu-0, a device of "
+            "another node's pool (this node's is node-a)");
+  for (const char* uid : {"u-sub", "u-ghost", "u-config", "u-pool"}) {
+    EXPECT_TRUE(out[uid].devices.empty()) << uid;
+    EXPECT_FALSE(PathExists(preparer_->SpecPath(uid))) << uid;
+  }
+  EXPECT_TRUE(SlicesSet().empty());
 }
 
 // A GpuConfig's interval is set on the GPU of each request it names (none:

@@ -814,6 +814,51 @@ TEST_F(DraModeTest, AGpuConfigsTimeSliceIsSetWithTheDriversNvidiaSmi) {
   EXPECT_TRUE(agent_->Running());
 }
 
+// A prioritized-list claim (firstAvailable), as a 1.34+ scheduler
+// allocates it: the result names "gpu/whole"; the container that asks for
+// request "gpu" gets the GPU (the kubelet matches request names exactly),
+// and the GpuConfig naming "gpu" is set on it.
+TEST_F(DraModeTest, AFirstAvailableClaimsContainerGetsItsGpuAndItsConfig) {
+  const std::string smi = dir_.Join("driver/usr/bin/nvidia-smi");
+  std::filesystem::create_directories(dir_.Join("driver/usr/bin"));
+  dir_.Write("driver/usr/bin/nvidia-smi",
+             "#!/bin/sh\necho \"$*\" >> " + dir_.Join("smi.args") + "\n");
+  ASSERT_EQ(::chmod(smi.c_str(), 0755), 0);
+  auto claim = [](const std::string& name, const std::string& uid, const std::string& config) {
+    return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":")" +
+           name + R"(","namespace":"team","uid":")" + uid +
+           R"("},"spec":{"devices":{"requests":[{"name":"gpu","firstAvailable":[{"name":"mig","deviceClassName":"mig.gpu.gpu-agent.github.io"},{"name":"whole","deviceClassName":"gpu.gpu-agent.github.io"}]}]}},"status":{"allocation":{"devices":{)" +
+           config + R"("results":[{"request":"gpu/whole","driver":")" + kDriver + R"(","pool":")" +
+           kNode + R"(","device":"gpu-1"}]}}}})";
+  };
+  api_.PutResourceClaim("team", "plain", claim("plain", "uid-plain", ""));
+  api_.PutResourceClaim(
+      "team", "configured",
+      claim(
+          "configured", "uid-conf",
+          std::string(
+              R"("config":[{"source":"FromClaim","requests":["gpu"],"opaque":{"driver":")") +
+              kDriver + R"(","parameters":{"apiVersion":")" + kDriver +
+              R"(/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}}}}],)"));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-plain", "plain"}}, &out).ok()) << Log();
+  ASSERT_EQ(out["uid-plain"].error, "") << Log();
+  EXPECT_EQ(DraKubelet::ContainerCdiIds(out["uid-plain"], "gpu"),
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-plain-gpu-1"});
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-plain", "plain"}}, &un).ok()) << Log();
+  EXPECT_FALSE(Exists(dir_.Join("smi.args")));  // no config, nothing set
+
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-conf", "configured"}}, &out).ok()) << Log();
+  ASSERT_EQ(out["uid-conf"].error, "") << Log();
+  EXPECT_EQ(DraKubelet::ContainerCdiIds(out["uid-conf"], "gpu"),
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-conf-gpu-1"});
+  EXPECT_EQ(ReadFile(dir_.Join("smi.args")),
+            "compute-policy -i GPU-bc92a28e-d4f1-504c-a22f-5db7f2725196 --set-timeslice=3\n");
+}
+
 TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
   api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
   DraKubelet kubelet(KubeletOptions());

@@ -145,7 +145,7 @@ TEST(ManifestsTest, DraClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
   const std::string driver = "gpu.gpu-agent.github.io";
   api.PutResourceClaim(
       "ns", "c",
-      R"({"metadata":{"name":"c","namespace":"ns","uid":"u1"},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
+      R"({"metadata":{"name":"c","namespace":"ns","uid":"u1"},"spec":{"devices":{"requests":[{"name":"gpu"}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
           driver + R"(","pool":"n1","device":"gpu-0"}]}}}})");
   api.AddSlice(
       R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"n1-)" +

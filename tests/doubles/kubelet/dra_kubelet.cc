@@ -313,6 +313,19 @@ grpc::Status DraKubelet::Unprepare(const std::string& driver,
                                                                 claims, out, &call.ctx);
 }
 
+std::vector<std::string> DraKubelet::ContainerCdiIds(const dra::PrepareOutcome& claim,
+                                                     const std::string& request) {
+  std::vector<std::string> out;
+  for (const dra::PreparedDevice& d : claim.devices) {
+    const auto& names = d.request_names;
+    if (request.empty() || names.empty() ||
+        std::find(names.begin(), names.end(), request) != names.end()) {
+      out.insert(out.end(), d.cdi_ids.begin(), d.cdi_ids.end());
+    }
+  }
+  return out;
+}
+
 bool DraKubelet::DropConnection(const std::string& driver) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = plugins_.find(driver);

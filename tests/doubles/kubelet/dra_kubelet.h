@@ -89,6 +89,13 @@ class DraKubelet {
                        std::map<std::string, dra::PrepareOutcome>* out);
   grpc::Status Unprepare(const std::string& driver, const std::vector<dra::ClaimRef>& claims,
                          std::map<std::string, std::string>* out);
+  // The CDI ids the kubelet hands a container whose resources.claims[]
+  // entry names `request` of the claim answered `claim`, as its
+  // ClaimInfo.cdiDevicesAsList: each device whose request names hold
+  // `request` exactly, or that names none; an empty `request` (the
+  // container takes the whole claim) takes every device.
+  static std::vector<std::string> ContainerCdiIds(const dra::PrepareOutcome& claim,
+                                                  const std::string& request);
   // What a broken connection does at the kubelet's side: every call in
   // flight to `driver` (prepare, unprepare, a health stream) ends
   // CANCELLED (the plugin sees it cancelled), the connection is let go
