@@ -182,6 +182,14 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
         AllocatedDevice a;
         a.request = Str(r, "request");
         a.device = Str(r, "device");
+        const rapidjson::Value* admin = Member(r, "adminAccess");
+        a.admin_access = admin != nullptr && admin->IsBool() && admin->GetBool();
+        if (const rapidjson::Value* t = Member(r, "tolerations"); t && t->IsArray()) {
+          for (const auto& tol : t->GetArray()) {
+            a.tolerations.push_back(
+                {Str(tol, "key"), Str(tol, "operator"), Str(tol, "value"), Str(tol, "effect")});
+          }
+        }
         out.push_back(std::move(a));
       } else {
         others.push_back(StrCat(r_driver, "/", r_pool, "/", Str(r, "device")));

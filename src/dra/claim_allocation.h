@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "dra/claim_handler.h"
+#include "dra/device_taint.h"
 
 namespace gpu_agent::dra {
 
@@ -33,6 +34,11 @@ struct AllocatedDevice {
   // As the result names it: "<request>" or "<request>/<subrequest>".
   std::string request;
   std::string device;
+  // The result's adminAccess: a diagnostic claim, given the device whatever
+  // its taints and alongside the claims it is prepared for.
+  bool admin_access = false;
+  // The taints the scheduler found this claim tolerates.
+  std::vector<DeviceToleration> tolerations;
   // The compute time slice a GpuConfig asks for this request's device
   // ("Default", "Short", "Medium", "Long"), or "": none asked.
   std::string time_slice;

@@ -32,7 +32,7 @@ std::string RenderCheckpoint(const PreparedClaims& claims) {
   Writer w(buf);
   w.StartObject();
   w.Key("version");
-  w.Int(1);
+  w.Int(2);
   w.Key("claims");
   w.StartObject();
   for (const auto& [uid, e] : claims) {
@@ -52,7 +52,8 @@ std::string RenderCheckpoint(const PreparedClaims& claims) {
     }
     w.Key("devices");
     w.StartArray();
-    for (const PreparedDevice& d : e.devices) {
+    for (const PreparedClaim::Device& dev : e.devices) {
+      const PreparedDevice& d = dev.answer;
       w.StartObject();
       w.Key("requests");
       WriteStrings(w, d.request_names);
@@ -62,6 +63,14 @@ std::string RenderCheckpoint(const PreparedClaims& claims) {
       WriteString(w, d.device);
       w.Key("cdiIds");
       WriteStrings(w, d.cdi_ids);
+      if (!dev.uuid.empty()) {
+        w.Key("uuid");
+        WriteString(w, dev.uuid);
+      }
+      if (dev.admin_access) {
+        w.Key("adminAccess");
+        w.Bool(true);
+      }
       w.EndObject();
     }
     w.EndArray();
@@ -77,7 +86,9 @@ absl::StatusOr<PreparedClaims> ParseCheckpoint(std::string_view record) {
   if (absl::Status s = json::Parse(record, "its record", &d); !s.ok()) return s;
   if (!d.IsObject()) return absl::InvalidArgumentError("not a JSON object");
   const rapidjson::Value* v = Member(d, "version");
-  if (!v || !v->IsInt() || v->GetInt() != 1) return absl::InvalidArgumentError("no version 1");
+  if (!v || !v->IsInt() || v->GetInt() < 1 || v->GetInt() > 2) {
+    return absl::InvalidArgumentError("no version 1 or 2");
+  }
   const rapidjson::Value* claims = Member(d, "claims");
   if (!claims || !claims->IsObject()) return absl::InvalidArgumentError("no claims object");
   PreparedClaims out;
@@ -95,8 +106,13 @@ absl::StatusOr<PreparedClaims> ParseCheckpoint(std::string_view record) {
           StrCat("claim ", m.name.GetString(), " has no devices list"));
     }
     for (const auto& dv : devices->GetArray()) {
-      e.devices.push_back({Strings(Member(dv, "requests")), json::String(dv, "pool"),
-                           json::String(dv, "device"), Strings(Member(dv, "cdiIds"))});
+      PreparedClaim::Device device;
+      device.answer = {Strings(Member(dv, "requests")), json::String(dv, "pool"),
+                       json::String(dv, "device"), Strings(Member(dv, "cdiIds"))};
+      device.uuid = json::String(dv, "uuid");
+      const rapidjson::Value* admin = Member(dv, "adminAccess");
+      device.admin_access = admin != nullptr && admin->IsBool() && admin->GetBool();
+      e.devices.push_back(std::move(device));
     }
     out[m.name.GetString()] = std::move(e);
   }

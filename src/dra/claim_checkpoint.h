@@ -15,8 +15,15 @@
 namespace gpu_agent::dra {
 
 struct PreparedClaim {
+  struct Device {
+    PreparedDevice answer;  // what the kubelet was told
+    // The GPU's or MIG device's UUID it was prepared as; empty where a
+    // version 1 checkpoint or a spec on disk was all there was to go on.
+    std::string uuid;
+    bool admin_access = false;  // shared with other claims by design
+  };
   std::string name_space, name;
-  std::vector<PreparedDevice> devices;
+  std::vector<Device> devices;
   // Taken from a spec on disk, which does not hold the request names:
   // the next prepare reads the claim again rather than answer from it.
   bool from_spec = false;
@@ -28,11 +35,13 @@ struct PreparedClaim {
 // By claim UID.
 using PreparedClaims = std::map<std::string, PreparedClaim>;
 
+// Version 2: each device with its UUID and admin access.
 std::string RenderCheckpoint(const PreparedClaims& claims);
 
-// The claims of a record RenderCheckpoint wrote. Errors say what is wrong
-// with it (not JSON, no version 1, a UID that cannot be one, a claim with
-// no devices list).
+// The claims of a record RenderCheckpoint wrote (version 2), or an older
+// version wrote (version 1: no UUIDs, no admin access). Errors say what is
+// wrong with it (not JSON, no version it knows, a UID that cannot be one, a
+// claim with no devices list).
 absl::StatusOr<PreparedClaims> ParseCheckpoint(std::string_view record);
 
 }  // namespace gpu_agent::dra

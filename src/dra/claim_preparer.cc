@@ -52,9 +52,9 @@ void ClaimPreparer::SetCatalog(std::shared_ptr<const DeviceCatalog> catalog) {
   catalog_ = std::move(catalog);
 }
 
-void ClaimPreparer::SetUnhealthy(std::set<std::string> devices) {
+void ClaimPreparer::SetTaints(std::map<std::string, DeviceTaint> taints) {
   std::lock_guard<std::mutex> lock(mu_);
-  unhealthy_ = std::move(devices);
+  taints_ = std::move(taints);
 }
 
 std::string ClaimPreparer::SpecPath(const std::string& uid) const {
@@ -64,7 +64,14 @@ std::string ClaimPreparer::SpecPath(const std::string& uid) const {
 std::map<std::string, PrepareOutcome> ClaimPreparer::Prepared() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, PrepareOutcome> out;
-  for (const auto& [uid, e] : prepared_) out[uid].devices = e.devices;
+  for (const auto& [uid, e] : prepared_) out[uid].devices = AnswerOf(e);
+  return out;
+}
+
+std::vector<PreparedDevice> ClaimPreparer::AnswerOf(const Entry& e) {
+  std::vector<PreparedDevice> out;
+  out.reserve(e.devices.size());
+  for (const PreparedClaim::Device& d : e.devices) out.push_back(d.answer);
   return out;
 }
 
@@ -86,7 +93,7 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
     std::lock_guard<std::mutex> lock(mu_);
     auto it = prepared_.find(c.uid);
     if (it != prepared_.end() && !it->second.from_spec && PathExists(SpecPath(c.uid))) {
-      o.devices = it->second.devices;
+      o.devices = AnswerOf(it->second);
       continue;
     }
     todo.push_back(&c);
@@ -117,10 +124,16 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
       undo.insert(undo.end(), entries[i].time_sliced.begin(), entries[i].time_sliced.end());
       continue;
     }
-    o.devices = entries[i].devices;
+    o.devices = AnswerOf(entries[i]);
     std::lock_guard<std::mutex> lock(mu_);
     prepared_[c.uid] = std::move(entries[i]);
     added.push_back(c.uid);
+  }
+  {
+    // The batch's claims are in prepared_ (or refused): their holds on
+    // devices are no longer needed to keep each other apart.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(held_, [&](const auto& h) { return out.count(h.second.uid) > 0; });
   }
   if (!added.empty()) {
     if (absl::Status s = Save(); !s.ok()) {
@@ -142,6 +155,24 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
   return out;
 }
 
+std::string ClaimPreparer::HolderLocked(const DraDevice& device, const std::string& uid) const {
+  auto same = [&](const PreparedClaim::Device& d) {
+    return !d.admin_access &&
+           (d.uuid.empty() ? d.answer.device == device.name : d.uuid == device.uuid);
+  };
+  for (const auto& [other, e] : prepared_) {
+    if (other == uid) continue;
+    for (const PreparedClaim::Device& d : e.devices) {
+      if (same(d)) return StrCat("claim ", e.name_space, "/", e.name, " (", other, ")");
+    }
+  }
+  auto it = held_.find(device.uuid);
+  if (it != held_.end() && it->second.uid != uid) {
+    return StrCat(NamedClaim(it->second), " (", it->second.uid, ")");
+  }
+  return "";
+}
+
 std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
   absl::StatusOr<ClaimReader::Answer> answer = reader_->GetClaim(c.name_space, c.name);
   if (!answer.ok()) {
@@ -160,37 +191,74 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
       ParseAllocation(answer->body, c, options_.driver, options_.pool);
   if (!allocated.ok()) return std::string(allocated.status().message());
   std::shared_ptr<const DeviceCatalog> catalog;
-  std::set<std::string> unhealthy;
+  std::map<std::string, DeviceTaint> taints;
   {
     std::lock_guard<std::mutex> lock(mu_);
     catalog = catalog_;
-    unhealthy = unhealthy_;
+    taints = taints_;
   }
   if (!catalog) return StrCat(NamedClaim(c), ": the node's devices are not known yet");
+  // Each result's device and its edits, checked before anything is set or
+  // written.
+  std::vector<const DraDevice*> found(allocated->size(), nullptr);
+  std::vector<const cdi::Device*> edits(allocated->size(), nullptr);
+  for (size_t i = 0; i < allocated->size(); ++i) {
+    const AllocatedDevice& a = (*allocated)[i];
+    for (const DraDevice& d : catalog->devices) {
+      if (d.name == a.device) found[i] = &d;
+    }
+    if (found[i] == nullptr) {
+      return StrCat(NamedClaim(c), ": device \"", a.device, "\" is not one of this node's (pool ",
+                    options_.pool, ")");
+    }
+    for (const cdi::Device& d : catalog->node_spec.devices) {
+      if (d.name == found[i]->uuid) edits[i] = &d;
+    }
+    if (edits[i] == nullptr) {
+      return StrCat(NamedClaim(c), ": device \"", a.device, "\" (", found[i]->uuid,
+                    ") has no entry in the node's CDI spec");
+    }
+    // An unhealthy device is tainted in the slices; the scheduler still
+    // allocates it to a claim that tolerates the taint or asks for admin
+    // access (a diagnostic pod), and those get it.
+    auto taint = taints.find(a.device);
+    if (taint != taints.end() && !a.admin_access && KeepsAway(taint->second, a.tolerations)) {
+      return StrCat(NamedClaim(c), ": device \"", a.device, "\" is unhealthy (taint ",
+                    TaintString(taint->second),
+                    ", which the claim does not tolerate; admin access would take it)");
+    }
+  }
+  {
+    // The last line of defence the kubelet plugin helper documents: a
+    // device is prepared for one claim at a time (the scheduler's
+    // allocation already says so); admin access shares it by design.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < allocated->size(); ++i) {
+      if ((*allocated)[i].admin_access) continue;
+      if (std::string holder = HolderLocked(*found[i], c.uid); !holder.empty()) {
+        return StrCat(NamedClaim(c), ": device \"", found[i]->name, "\" (", found[i]->uuid,
+                      ") is already prepared for ", holder,
+                      "; a device serves one claim at a time (admin access excepted)");
+      }
+    }
+    for (size_t i = 0; i < allocated->size(); ++i) {
+      if (!(*allocated)[i].admin_access) held_.emplace(found[i]->uuid, c);
+    }
+  }
   cdi::Spec spec;
   spec.kind = CdiKind();
   spec.edits = catalog->node_spec.edits;
   entry->name_space = c.name_space;
   entry->name = c.name;
-  for (const AllocatedDevice& a : *allocated) {
-    const DraDevice* found = nullptr;
-    for (const DraDevice& d : catalog->devices) {
-      if (d.name == a.device) found = &d;
-    }
-    if (found == nullptr) {
-      return StrCat(NamedClaim(c), ": device \"", a.device, "\" is not one of this node's (pool ",
-                    options_.pool, ")");
-    }
-    if (unhealthy.count(a.device) > 0) {
-      return StrCat(NamedClaim(c), ": device \"", a.device, "\" is unhealthy");
-    }
-    if (std::string why = SetTimeSlice(*found, a.time_slice); !why.empty()) {
+  for (size_t i = 0; i < allocated->size(); ++i) {
+    const AllocatedDevice& a = (*allocated)[i];
+    if (std::string why = SetTimeSlice(*found[i], a.time_slice); !why.empty()) {
       return StrCat(NamedClaim(c), ": ", why);
     }
     if (!a.time_slice.empty() && a.time_slice != kDefaultTimeSlice &&
-        std::find(entry->time_sliced.begin(), entry->time_sliced.end(), found->uuid) ==
+        std::find(entry->time_sliced.begin(), entry->time_sliced.end(), found[i]->uuid) ==
             entry->time_sliced.end()) {
-      entry->time_sliced.push_back(found->uuid);
+      entry->time_sliced.push_back(found[i]->uuid);
     }
     // The kubelet gives a container the devices whose request names hold
     // the request it names, always a main one: a subrequest's device is
@@ -198,28 +266,21 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
     // prepared once, naming both.
     const std::string request = MainRequestName(a.request);
     bool merged = false;
-    for (PreparedDevice& p : entry->devices) {
-      if (p.device == a.device) {
-        if (std::find(p.request_names.begin(), p.request_names.end(), request) ==
-            p.request_names.end()) {
-          p.request_names.push_back(request);
-        }
-        merged = true;
-      }
+    for (PreparedClaim::Device& p : entry->devices) {
+      if (p.answer.device != a.device) continue;
+      std::vector<std::string>& names = p.answer.request_names;
+      if (std::find(names.begin(), names.end(), request) == names.end()) names.push_back(request);
+      p.admin_access = p.admin_access && a.admin_access;
+      merged = true;
     }
     if (merged) continue;
-    const cdi::Device* edits = nullptr;
-    for (const cdi::Device& d : catalog->node_spec.devices) {
-      if (d.name == found->uuid) edits = &d;
-    }
-    if (edits == nullptr) {
-      return StrCat(NamedClaim(c), ": device \"", a.device, "\" (", found->uuid,
-                    ") has no entry in the node's CDI spec");
-    }
     const std::string cdi_name = StrCat(c.uid, "-", a.device);
-    spec.devices.push_back({cdi_name, edits->edits});
-    entry->devices.push_back(
-        {{request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}});
+    spec.devices.push_back({cdi_name, edits[i]->edits});
+    PreparedClaim::Device d;
+    d.answer = {{request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}};
+    d.uuid = found[i]->uuid;
+    d.admin_access = a.admin_access;
+    entry->devices.push_back(std::move(d));
   }
   if (absl::Status s = cdi::ValidateSpec(spec); !s.ok()) {
     return StrCat(NamedClaim(c), ": its CDI spec is not valid: ", s.message());
@@ -438,8 +499,9 @@ std::map<std::string, ClaimPreparer::Entry> ClaimPreparer::ReadSpecs() const {
     for (const auto& dv : devices->GetArray()) {
       const std::string name = Str(dv, "name");
       if (!name.starts_with(uid + "-")) continue;
-      e.devices.push_back(
-          {{}, options_.pool, name.substr(uid.size() + 1), {StrCat(kind, "=", name)}});
+      PreparedClaim::Device device;
+      device.answer = {{}, options_.pool, name.substr(uid.size() + 1), {StrCat(kind, "=", name)}};
+      e.devices.push_back(std::move(device));
     }
     out[uid] = std::move(e);
   }

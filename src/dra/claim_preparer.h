@@ -29,6 +29,7 @@
 #include "dra/claim_checkpoint.h"
 #include "dra/claim_handler.h"
 #include "dra/claim_ref.h"
+#include "dra/device_taint.h"
 #include "dra/dra_device.h"
 
 namespace gpu_agent::dra {
@@ -83,8 +84,11 @@ class ClaimPreparer : public ClaimHandler {
                                                                std::shared_ptr<ClaimReader> reader);
 
   void SetCatalog(std::shared_ptr<const DeviceCatalog> catalog);
-  // Devices (by name) that are unhealthy now: prepare refuses them.
-  void SetUnhealthy(std::set<std::string> devices);
+  // The taints of devices (by name) that are unhealthy or degraded now:
+  // prepare refuses a device whose NoSchedule or NoExecute taint the
+  // claim's result does not tolerate, unless the result asks for admin
+  // access.
+  void SetTaints(std::map<std::string, DeviceTaint> taints);
 
   // Durability: each claim's spec is renamed into place without waiting
   // for the disk; then the checkpoint, once for the batch, is written in
@@ -108,6 +112,11 @@ class ClaimPreparer : public ClaimHandler {
 
  private:
   using Entry = PreparedClaim;
+  static std::vector<PreparedDevice> AnswerOf(const Entry& e);
+  // REQUIRES: mu_ held. The claim other than `uid` that `device` is
+  // prepared for or held for in this batch, without admin access, as
+  // "claim <ns>/<name> (<uid>)"; empty when none.
+  std::string HolderLocked(const DraDevice& device, const std::string& uid) const;
   ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
   void Load();
   // The claims' specs in the CDI folder, by UID, as entries; a spec that
@@ -128,8 +137,12 @@ class ClaimPreparer : public ClaimHandler {
 
   mutable std::mutex mu_;
   std::shared_ptr<const DeviceCatalog> catalog_;  // protected by mu_
-  std::set<std::string> unhealthy_;               // protected by mu_
-  std::map<std::string, Entry> prepared_;         // protected by mu_: by claim UID
+  std::map<std::string, DeviceTaint> taints_;     // protected by mu_: by device name
+  // Devices (by UUID) of the batch's claims prepared so far, without admin
+  // access, until the batch ends: two claims of one batch cannot both
+  // take one.
+  std::map<std::string, ClaimRef> held_;   // protected by mu_
+  std::map<std::string, Entry> prepared_;  // protected by mu_: by claim UID
 
   std::mutex save_mu_;               // one Save at a time; taken before mu_
   SlottedWriter checkpoint_writer_;  // protected by save_mu_

@@ -41,9 +41,8 @@ void WriteAttribute(Writer& w, const AttributeValue& v) {
   w.EndObject();
 }
 
-// `reason`: a taint's value, or null for none.
-void WriteDeviceFields(Writer& w, const DraDevice& d, const std::string& driver,
-                       const std::string* reason) {
+// `taint`: null for none.
+void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint) {
   w.Key("attributes");
   w.StartObject();
   for (const auto& [name, value] : d.attributes) {
@@ -61,16 +60,18 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const std::string& driver,
     w.EndObject();
   }
   w.EndObject();
-  if (reason != nullptr) {
+  if (taint != nullptr) {
     w.Key("taints");
     w.StartArray();
     w.StartObject();
     w.Key("key");
-    Str(w, StrCat(driver, "/unhealthy"));
-    w.Key("value");
-    Str(w, TaintValue(*reason));
+    Str(w, taint->key);
+    if (!taint->value.empty()) {
+      w.Key("value");
+      Str(w, taint->value);
+    }
     w.Key("effect");
-    w.String("NoSchedule");
+    Str(w, std::string(TaintEffectName(taint->effect)));
     w.EndObject();
     w.EndArray();
   }
@@ -166,18 +167,18 @@ std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
     const size_t last = std::min(input.devices.size(), first + per_slice);
     for (size_t i = first; i < last; ++i) {
       const DraDevice& d = input.devices[i];
-      auto taint = input.tainted.find(d.name);
-      const std::string* reason = taint == input.tainted.end() ? nullptr : &taint->second;
+      auto found = input.tainted.find(d.name);
+      const DeviceTaint* taint = found == input.tainted.end() ? nullptr : &found->second;
       w.StartObject();
       w.Key("name");
       Str(w, d.name);
       if (basic) {
         w.Key("basic");
         w.StartObject();
-        WriteDeviceFields(w, d, input.driver, reason);
+        WriteDeviceFields(w, d, taint);
         w.EndObject();
       } else {
-        WriteDeviceFields(w, d, input.driver, reason);
+        WriteDeviceFields(w, d, taint);
       }
       w.EndObject();
     }

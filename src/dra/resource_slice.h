@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dra/device_taint.h"
 #include "dra/dra_device.h"
 
 namespace gpu_agent::dra {
@@ -27,11 +28,10 @@ struct SliceInput {
   std::string node_uid;  // the Node's UID for ownerReferences; empty: none
   int64_t pool_generation = 1;
   std::vector<DraDevice> devices;
-  // Devices (of `devices`) published with a NoSchedule taint, by name, and
-  // why: "<driver>/unhealthy" = the reason made a label value. Under
+  // Devices (of `devices`) published with a taint, by name: under
   // resource.k8s.io v1 and v1beta2 in the device's `taints`, v1beta1 in
   // `basic.taints`; the server sets timeAdded.
-  std::map<std::string, std::string> tainted;
+  std::map<std::string, DeviceTaint> tainted;
 };
 
 // `reason` ("XID 79") as a label value ("XID-79"): characters other than

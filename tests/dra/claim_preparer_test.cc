@@ -90,9 +90,17 @@ std::string Claim(const std::string& uid, const std::vector<std::array<std::stri
          R"(]}},"status":{"allocation":{"devices":{"results":[)" + r + "]}}}}";
 }
 
-std::shared_ptr<const DeviceCatalog> TwoGpus() {
+// `json` with `fields` (JSON members) added to its result for `device`.
+std::string WithResultFields(std::string json, const std::string& device,
+                             const std::string& fields) {
+  const std::string end = R"("device":")" + device + R"("})";
+  return json.replace(json.find(end), end.size(),
+                      R"("device":")" + device + R"(",)" + fields + "}");
+}
+
+std::shared_ptr<const DeviceCatalog> Gpus(int n) {
   auto c = std::make_shared<DeviceCatalog>();
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < n; ++i) {
     DraDevice d;
     d.name = "gpu-" + std::to_string(i);
     d.uuid = "GPU-" + std::to_string(i);
@@ -106,6 +114,8 @@ std::shared_ptr<const DeviceCatalog> TwoGpus() {
   c->node_spec.edits.device_nodes.push_back({"/dev/nvidiactl", ""});
   return c;
 }
+
+std::shared_ptr<const DeviceCatalog> TwoGpus() { return Gpus(2); }
 
 class ClaimPreparerTest : public ::testing::Test {
  protected:
@@ -375,6 +385,7 @@ TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpe
   Put("one", json);
   ASSERT_EQ(PrepareOne("one", "u1").error, "");
   EXPECT_EQ(SlicesSet(), (std::vector<std::string>{"GPU-0=Short", "GPU-1=Long"}));
+  ASSERT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");  // gpu-0 free again
 
   // The tool refuses: the claim's own error, naming device and interval;
   // no spec written.
@@ -409,9 +420,11 @@ TEST_F(ClaimPreparerTest, AGpuConfigsTimeSliceIsSetOnItsRequestsGpusBeforeTheSpe
 // which GPUs a claim set); a claim that asked Default leaves nothing to set
 // back; a failure to set it back is logged and the unprepare succeeds.
 TEST_F(ClaimPreparerTest, AClaimsTimeSliceIsSetBackToDefaultWhenTheLastClaimSettingItIsUnprepared) {
+  // gpu-0 shared: the two others with admin access.
+  const std::string admin = R"("adminAccess":true)";
   Put("one", ClaimWithConfig("u1", GpuConfig("Long")));
-  Put("two", ClaimWithConfig("u2", GpuConfig("Long")));
-  Put("plain", ClaimWithConfig("u3", GpuConfig("Default")));
+  Put("two", WithResultFields(ClaimWithConfig("u2", GpuConfig("Long")), "gpu-0", admin));
+  Put("plain", WithResultFields(ClaimWithConfig("u3", GpuConfig("Default")), "gpu-0", admin));
   ASSERT_EQ(PrepareOne("one", "u1").error, "");
   ASSERT_EQ(PrepareOne("two", "u2").error, "");
   ASSERT_EQ(PrepareOne("plain", "u3").error, "");
@@ -451,12 +464,18 @@ TEST_F(ClaimPreparerTest, ATimeSliceSetByAClaimThatIsNotPreparedIsSetBack) {
               R"("config":[{"source":"FromClaim","opaque":{"driver":")" + std::string(kDriver) +
                   R"(","parameters":)" + GpuConfig("Long") + "}}],");
   Put("one", json);
-  preparer_->SetUnhealthy({"gpu-1"});
-  EXPECT_EQ(PrepareOne("one", "u1").error, "claim ns/one: device \"gpu-1\" is unhealthy");
+  // gpu-1 is a MIG device, which takes no time slice: refused after
+  // gpu-0's was set.
+  auto catalog = std::make_shared<DeviceCatalog>(*TwoGpus());
+  catalog->devices[1].attributes["type"] = AttributeValue::String("mig");
+  preparer_->SetCatalog(catalog);
+  EXPECT_EQ(PrepareOne("one", "u1").error,
+            "claim ns/one: device \"gpu-1\" is a mig device; GpuConfig time-slicing applies to "
+            "whole GPUs");
   EXPECT_EQ(SlicesSet(), (std::vector<std::string>{"GPU-0=Long", "GPU-0=Default"}));
 
   // Prepared, but its checkpoint cannot be written.
-  preparer_->SetUnhealthy({});
+  preparer_->SetCatalog(TwoGpus());
   const std::string checkpoint = dir_.Join("plugin/checkpoint.json");
   std::filesystem::remove(checkpoint);
   std::filesystem::create_directories(checkpoint + "/in-the-way");
@@ -505,12 +524,87 @@ TEST_F(ClaimPreparerTest, AClaimWhoseCheckpointCannotBeWrittenIsPreparedAgainOnT
   EXPECT_NE(ReadFile(checkpoint).find("u1"), std::string::npos);
 }
 
-TEST_F(ClaimPreparerTest, AnUnhealthyDeviceIsRefusedByName) {
-  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-1"}}));
-  preparer_->SetUnhealthy({"gpu-1"});
-  EXPECT_EQ(PrepareOne("one", "u1").error, "claim ns/one: device \"gpu-1\" is unhealthy");
-  preparer_->SetUnhealthy({});
-  EXPECT_EQ(PrepareOne("one", "u1").error, "");
+// An unhealthy device stays in the slices with a taint, and the scheduler
+// may allocate it to a claim that tolerates the taint or asks for admin
+// access (a diagnostic pod): prepare gives it to those, and refuses it by
+// name, with its taint, to any other.
+TEST_F(ClaimPreparerTest, AnUnhealthyDeviceGoesOnlyToAClaimThatToleratesItsTaintOrIsAdmin) {
+  const std::string key = std::string(kDriver) + "/unhealthy";
+  preparer_->SetTaints({{"gpu-1", {key, "XID-79", TaintEffect::kNoSchedule}}});
+  auto claim = [&](const std::string& uid, const std::string& fields) {
+    const std::string json = Claim(uid, {{"r", kDriver, kPool, "gpu-1"}});
+    return fields.empty() ? json : WithResultFields(json, "gpu-1", fields);
+  };
+  Put("plain", claim("u-plain", ""));
+  Put("exists", claim("u-exists", R"("tolerations":[{"key":")" + key +
+                                      R"(","operator":"Exists","effect":"NoSchedule"}])"));
+  Put("equal", claim("u-equal", R"("tolerations":[{"key":")" + key +
+                                    R"(","operator":"Equal","value":"XID-79"}])"));
+  Put("everything", claim("u-all", R"("tolerations":[{"operator":"Exists"}])"));
+  Put("other-value", claim("u-value", R"("tolerations":[{"key":")" + key +
+                                          R"(","operator":"Equal","value":"XID-48"}])"));
+  Put("other-effect", claim("u-effect", R"("tolerations":[{"key":")" + key +
+                                            R"(","operator":"Exists","effect":"NoExecute"}])"));
+  Put("admin", claim("u-admin", R"("adminAccess":true)"));
+  // One claim at a time: each given the device is unprepared before the
+  // next is asked.
+  for (const auto& [name, uid] :
+       std::vector<std::pair<std::string, std::string>>{{"exists", "u-exists"},
+                                                        {"equal", "u-equal"},
+                                                        {"everything", "u-all"},
+                                                        {"admin", "u-admin"}}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(PrepareOne(name, uid).error, "");
+    EXPECT_EQ(preparer_->Unprepare({{"ns", uid, name}})[uid], "");
+  }
+  const std::string refusal =
+      ": device \"gpu-1\" is unhealthy (taint gpu.gpu-agent.github.io/unhealthy=XID-79:NoSchedule, "
+      "which the claim does not tolerate; admin access would take it)";
+  EXPECT_EQ(PrepareOne("plain", "u-plain").error, "claim ns/plain" + refusal);
+  EXPECT_EQ(PrepareOne("other-value", "u-value").error, "claim ns/other-value" + refusal);
+  EXPECT_EQ(PrepareOne("other-effect", "u-effect").error, "claim ns/other-effect" + refusal);
+  // A None taint (degraded) keeps no claim away; healthy again, all may.
+  preparer_->SetTaints({{"gpu-1", {key, "temperature", TaintEffect::kNone}}});
+  EXPECT_EQ(PrepareOne("plain", "u-plain").error, "");
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u-plain", "plain"}})["u-plain"], "");
+  preparer_->SetTaints({});
+  EXPECT_EQ(PrepareOne("other-value", "u-value").error, "");
+}
+
+// The kubelet plugin helper's last line of defence: a device prepared for
+// one claim is refused to another (naming both), in one call or across
+// calls and restarts, until the first is unprepared; a claim with admin
+// access shares it by design.
+TEST_F(ClaimPreparerTest, ADeviceIsPreparedForOneClaimAtATimeAdminAccessExcepted) {
+  Put("a", Claim("u-a", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("b", Claim("u-b", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("c", Claim("u-c", {{"r", kDriver, kPool, "gpu-1"}}));
+  Put("d", Claim("u-d", {{"r", kDriver, kPool, "gpu-1"}}));
+  Put("admin", WithResultFields(Claim("u-admin", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0",
+                                R"("adminAccess":true)"));
+  ASSERT_EQ(PrepareOne("a", "u-a").error, "");
+  std::map<std::string, PrepareOutcome> out = preparer_->Prepare(
+      {{"ns", "u-b", "b"}, {"ns", "u-c", "c"}, {"ns", "u-d", "d"}, {"ns", "u-admin", "admin"}});
+  EXPECT_EQ(out["u-b"].error,
+            "claim ns/b: device \"gpu-0\" (GPU-0) is already prepared for claim ns/a (u-a); a "
+            "device serves one claim at a time (admin access excepted)");
+  EXPECT_TRUE(out["u-b"].devices.empty());
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u-b")));
+  // c and d of one call: one of them gets gpu-1, the other is told which.
+  const bool c_first = out["u-c"].error.empty();
+  const std::string loser = c_first ? "u-d" : "u-c";
+  EXPECT_NE(out[c_first ? "u-c" : "u-d"].devices.size(), 0u);
+  EXPECT_EQ(out[loser].error, "claim ns/" + std::string(c_first ? "d" : "c") +
+                                  ": device \"gpu-1\" (GPU-1) is already prepared for claim ns/" +
+                                  (c_first ? "c (u-c)" : "d (u-d)") +
+                                  "; a device serves one claim at a time (admin access excepted)");
+  EXPECT_EQ(out["u-admin"].error, "");
+  // The checkpoint keeps who holds what.
+  Restart();
+  EXPECT_NE(PrepareOne("b", "u-b").error.find("is already prepared for claim ns/a (u-a)"),
+            std::string::npos);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u-a", "a"}})["u-a"], "");
+  EXPECT_EQ(PrepareOne("b", "u-b").error, "");  // the admin claim still has it too
 }
 
 TEST_F(ClaimPreparerTest, UnprepareRemovesTheSpecAndAnUnknownClaimSucceeds) {
@@ -808,9 +902,10 @@ TEST_F(ClaimPreparerTest, ABatchReadsItsClaimsConcurrently) {
   std::vector<ClaimRef> batch;
   for (int i = 0; i < 6; ++i) {
     const std::string n = std::to_string(i);
-    Put("c" + n, Claim("u" + n, {{"r", kDriver, kPool, "gpu-" + std::to_string(i % 2)}}));
+    Put("c" + n, Claim("u" + n, {{"r", kDriver, kPool, "gpu-" + n}}));
     batch.push_back({"ns", "u" + n, "c" + n});
   }
+  preparer_->SetCatalog(Gpus(6));
   batch.push_back(batch[0]);  // asked twice: prepared once
   reader_->hold = static_cast<int>(kConcurrentReads);
   const auto start = std::chrono::steady_clock::now();

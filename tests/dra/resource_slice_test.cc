@@ -199,7 +199,8 @@ TEST(ResourceSliceTest, ATaintedDeviceCarriesANoScheduleTaintWhereEachVersionHol
     SCOPED_TRACE(version);
     SliceInput in = Input(2);
     in.api_version = version;
-    in.tainted = {{"gpu-1", "XID 79"}};
+    in.tainted = {
+        {"gpu-1", {"gpu.gpu-agent.github.io/unhealthy", "XID-79", TaintEffect::kNoSchedule}}};
     rapidjson::Document d = Parse(BuildResourceSlices(in).at(0));
     const auto& devices = d["spec"]["devices"];
     ASSERT_EQ(devices.Size(), 2u);
@@ -220,7 +221,8 @@ TEST(ResourceSliceTest, ATaintedDeviceCarriesANoScheduleTaintWhereEachVersionHol
 
 TEST(ResourceSliceTest, ASliceWithATaintHoldsAt64Devices) {
   SliceInput in = Input(65);
-  in.tainted = {{"gpu-0", "XID 48"}};
+  in.tainted = {
+      {"gpu-0", {"gpu.gpu-agent.github.io/unhealthy", "XID-48", TaintEffect::kNoSchedule}}};
   std::vector<std::string> slices = BuildResourceSlices(in);
   ASSERT_EQ(slices.size(), 2u);
   EXPECT_EQ(Parse(slices[0])["spec"]["devices"].Size(), 64u);

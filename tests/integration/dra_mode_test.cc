@@ -44,6 +44,15 @@ std::string ClaimJson(const std::string& name, const std::string& uid,
          r + "]}}}}";
 }
 
+// `json` with `fields` (JSON members) added to each of its results.
+std::string WithResultFields(std::string json, const std::string& fields) {
+  for (size_t at = json.find(R"({"request":")"); at != std::string::npos;
+       at = json.find(R"({"request":")", at + 1)) {
+    json.insert(at + 1, fields + ",");
+  }
+  return json;
+}
+
 std::set<std::string> SpecDeviceNames(const std::string& path) {
   rapidjson::Document d;
   d.Parse(ReadFile(path).c_str());
@@ -298,7 +307,10 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   EXPECT_NE(Log().find("the API server drops device taints"), std::string::npos) << Log();
   std::map<std::string, dra::PrepareOutcome> out;
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
-  EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
+  EXPECT_EQ(out["uid-a"].error,
+            "claim team/a: device \"gpu-1\" is unhealthy (taint "
+            "gpu.gpu-agent.github.io/unhealthy=XID-79:NoSchedule, which the claim does not "
+            "tolerate; admin access would take it)");
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
   std::vector<DraKubelet::Health> health;
   ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
@@ -347,9 +359,33 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTaint
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);  // it stays
   EXPECT_EQ(generation, 2);
   EXPECT_EQ(TaintsOf(api_, "gpu-0-mig-1g-10gb-1"), std::vector<std::string>{});
+  // The scheduler allocates a tainted device only to a claim that
+  // tolerates the taint or asks for admin access: those get it, another
+  // is refused naming the taint.
+  api_.PutResourceClaim(
+      "team", "tolerating",
+      WithResultFields(
+          ClaimJson("tolerating", "uid-tol", {{"gpu", kDriver, "gpu-1"}}),
+          R"("tolerations":[{"key":"gpu.gpu-agent.github.io/unhealthy","operator":"Exists"}])"));
+  api_.PutResourceClaim(
+      "team", "admin",
+      WithResultFields(ClaimJson("admin", "uid-admin", {{"gpu", kDriver, "gpu-1"}}),
+                       R"("adminAccess":true)"));
   std::map<std::string, dra::PrepareOutcome> out;
-  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
-  EXPECT_EQ(out["uid-a"].error, "claim team/a: device \"gpu-1\" is unhealthy");
+  ASSERT_TRUE(kubelet
+                  .Prepare(kDriver,
+                           {{"team", "uid-a", "a"},
+                            {"team", "uid-tol", "tolerating"},
+                            {"team", "uid-admin", "admin"}},
+                           &out)
+                  .ok());
+  EXPECT_EQ(out["uid-a"].error,
+            "claim team/a: device \"gpu-1\" is unhealthy (taint " + taints[0] +
+                ", which the claim does not tolerate; admin access would take it)");
+  EXPECT_EQ(out["uid-tol"].error, "") << Log();
+  EXPECT_EQ(out["uid-admin"].error, "") << Log();
+  EXPECT_TRUE(Exists(SpecPath("uid-tol")));
+  EXPECT_TRUE(Exists(SpecPath("uid-admin")));
 }
 
 // Where the server keeps taints, a GPU that recovers loses its taint: it
@@ -782,8 +818,12 @@ TEST_F(DraModeTest, AGpuConfigsTimeSliceIsSetWithTheDriversNvidiaSmi) {
   };
   api_.PutResourceClaim("team", "a",
                         with_config(ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}), "Short"));
-  api_.PutResourceClaim("team", "b",
-                        with_config(ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-1"}}), "Long"));
+  // b shares a's GPU: admin access.
+  api_.PutResourceClaim(
+      "team", "b",
+      with_config(WithResultFields(ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-1"}}),
+                                   R"("adminAccess":true)"),
+                  "Long"));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   std::map<std::string, dra::PrepareOutcome> out;

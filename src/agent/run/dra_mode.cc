@@ -138,13 +138,14 @@ std::shared_ptr<const dra::DeviceCatalog> CatalogOf(const Generation& gen) {
 }
 
 // The slices of `devices` for whatever version and generation the
-// publisher asks. The `unhealthy` ones (name -> why) stay, with a NoSchedule
-// taint, where the server keeps taints; otherwise they leave.
+// publisher asks. Where the server keeps taints, the `taints` (by device
+// name) go with their devices; otherwise a device whose taint keeps claims
+// away (unhealthy) leaves the slices.
 apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
-                                 std::map<std::string, std::string> unhealthy, std::string driver,
+                                 std::map<std::string, dra::DeviceTaint> taints, std::string driver,
                                  std::string node) {
-  return [devices = std::move(devices), unhealthy = std::move(unhealthy),
-          driver = std::move(driver), node = std::move(node)](const apiserver::SliceContext& c) {
+  return [devices = std::move(devices), taints = std::move(taints), driver = std::move(driver),
+          node = std::move(node)](const apiserver::SliceContext& c) {
     dra::SliceInput in;
     in.api_version = c.api_version;
     in.driver = driver;
@@ -152,9 +153,11 @@ apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
     in.node_uid = c.node_uid;
     in.pool_generation = c.generation;
     for (const dra::DraDevice& d : devices) {
-      if (c.device_taints || unhealthy.count(d.name) == 0) in.devices.push_back(d);
+      auto t = taints.find(d.name);
+      const bool away = t != taints.end() && t->second.effect != dra::TaintEffect::kNone;
+      if (c.device_taints || !away) in.devices.push_back(d);
     }
-    if (c.device_taints) in.tainted = unhealthy;
+    if (c.device_taints) in.tainted = taints;
     return dra::BuildResourceSlices(in);
   };
 }
@@ -164,12 +167,18 @@ dra::DraServerOptions ServerOptionsOf(const Config& c) {
 }
 
 // Which devices are unhealthy: the health watcher's outages, matched to
-// the devices each covers. The watcher's thread reports; prepare and the
-// health stream read.
+// the devices each covers, each made a taint. The watcher's thread
+// reports; prepare, the slices and the health stream read.
 class DraHealth {
  public:
   DraHealth(dra::ClaimPreparer* preparer, std::string driver)
       : preparer_(preparer), driver_(std::move(driver)) {}
+
+  struct Outage {
+    DeviceKey key;
+    std::string reason;
+    dra::TaintEffect effect = dra::TaintEffect::kNoSchedule;
+  };
 
   // The publisher is handed each change of the devices' health: an
   // unhealthy device is tainted, or leaves the slices, until it is back.
@@ -180,7 +189,7 @@ class DraHealth {
   // The slices of the devices and their health now.
   apiserver::SliceBuilder CurrentSlices() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return SlicesOf(devices_, UnhealthyLocked(), driver_, pool_);
+    return SlicesOf(devices_, TaintsLocked(), driver_, pool_);
   }
 
   void SetServer(dra::DraServer* server) {
@@ -188,9 +197,8 @@ class DraHealth {
     server_ = server;
     PublishLocked();
   }
-  // `outages`: each with why.
   void SetDevices(std::vector<dra::DraDevice> devices, const std::string& pool,
-                  std::vector<std::pair<DeviceKey, std::string>> outages) {
+                  std::vector<Outage> outages) {
     std::lock_guard<std::mutex> lock(mu_);
     devices_ = std::move(devices);
     pool_ = pool;
@@ -199,8 +207,8 @@ class DraHealth {
   }
   void Change(const nvml::HealthChange& change) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(outages_, [&](const auto& o) { return o.first == change.key; });
-    if (!change.healthy) outages_.emplace_back(change.key, change.reason);
+    std::erase_if(outages_, [&](const Outage& o) { return o.key == change.key; });
+    if (!change.healthy) outages_.push_back({change.key, change.reason});
     PublishLocked();
   }
   size_t unhealthy() const {
@@ -210,39 +218,53 @@ class DraHealth {
 
  private:
   void PublishLocked() {
-    std::set<std::string> out;
     std::vector<dra::DeviceHealthRecord> records;
-    std::map<std::string, std::string> unhealthy = UnhealthyLocked();
+    std::map<std::string, dra::DeviceTaint> taints = TaintsLocked();
+    std::map<std::string, std::string> reasons = ReasonsLocked();
+    size_t unhealthy = 0;
     for (const dra::DraDevice& d : devices_) {
-      auto reason = unhealthy.find(d.name);
-      const bool healthy = reason == unhealthy.end();
-      if (!healthy) out.insert(d.name);
-      records.push_back({pool_, d.name, healthy, healthy ? "" : reason->second});
+      auto t = taints.find(d.name);
+      const bool healthy = t == taints.end() || t->second.effect == dra::TaintEffect::kNone;
+      if (!healthy) ++unhealthy;
+      records.push_back({pool_, d.name, healthy, healthy ? "" : reasons[d.name]});
     }
-    unhealthy_ = out.size();
-    preparer_->SetUnhealthy(std::move(out));
+    unhealthy_ = unhealthy;
+    preparer_->SetTaints(taints);
     if (server_ != nullptr) server_->SetHealth(std::move(records));
     // A new generation (SetDevices) with other devices, or a device's
     // health changed, changes what is published; the same again changes
     // nothing.
-    if (publisher_ != nullptr && (devices_ != published_ || unhealthy != published_unhealthy_)) {
-      publisher_->SetDesired(SlicesOf(devices_, unhealthy, driver_, pool_));
+    if (publisher_ != nullptr && (devices_ != published_ || taints != published_taints_)) {
+      publisher_->SetDesired(SlicesOf(devices_, taints, driver_, pool_));
     }
     published_ = devices_;
-    published_unhealthy_ = std::move(unhealthy);
+    published_taints_ = std::move(taints);
   }
 
-  // The unhealthy devices by name, each with the reason of the first
-  // outage that covers it.
-  std::map<std::string, std::string> UnhealthyLocked() const {
-    std::map<std::string, std::string> out;
+  // Each device's first outage that covers it, by name.
+  std::map<std::string, const Outage*> OutagesLocked() const {
+    std::map<std::string, const Outage*> out;
     for (const dra::DraDevice& d : devices_) {
-      for (const auto& [key, reason] : outages_) {
-        if (key.Covers(d.key)) {
-          out.emplace(d.name, reason);
+      for (const Outage& o : outages_) {
+        if (o.key.Covers(d.key)) {
+          out.emplace(d.name, &o);
           break;
         }
       }
+    }
+    return out;
+  }
+  std::map<std::string, std::string> ReasonsLocked() const {
+    std::map<std::string, std::string> out;
+    for (const auto& [name, o] : OutagesLocked()) out[name] = o->reason;
+    return out;
+  }
+  // The taint of each device an outage covers: "<driver>/unhealthy", the
+  // reason as its value.
+  std::map<std::string, dra::DeviceTaint> TaintsLocked() const {
+    std::map<std::string, dra::DeviceTaint> out;
+    for (const auto& [name, o] : OutagesLocked()) {
+      out[name] = {StrCat(driver_, "/unhealthy"), dra::TaintValue(o->reason), o->effect};
     }
     return out;
   }
@@ -250,14 +272,14 @@ class DraHealth {
   dra::ClaimPreparer* const preparer_;
   const std::string driver_;
   mutable std::mutex mu_;
-  apiserver::SlicePublisher* publisher_ = nullptr;          // protected by mu_
-  std::vector<dra::DraDevice> published_;                   // protected by mu_: the slices' devices
-  std::map<std::string, std::string> published_unhealthy_;  // protected by mu_
-  dra::DraServer* server_ = nullptr;                        // protected by mu_
-  std::vector<dra::DraDevice> devices_;                     // protected by mu_
-  std::string pool_;                                        // protected by mu_
-  std::vector<std::pair<DeviceKey, std::string>> outages_;  // protected by mu_: with why
-  size_t unhealthy_ = 0;                                    // protected by mu_
+  apiserver::SlicePublisher* publisher_ = nullptr;  // protected by mu_
+  std::vector<dra::DraDevice> published_;           // protected by mu_: the slices' devices
+  std::map<std::string, dra::DeviceTaint> published_taints_;  // protected by mu_
+  dra::DraServer* server_ = nullptr;                          // protected by mu_
+  std::vector<dra::DraDevice> devices_;                       // protected by mu_
+  std::string pool_;                                          // protected by mu_
+  std::vector<Outage> outages_;                               // protected by mu_
+  size_t unhealthy_ = 0;                                      // protected by mu_
 };
 
 class DraMode : public Mode {
@@ -437,11 +459,11 @@ class DraMode : public Mode {
     std::shared_ptr<const dra::DeviceCatalog> catalog = CatalogOf(gen);
     LogInfo("DRA devices", {{"devices", StrCat(catalog->devices.size())}, {"pool", pool_}});
     preparer_->SetCatalog(catalog);
-    std::vector<std::pair<DeviceKey, std::string>> outages;
+    std::vector<DraHealth::Outage> outages;
     for (const std::string& uuid : gen.plan.initially_unhealthy) {
-      outages.emplace_back(DeviceKey::Gpu(uuid), "unhealthy at start");
+      outages.push_back({DeviceKey::Gpu(uuid), "unhealthy at start"});
     }
-    for (const auto& o : carried) outages.emplace_back(o.key, o.reason);
+    for (const auto& o : carried) outages.push_back({o.key, o.reason});
     health_state_->SetDevices(catalog->devices, pool_, std::move(outages));
     if (!ctx_.lib) return;
     DraHealth* state = health_state_.get();
