@@ -47,12 +47,16 @@ double Median(std::vector<double> v) {
 
 double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
+// The 8-gpu-pcie fixture's GPUs, named after their PCI addresses.
+constexpr const char* kDevices[] = {"gpu-0000-1b-00-0", "gpu-0000-1c-00-0", "gpu-0000-3d-00-0",
+                                    "gpu-0000-3e-00-0", "gpu-0000-88-00-0", "gpu-0000-89-00-0",
+                                    "gpu-0000-b1-00-0", "gpu-0000-b2-00-0"};
+
 std::string Claim(int i) {
   return std::string(R"({"metadata":{"name":"c)") + std::to_string(i) +
          R"(","namespace":"ns","uid":"u)" + std::to_string(i) +
          R"("},"spec":{"devices":{"requests":[{"name":"gpu"}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
-         kDriver + R"(","pool":")" + kNode + R"(","device":"gpu-)" + std::to_string(i) +
-         R"("}]}}}})";
+         kDriver + R"(","pool":")" + kNode + R"(","device":")" + kDevices[i] + R"("}]}}}})";
 }
 
 int Main(int argc, char** argv) {

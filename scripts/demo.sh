@@ -138,7 +138,7 @@ step "10. By hand: gpu-agent capacity set through the proxy (first --dry-run, th
 "$build"/gpu-agent capacity set --proxy="$url" --node demo-node --count 4
 "$build"/gpu-agent capacity get --proxy="$url" --node demo-node -o json
 
-step "11. DRA mode: a ResourceClaim allocated gpu-0; the kubelet stand-in prepares it, then unprepares it"
+step "11. DRA mode: a ResourceClaim allocated GPU 0 (gpu-0000-06-00-0, its PCI address); the kubelet stand-in prepares it, then unprepares it"
 driver=gpu.gpu-agent.github.io
 claim=default/demo-claim/3f1c0e2a-demo
 mkdir -p "$work/dra-registry" "$work/dra-plugins" "$work/cdi" "$work/dev/dev" \
@@ -149,7 +149,7 @@ for i in $(seq 0 7); do : >"$work/dev/dev/nvidia$i"; done
 : >"$work/dev/dev/nvidiactl"
 version=$(sed -n 's/^driverVersion: "\(.*\)"/\1/p' "$fixture")
 for lib in libnvidia-ml.so libcuda.so; do : >"$work/driver/usr/lib/x86_64-linux-gnu/$lib.$version"; done
-"$build"/apiserver-stub demo-node --claim "$claim" "$driver" gpu-0 >"$work/dra-api.log" 2>&1 &
+"$build"/apiserver-stub demo-node --claim "$claim" "$driver" gpu-0000-06-00-0 >"$work/dra-api.log" 2>&1 &
 dra_api=$!
 started $dra_api
 wait_for "$work/dra-api.log" "serving"
@@ -175,6 +175,6 @@ echo "Plugin mode: gpu-agent found 8 GPUs and their NVLink topology through the 
 echo "registered with the kubelet simulator, answered Allocate, reported an XID as Unhealthy, brought"
 echo "the GPU back, and shut down cleanly. Static mode: it wrote nvidia.com/gpu=8 into the Node and"
 echo "repaired a kubelet zeroing from the watch. By hand: capacity set sent the documented PATCH."
-echo "DRA mode: it registered with the DRA kubelet stand-in, prepared a claim of gpu-0 as a CDI"
+echo "DRA mode: it registered with the DRA kubelet stand-in, prepared a claim of gpu-0000-06-00-0 as a CDI"
 echo "device with its own spec file, and removed that spec when the claim was unprepared."
 echo "The temp folder and every process are cleaned up on exit."

@@ -93,6 +93,13 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
     std::lock_guard<std::mutex> lock(mu_);
     auto it = prepared_.find(c.uid);
     if (it != prepared_.end() && !it->second.from_spec && PathExists(SpecPath(c.uid))) {
+      if (std::string moved = MovedLocked(c, it->second); !moved.empty()) {
+        o.error = moved;
+        LogWarning(
+            "claim not prepared",
+            {{"claim", StrCat(c.name_space, "/", c.name)}, {"uid", c.uid}, {"error", moved}});
+        continue;
+      }
       o.devices = AnswerOf(it->second);
       continue;
     }
@@ -153,6 +160,22 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
   }
   ResetTimeSlices(undo);
   return out;
+}
+
+std::string ClaimPreparer::MovedLocked(const ClaimRef& c, const Entry& e) const {
+  if (!catalog_) return "";
+  for (const PreparedClaim::Device& d : e.devices) {
+    if (d.uuid.empty()) continue;  // prepared by a version that kept no UUID
+    for (const DraDevice& now : catalog_->devices) {
+      if (now.name != d.answer.device || now.uuid == d.uuid) continue;
+      return StrCat(NamedClaim(c), ": device \"", now.name, "\" was prepared as ", d.uuid,
+                    " and is now ", now.uuid,
+                    " (the GPU was replaced or moved since); its containers would get another "
+                    "device than the one prepared, so the claim is refused and its CDI spec "
+                    "left as it was");
+    }
+  }
+  return "";
 }
 
 std::string ClaimPreparer::HolderLocked(const DraDevice& device, const std::string& uid) const {

@@ -113,6 +113,10 @@ class ClaimPreparer : public ClaimHandler {
  private:
   using Entry = PreparedClaim;
   static std::vector<PreparedDevice> AnswerOf(const Entry& e);
+  // REQUIRES: mu_ held. Why the prepared claim `e` cannot be answered as
+  // it was: a device of it whose name the node now gives a GPU or MIG
+  // device of another UUID; empty when none.
+  std::string MovedLocked(const ClaimRef& c, const Entry& e) const;
   // REQUIRES: mu_ held. The claim other than `uid` that `device` is
   // prepared for or held for in this batch, without admin access, as
   // "claim <ns>/<name> (<uid>)"; empty when none.

@@ -25,6 +25,13 @@ std::string LabelPart(const std::string& s) {
   return out;
 }
 
+// At most the 63 characters of a DNS label, ending alphanumeric.
+std::string Label(std::string s) {
+  if (s.size() > 63) s.resize(63);
+  while (!s.empty() && s.back() == '-') s.pop_back();
+  return s;
+}
+
 // resource.kubernetes.io/pciBusID takes "dddd:bb:dd.f", lowercase.
 std::string StandardPciBusId(const std::string& nvml_bus_id) {
   const std::string id = AsciiToLower(nvml::SysfsPciAddress(nvml_bus_id));
@@ -38,7 +45,6 @@ void AddCommon(const nvml::Inventory& inv, const nvml::GpuRecord& gpu,
   a["productName"] = AttributeValue::String(gpu.name);
   if (!gpu.brand.empty()) a["brand"] = AttributeValue::String(gpu.brand);
   if (!gpu.architecture.empty()) a["architecture"] = AttributeValue::String(gpu.architecture);
-  a["index"] = AttributeValue::Int(gpu.index);
   if (gpu.minor >= 0) a["minor"] = AttributeValue::Int(gpu.minor);
   if (gpu.cc_major > 0) {
     a["cudaComputeCapability"] =
@@ -59,12 +65,21 @@ void AddCommon(const nvml::Inventory& inv, const nvml::GpuRecord& gpu,
 
 }  // namespace
 
-std::string GpuDeviceName(unsigned gpu_index) { return StrCat("gpu-", gpu_index); }
+std::string GpuDeviceName(const nvml::GpuRecord& gpu) {
+  std::string id = StandardPciBusId(gpu.pci_bus_id);
+  if (id.empty()) {
+    // No bus id NVML would give: the UUID, which never changes either.
+    id = AsciiToLower(gpu.uuid);
+    if (id.starts_with("gpu-")) id = id.substr(4);
+  }
+  return Label(StrCat("gpu-", LabelPart(id)));
+}
 
-std::string MigDeviceName(unsigned gpu_index, const std::string& profile, unsigned mig_index) {
+std::string MigDeviceName(const std::string& gpu_name, const std::string& profile,
+                          unsigned gpu_instance, unsigned compute_instance) {
   const std::string part = LabelPart(profile);
-  return part.empty() ? StrCat("gpu-", gpu_index, "-mig-", mig_index)
-                      : StrCat("gpu-", gpu_index, "-mig-", part, "-", mig_index);
+  return Label(StrCat(gpu_name, "-mig-", part, part.empty() ? "" : "-", gpu_instance, "-",
+                      compute_instance));
 }
 
 std::string SemanticVersion(const std::string& v) {
@@ -103,7 +118,8 @@ std::vector<DraDevice> BuildDevices(const DeviceModelInput& input) {
       for (const nvml::MigRecord& mig : gpu.mig_devices) {
         const std::string profile = nvml::MigProfileName(gpu, mig);
         DraDevice d;
-        d.name = MigDeviceName(gpu.index, profile, mig.index);
+        d.name = MigDeviceName(GpuDeviceName(gpu), profile, mig.gpu_instance_id,
+                               mig.compute_instance_id);
         d.key = {gpu.uuid, static_cast<int>(mig.gpu_instance_id),
                  static_cast<int>(mig.compute_instance_id)};
         d.uuid = mig.uuid;
@@ -119,7 +135,7 @@ std::vector<DraDevice> BuildDevices(const DeviceModelInput& input) {
       continue;
     }
     DraDevice d;
-    d.name = GpuDeviceName(gpu.index);
+    d.name = GpuDeviceName(gpu);
     d.key = DeviceKey::Gpu(gpu.uuid);
     d.uuid = gpu.uuid;
     AddCommon(inv, gpu, input, &d);

@@ -1,5 +1,5 @@
 // The node's devices as a DRA driver publishes them: a DNS-label name in the
-// pool (gpu-0, gpu-0-mig-1g-10gb-3), typed attributes and capacity, the
+// pool (gpu-0000-3b-00-0, gpu-0000-3b-00-0-mig-1g-10gb-3-0), typed attributes and capacity, the
 // health key, and the UUID under which the node's CDI spec holds its edits.
 // Built from plain inventory records, so the same GPUs give the same
 // devices in `run` and in `gpu-agent dra slices`.
@@ -54,10 +54,16 @@ struct DeviceModelInput {
 // The devices, in inventory order (a GPU's MIG devices in their order).
 std::vector<DraDevice> BuildDevices(const DeviceModelInput& input);
 
-// "gpu-0", "gpu-0-mig-1g-10gb-3": names the kubelet, the scheduler and
-// claims use, DNS labels (lowercase letters, digits, '-', at most 63).
-std::string GpuDeviceName(unsigned gpu_index);
-std::string MigDeviceName(unsigned gpu_index, const std::string& profile, unsigned mig_index);
+// Names the kubelet, the scheduler and claims use, DNS labels (lowercase
+// letters, digits, '-', at most 63), that stay with the device across
+// reboots, driver reloads, drains and rebinds, which renumber NVML's
+// indexes and can renumber minors: a GPU is named after its PCI address,
+// "gpu-0000-3b-00-0" (its UUID, "gpu-<uuid>", where NVML gives none); a
+// MIG device after its GPU, its profile and its GPU and compute instance
+// ids, "gpu-0000-3b-00-0-mig-1g-10gb-3-0".
+std::string GpuDeviceName(const nvml::GpuRecord& gpu);
+std::string MigDeviceName(const std::string& gpu_name, const std::string& profile,
+                          unsigned gpu_instance, unsigned compute_instance);
 
 // A version as semantic versioning requires it: "12.2" -> "12.2.0",
 // "535.129.03" -> "535.129.3"; "" when `v` is not one to three numbers.

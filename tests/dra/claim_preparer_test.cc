@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "base/file_util.h"
+#include "base/slotted_file.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::dra {
@@ -674,6 +675,57 @@ TEST_F(ClaimPreparerTest, AnOlderVersionsPlainCheckpointIsLoadedAndThenKeptInSlo
   Restart();
   EXPECT_EQ(preparer_->Prepared().count("u1"), 0u);
   EXPECT_EQ(preparer_->Prepared().count("u2"), 1u);
+}
+
+// The checkpoint keeps each prepared device's UUID. After a restart that
+// finds a device's name on another GPU (the card in that slot replaced, or
+// a name that moved), the claim is refused, naming the claim and both
+// UUIDs, and its spec is left as it was; the other claims of the call are
+// answered. A version 1 checkpoint (no UUIDs) still loads, its claims
+// answered as before.
+TEST_F(ClaimPreparerTest, APreparedClaimWhoseDeviceNowHasAnotherUuidIsRefused) {
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-1"}}));
+  Put("two", Claim("u2", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  ASSERT_EQ(PrepareOne("two", "u2").error, "");
+  EXPECT_NE(
+      ReadSlotted(options_.checkpoint)
+          .record.find(
+              R"("device":"gpu-1","cdiIds":["gpu-agent.github.io/claim=u1-gpu-1"],"uuid":"GPU-1")"),
+      std::string::npos)
+      << ReadSlotted(options_.checkpoint).record;
+  const std::string spec = ReadFile(preparer_->SpecPath("u1"));
+  Restart();
+  auto swapped = std::make_shared<DeviceCatalog>(*TwoGpus());
+  swapped->devices[1].uuid = "GPU-1-replacement";
+  swapped->node_spec.devices.push_back({"GPU-1-replacement", {}});
+  preparer_->SetCatalog(swapped);
+  std::map<std::string, PrepareOutcome> out =
+      preparer_->Prepare({{"ns", "u1", "one"}, {"ns", "u2", "two"}});
+  EXPECT_EQ(out["u1"].error,
+            "claim ns/one: device \"gpu-1\" was prepared as GPU-1 and is now GPU-1-replacement "
+            "(the GPU was replaced or moved since); its containers would get another device than "
+            "the one prepared, so the claim is refused and its CDI spec left as it was");
+  EXPECT_TRUE(out["u1"].devices.empty());
+  EXPECT_EQ(ReadFile(preparer_->SpecPath("u1")), spec);
+  EXPECT_EQ(out["u2"].error, "");
+  EXPECT_EQ(out["u2"].devices.size(), 1u);
+  // Unprepare needs no device: it succeeds.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+
+  // A version 1 checkpoint: no UUID to compare, answered as it was.
+  dir_.Write("plugin/checkpoint.json",
+             R"({"version":1,"claims":{"u3":{"namespace":"ns","name":"three","devices":[)"
+             R"({"requests":["r"],"pool":"node-a","device":"gpu-1",)"
+             R"("cdiIds":["gpu-agent.github.io/claim=u3-gpu-1"]}]}}})");
+  dir_.Write(
+      "cdi/gpu-agent.github.io-claim_u3.json",
+      R"({"cdiVersion":"0.5.0","kind":"gpu-agent.github.io/claim","devices":[{"name":"u3-gpu-1","containerEdits":{}}]})");
+  Restart();
+  preparer_->SetCatalog(swapped);
+  EXPECT_EQ(PrepareOne("three", "u3").error, "");
+  EXPECT_EQ(reader_->gets, 2);  // answered from the checkpoint
 }
 
 // A crash of the machine in the middle of a checkpoint write: that slot is

@@ -7,6 +7,7 @@
 #include <rapidjson/document.h>
 
 #include "base/resource_name.h"
+#include "base/strings.h"
 #include "dra/dra_device.h"
 #include "support/gpu_records.h"
 #include "support/test_support.h"
@@ -16,6 +17,7 @@ namespace {
 
 using gpu_agent::testing::Gpu;
 using gpu_agent::testing::MixedNode;
+using gpu_agent::testing::PlainNode;
 
 rapidjson::Document Parse(const std::string& json) {
   rapidjson::Document d;
@@ -45,7 +47,7 @@ TEST(DraDeviceTest, AWholeGpuCarriesTypedAttributesAndCapacity) {
   std::vector<DraDevice> devices = BuildDevices(in);
   ASSERT_EQ(devices.size(), 1u);
   const DraDevice& d = devices[0];
-  EXPECT_EQ(d.name, "gpu-0");
+  EXPECT_EQ(d.name, "gpu-0000-3b-00-0");  // its PCI address
   EXPECT_EQ(d.uuid, "GPU-0aaa");
   EXPECT_EQ(d.key, DeviceKey::Gpu("GPU-0aaa"));
   const auto& a = d.attributes;
@@ -54,7 +56,7 @@ TEST(DraDeviceTest, AWholeGpuCarriesTypedAttributesAndCapacity) {
   EXPECT_EQ(a.at("productName"), AttributeValue::String("NVIDIA A100-SXM4-80GB"));
   EXPECT_EQ(a.at("brand"), AttributeValue::String("Nvidia"));
   EXPECT_EQ(a.at("architecture"), AttributeValue::String("ampere"));
-  EXPECT_EQ(a.at("index"), AttributeValue::Int(0));
+  EXPECT_EQ(a.count("index"), 0u);  // NVML's order, which a drained or lost GPU changes
   EXPECT_EQ(a.at("minor"), AttributeValue::Int(0));
   EXPECT_EQ(a.at("cudaComputeCapability"), AttributeValue::Version("8.0.0"));
   // Semantic versions: no leading zeros, three numbers.
@@ -77,11 +79,14 @@ TEST(DraDeviceTest, NumaNodeAndPcieRootOnlyWhereKnown) {
 
 TEST(DraDeviceTest, MigDevicesReplaceTheirGpuWithDnsLabelNames) {
   nvml::Inventory inv = MixedNode();
+  inv.gpus[0].pci_bus_id = "00000000:07:00.0";
   inv.gpus[0].mig_devices[1].multiprocessors = 14;
   DeviceModelInput in{&inv, {0, 1}, true, {}};
   std::vector<DraDevice> devices = BuildDevices(in);
   ASSERT_EQ(devices.size(), 4u);
-  EXPECT_EQ(devices[1].name, "gpu-0-mig-1g-10gb-1");
+  // The GPU's name, the profile, the GPU and compute instance ids.
+  EXPECT_EQ(devices[0].name, "gpu-0000-07-00-0-mig-2g-20gb-1-0");
+  EXPECT_EQ(devices[1].name, "gpu-0000-07-00-0-mig-1g-10gb-2-0");
   EXPECT_EQ(devices[1].attributes.at("type"), AttributeValue::String("mig"));
   EXPECT_EQ(devices[1].attributes.at("profile"), AttributeValue::String("1g.10gb"));
   EXPECT_EQ(devices[1].attributes.at("uuid"), AttributeValue::String("MIG-b"));
@@ -89,7 +94,7 @@ TEST(DraDeviceTest, MigDevicesReplaceTheirGpuWithDnsLabelNames) {
   EXPECT_EQ(devices[1].capacity.at("memory"), "9856Mi");
   EXPECT_EQ(devices[1].capacity.at("multiprocessors"), "14");
   EXPECT_EQ(devices[1].key, (DeviceKey{"GPU-0aaa", 2, 0}));
-  EXPECT_EQ(devices[3].name, "gpu-1");
+  EXPECT_EQ(devices[3].name, "gpu-1aaa");  // no PCI address: its UUID
   for (const DraDevice& d : devices) {
     EXPECT_TRUE(ValidateNodeName(d.name).ok()) << d.name;  // a DNS label is a subdomain
     EXPECT_EQ(d.name.find('.'), std::string::npos) << d.name;
@@ -98,6 +103,35 @@ TEST(DraDeviceTest, MigDevicesReplaceTheirGpuWithDnsLabelNames) {
   // Without MIG devices asked for, the MIG-enabled GPU is offered whole.
   in.mig_devices = false;
   EXPECT_EQ(BuildDevices(in).size(), 2u);
+}
+
+// A GPU keeps its name whatever NVML's index or the minor (a GPU before it
+// drained, lost or bound to vfio-pci renumbers both): the name goes with
+// the PCI address, which only moving the card changes.
+TEST(DraDeviceTest, ANameStaysWithItsGpuWhenTheGpusBeforeItGo) {
+  nvml::Inventory inv = PlainNode(3);
+  const char* buses[] = {"00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0"};
+  for (unsigned i = 0; i < 3; ++i) inv.gpus[i].pci_bus_id = buses[i];
+  const std::vector<DraDevice> before = BuildDevices({&inv, {0, 1, 2}, false, {}});
+  // GPU 0 drained: NVML lists two, renumbered 0 and 1, minors moved on.
+  nvml::Inventory after_drain;
+  after_drain.gpus = {inv.gpus[1], inv.gpus[2]};
+  for (unsigned i = 0; i < 2; ++i) {
+    after_drain.gpus[i].index = i;
+    after_drain.gpus[i].minor = static_cast<int>(i);
+  }
+  const std::vector<DraDevice> after = BuildDevices({&after_drain, {0, 1}, false, {}});
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].name, before[1].name);
+  EXPECT_EQ(after[0].uuid, before[1].uuid);
+  EXPECT_EQ(after[1].name, before[2].name);
+  EXPECT_EQ(after[1].name, "gpu-0000-47-00-0");
+  // A real UUID as the name where there is no PCI address: a DNS label.
+  nvml::Inventory no_bus;
+  no_bus.gpus = {Gpu(0)};
+  no_bus.gpus[0].uuid = "GPU-ED474D47-acdb-5d33-bc5a-38d1d781b523";
+  EXPECT_EQ(BuildDevices({&no_bus, {0}, false, {}}).at(0).name,
+            "gpu-ed474d47-acdb-5d33-bc5a-38d1d781b523");
 }
 
 TEST(DraDeviceTest, SemanticVersionRefusesWhatIsNotOne) {
@@ -127,8 +161,8 @@ SliceInput Input(size_t devices) {
   in.pool_generation = 7;
   for (size_t i = 0; i < devices; ++i) {
     DraDevice d;
-    d.name = GpuDeviceName(static_cast<unsigned>(i));
-    d.attributes["index"] = AttributeValue::Int(static_cast<int64_t>(i));
+    d.name = StrCat("gpu-", i);
+    d.attributes["minor"] = AttributeValue::Int(static_cast<int64_t>(i));
     d.capacity["memory"] = "80Gi";
     in.devices.push_back(d);
   }
@@ -152,7 +186,7 @@ TEST(ResourceSliceTest, OneSliceCarriesThePoolDriverNodeAndOwner) {
   EXPECT_EQ(spec["pool"]["resourceSliceCount"].GetInt(), 1);
   ASSERT_EQ(spec["devices"].Size(), 2u);
   EXPECT_STREQ(spec["devices"][1]["name"].GetString(), "gpu-1");
-  EXPECT_EQ(spec["devices"][1]["attributes"]["index"]["int"].GetInt(), 1);
+  EXPECT_EQ(spec["devices"][1]["attributes"]["minor"]["int"].GetInt(), 1);
   EXPECT_STREQ(spec["devices"][1]["capacity"]["memory"]["value"].GetString(), "80Gi");
   EXPECT_FALSE(spec["devices"][1].HasMember("basic"));
 }
@@ -190,7 +224,7 @@ TEST(ResourceSliceTest, V1beta1WrapsEachDevicesFieldsInBasic) {
   const auto& dev = d["spec"]["devices"][0];
   EXPECT_STREQ(dev["name"].GetString(), "gpu-0");
   EXPECT_FALSE(dev.HasMember("attributes"));
-  EXPECT_EQ(dev["basic"]["attributes"]["index"]["int"].GetInt(), 0);
+  EXPECT_EQ(dev["basic"]["attributes"]["minor"]["int"].GetInt(), 0);
   EXPECT_STREQ(dev["basic"]["capacity"]["memory"]["value"].GetString(), "80Gi");
 }
 

@@ -123,7 +123,7 @@ class DraModeTest : public ::testing::Test {
         args.push_back(value);
       }
     }
-    auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
+    auto env = FakeNvmlEnv(fixture_);
     env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
     agent_ = std::make_unique<Subprocess>(args, env);
   }
@@ -140,15 +140,17 @@ class DraModeTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  ApiServerStub api_;  // outlives the agent
+  std::string fixture_ = FixturePath("2-gpu-mig.yaml");  // the NVML stand-in's
+  ApiServerStub api_;                                    // outlives the agent
   std::unique_ptr<Subprocess> agent_;
 };
 
 TEST_F(DraModeTest, RegistersPreparesABatchAndUnprepares) {
   api_.PutResourceClaim("team", "whole",
-                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-1"}}));
-  api_.PutResourceClaim("team", "mig",
-                        ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim(
+      "team", "mig",
+      ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0000-07-00-0-mig-1g-10gb-2-0"}}));
   api_.PutResourceClaim("team", "foreign",
                         ClaimJson("foreign", "uid-foreign", {{"gpu", "other.example.com", "x"}}));
   DraKubelet kubelet(KubeletOptions());
@@ -167,20 +169,22 @@ TEST_F(DraModeTest, RegistersPreparesABatchAndUnprepares) {
   ASSERT_EQ(out.size(), 4u);
   ASSERT_EQ(out["uid-whole"].error, "") << Log();
   ASSERT_EQ(out["uid-whole"].devices.size(), 1u);
-  EXPECT_EQ(out["uid-whole"].devices[0].device, "gpu-1");
+  EXPECT_EQ(out["uid-whole"].devices[0].device, "gpu-0000-0f-00-0");
   EXPECT_EQ(out["uid-whole"].devices[0].pool, kNode);
   EXPECT_EQ(out["uid-whole"].devices[0].request_names, std::vector<std::string>{"gpu"});
   EXPECT_EQ(out["uid-whole"].devices[0].cdi_ids,
-            std::vector<std::string>{"gpu-agent.github.io/claim=uid-whole-gpu-1"});
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-whole-gpu-0000-0f-00-0"});
   ASSERT_EQ(out["uid-mig"].error, "") << Log();
   EXPECT_EQ(out["uid-mig"].devices.at(0).cdi_ids,
-            std::vector<std::string>{"gpu-agent.github.io/claim=uid-mig-gpu-0-mig-1g-10gb-1"});
+            std::vector<std::string>{
+                "gpu-agent.github.io/claim=uid-mig-gpu-0000-07-00-0-mig-1g-10gb-2-0"});
   EXPECT_NE(out["uid-foreign"].error.find("has no device of driver gpu.gpu-agent.github.io"),
             std::string::npos)
       << out["uid-foreign"].error;
   EXPECT_NE(out["uid-gone"].error.find("is gone from the API server"), std::string::npos)
       << out["uid-gone"].error;
-  EXPECT_EQ(SpecDeviceNames(SpecPath("uid-whole")), std::set<std::string>{"uid-whole-gpu-1"});
+  EXPECT_EQ(SpecDeviceNames(SpecPath("uid-whole")),
+            std::set<std::string>{"uid-whole-gpu-0000-0f-00-0"});
   EXPECT_NE(ReadFile(SpecPath("uid-whole")).find("/dev/nvidia1"), std::string::npos);
   EXPECT_NE(ReadFile(SpecPath("uid-mig")).find("nvidia-cap22"), std::string::npos)
       << ReadFile(SpecPath("uid-mig"));
@@ -217,8 +221,9 @@ TEST_F(DraModeTest, PublishesTheNodesSlicesAndRepublishesWhatTheKubeletDeletes) 
   DraKubelet kubelet(KubeletOptions());
   ASSERT_TRUE(kubelet.Start());
   StartAgent();
-  const std::set<std::string> want = {"gpu-0-mig-2g-20gb-0", "gpu-0-mig-1g-10gb-1",
-                                      "gpu-0-mig-1g-10gb-2", "gpu-1"};
+  const std::set<std::string> want = {"gpu-0000-07-00-0-mig-2g-20gb-1-0",
+                                      "gpu-0000-07-00-0-mig-1g-10gb-2-0",
+                                      "gpu-0000-07-00-0-mig-1g-10gb-3-0", "gpu-0000-0f-00-0"};
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
       << Log();
   const std::string slice = api_.Slices(kNode).at(0);
@@ -256,8 +261,9 @@ TEST_F(DraModeTest, RefusedSliceRequestsAreLoggedRetriedAndEndInTheNodesSlices) 
   DraKubelet kubelet(KubeletOptions());
   ASSERT_TRUE(kubelet.Start());
   StartAgent();
-  const std::set<std::string> want = {"gpu-0-mig-2g-20gb-0", "gpu-0-mig-1g-10gb-1",
-                                      "gpu-0-mig-1g-10gb-2", "gpu-1"};
+  const std::set<std::string> want = {"gpu-0000-07-00-0-mig-2g-20gb-1-0",
+                                      "gpu-0000-07-00-0-mig-1g-10gb-2-0",
+                                      "gpu-0000-07-00-0-mig-1g-10gb-3-0", "gpu-0000-0f-00-0"};
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == want; }, std::chrono::seconds(20)))
       << Log();
   EXPECT_EQ(api_.failed_slice_requests(), 2);
@@ -293,13 +299,16 @@ TEST_F(DraModeTest, RefusedSliceRequestsAreLoggedRetriedAndEndInTheNodesSlices) 
 }
 
 TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReportedUnhealthy) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
-  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-1") == 1; })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-0000-0f-00-0") == 1; }))
+      << Log();
   ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
-  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-1") == 0; })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).count("gpu-0000-0f-00-0") == 0; }))
+      << Log();
   int64_t generation = 0;
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 3u);
   EXPECT_EQ(generation, 2);
@@ -308,7 +317,7 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   std::map<std::string, dra::PrepareOutcome> out;
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
   EXPECT_EQ(out["uid-a"].error,
-            "claim team/a: device \"gpu-1\" is unhealthy (taint "
+            "claim team/a: device \"gpu-0000-0f-00-0\" is unhealthy (taint "
             "gpu.gpu-agent.github.io/unhealthy=XID-79:NoSchedule, which the claim does not "
             "tolerate; admin access would take it)");
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
@@ -317,9 +326,10 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   ASSERT_EQ(health.size(), 4u);
   for (const DraKubelet::Health& h : health) {
     EXPECT_EQ(h.pool, kNode);
-    EXPECT_EQ(h.healthy, h.device != "gpu-1") << h.device;
+    EXPECT_EQ(h.healthy, h.device != "gpu-0000-0f-00-0") << h.device;
     // Why, where it is unhealthy: the health watcher's reason.
-    EXPECT_EQ(h.message.find("79") != std::string::npos, h.device == "gpu-1") << h.message;
+    EXPECT_EQ(h.message.find("79") != std::string::npos, h.device == "gpu-0000-0f-00-0")
+        << h.message;
   }
 }
 
@@ -342,34 +352,35 @@ std::vector<std::string> TaintsOf(ApiServerStub& api, const std::string& name) {
 
 TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTainted) {
   api_.ServeDeviceTaints(true);
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
   EXPECT_NE(Log().find("the API server keeps device taints"), std::string::npos) << Log();
-  EXPECT_EQ(TaintsOf(api_, "gpu-1"), std::vector<std::string>{});
+  EXPECT_EQ(TaintsOf(api_, "gpu-0000-0f-00-0"), std::vector<std::string>{});
   ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
-  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, "gpu-1").empty(); })) << Log();
-  const std::vector<std::string> taints = TaintsOf(api_, "gpu-1");
+  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, "gpu-0000-0f-00-0").empty(); })) << Log();
+  const std::vector<std::string> taints = TaintsOf(api_, "gpu-0000-0f-00-0");
   ASSERT_EQ(taints.size(), 1u);
   EXPECT_EQ(taints[0].rfind("gpu.gpu-agent.github.io/unhealthy=XID", 0), 0u) << taints[0];
   EXPECT_EQ(taints[0].substr(taints[0].size() - 11), ":NoSchedule") << taints[0];
   int64_t generation = 0;
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);  // it stays
   EXPECT_EQ(generation, 2);
-  EXPECT_EQ(TaintsOf(api_, "gpu-0-mig-1g-10gb-1"), std::vector<std::string>{});
+  EXPECT_EQ(TaintsOf(api_, "gpu-0000-07-00-0-mig-1g-10gb-2-0"), std::vector<std::string>{});
   // The scheduler allocates a tainted device only to a claim that
   // tolerates the taint or asks for admin access: those get it, another
   // is refused naming the taint.
   api_.PutResourceClaim(
       "team", "tolerating",
       WithResultFields(
-          ClaimJson("tolerating", "uid-tol", {{"gpu", kDriver, "gpu-1"}}),
+          ClaimJson("tolerating", "uid-tol", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}),
           R"("tolerations":[{"key":"gpu.gpu-agent.github.io/unhealthy","operator":"Exists"}])"));
   api_.PutResourceClaim(
       "team", "admin",
-      WithResultFields(ClaimJson("admin", "uid-admin", {{"gpu", kDriver, "gpu-1"}}),
+      WithResultFields(ClaimJson("admin", "uid-admin", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}),
                        R"("adminAccess":true)"));
   std::map<std::string, dra::PrepareOutcome> out;
   ASSERT_TRUE(kubelet
@@ -380,7 +391,7 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTaint
                            &out)
                   .ok());
   EXPECT_EQ(out["uid-a"].error,
-            "claim team/a: device \"gpu-1\" is unhealthy (taint " + taints[0] +
+            "claim team/a: device \"gpu-0000-0f-00-0\" is unhealthy (taint " + taints[0] +
                 ", which the claim does not tolerate; admin access would take it)");
   EXPECT_EQ(out["uid-tol"].error, "") << Log();
   EXPECT_EQ(out["uid-admin"].error, "") << Log();
@@ -403,16 +414,17 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsARecoveredGpuLosesItsTaint) {
   EXPECT_EQ(generation, 1);
   ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
-  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, "gpu-1").empty(); })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, "gpu-0000-0f-00-0").empty(); })) << Log();
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);
   EXPECT_EQ(generation, 2);
   const size_t stored = api_.stored_slice_names().size();
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "reset 1"));
-  ASSERT_TRUE(WaitFor([&] { return TaintsOf(api_, "gpu-1").empty(); }, std::chrono::seconds(20)))
+  ASSERT_TRUE(
+      WaitFor([&] { return TaintsOf(api_, "gpu-0000-0f-00-0").empty(); }, std::chrono::seconds(20)))
       << Log();
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);
   EXPECT_EQ(generation, 3);
-  // One replace from tainted to untainted: gpu-1 was never out.
+  // One replace from tainted to untainted: gpu-0000-0f-00-0 was never out.
   EXPECT_EQ(api_.stored_slice_names().size() - stored, 1u);
   for (const std::string& device : PublishedDevices(api_)) {
     EXPECT_EQ(TaintsOf(api_, device), std::vector<std::string>{}) << device;
@@ -420,7 +432,8 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsARecoveredGpuLosesItsTaint) {
 }
 
 TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   api_.HangClaimGets(true);
@@ -452,8 +465,10 @@ TEST_F(DraModeTest, SigtermMidPrepareEndsPromptlyAndTheNextAgentPrepares) {
 
 // A batch's GETs go out together, and a stop cuts off every one in flight.
 TEST_F(DraModeTest, ABatchsClaimGetsGoOutTogetherAndSigtermCutsThemAllOff) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
-  api_.PutResourceClaim("team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim("team", "b",
+                        ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0000-07-00-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   api_.HangClaimGets(true);
@@ -477,7 +492,8 @@ TEST_F(DraModeTest, ABatchsClaimGetsGoOutTogetherAndSigtermCutsThemAllOff) {
 }
 
 TEST_F(DraModeTest, AKubeletGoneMidPrepareLosesNothingAndItsRetryIsAnswered) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet::Options o = KubeletOptions();
   o.call_deadline = std::chrono::milliseconds(300);
   DraKubelet kubelet(o);
@@ -496,7 +512,7 @@ TEST_F(DraModeTest, AKubeletGoneMidPrepareLosesNothingAndItsRetryIsAnswered) {
     return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
   })) << Log();
   EXPECT_EQ(out["uid-a"].error, "");
-  EXPECT_EQ(out["uid-a"].devices.at(0).device, "gpu-1");
+  EXPECT_EQ(out["uid-a"].devices.at(0).device, "gpu-0000-0f-00-0");
   EXPECT_EQ(api_.claim_get_count(), gets);
 }
 
@@ -557,9 +573,10 @@ TEST_F(DraModeTest, PodmanResolvesTheCdiIdsPrepareAnswersUntilUnprepare) {
   // A kind of its own: no clash with a real spec in /var/run/cdi.
   const std::string vendor = "gpu-agent-dra-test-" + std::to_string(::getpid()) + ".example";
   api_.PutResourceClaim("team", "whole",
-                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-1"}}));
-  api_.PutResourceClaim("team", "mig",
-                        ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+                        ClaimJson("whole", "uid-whole", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim(
+      "team", "mig",
+      ClaimJson("mig", "uid-mig", {{"gpu", kDriver, "gpu-0000-07-00-0-mig-1g-10gb-2-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_TRUE(kubelet.Start());
   StartAgent({{"--cdi-spec-dir", "/var/run/cdi"},
@@ -603,8 +620,9 @@ TEST_F(DraModeTest, TheNodesConfigLabelPicksTheConfigAndTheSlicesFollow) {
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; }, std::chrono::seconds(20)))
       << Log();
   api_.SetLabel(kNode, "nvidia.com/device-plugin.config", "one");
-  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_) == std::set<std::string>{"gpu-1"}; }))
-      << Log();
+  ASSERT_TRUE(WaitFor([&] {
+    return PublishedDevices(api_) == std::set<std::string>{"gpu-0000-0f-00-0"};
+  })) << Log();
   int64_t generation = 0;
   PublishedDevices(api_, &generation);
   EXPECT_EQ(generation, 2);
@@ -621,8 +639,10 @@ TEST_F(DraModeTest, AKubeletRestartRegistersThePluginAgain) {
 }
 
 TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
-  api_.PutResourceClaim("team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim("team", "b",
+                        ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet::Options o = KubeletOptions();
   o.known_versions = {"v1beta1.DRAPlugin"};
   DraKubelet kubelet(o);
@@ -691,7 +711,8 @@ TEST_F(DraModeTest, AHostileApiServerNeitherCrashesNorMisleadsTheAgent) {
 }
 
 TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   std::map<std::string, dra::PrepareOutcome> out;
@@ -715,6 +736,51 @@ TEST_F(DraModeTest, ARestartedAgentUnpreparesWhatItsCheckpointHolds) {
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
 }
 
+// The card in a slot replaced while the agent was down: the same device
+// name (its PCI address) now has another UUID. The prepared claim the
+// kubelet asks again for is refused, naming both UUIDs, its CDI spec left
+// as it was; another claim of the call is prepared; unprepare succeeds.
+TEST_F(DraModeTest, AClaimWhoseDeviceHasAnotherGpuAfterARestartIsRefused) {
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim(
+      "team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0000-07-00-0-mig-1g-10gb-2-0"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  ASSERT_EQ(out["uid-a"].error, "") << Log();
+  const std::string spec = ReadFile(SpecPath("uid-a"));
+  agent_->Signal(SIGTERM);
+  ASSERT_EQ(agent_->Wait(), 0) << Log();
+  std::string fixture = ReadFile(fixture_);
+  const std::string old_uuid = "GPU-bc92a28e-d4f1-504c-a22f-5db7f2725196";
+  const std::string new_uuid = "GPU-0d6b5a41-7c3e-4f55-9a61-2b8e0c7f1d23";
+  fixture.replace(fixture.find(old_uuid), old_uuid.size(), new_uuid);
+  dir_.Write("swapped.yaml", fixture);
+  fixture_ = dir_.Join("swapped.yaml");
+  const int registrations = kubelet.registrations();
+  StartAgent();
+  ASSERT_TRUE(
+      WaitFor([&] { return kubelet.registrations() > registrations; }, std::chrono::seconds(20)))
+      << Log();
+  out.clear();
+  ASSERT_TRUE(
+      kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error,
+            "claim team/a: device \"gpu-0000-0f-00-0\" was prepared as " + old_uuid +
+                " and is now " + new_uuid +
+                " (the GPU was replaced or moved since); its containers would get another device "
+                "than the one prepared, so the claim is refused and its CDI spec left as it was")
+      << Log();
+  EXPECT_EQ(ReadFile(SpecPath("uid-a")), spec);
+  EXPECT_EQ(out["uid-b"].error, "") << Log();
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok());
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+}
+
 // The claim specs in the CDI folder.
 std::set<std::string> ClaimSpecs(const std::string& dir) {
   std::set<std::string> out;
@@ -727,9 +793,10 @@ std::set<std::string> ClaimSpecs(const std::string& dir) {
 }
 
 TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerLeakingNothing) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
-  api_.PutResourceClaim("team", "b",
-                        ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0-mig-1g-10gb-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim(
+      "team", "b", ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0000-07-00-0-mig-1g-10gb-2-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   std::vector<DraKubelet::Health> health;
@@ -762,7 +829,7 @@ TEST_F(DraModeTest, ADroppedKubeletConnectionMidPrepareIsRetriedToTheSameAnswerL
   ASSERT_EQ(retry["uid-a"].error, "") << Log();
   ASSERT_EQ(retry["uid-a"].devices.size(), 1u);
   EXPECT_EQ(retry["uid-a"].devices[0].cdi_ids,
-            std::vector<std::string>{"gpu-agent.github.io/claim=uid-a-gpu-1"});
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-a-gpu-0000-0f-00-0"});
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &again).ok());
   ASSERT_EQ(again["uid-a"].devices.size(), 1u);
   EXPECT_EQ(again["uid-a"].devices[0].cdi_ids, retry["uid-a"].devices[0].cdi_ids);
@@ -816,12 +883,13 @@ TEST_F(DraModeTest, AGpuConfigsTimeSliceIsSetWithTheDriversNvidiaSmi) {
         interval + R"("}}}}}],)";
     return json.insert(json.find(R"("results":[)"), config);
   };
-  api_.PutResourceClaim("team", "a",
-                        with_config(ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}), "Short"));
+  api_.PutResourceClaim(
+      "team", "a",
+      with_config(ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}), "Short"));
   // b shares a's GPU: admin access.
   api_.PutResourceClaim(
       "team", "b",
-      with_config(WithResultFields(ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-1"}}),
+      with_config(WithResultFields(ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}),
                                    R"("adminAccess":true)"),
                   "Long"));
   DraKubelet kubelet(KubeletOptions());
@@ -869,7 +937,7 @@ TEST_F(DraModeTest, AFirstAvailableClaimsContainerGetsItsGpuAndItsConfig) {
            name + R"(","namespace":"team","uid":")" + uid +
            R"("},"spec":{"devices":{"requests":[{"name":"gpu","firstAvailable":[{"name":"mig","deviceClassName":"mig.gpu.gpu-agent.github.io"},{"name":"whole","deviceClassName":"gpu.gpu-agent.github.io"}]}]}},"status":{"allocation":{"devices":{)" +
            config + R"("results":[{"request":"gpu/whole","driver":")" + kDriver + R"(","pool":")" +
-           kNode + R"(","device":"gpu-1"}]}}}})";
+           kNode + R"(","device":"gpu-0000-0f-00-0"}]}}}})";
   };
   api_.PutResourceClaim("team", "plain", claim("plain", "uid-plain", ""));
   api_.PutResourceClaim(
@@ -886,7 +954,7 @@ TEST_F(DraModeTest, AFirstAvailableClaimsContainerGetsItsGpuAndItsConfig) {
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-plain", "plain"}}, &out).ok()) << Log();
   ASSERT_EQ(out["uid-plain"].error, "") << Log();
   EXPECT_EQ(DraKubelet::ContainerCdiIds(out["uid-plain"], "gpu"),
-            std::vector<std::string>{"gpu-agent.github.io/claim=uid-plain-gpu-1"});
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-plain-gpu-0000-0f-00-0"});
   std::map<std::string, std::string> un;
   ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-plain", "plain"}}, &un).ok()) << Log();
   EXPECT_FALSE(Exists(dir_.Join("smi.args")));  // no config, nothing set
@@ -894,13 +962,14 @@ TEST_F(DraModeTest, AFirstAvailableClaimsContainerGetsItsGpuAndItsConfig) {
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-conf", "configured"}}, &out).ok()) << Log();
   ASSERT_EQ(out["uid-conf"].error, "") << Log();
   EXPECT_EQ(DraKubelet::ContainerCdiIds(out["uid-conf"], "gpu"),
-            std::vector<std::string>{"gpu-agent.github.io/claim=uid-conf-gpu-1"});
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-conf-gpu-0000-0f-00-0"});
   EXPECT_EQ(ReadFile(dir_.Join("smi.args")),
             "compute-policy -i GPU-bc92a28e-d4f1-504c-a22f-5db7f2725196 --set-timeslice=3\n");
 }
 
 TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   const std::string folder = dir_.Join("plugins") + "/" + kDriver;

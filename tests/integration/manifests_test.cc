@@ -146,7 +146,7 @@ TEST(ManifestsTest, DraClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
   api.PutResourceClaim(
       "ns", "c",
       R"({"metadata":{"name":"c","namespace":"ns","uid":"u1"},"spec":{"devices":{"requests":[{"name":"gpu"}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
-          driver + R"(","pool":"n1","device":"gpu-0"}]}}}})");
+          driver + R"(","pool":"n1","device":"gpu-0000-3b-00-0"}]}}}})");
   api.AddSlice(
       R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"n1-)" +
       driver + R"(-1"},"spec":{"driver":")" + driver +
@@ -170,7 +170,7 @@ TEST(ManifestsTest, DraClusterRoleAllowsExactlyTheCallsTheAgentMakes) {
   ASSERT_TRUE(kubelet.Unprepare(driver, {{"ns", "u1", "c"}}, &unprepared).ok());
   auto published = [&] {
     std::vector<std::string> s = api.Slices("n1");
-    return s.size() == 1 && s[0].find("\"gpu-0\"") != std::string::npos;
+    return s.size() == 1 && s[0].find("\"gpu-0000-3b-00-0\"") != std::string::npos;
   };
   ASSERT_TRUE(WaitFor(published)) << agent.Stderr();
   api.EmptySliceDevices("n1-" + driver + "-0");

@@ -44,7 +44,7 @@ grep -q "Summary" "$t/a.log" || fail "run a did not reach the summary"
 grep -q "Summary" "$t/b.log" || fail "run b did not reach the summary"
 # DRA mode: the claim prepared as a CDI device of its own spec, then unprepared.
 for run in a b; do
-  grep -q "NodePrepareResources default/demo-claim (3f1c0e2a-demo): pool demo-node device gpu-0 cdi gpu-agent.github.io/claim=3f1c0e2a-demo-gpu-0" "$t/$run.log" ||
+  grep -q "NodePrepareResources default/demo-claim (3f1c0e2a-demo): pool demo-node device gpu-0000-06-00-0 cdi gpu-agent.github.io/claim=3f1c0e2a-demo-gpu-0000-06-00-0" "$t/$run.log" ||
     fail "run $run did not show the claim prepared"
   grep -q "NodeUnprepareResources default/demo-claim (3f1c0e2a-demo): done" "$t/$run.log" ||
     fail "run $run did not show the claim unprepared"
