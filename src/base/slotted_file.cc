@@ -138,6 +138,30 @@ SlottedRead ParseSlotted(std::string all) {
   return out;
 }
 
+SlottedStamp StampSlotted(const std::string& path) {
+  SlottedStamp out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return out;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    out.inode = st.st_ino;
+    const size_t size = static_cast<size_t>(st.st_size);
+    for (size_t at : {size_t{0}, size / 2}) {
+      if (size == 0 || size % 2 != 0) break;
+      char buf[96];
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, static_cast<off_t>(at));
+      if (n <= 0) continue;
+      buf[n] = '\0';
+      uint64_t seq = 0;
+      if (std::sscanf(buf, "{\"slot\":{\"seq\":%" SCNu64, &seq) == 1) {
+        out.seq = std::max(out.seq, seq);
+      }
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
 SlottedWriter::~SlottedWriter() { Close(); }
 
 void SlottedWriter::Close() {

@@ -53,6 +53,19 @@ SlottedRead ReadSlotted(const std::string& path, size_t max_bytes = kMaxSlottedF
 // The same, of a file's whole text (`found` true).
 SlottedRead ParseSlotted(std::string text);
 
+// What tells one record at a path from another without reading it: the
+// file's inode and the sequence number of its newest intact slot header
+// (0 for a file not in slots). A writer writes in place only to the file
+// it made, with a higher number each time, so a stamp that has not changed
+// means no one has written since.
+struct SlottedStamp {
+  ino_t inode = 0;  // 0: no file
+  uint64_t seq = 0;
+  friend bool operator==(const SlottedStamp&, const SlottedStamp&) = default;
+};
+// Reads the two slots' header lines only (a link is not followed).
+SlottedStamp StampSlotted(const std::string& path);
+
 class SlottedWriter {
  public:
   // The file gets exactly `mode` (0600: the agent's own state).
@@ -71,6 +84,9 @@ class SlottedWriter {
   absl::Status Write(std::string_view record);
 
   const std::string& path() const { return path_; }
+  // The stamp of the record it last wrote (StampSlotted's for the file
+  // then); inode 0 before its first write.
+  SlottedStamp stamp() const { return {inode_, seq_}; }
   // Times the file was made whole (see above): once, for a writer whose
   // file stays in place and whose records fit.
   int files_made() const { return files_made_; }

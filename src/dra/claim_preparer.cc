@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/file_lock.h"
 #include "base/file_util.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -43,6 +44,13 @@ absl::StatusOr<std::unique_ptr<ClaimPreparer>> ClaimPreparer::Create(
     return s;
   }
   std::unique_ptr<ClaimPreparer> p(new ClaimPreparer(std::move(options), std::move(reader)));
+  if (!p->options_.lock_file.empty()) {
+    absl::StatusOr<std::unique_ptr<FileLock>> lock = FileLock::Open(p->options_.lock_file);
+    if (!lock.ok()) return lock.status();
+    p->lock_ = *std::move(lock);
+  }
+  FileLockHolder hold(p->lock_.get());
+  if (!hold.status().ok()) return hold.status();
   p->Load();
   return p;
 }
@@ -75,7 +83,37 @@ std::vector<PreparedDevice> ClaimPreparer::AnswerOf(const Entry& e) {
   return out;
 }
 
+void ClaimPreparer::CatchUpLocked(const FileLockHolder& hold) {
+  if (!hold.status().ok()) {
+    // Cannot happen on a lock file the agent opened; said, and the batch
+    // goes on as a lone instance's would.
+    LogWarning("the DRA checkpoint's lock cannot be taken; going on without it",
+               {{"error", std::string(hold.status().message())}});
+    return;
+  }
+  const SlottedStamp now = StampSlotted(options_.checkpoint);
+  // Unchanged since this process read or wrote it; or gone (its folder
+  // removed), which the next save writes again from what is here.
+  if (now == stamp_ || now.inode == 0) return;
+  const SlottedRead read = ReadSlotted(options_.checkpoint);
+  absl::StatusOr<PreparedClaims> claims =
+      read.problem.empty() ? ParseCheckpoint(read.record) : absl::DataLossError(read.problem);
+  if (!claims.ok()) {
+    LogWarning(
+        "the DRA checkpoint another instance wrote cannot be read; keeping this one's",
+        {{"checkpoint", options_.checkpoint}, {"error", std::string(claims.status().message())}});
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  prepared_ = *std::move(claims);
+  stamp_ = now;
+}
+
 std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<ClaimRef>& claims) {
+  // Another instance (a rolling update's) may have written the checkpoint
+  // since: read again under the lock both hold for a whole call.
+  FileLockHolder hold(lock_.get());
+  CatchUpLocked(hold);
   std::map<std::string, PrepareOutcome> out;
   std::vector<std::string> added;
   std::vector<const ClaimRef*> todo;  // each UID once
@@ -338,6 +376,8 @@ std::string ClaimPreparer::SetTimeSlice(const DraDevice& device, const std::stri
 }
 
 std::map<std::string, std::string> ClaimPreparer::Unprepare(const std::vector<ClaimRef>& claims) {
+  FileLockHolder hold(lock_.get());
+  CatchUpLocked(hold);
   std::map<std::string, std::string> out;
   std::map<std::string, Entry> removed;  // by UID, until the checkpoint says so too
   for (const ClaimRef& c : claims) {
@@ -419,12 +459,18 @@ absl::Status ClaimPreparer::Save() {
   if (absl::Status s = checkpoint_writer_.Write(record); !s.ok()) {
     return absl::Status(s.code(), StrCat("the DRA checkpoint cannot be written: ", s.message()));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  stamp_ = checkpoint_writer_.stamp();
   return absl::OkStatus();
 }
 
 void ClaimPreparer::Load() {
   // In slots (base/slotted_file), or the plain JSON of an older version,
   // which the next save writes in slots.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stamp_ = StampSlotted(options_.checkpoint);
+  }
   const SlottedRead read = ReadSlotted(options_.checkpoint);
   std::string problem = read.problem;
   if (read.found && problem.empty()) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/file_lock.h"
 #include "base/slotted_file.h"
 #include "cdi/spec.h"
 #include "dra/claim_allocation.h"
@@ -68,6 +69,11 @@ struct PreparerOptions {
   // refused, saying so. Called before the claim's spec is written, from a
   // batch's reading threads.
   std::function<absl::Status(const std::string& uuid, const std::string& interval)> set_time_slice;
+  // Held (flock) for each prepare and unprepare call and while the
+  // checkpoint is loaded, so instances on one node (a rolling update's
+  // old and new) share the checkpoint: each call reads it again when
+  // another has written it since. Empty: no lock.
+  std::string lock_file;
 };
 
 class ClaimPreparer : public ClaimHandler {
@@ -123,6 +129,9 @@ class ClaimPreparer : public ClaimHandler {
   std::string HolderLocked(const DraDevice& device, const std::string& uid) const;
   ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
   void Load();
+  // REQUIRES: `hold` holds lock_ (or failed to). Reads the checkpoint
+  // again when someone else wrote it since this process last did.
+  void CatchUpLocked(const FileLockHolder& hold);
   // The claims' specs in the CDI folder, by UID, as entries; a spec that
   // cannot be parsed is removed, named in a warning.
   std::map<std::string, Entry> ReadSpecs() const;
@@ -148,6 +157,8 @@ class ClaimPreparer : public ClaimHandler {
   std::map<std::string, ClaimRef> held_;   // protected by mu_
   std::map<std::string, Entry> prepared_;  // protected by mu_: by claim UID
 
+  std::unique_ptr<FileLock> lock_;   // null without options_.lock_file
+  SlottedStamp stamp_;               // protected by mu_: the checkpoint as last read or written
   std::mutex save_mu_;               // one Save at a time; taken before mu_
   SlottedWriter checkpoint_writer_;  // protected by save_mu_
 };

@@ -172,11 +172,13 @@ class ClaimsThread {
 }  // namespace
 
 std::string RegistrationSocketPath(const DraServerOptions& o) {
-  return StrCat(o.registry_dir, "/", o.driver_name, "-reg.sock");
+  return StrCat(o.registry_dir, "/", o.driver_name, o.instance.empty() ? "" : "-", o.instance,
+                "-reg.sock");
 }
 
 std::string PluginSocketPath(const DraServerOptions& o) {
-  return StrCat(o.plugin_dir, "/", o.driver_name, "/dra.sock");
+  return StrCat(o.plugin_dir, "/", o.driver_name, "/dra", o.instance.empty() ? "" : "-", o.instance,
+                ".sock");
 }
 
 // The DRA versions first (the kubelet takes the first of them it knows),
@@ -401,6 +403,28 @@ class DraServer::Impl {
       RemoveIfOurs(plugin_path_, plugin_inode_);
     }
     claims_.Join();
+  }
+
+  void SetHealthServing(bool serving) {
+    std::vector<HealthStream*> finish;
+    {
+      std::lock_guard<std::mutex> lock(health_mu_);
+      if (health_serving_ == serving) return;
+      health_serving_ = serving;
+      if (!serving) {
+        std::vector<HealthStream*> all(streams_.begin(), streams_.end());
+        for (HealthStream* st : all) {
+          if (st->CloseLocked(NotServingHealth())) finish.push_back(st);
+        }
+      }
+    }
+    for (HealthStream* st : finish) st->Finish(NotServingHealth());
+  }
+
+  grpc::Status NotServingHealth() const {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        StrCat("another instance of ", options_.driver_name,
+                               " on this node serves its devices' health"));
   }
 
   void SetHealth(std::vector<DeviceHealthRecord> devices) {
@@ -649,11 +673,12 @@ class DraServer::Impl {
     grpc::ServerWriteReactor<HealthResponse>* NodeWatchResources(
         grpc::CallbackServerContext*, const v1alpha1::NodeWatchResourcesRequest*) override {
       auto* stream = new HealthStream(impl_);
-      bool closed, write = false;
+      bool closed, elsewhere = false, write = false;
       {
         std::lock_guard<std::mutex> lock(impl_->health_mu_);
         closed = impl_->streams_closed_;
-        if (!closed) {
+        elsewhere = !closed && !impl_->health_serving_;
+        if (!closed && !elsewhere) {
           // The first stream starts the heartbeat's clock.
           if (impl_->streams_.empty()) impl_->health_published_ = std::chrono::steady_clock::now();
           impl_->streams_.insert(stream);
@@ -664,6 +689,7 @@ class DraServer::Impl {
         }
       }
       if (closed) stream->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+      if (elsewhere) stream->Close(impl_->NotServingHealth());
       if (write) stream->StartPrepared();
       return stream;
     }
@@ -782,6 +808,7 @@ class DraServer::Impl {
   std::chrono::steady_clock::time_point health_published_;  // protected by health_mu_
   uint64_t health_resends_ = 0;                             // protected by health_mu_
   bool streams_closed_ = false;                             // protected by health_mu_
+  bool health_serving_ = true;                              // protected by health_mu_
 };
 
 DraServer::DraServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -802,6 +829,7 @@ void DraServer::Stop(std::chrono::milliseconds deadline) { impl_->Stop(deadline)
 void DraServer::SetHealth(std::vector<DeviceHealthRecord> devices) {
   impl_->SetHealth(std::move(devices));
 }
+void DraServer::SetHealthServing(bool serving) { impl_->SetHealthServing(serving); }
 RegistrationState DraServer::registration() const { return impl_->registration(); }
 ClaimCallStats DraServer::stats() const { return impl_->stats(); }
 const std::string& DraServer::registration_socket() const { return impl_->registration_socket(); }

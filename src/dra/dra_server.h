@@ -28,13 +28,19 @@ struct DraServerOptions {
   std::string driver_name;   // a DNS subdomain, e.g. gpu.gpu-agent.github.io
   std::string registry_dir;  // the kubelet's plugins_registry folder
   std::string plugin_dir;    // the kubelet's plugins folder
+  // This instance's name in its sockets' names: the pod UID in a rolling
+  // update, where the kubelet (1.33+) registers the new pod's sockets
+  // beside the old one's; empty: the plain names, one instance a node.
+  std::string instance = "";
   // While a health stream is open, the current list is sent again this long
   // after the last: the kubelet takes a device it has heard nothing of for
   // 30 s as of unknown health. No stream open, no wake-up.
   std::chrono::milliseconds health_resend{10000};
 };
 
-// <registry_dir>/<driver>-reg.sock and <plugin_dir>/<driver>/dra.sock.
+// <registry_dir>/<driver>-reg.sock and <plugin_dir>/<driver>/dra.sock; with
+// an instance, <driver>-<instance>-reg.sock and dra-<instance>.sock (the
+// names the kubelet plugin helper's RollingUpdate gives them).
 std::string RegistrationSocketPath(const DraServerOptions& o);
 std::string PluginSocketPath(const DraServerOptions& o);
 
@@ -90,6 +96,11 @@ class DraServer {
   // Replaces the devices the health stream reports; streams open get the
   // new list.
   void SetHealth(std::vector<DeviceHealthRecord> devices);
+  // Whether this instance serves the health stream (the default): another
+  // instance of the driver on the node serves it while this one does not,
+  // and the streams open are ended, new ones refused UNAVAILABLE (the
+  // kubelet asks again every 5 s).
+  void SetHealthServing(bool serving);
 
   RegistrationState registration() const;
   ClaimCallStats stats() const;

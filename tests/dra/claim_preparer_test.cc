@@ -16,7 +16,9 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <thread>
 
+#include "base/file_lock.h"
 #include "base/file_util.h"
 #include "base/slotted_file.h"
 #include "support/test_support.h"
@@ -131,7 +133,8 @@ class ClaimPreparerTest : public ::testing::Test {
                   std::lock_guard<std::mutex> lock(slices_mu_);
                   slices_set_.push_back(uuid + "=" + interval);
                   return slice_status_;
-                }};
+                },
+                ""};
     Restart();
   }
   void Restart() {
@@ -606,6 +609,56 @@ TEST_F(ClaimPreparerTest, ADeviceIsPreparedForOneClaimAtATimeAdminAccessExcepted
             std::string::npos);
   EXPECT_EQ(preparer_->Unprepare({{"ns", "u-a", "a"}})["u-a"], "");
   EXPECT_EQ(PrepareOne("b", "u-b").error, "");  // the admin claim still has it too
+}
+
+// Two instances on one node, as a rolling update's old and new pods: one
+// checkpoint, shared under its lock, each call reading what the other
+// wrote since: a claim one prepared the other answers, unprepares and
+// counts as holding its device; a call waits while the other holds the
+// lock.
+TEST_F(ClaimPreparerTest, TwoInstancesShareTheCheckpointUnderItsLock) {
+  options_.lock_file = dir_.Join("plugin/serialize.lock");
+  Restart();
+  absl::StatusOr<std::unique_ptr<ClaimPreparer>> made = ClaimPreparer::Create(options_, reader_);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<ClaimPreparer> other = *std::move(made);
+  other->SetCatalog(TwoGpus());
+  Put("one", Claim("u1", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("two", Claim("u2", {{"r", kDriver, kPool, "gpu-1"}}));
+  Put("three", Claim("u3", {{"r", kDriver, kPool, "gpu-0"}}));
+  ASSERT_EQ(PrepareOne("one", "u1").error, "");
+  ASSERT_EQ(other->Prepare({{"ns", "u2", "two"}})["u2"].error, "");
+  // The other knows u1 holds gpu-0; this one answers u2 from the
+  // checkpoint (no GET).
+  EXPECT_EQ(other->Prepare({{"ns", "u3", "three"}})["u3"].error,
+            "claim ns/three: device \"gpu-0\" (GPU-0) is already prepared for claim ns/one (u1); a "
+            "device serves one claim at a time (admin access excepted)");
+  const int gets = reader_->gets;
+  EXPECT_EQ(PrepareOne("two", "u2").error, "");
+  EXPECT_EQ(reader_->gets, gets);
+  // What one prepared the other unprepares; the first then sees gpu-0 free.
+  EXPECT_EQ(other->Unprepare({{"ns", "u1", "one"}})["u1"], "");
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u1")));
+  EXPECT_EQ(PrepareOne("three", "u3").error, "");
+  EXPECT_EQ(preparer_->Prepared().count("u1"), 0u);
+
+  // A call waits for the lock the other instance holds.
+  absl::StatusOr<std::unique_ptr<FileLock>> held = FileLock::Open(options_.lock_file);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE((*held)->Lock().ok());
+  std::atomic<bool> done{false};
+  std::thread call([&] {
+    other->Unprepare({{"ns", "u3", "three"}});
+    done = true;
+  });
+  gpu_agent::testing::MeasurementWindow(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done);
+  EXPECT_TRUE(PathExists(preparer_->SpecPath("u3")));
+  (*held)->Unlock();
+  call.join();
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u3")));
+  Restart();
+  EXPECT_EQ(preparer_->Prepared().size(), 1u);  // u2
 }
 
 TEST_F(ClaimPreparerTest, UnprepareRemovesTheSpecAndAnUnknownClaimSucceeds) {

@@ -219,6 +219,36 @@ TEST_F(DraServerTest, AHealthStreamDroppedWhileOpenIsForgottenAndTheNextGetsTheC
   EXPECT_TRUE(WaitFor([&] { return server_->stats().health_streams == 0; }));
 }
 
+// A rolling update's instance: its sockets carry its pod UID, so a new pod
+// registers beside the old one; while another instance serves the health
+// stream this one ends its streams and refuses new ones, and serves again
+// when it is asked to.
+TEST_F(DraServerTest, AnInstancesSocketsCarryItsUidAndItsHealthStreamCanStandDown) {
+  options_.instance = "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02";
+  StartServer();
+  server_->SetHealth({{"node-a", "gpu-0", true, ""}});
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver));
+  const DraKubelet::Plugin p = *kubelet.plugin(kDriver);
+  EXPECT_EQ(p.socket,
+            dir_.Join("registry") + "/" + kDriver + "-" + options_.instance + "-reg.sock");
+  EXPECT_EQ(p.endpoint,
+            dir_.Join("plugins") + "/" + kDriver + "/dra-" + options_.instance + ".sock");
+  ASSERT_TRUE(kubelet.WatchHealth(kDriver));
+  ASSERT_TRUE(WaitFor([&] { return kubelet.health_lists() == 1; }));
+  server_->SetHealthServing(false);
+  ASSERT_TRUE(WaitFor([&] { return kubelet.health_watch_end().has_value(); }));
+  EXPECT_EQ(kubelet.health_watch_end()->error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(kubelet.health_watch_end()->error_message(),
+            "another instance of gpu.gpu-agent.github.io on this node serves its devices' health");
+  std::vector<DraKubelet::Health> health;
+  EXPECT_EQ(kubelet.FirstHealth(kDriver, &health).error_code(), grpc::StatusCode::UNAVAILABLE);
+  server_->SetHealthServing(true);
+  ASSERT_TRUE(kubelet.FirstHealth(kDriver, &health).ok());
+  EXPECT_EQ(health.size(), 1u);
+}
+
 // The kubelet takes a device it has heard nothing of for 30 s as of unknown
 // health: while a stream is open the list goes out again, unchanged, every
 // health_resend (here 50 ms for the test; 10 s by default).

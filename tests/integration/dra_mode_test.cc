@@ -88,6 +88,10 @@ class DraModeTest : public ::testing::Test {
 
   // `over`: flags whose value replaces the default below.
   void StartAgent(const std::map<std::string, std::string>& over = {}) {
+    agent_ = AgentProcess(over);
+  }
+
+  std::unique_ptr<Subprocess> AgentProcess(const std::map<std::string, std::string>& over) {
     std::vector<std::string> args = {BinaryPath(),
                                      "run",
                                      "--mode",
@@ -125,7 +129,7 @@ class DraModeTest : public ::testing::Test {
     }
     auto env = FakeNvmlEnv(fixture_);
     env["FAKE_NVML_CONTROL"] = dir_.Join("nvml.ctl");
-    agent_ = std::make_unique<Subprocess>(args, env);
+    return std::make_unique<Subprocess>(args, env);
   }
 
   DraKubelet::Options KubeletOptions() {
@@ -779,6 +783,90 @@ TEST_F(DraModeTest, AClaimWhoseDeviceHasAnotherGpuAfterARestartIsRefused) {
   ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok());
   EXPECT_EQ(un["uid-a"], "");
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
+}
+
+// A DaemonSet's rolling update with maxSurge: the new pod's agent starts
+// beside the old one's (each names its sockets after its pod UID); the
+// kubelet (1.33+) registers both and calls the newest; the new one takes
+// over the slices and the health stream and answers from the checkpoint
+// they share (a claim the old one prepared, a device it holds); the old
+// one exits on SIGTERM unpreparing nothing and leaving the slices.
+TEST_F(DraModeTest, ARollingUpdatesNewAgentTakesOverAndTheOldExitsUnpreparingNothing) {
+  const std::string old_uid = "6f1d1c35-0b1e-4c8e-9a51-0f6a1d7e0a01";
+  const std::string new_uid = "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02";
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim("team", "b",
+                        ClaimJson("b", "uid-b", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
+  api_.PutResourceClaim(
+      "team", "c", ClaimJson("c", "uid-c", {{"gpu", kDriver, "gpu-0000-07-00-0-mig-1g-10gb-2-0"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--dra-pod-uid", old_uid}});
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  const std::string folder = dir_.Join("plugins") + "/" + kDriver;
+  EXPECT_EQ(kubelet.plugin(kDriver)->endpoint, folder + "/dra-" + old_uid + ".sock");
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  ASSERT_EQ(out["uid-a"].error, "") << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
+
+  std::unique_ptr<Subprocess> fresh = AgentProcess({{"--dra-pod-uid", new_uid}});
+  ASSERT_TRUE(
+      WaitFor([&] { return kubelet.plugins(kDriver).size() == 2; }, std::chrono::seconds(20)))
+      << fresh->Stderr();
+  ASSERT_TRUE(WaitFor([&] {
+    return fresh->Stderr().find("this instance publishes") != std::string::npos &&
+           Log().find("a newer instance of the DRA driver asks to take over") != std::string::npos;
+  })) << Log()
+      << fresh->Stderr();
+  // Calls go to the newest once its connection is up.
+  ASSERT_TRUE(WaitFor(
+      [&] { return kubelet.plugin(kDriver)->endpoint == folder + "/dra-" + new_uid + ".sock"; }));
+  EXPECT_TRUE(Exists(dir_.Join("registry") + "/" + kDriver + "-" + old_uid + "-reg.sock"));
+  EXPECT_TRUE(Exists(dir_.Join("registry") + "/" + kDriver + "-" + new_uid + "-reg.sock"));
+
+  // The new one answers a from the shared checkpoint (no GET), refuses b
+  // the device a holds, and prepares c.
+  const int gets = api_.claim_get_count();
+  out.clear();
+  ASSERT_TRUE(kubelet
+                  .Prepare(kDriver,
+                           {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}, {"team", "uid-c", "c"}},
+                           &out)
+                  .ok());
+  EXPECT_EQ(out["uid-a"].error, "") << fresh->Stderr();
+  EXPECT_NE(out["uid-b"].error.find("is already prepared for claim team/a (uid-a)"),
+            std::string::npos)
+      << out["uid-b"].error;
+  EXPECT_EQ(out["uid-c"].error, "") << fresh->Stderr();
+  EXPECT_EQ(api_.claim_get_count(), gets + 2);  // b and c only
+  EXPECT_NE(fresh->Stderr().find("claim not prepared"), std::string::npos);
+  EXPECT_EQ(Log().find("claim not prepared"), std::string::npos);  // the old one was not asked
+
+  // The slices are the new one's to keep: deleted (as a kubelet does),
+  // published again.
+  api_.DeleteNodeSlices(kNode);
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << fresh->Stderr();
+
+  // The old one goes: nothing unprepared, the slices left.
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  EXPECT_FALSE(Exists(dir_.Join("registry") + "/" + kDriver + "-" + old_uid + "-reg.sock"));
+  EXPECT_FALSE(Exists(folder + "/dra-" + old_uid + ".sock"));
+  EXPECT_TRUE(Exists(folder + "/dra-" + new_uid + ".sock"));
+  ASSERT_TRUE(WaitFor([&] { return kubelet.plugins(kDriver).size() == 1; }));
+  EXPECT_TRUE(Exists(SpecPath("uid-a")));
+  EXPECT_TRUE(Exists(SpecPath("uid-c")));
+  EXPECT_EQ(PublishedDevices(api_).size(), 4u);
+  // What the old one prepared, the new one unprepares.
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok());
+  EXPECT_EQ(un["uid-a"], "");
+  EXPECT_FALSE(Exists(SpecPath("uid-a")));
+  EXPECT_TRUE(fresh->Running());
+  fresh->Signal(SIGTERM);
+  EXPECT_EQ(fresh->Wait(), 0) << fresh->Stderr();
 }
 
 // The claim specs in the CDI folder.

@@ -180,6 +180,10 @@ struct Config {
     std::string registry_dir = "/var/lib/kubelet/plugins_registry";
     // The plugin's own folder: <pluginDir>/<driver>/dra.sock.
     std::string plugin_dir = "/var/lib/kubelet/plugins";
+    // This pod's UID (the downward API's metadata.uid): its sockets are
+    // named after it, so in a rolling update the new pod registers beside
+    // the old one (kubelet 1.33+). Empty: the plain names.
+    std::string pod_uid;
   } dra;
 
   struct Driver {

@@ -339,6 +339,15 @@ const std::vector<Setting>& Table() {
        {},
        "DRA mode: the kubelet's plugins folder; the DRA service is <pluginDir>/<driver>/dra.sock",
        FIELD(dra.plugin_dir)},
+      {"dra.podUid",
+       "dra-pod-uid",
+       "POD_UID",
+       K::kString,
+       {},
+       "DRA mode: this pod's UID (downward API metadata.uid); the sockets are named after it "
+       "(<driver>-<uid>-reg.sock, dra-<uid>.sock), so a DaemonSet's rolling update with maxSurge "
+       "starts the new pod beside the old one (kubelet 1.33+); empty: one instance a node",
+       FIELD(dra.pod_uid)},
       {"driver.waitTimeout",
        "driver-wait-timeout",
        "GPU_AGENT_DRIVER_WAIT_TIMEOUT",

@@ -128,6 +128,14 @@ absl::Status ValidateConfig(const Config& c) {
           StrCat(key, ": \"", *dir, "\" must be an absolute path (a folder of the kubelet's)"));
     }
   }
+  // A Kubernetes UID (a UUID), in socket and file names.
+  if (c.dra.pod_uid.size() > 64 ||
+      c.dra.pod_uid.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789-") != std::string::npos) {
+    return absl::InvalidArgumentError(StrCat("dra.podUid \"", Printable(c.dra.pod_uid, 64),
+                                             "\" is not a pod UID (letters, digits and '-', at "
+                                             "most 64)"));
+  }
   if (absl::Status s = cdi::ValidateVendor(c.cdi.vendor); !s.ok()) {
     return absl::InvalidArgumentError(StrCat("cdi.vendor: ", s.message()));
   }

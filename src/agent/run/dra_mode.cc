@@ -1,5 +1,7 @@
 #include "agent/run/dra_mode.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -24,6 +26,7 @@
 #include "base/strings.h"
 #include "dra/claim_preparer.h"
 #include "dra/dra_server.h"
+#include "dra/handover.h"
 #include "dra/resource_slice.h"
 #include "nvml/health_watcher.h"
 
@@ -163,7 +166,12 @@ apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
 }
 
 dra::DraServerOptions ServerOptionsOf(const Config& c) {
-  return {c.dra.driver_name, c.dra.registry_dir, c.dra.plugin_dir};
+  dra::DraServerOptions o;
+  o.driver_name = c.dra.driver_name;
+  o.registry_dir = c.dra.registry_dir;
+  o.plugin_dir = c.dra.plugin_dir;
+  o.instance = c.dra.pod_uid;
+  return o;
 }
 
 // Which devices are unhealthy: the health watcher's outages, matched to
@@ -185,6 +193,10 @@ class DraHealth {
   void SetPublisher(apiserver::SlicePublisher* publisher) {
     std::lock_guard<std::mutex> lock(mu_);
     publisher_ = publisher;
+    // What changed since the publisher was started with CurrentSlices
+    // (the same slices again are no change to it).
+    if (publisher_ != nullptr)
+      publisher_->SetDesired(SlicesOf(devices_, TaintsLocked(), driver_, pool_));
   }
   // The slices of the devices and their health now.
   apiserver::SliceBuilder CurrentSlices() const {
@@ -312,6 +324,7 @@ class DraMode : public Mode {
     po.cdi_dir = config.cdi.spec_dir;
     po.cdi_vendor = config.cdi.vendor;
     po.checkpoint = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/checkpoint.json");
+    po.lock_file = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/serialize.lock");
     po.set_time_slice = NvidiaSmiTimeSlicer(config.flags.DriverRootHere());
     reader_ = std::make_shared<ApiClaimReader>(std::move(clients));
     absl::StatusOr<std::unique_ptr<dra::ClaimPreparer>> preparer =
@@ -333,23 +346,29 @@ class DraMode : public Mode {
       health_state_->SetServer(server_.get());
     }
     // The slices last: the kubelet can prepare what the scheduler
-    // allocates from them.
+    // allocates from them. Published by this instance while it is the one
+    // of the driver on this node that does (a rolling update's new pod
+    // takes over from the old one: dra/handover.h).
     absl::StatusOr<apiserver::Connection> slice_conn = ConnectionFor(config);
     if (!slice_conn.ok()) return slice_conn.status();
-    apiserver::SlicePublisherOptions so;
-    so.driver = config.dra.driver_name;
-    so.node = pool_;
-    so.watch_timeout = config.static_mode.watch_timeout;
-    so.probe_device_taints = true;
-    absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> publisher =
-        apiserver::SlicePublisher::Start(*slice_conn, RestOptionsFor(config), so,
-                                         health_state_->CurrentSlices());
-    if (!publisher.ok()) {
+    slice_conn_ = *std::move(slice_conn);
+    slice_rest_ = RestOptionsFor(config);
+    slice_options_.driver = config.dra.driver_name;
+    slice_options_.node = pool_;
+    slice_options_.watch_timeout = config.static_mode.watch_timeout;
+    slice_options_.probe_device_taints = true;
+    dra::HandoverOptions ho;
+    ho.folder = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name);
+    ho.id = config.dra.pod_uid.empty() ? StrCat("pid-", ::getpid()) : config.dra.pod_uid;
+    ho.lead = [this] { Lead(); };
+    ho.yield = [this] { Yield(); };
+    absl::StatusOr<std::unique_ptr<dra::Handover>> handover = dra::Handover::Start(std::move(ho));
+    if (!handover.ok()) {
       return absl::FailedPreconditionError(
-          StrCat("cannot publish ResourceSlices: ", publisher.status().message()));
+          StrCat("cannot share the node with the driver's other instances: ",
+                 handover.status().message()));
     }
-    publisher_ = *std::move(publisher);
-    health_state_->SetPublisher(publisher_.get());
+    handover_ = *std::move(handover);
     absl::StatusOr<std::unique_ptr<apiserver::NodeLabelWatch>> label_watch =
         WatchConfigLabel(config, ctx_.node_config, ctx_.events);
     if (!label_watch.ok()) {
@@ -381,10 +400,11 @@ class DraMode : public Mode {
   void Stop(const Generation& /*last*/) override {
     if (label_watch_) label_watch_->Stop();
     health().Stop();
-    if (health_state_) health_state_->SetPublisher(nullptr);
-    // The slices stay: the kubelet removes a driver's slices once it has
-    // been gone a while, and a restart finds them as they should be.
-    if (publisher_) publisher_->Stop();
+    // The publishing handed to another instance of the driver, if one is
+    // left; the slices stay: the kubelet removes a driver's slices once it
+    // has been gone a while, and a restart finds them as they should be.
+    if (handover_) handover_->Stop();
+    StopPublishing();
     std::unique_ptr<dra::DraServer> server;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -425,6 +445,11 @@ class DraMode : public Mode {
         static_cast<double>(s.health_streams));
     one("gpu_agent_dra_socket_heals_total", "counter", "DRA sockets someone removed, served again.",
         static_cast<double>(s.socket_heals));
+    std::lock_guard<std::mutex> publishing(publisher_mu_);
+    one("gpu_agent_dra_publishing", "gauge",
+        "1 while this instance publishes the node's ResourceSlices and serves the health stream "
+        "(0: another instance of the driver on the node does, as in a rolling update).",
+        publisher_ ? 1 : 0);
     if (publisher_) {
       const apiserver::SlicePublisherStats& ps = publisher_->stats();
       one("gpu_agent_dra_slices_in_sync", "gauge",
@@ -472,12 +497,58 @@ class DraMode : public Mode {
         [state](const nvml::HealthChange& change) { state->Change(change); }, std::move(carried)));
   }
 
+  // This instance publishes from now on (the handover's `lead`): the
+  // slices, and the health stream served.
+  void Lead() {
+    absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> publisher =
+        apiserver::SlicePublisher::Start(slice_conn_, slice_rest_, slice_options_,
+                                         health_state_->CurrentSlices());
+    if (!publisher.ok()) {
+      LogError("cannot publish ResourceSlices",
+               {{"error", std::string(publisher.status().message())}});
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(publisher_mu_);
+      publisher_ = *std::move(publisher);
+      health_state_->SetPublisher(publisher_.get());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (server_) server_->SetHealthServing(true);
+  }
+
+  // A newer instance publishes from now on (the handover's `yield`): the
+  // slices are left as they are, for it to keep; prepare and unprepare go
+  // on serving the kubelet, which calls the newest instance, and this one
+  // should the newest go.
+  void Yield() {
+    StopPublishing();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (server_) server_->SetHealthServing(false);
+  }
+
+  void StopPublishing() {
+    std::unique_ptr<apiserver::SlicePublisher> publisher;
+    {
+      std::lock_guard<std::mutex> lock(publisher_mu_);
+      if (health_state_) health_state_->SetPublisher(nullptr);
+      publisher = std::move(publisher_);
+    }
+    if (publisher) publisher->Stop();
+  }
+
   const ModeContext& ctx_;
   std::string pool_;
+  apiserver::Connection slice_conn_;  // set by Start: what a publisher is started with
+  apiserver::RestOptions slice_rest_;
+  apiserver::SlicePublisherOptions slice_options_;
+  std::unique_ptr<dra::Handover> handover_;
   std::shared_ptr<ApiClaimReader> reader_;
   std::shared_ptr<dra::ClaimPreparer> preparer_;
   std::unique_ptr<DraHealth> health_state_;
-  std::unique_ptr<apiserver::SlicePublisher> publisher_;    // set by Start
+  std::mutex publisher_mu_;
+  std::unique_ptr<apiserver::SlicePublisher> publisher_;    // protected by publisher_mu_: null
+                                                            // while another instance publishes
   std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;  // null without a node config
   std::mutex mu_;
   std::unique_ptr<dra::DraServer> server_;  // protected by mu_

@@ -212,6 +212,18 @@ void DraKubelet::Register(const std::string& socket) {
   if (refusal.empty() && version.empty()) {
     refusal = "none of the versions the plugin supports is known to this kubelet";
   }
+  if (refusal.empty()) {
+    // One plugin instance cannot take over the endpoint of another
+    // (DRAPluginManager.add); the same socket registering again replaces
+    // its own entry.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Plugin& other : plugins_[info.name()]) {
+      if (other.endpoint == info.endpoint() && other.socket != socket) {
+        refusal = "endpoint " + info.endpoint() + " already registered for DRA driver plugin " +
+                  info.name();
+      }
+    }
+  }
   pluginregistration::Registration::Stub stub(Dial(socket));
   pluginregistration::RegistrationStatus status;
   status.set_plugin_registered(refusal.empty());
@@ -241,25 +253,47 @@ void DraKubelet::Register(const std::string& socket) {
       break;
     }
   }
-  plugins_[p.name] = p;
+  // Dialled at once, as the kubelet's conn.Connect(): whether it is up is
+  // known before the first call. (gRPC C++ moves a connection on only
+  // while someone waits on it, so this waits, briefly.)
+  p.channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  std::vector<Plugin>& list = plugins_[p.name];
+  std::erase_if(list, [&](const Plugin& old) { return old.socket == socket; });
+  list.push_back(p);
   ++registrations_;
 }
 
 void DraKubelet::Forget(const std::string& socket) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = plugins_.begin(); it != plugins_.end(); ++it) {
-    if (it->second.socket == socket) {
-      plugins_.erase(it);
-      return;
-    }
+  for (auto& [name, list] : plugins_) {
+    std::erase_if(list, [&](const Plugin& p) { return p.socket == socket; });
   }
+  std::erase_if(plugins_, [](const auto& entry) { return entry.second.empty(); });
 }
 
 std::optional<DraKubelet::Plugin> DraKubelet::plugin(const std::string& driver) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = plugins_.find(driver);
-  if (it == plugins_.end()) return std::nullopt;
-  return it->second;
+  if (it == plugins_.end() || it->second.empty()) return std::nullopt;
+  // DRAPluginManager.get: the most recent connected one, else the most
+  // recent.
+  const std::vector<Plugin>& list = it->second;
+  for (auto p = list.rbegin(); p != list.rend(); ++p) {
+    // Connected, or connecting again at once, as the kubelet asks gRPC to
+    // after each end of a connection.
+    if (p->channel->GetState(true) == GRPC_CHANNEL_READY ||
+        p->channel->WaitForConnected(std::chrono::system_clock::now() +
+                                     std::chrono::milliseconds(100))) {
+      return *p;
+    }
+  }
+  return list.back();
+}
+
+std::vector<DraKubelet::Plugin> DraKubelet::plugins(const std::string& driver) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plugins_.find(driver);
+  return it == plugins_.end() ? std::vector<Plugin>{} : it->second;
 }
 
 bool DraKubelet::WaitForPlugin(const std::string& driver, std::chrono::milliseconds timeout) const {
@@ -329,14 +363,14 @@ std::vector<std::string> DraKubelet::ContainerCdiIds(const dra::PrepareOutcome& 
 bool DraKubelet::DropConnection(const std::string& driver) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = plugins_.find(driver);
-  if (it == plugins_.end()) return false;
+  if (it == plugins_.end() || it->second.empty()) return false;
   for (const auto& [ctx, d] : calls_) {
     if (d != driver) continue;
     ctx->TryCancel();
     ++dropped_calls_;
   }
-  // The old channel goes with the last call holding it.
-  it->second.channel = Dial(it->second.endpoint);
+  // The old channels go with the last call holding them.
+  for (Plugin& p : it->second) p.channel = Dial(p.endpoint);
   return true;
 }
 

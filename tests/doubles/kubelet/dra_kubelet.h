@@ -6,8 +6,12 @@
 // NotifyRegistrationStatus (or refuses, with a reason). It then calls
 // NodePrepareResources / NodeUnprepareResources in batches on the endpoint
 // the plugin named, with the kubelet's 45 s deadline, on the version it
-// picked, and can read the health stream where the plugin lists it. A
-// socket removed from the folder deregisters its plugin; Restart drops
+// picked, and can read the health stream where the plugin lists it. As the
+// kubelet's DRAPluginManager (1.33+), a driver may have several plugins at
+// once (a rolling update's old and new pods, each on sockets of its own):
+// a second one on an endpoint already registered is refused, and calls go
+// to the newest one whose connection is up, else the newest. A socket
+// removed from the folder deregisters its plugin alone; Restart drops
 // every connection and registers what is in the folder again;
 // DropConnection breaks one plugin's connection, and the next call dials
 // the endpoint again, as the kubelet's DRA plugin client does.
@@ -75,8 +79,11 @@ class DraKubelet {
   // registers again what the folder holds.
   bool Restart();
 
-  // The plugin registered under `driver`, if any.
+  // The plugin of `driver` calls go to, if any: the newest registered whose
+  // connection is up, else the newest.
   std::optional<Plugin> plugin(const std::string& driver) const;
+  // Every plugin registered for `driver`, oldest first.
+  std::vector<Plugin> plugins(const std::string& driver) const;
   bool WaitForPlugin(const std::string& driver,
                      std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
   int registrations() const;  // GetInfo answered and accepted
@@ -132,12 +139,13 @@ class DraKubelet {
   std::thread watcher_;
 
   mutable std::mutex mu_;
-  std::map<std::string, Plugin> plugins_;              // protected by mu_: by driver name
-  int registrations_ = 0;                              // protected by mu_
-  int refusals_ = 0;                                   // protected by mu_
-  std::vector<std::string> errors_;                    // protected by mu_
-  std::map<grpc::ClientContext*, std::string> calls_;  // protected by mu_: in flight, by driver
-  int dropped_calls_ = 0;                              // protected by mu_
+  // By driver name, in the order they registered.
+  std::map<std::string, std::vector<Plugin>> plugins_;  // protected by mu_
+  int registrations_ = 0;                               // protected by mu_
+  int refusals_ = 0;                                    // protected by mu_
+  std::vector<std::string> errors_;                     // protected by mu_
+  std::map<grpc::ClientContext*, std::string> calls_;   // protected by mu_: in flight, by driver
+  int dropped_calls_ = 0;                               // protected by mu_
   std::thread health_watch_;
   grpc::ClientContext* health_watch_ctx_ = nullptr;  // protected by mu_: while it reads
   bool health_watch_stopping_ = false;               // protected by mu_

@@ -1,0 +1,121 @@
+// Handover between instances of the DRA driver on one node, each a
+// dra::Handover on the same folder (flock conflicts between two open files
+// of one process as between two processes; a killed process is a forked
+// child): the newest publishes, an older one takes over when it goes, and
+// nothing left from before keeps a lone instance from publishing.
+#include "dra/handover.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "base/file_util.h"
+#include "support/test_support.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using gpu_agent::testing::TempDir;
+using gpu_agent::testing::WaitFor;
+
+struct Instance {
+  std::atomic<int> leads{0}, yields{0};
+  std::unique_ptr<Handover> handover;
+  bool leading() const { return handover && handover->leading(); }
+};
+
+class HandoverTest : public ::testing::Test {
+ protected:
+  void StartInstance(Instance& i, const std::string& id) {
+    HandoverOptions o;
+    o.folder = dir_.path();
+    o.id = id;
+    o.lead = [&i] { ++i.leads; };
+    o.yield = [&i] { ++i.yields; };
+    o.retry = std::chrono::milliseconds(200);
+    absl::StatusOr<std::unique_ptr<Handover>> h = Handover::Start(std::move(o));
+    ASSERT_TRUE(h.ok()) << h.status();
+    i.handover = *std::move(h);
+  }
+  TempDir dir_;
+};
+
+TEST_F(HandoverTest, ALoneInstanceLeadsAtOnceWhateverAnEarlierRunLeft) {
+  // A takeover asked by an instance long gone, and its lock file.
+  dir_.Write("takeover", "old-pod");
+  dir_.Write("instance-old-pod.lock", "");
+  Instance a;
+  ASSERT_NO_FATAL_FAILURE(StartInstance(a, "pod-a"));
+  EXPECT_TRUE(a.leading());  // before Start returned
+  EXPECT_EQ(a.leads.load(), 1);
+  EXPECT_FALSE(PathExists(dir_.Join("instance-old-pod.lock")));
+  a.handover->Stop();
+  EXPECT_EQ(a.yields.load(), 0);  // a stop hands nothing over by itself
+  EXPECT_FALSE(PathExists(dir_.Join("instance-pod-a.lock")));
+}
+
+// A rolling update: the new instance takes over from the old; should it go
+// (a rollback), the old one takes over again; a third newer one takes over
+// from whichever publishes.
+TEST_F(HandoverTest, TheNewestInstanceLeadsAndAnOlderOneTakesOverWhenItGoes) {
+  Instance a, b, c;
+  ASSERT_NO_FATAL_FAILURE(StartInstance(a, "pod-a"));
+  ASSERT_TRUE(a.leading());
+  ASSERT_NO_FATAL_FAILURE(StartInstance(b, "pod-b"));
+  ASSERT_TRUE(WaitFor([&] { return b.leading(); }));
+  EXPECT_FALSE(a.leading());
+  EXPECT_EQ(a.yields.load(), 1);
+  EXPECT_EQ(b.leads.load(), 1);
+  EXPECT_EQ(a.leads.load(), 1);  // never took it back meanwhile
+  b.handover->Stop();
+  ASSERT_TRUE(WaitFor([&] { return a.leading(); }));
+  EXPECT_EQ(a.leads.load(), 2);
+  ASSERT_NO_FATAL_FAILURE(StartInstance(c, "pod-c"));
+  ASSERT_TRUE(WaitFor([&] { return c.leading(); }));
+  EXPECT_FALSE(a.leading());
+  EXPECT_EQ(a.yields.load(), 2);
+  EXPECT_EQ(b.yields.load(), 0);
+}
+
+// The newest instance killed: the kernel drops its locks, and the older
+// one takes over within its retry.
+TEST_F(HandoverTest, AnOlderInstanceTakesOverFromANewerOneThatWasKilled) {
+  Instance a;
+  ASSERT_NO_FATAL_FAILURE(StartInstance(a, "pod-a"));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    HandoverOptions o;
+    o.folder = dir_.path();
+    o.id = "pod-b";
+    absl::StatusOr<std::unique_ptr<Handover>> h = Handover::Start(std::move(o));
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  char x;
+  ASSERT_EQ(::read(ready[0], &x, 1), 1);
+  ASSERT_TRUE(WaitFor([&] { return a.yields == 1; }));
+  EXPECT_FALSE(a.leading());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(WaitFor([&] { return a.leading(); }));
+  EXPECT_EQ(a.leads.load(), 2);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST_F(HandoverTest, AnIdThatCannotNameAFileIsRefused) {
+  HandoverOptions o;
+  o.folder = dir_.path();
+  o.id = "../x";
+  EXPECT_FALSE(Handover::Start(o).ok());
+}
+
+}  // namespace
+}  // namespace gpu_agent::dra
