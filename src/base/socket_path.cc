@@ -15,7 +15,7 @@
 namespace gpu_agent {
 namespace {
 
-constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;  // 107 on Linux
+static_assert(kMaxSocketPath < sizeof(sockaddr_un::sun_path));
 
 std::string Folder(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -39,8 +39,8 @@ bool SomeoneServes(const std::string& path) {
 absl::Status PrepareSocketPath(const std::string& path, std::string_view settings) {
   if (path.size() > kMaxSocketPath) {
     return absl::InvalidArgumentError(StrCat("socket path \"", path, "\" is ", path.size(),
-                                             " bytes; unix sockets allow at most ", kMaxSocketPath,
-                                             ". Use a shorter ", settings));
+                                             " bytes; gRPC serves a unix socket of at most ",
+                                             kMaxSocketPath, ". Use a shorter ", settings));
   }
   const std::string folder = Folder(path);
   struct stat st;

@@ -11,7 +11,12 @@
 
 namespace gpu_agent {
 
-// Checks that `path` can be a unix socket path (at most 107 bytes) in an
+// The longest unix socket path gRPC (1.51) binds: 105 bytes, two short of
+// the 107 sockaddr_un holds (measured: a 106-byte path is refused "Path name
+// should not have more than 107 characters").
+inline constexpr size_t kMaxSocketPath = 105;
+
+// Checks that `path` can be a unix socket path (at most kMaxSocketPath) in an
 // existing, writable folder that no other user can write
 // (CheckTrustedFolder). A stale socket file there is removed; a socket
 // another process is serving, or a file that is not a socket, is an error.

@@ -171,14 +171,32 @@ class ClaimsThread {
 
 }  // namespace
 
+namespace {
+
+std::string RegistrationSocketPath(const DraServerOptions& o, std::string_view tag) {
+  return StrCat(o.registry_dir, "/", o.driver_name, tag.empty() ? "" : "-", tag, "-reg.sock");
+}
+
+std::string PluginSocketPath(const DraServerOptions& o, std::string_view tag) {
+  return StrCat(o.plugin_dir, "/", o.driver_name, "/dra", tag.empty() ? "" : "-", tag, ".sock");
+}
+
+}  // namespace
+
+std::string InstanceTag(const DraServerOptions& o) {
+  if (RegistrationSocketPath(o, o.instance).size() <= kMaxSocketPath &&
+      PluginSocketPath(o, o.instance).size() <= kMaxSocketPath) {
+    return o.instance;
+  }
+  return o.instance.substr(0, 8);
+}
+
 std::string RegistrationSocketPath(const DraServerOptions& o) {
-  return StrCat(o.registry_dir, "/", o.driver_name, o.instance.empty() ? "" : "-", o.instance,
-                "-reg.sock");
+  return RegistrationSocketPath(o, InstanceTag(o));
 }
 
 std::string PluginSocketPath(const DraServerOptions& o) {
-  return StrCat(o.plugin_dir, "/", o.driver_name, "/dra", o.instance.empty() ? "" : "-", o.instance,
-                ".sock");
+  return PluginSocketPath(o, InstanceTag(o));
 }
 
 // The DRA versions first (the kubelet takes the first of them it knows),

@@ -39,8 +39,11 @@ struct DraServerOptions {
 };
 
 // <registry_dir>/<driver>-reg.sock and <plugin_dir>/<driver>/dra.sock; with
-// an instance, <driver>-<instance>-reg.sock and dra-<instance>.sock (the
-// names the kubelet plugin helper's RollingUpdate gives them).
+// an instance, <driver>-<tag>-reg.sock and dra-<tag>.sock (the names the
+// kubelet plugin helper's RollingUpdate gives them), the tag being the
+// instance, or its first 8 characters where the whole would make a path
+// longer than gRPC binds (kMaxSocketPath: a long driver name or folder).
+std::string InstanceTag(const DraServerOptions& o);
 std::string RegistrationSocketPath(const DraServerOptions& o);
 std::string PluginSocketPath(const DraServerOptions& o);
 

@@ -249,6 +249,28 @@ TEST_F(DraServerTest, AnInstancesSocketsCarryItsUidAndItsHealthStreamCanStandDow
   EXPECT_EQ(health.size(), 1u);
 }
 
+// The pod UID in both sockets' names while the paths fit what gRPC binds
+// (105 bytes); past that, its first 8 characters, in both.
+TEST(DraServerSocketsTest, ThePodUidIsCutWhereTheWholeWouldNotFit) {
+  DraServerOptions o;
+  o.driver_name = kDriver;
+  o.registry_dir = "/var/lib/kubelet/plugins_registry";
+  o.plugin_dir = "/var/lib/kubelet/plugins";
+  o.instance = "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02";
+  EXPECT_EQ(InstanceTag(o), o.instance);
+  EXPECT_EQ(RegistrationSocketPath(o),
+            "/var/lib/kubelet/plugins_registry/gpu.gpu-agent.github.io-"
+            "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02-reg.sock");
+  o.registry_dir = "/tmp/modern/kubelet/plugins_registry";  // 106 bytes with the whole UID
+  EXPECT_EQ(InstanceTag(o), "9a2e4b77");
+  EXPECT_EQ(RegistrationSocketPath(o),
+            "/tmp/modern/kubelet/plugins_registry/gpu.gpu-agent.github.io-9a2e4b77-reg.sock");
+  EXPECT_EQ(PluginSocketPath(o),
+            "/var/lib/kubelet/plugins/gpu.gpu-agent.github.io/dra-9a2e4b77.sock");
+  o.instance = "";
+  EXPECT_EQ(PluginSocketPath(o), "/var/lib/kubelet/plugins/gpu.gpu-agent.github.io/dra.sock");
+}
+
 // The kubelet takes a device it has heard nothing of for 30 s as of unknown
 // health: while a stream is open the list goes out again, unchanged, every
 // health_resend (here 50 ms for the test; 10 s by default).

@@ -275,7 +275,7 @@ TEST(PluginModeBadInputTest, SocketPathTooLong) {
   RunResult r = RunAgent({"run", "--kubelet-socket", deep + "/kubelet.sock"},
                          FakeNvmlEnv(FixturePath("1-gpu.yaml")));
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("unix sockets allow at most 107"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gRPC serves a unix socket of at most 105"), std::string::npos) << r.err;
 }
 
 // After a kubelet restart pods are admitted again: refused while the
