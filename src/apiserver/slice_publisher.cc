@@ -169,6 +169,10 @@ class SlicePublisher::State {
 struct SlicePublisher::TaintProbe {
   bool answered = false;  // a clear answer came
   bool kept = false;      // ... and it is that the server keeps taints
+  bool none = false;      // ... and the None effect
+  // Asked with a None taint beside the NoSchedule one; a server that
+  // refuses that (a 1.33 to 1.35 one with taints on) is asked again without.
+  bool with_none = true;
   Ms backoff{0};
   std::chrono::steady_clock::time_point due;
   std::string last_failure;  // the kind of the last failure, logged once
@@ -299,6 +303,7 @@ bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
     probe->answered = true;
   }
   context->device_taints = probe->answered && probe->kept;
+  context->none_taint_effect = context->device_taints && probe->none;
   LogInfo("publishing ResourceSlices",
           {{"version", "resource.k8s.io/" + context->api_version}, {"node", options_.node}});
   return !Stopped();
@@ -326,8 +331,11 @@ bool SlicePublisher::ReadNodeUid(std::string* uid, std::string* why) {
 
 void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* probe) {
   const bool basic = api_version == "v1beta1";
-  const std::string taints =
-      StrCat(R"("taints":[{"key":")", options_.driver, R"(/probe","effect":"NoSchedule"}])");
+  const std::string taints = StrCat(
+      R"("taints":[{"key":")", options_.driver, R"(/probe","effect":"NoSchedule"})",
+      probe->with_none ? StrCat(R"(,{"key":")", options_.driver, R"(/probe-none","effect":"None"})")
+                       : "",
+      "]");
   // generateName: the server cuts the prefix so that the name it makes is
   // valid however long the node's name (up to 253 characters); a dry run
   // makes one too, and stores nothing.
@@ -346,6 +354,16 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
   if (!r.ok()) {
     failure = std::string(r.status().message());
     kind = "no answer";
+  } else if ((r->status == 400 || r->status == 422) && probe->with_none) {
+    // Refused with a None taint: a server that keeps taints but knows no
+    // None effect (before 1.36). Asked again at once without it.
+    probe->with_none = false;
+    LogInfo(
+        "ResourceSlices: the API server refuses the None taint effect; degraded devices are "
+        "published without a taint",
+        {{"node", options_.node}, {"answer", StatusMessage(*r)}});
+    AskAboutTaints(api_version, probe);
+    return;
   } else if (r->status == 400 || r->status == 422) {
     // The server refuses the slice as invalid. A server that does not know
     // the field drops it and answers 201, so this is its validation (or an
@@ -381,12 +399,15 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
     } else {
       const rapidjson::Value* kept = Member(*device, "taints");
       probe->answered = true;
-      probe->kept = kept && kept->IsArray() && kept->Size() == 1;
-      LogInfo(probe->kept
-                  ? "ResourceSlices: the API server keeps device taints; an unhealthy device stays "
-                    "in the slices with a NoSchedule taint"
-                  : "ResourceSlices: the API server drops device taints (feature gate "
-                    "DRADeviceTaints off); an unhealthy device leaves the slices",
+      probe->kept = kept && kept->IsArray() && kept->Size() >= 1;
+      probe->none = probe->kept && probe->with_none && kept->Size() == 2;
+      LogInfo(!probe->kept ? "ResourceSlices: the API server drops device taints (feature gate "
+                             "DRADeviceTaints off); an unhealthy device leaves the slices"
+              : probe->none
+                  ? "ResourceSlices: the API server keeps device taints, the None effect too; an "
+                    "unhealthy or degraded device stays in the slices with its taint"
+                  : "ResourceSlices: the API server keeps device taints; an unhealthy device stays "
+                    "in the slices with its taint",
               {{"node", options_.node}});
       return;
     }
@@ -586,6 +607,7 @@ void SlicePublisher::Run() {
       if (probe.kept) {
         // Unhealthy devices stay in the slices, tainted, from now on.
         context.device_taints = true;
+        context.none_taint_effect = probe.none;
         if (take_desired()) continue;
       }
     }

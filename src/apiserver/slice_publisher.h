@@ -68,6 +68,8 @@ struct SliceContext {
   // The server keeps devices' taints: an unhealthy device may stay in the
   // slices with a NoSchedule taint rather than leave them.
   bool device_taints = false;
+  // ... and takes the None effect (informational, 1.36 and later).
+  bool none_taint_effect = false;
 };
 
 // The desired slices: JSON objects of `api_version`, each with its

@@ -185,7 +185,7 @@ struct HealthWatcher::State {
           auto out = book.entries().find(gpu);
           if (out == book.entries().end() || !out->second.needs_reset) {
             MarkBad(gpu, StrCat("health check ", spec.name, ": ", r.value), spec.evidence_xid,
-                    spec.needs_reset);
+                    spec.needs_reset, /*was_lost=*/false, std::string(spec.name));
           }
         }
       }
@@ -226,8 +226,8 @@ struct HealthWatcher::State {
   }
 
   void MarkBad(const DeviceKey& key, const std::string& reason, int xid, bool needs_reset = false,
-               bool was_lost = false) {
-    const bool was_healthy = book.Mark(key, reason, xid, needs_reset, was_lost);
+               bool was_lost = false, const std::string& check = "") {
+    const bool was_healthy = book.Mark(key, reason, xid, needs_reset, was_lost, check);
     MirrorOutages();
     if (was_healthy) {
       LogWarning(key.IsWholeGpu() ? "GPU marked unhealthy" : "MIG instance marked unhealthy",
@@ -237,7 +237,7 @@ struct HealthWatcher::State {
                   {"returns", book.entries().at(key).needs_reset
                                   ? "once NVML shows a reset, or on SIGUSR1"
                                   : "after the quiet period, once NVML answers"}});
-      Report({key, false, reason, xid});
+      Report({key, false, reason, xid, was_lost, check});
     }
   }
 
@@ -424,7 +424,7 @@ struct HealthWatcher::State {
     }
     for (const Outage& o : carried) {
       if (std::find(uuids.begin(), uuids.end(), o.key.uuid) == uuids.end()) continue;  // deselected
-      MarkBad(o.key, o.reason, o.xid, o.needs_reset, o.was_lost);
+      MarkBad(o.key, o.reason, o.xid, o.needs_reset, o.was_lost, o.check);
     }
     // A GPU the driver still asks to be reset (from before the agent
     // started) starts out, as if its XID had just come.

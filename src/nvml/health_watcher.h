@@ -65,8 +65,10 @@ struct HealthChange {
   // instance-scoped XID.
   DeviceKey key;
   bool healthy = false;
-  std::string reason;  // "XID 79", "recovered", ...
-  int xid = -1;        // the XID that caused it, or -1
+  std::string reason;      // "XID 79", "recovered", ...
+  int xid = -1;            // the XID that caused it, or -1
+  bool lost = false;       // off the bus: NVML answered GPU_IS_LOST
+  std::string check = "";  // the polled check that failed (its name), or ""
 };
 
 // A GPU's standing on one polled check, as the poller last judged it.

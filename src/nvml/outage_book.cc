@@ -5,7 +5,7 @@
 namespace gpu_agent::nvml {
 
 bool OutageBook::Mark(const DeviceKey& key, const std::string& reason, int xid, bool needs_reset,
-                      bool was_lost) {
+                      bool was_lost, const std::string& check) {
   const Clock::TimePoint now = clock_->Now();
   const bool is_new = entries_.find(key) == entries_.end();
   Entry& e = entries_[key];
@@ -16,6 +16,7 @@ bool OutageBook::Mark(const DeviceKey& key, const std::string& reason, int xid, 
   if (is_new || needs_reset) {
     e.reason = reason;
     e.xid = xid;
+    e.check = check;
   }
   return is_new;
 }
@@ -31,7 +32,7 @@ std::chrono::milliseconds OutageBook::UntilNextProbe(std::chrono::milliseconds c
 std::vector<Outage> OutageBook::Snapshot() const {
   std::vector<Outage> out;
   for (const auto& [key, e] : entries_) {
-    out.push_back({key, e.reason, e.xid, e.needs_reset, e.was_lost});
+    out.push_back({key, e.reason, e.xid, e.needs_reset, e.was_lost, e.check});
   }
   return out;
 }

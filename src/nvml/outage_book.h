@@ -26,6 +26,7 @@ struct Outage {
   int xid = -1;
   bool needs_reset = false;
   bool was_lost = false;
+  std::string check = "";  // the polled check that took it out (its name), or ""
 };
 
 class OutageBook {
@@ -37,6 +38,7 @@ class OutageBook {
     bool needs_reset = false;   // comes back only with evidence of a reset
     bool was_lost = false;      // NVML answered GPU_IS_LOST for it meanwhile
     bool waiting_said = false;  // "still needs a reset" was logged
+    std::string check;          // the polled check that set the reason, or ""
   };
 
   // REQUIRES: `clock` outlives the book.
@@ -47,7 +49,7 @@ class OutageBook {
   // needs a reset makes it need one, and a first mark (or one needing a
   // reset) sets the reason. True when it was not out before.
   bool Mark(const DeviceKey& key, const std::string& reason, int xid, bool needs_reset,
-            bool was_lost);
+            bool was_lost, const std::string& check = "");
 
   bool IsOut(const DeviceKey& key) const { return entries_.count(key) > 0; }
 

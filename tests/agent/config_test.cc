@@ -7,6 +7,7 @@
 
 #include "agent/cli/config_command.h"
 #include "agent/config/config_loader.h"
+#include "agent/config/dra_taints.h"
 #include "base/strings.h"
 #include "support/test_support.h"
 
@@ -257,6 +258,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "in dra mode use \"nfd\""},
         BadCase{"DraModeMisspelt", "version: v1\nmode: dar\n",
                 "invalid value \"dar\" for mode (one of plugin, static, dra)"},
+        BadCase{"DraTaintsUnknownCause", "version: v1\ndra:\n  taints:\n    temprature: None\n",
+                "config.yaml:4:5: dra.taints: unknown cause \"temprature\"; did you mean "
+                "\"temperature\"?"},
+        BadCase{"DraTaintsBadEffect", "version: v1\ndra:\n  taints:\n    lost: NoExecut\n",
+                "config.yaml:4:11: dra.taints.lost: the value \"NoExecut\" is not one of None, "
+                "NoSchedule, "
+                "NoExecute, off; did you mean \"NoExecute\"?"},
+        BadCase{"DraPodUidNotAUid", "version: v1\ndra:\n  podUid: ../x\n",
+                "dra.podUid \"../x\" is not a pod UID"},
         BadCase{"PollIntervalTooShort", "version: v1\nhealth:\n  pollInterval: 100ms\n",
                 "health.pollInterval must be between 1s and 1h"},
         BadCase{"CheckUnknownName",
@@ -375,6 +385,30 @@ TEST(ConfigTest, DraModeAndItsSettingsFromFileFlagsAndEnv) {
   Config defaults;
   EXPECT_EQ(defaults.dra.driver_name, "gpu.gpu-agent.github.io");
   EXPECT_EQ(defaults.dra.plugin_dir, "/var/lib/kubelet/plugins");
+}
+
+// dra.taints: each cause's effect, the defaults where unset (off the bus
+// and a driver's reset or reboot NoExecute, other unhealthy causes
+// NoSchedule, degraded checks None, ignored ones off), a check's severity
+// moving its default; the pod UID from POD_UID.
+TEST(ConfigTest, DraTaintEffectsAndThePodUid) {
+  auto loaded = LoadText(
+      "version: v1\nmode: dra\nhealth:\n  checks:\n    temperature: {severity: unhealthy}\n"
+      "    pcieWidth: {severity: ignore}\ndra:\n  taints:\n    xid: NoExecute\n"
+      "    clockEvents: off\n",
+      {{"POD_UID", "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02"}});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Config& c = loaded->config;
+  EXPECT_EQ(c.dra.pod_uid, "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02");
+  EXPECT_EQ(DraTaintEffect(c, "xid"), "NoExecute");    // set
+  EXPECT_EQ(DraTaintEffect(c, "clockEvents"), "off");  // set
+  EXPECT_EQ(DraTaintEffect(c, "lost"), "NoExecute");   // defaults:
+  EXPECT_EQ(DraTaintEffect(c, "recoveryAction"), "NoExecute");
+  EXPECT_EQ(DraTaintEffect(c, "rowRemapFailed"), "NoSchedule");
+  EXPECT_EQ(DraTaintEffect(c, "temperature"), "NoSchedule");  // made unhealthy above
+  EXPECT_EQ(DraTaintEffect(c, "pcieReplays"), "None");
+  EXPECT_EQ(DraTaintEffect(c, "pcieWidth"), "off");
+  EXPECT_EQ(DraTaintCauses().size(), 2 + nvml::kCheckCount);
 }
 
 TEST(ConfigTest, MissingFile) {

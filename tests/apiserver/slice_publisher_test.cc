@@ -330,27 +330,41 @@ std::vector<ApiServerStub::Request> Probes(const ApiServerStub& api, size_t sinc
   return out;
 }
 
+// The servers of 1.32 to 1.35 with the gate off (taints dropped), 1.33 to
+// 1.35 with it on (taints kept, the None effect refused: asked again
+// without it) and 1.36 (both kept).
 TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStoresNothing) {
   probe_taints_ = true;
+  struct Server {
+    const char* name;
+    bool taints, none;
+    size_t probes;
+  };
   for (const char* version : {"v1", "v1beta1"}) {
-    for (bool served : {false, true}) {
-      SCOPED_TRACE(std::string(version) + (served ? " served" : " dropped"));
-      api_.ServeDeviceTaints(served);
+    for (const Server& server : {Server{"dropped", false, false, 1}, Server{"kept", true, false, 2},
+                                 Server{"kept with None", true, true, 1}}) {
+      SCOPED_TRACE(std::string(version) + " " + server.name);
+      api_.ServeDeviceTaints(server.taints);
+      api_.ServeNoneTaintEffect(server.none);
       api_version_ = version;
-      std::atomic<int> asked{-1};
+      std::atomic<int> asked{-1}, none{-1};
       const size_t requests = api_.requests().size();
-      Start([&asked](const SliceContext& c) {
+      Start([&asked, &none](const SliceContext& c) {
         asked = c.device_taints ? 1 : 0;
+        none = c.none_taint_effect ? 1 : 0;
         return Slices(1)(c);
       });
       ASSERT_TRUE(WaitFor([&] { return publisher_->stats().in_sync.load(); }));
-      EXPECT_EQ(asked, served ? 1 : 0);
+      EXPECT_EQ(asked, server.taints ? 1 : 0);
+      EXPECT_EQ(none, server.none ? 1 : 0);
       publisher_->Stop();
-      // One probe, sent as a dry run...
+      // Probes sent as dry runs...
       const std::vector<ApiServerStub::Request> probes = Probes(api_, requests);
-      ASSERT_EQ(probes.size(), 1u);
-      EXPECT_TRUE(probes[0].dry_run);
-      EXPECT_NE(probes[0].name.find("taint-probe"), std::string::npos) << probes[0].name;
+      ASSERT_EQ(probes.size(), server.probes);
+      for (const ApiServerStub::Request& p : probes) {
+        EXPECT_TRUE(p.dry_run);
+        EXPECT_NE(p.name.find("taint-probe"), std::string::npos) << p.name;
+      }
       // ... and nothing stored but the publisher's own slice, once.
       EXPECT_EQ(api_.stored_slice_names(),
                 std::vector<std::string>{std::string(kNode) + "-" + kDriver + "-0"});
@@ -369,6 +383,7 @@ TEST_F(SlicePublisherTest, TheTaintProbeHasAValidNameHoweverLongTheNodeName) {
   ASSERT_EQ(node_.size(), 253u);
   api_.AddNode(node_);
   api_.ServeDeviceTaints(true);
+  api_.ServeNoneTaintEffect(true);
   std::atomic<int> asked{-1};
   const std::string node = node_;
   ::testing::internal::CaptureStderr();
@@ -435,6 +450,7 @@ size_t Count(const std::string& text, const std::string& what) {
 TEST_F(SlicePublisherTest, AFailedTaintProbeIsAskedAgainUntilTheServerAnswers) {
   probe_taints_ = true;
   api_.ServeDeviceTaints(true);
+  api_.ServeNoneTaintEffect(true);
   // A role without the right (its own message), and a server in trouble
   // (429 and 500 take the same path: no clear answer, asked again).
   for (int code : {403, 503}) {
@@ -485,16 +501,19 @@ TEST_F(SlicePublisherTest, AClearTaintProbeAnswerIsNotAskedAgain) {
     int refusal;  // 0: none
     bool kept;
     const char* logged;
+    size_t probes;  // an invalid answer with a None taint is asked again without
   };
   for (const Case& c :
-       {Case{"kept", true, 0, true, "ResourceSlices: the API server keeps device taints"},
-        Case{"dropped", false, 0, false, "ResourceSlices: the API server drops device taints"},
-        Case{"invalid", true, 422, false, "the API server refuses a slice with a device taint"}}) {
+       {Case{"kept", true, 0, true, "ResourceSlices: the API server keeps device taints", 1},
+        Case{"dropped", false, 0, false, "ResourceSlices: the API server drops device taints", 1},
+        Case{"invalid", true, 422, false, "the API server refuses a slice with a device taint",
+             2}}) {
     SCOPED_TRACE(c.name);
     node_ = std::string("node-") + c.name;
     api_.AddNode(node_);
     api_.ServeDeviceTaints(c.served);
-    if (c.refusal != 0) api_.FailNextSliceRequests("dryRun create", c.refusal, 1);
+    api_.ServeNoneTaintEffect(true);
+    if (c.refusal != 0) api_.FailNextSliceRequests("dryRun create", c.refusal, 2);
     api_.FailNextSliceRequests("watch", 500, 3);
     const size_t requests = api_.requests().size();
     std::atomic<int> asked{-1};
@@ -517,7 +536,7 @@ TEST_F(SlicePublisherTest, AClearTaintProbeAnswerIsNotAskedAgain) {
     const std::string log = ::testing::internal::GetCapturedStderr();
     ASSERT_TRUE(cycled) << log;
     EXPECT_EQ(asked, c.kept ? 1 : 0);
-    EXPECT_EQ(Probes(api_, requests).size(), 1u);
+    EXPECT_EQ(Probes(api_, requests).size(), c.probes);
     EXPECT_EQ(Count(log, c.logged), 1u) << log;
     EXPECT_EQ(log.find("asking again"), std::string::npos) << log;
   }

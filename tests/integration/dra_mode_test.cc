@@ -322,7 +322,7 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
   EXPECT_EQ(out["uid-a"].error,
             "claim team/a: device \"gpu-0000-0f-00-0\" is unhealthy (taint "
-            "gpu.gpu-agent.github.io/unhealthy=XID-79:NoSchedule, which the claim does not "
+            "gpu.gpu-agent.github.io/unhealthy=XID-79:NoExecute, which the claim does not "
             "tolerate; admin access would take it)");
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
   std::vector<DraKubelet::Health> health;
@@ -369,7 +369,8 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTaint
   const std::vector<std::string> taints = TaintsOf(api_, "gpu-0000-0f-00-0");
   ASSERT_EQ(taints.size(), 1u);
   EXPECT_EQ(taints[0].rfind("gpu.gpu-agent.github.io/unhealthy=XID", 0), 0u) << taints[0];
-  EXPECT_EQ(taints[0].substr(taints[0].size() - 11), ":NoSchedule") << taints[0];
+  // Off the bus (XID 79): its jobs cannot go on, NoExecute.
+  EXPECT_EQ(taints[0].substr(taints[0].size() - 10), ":NoExecute") << taints[0];
   int64_t generation = 0;
   EXPECT_EQ(PublishedDevices(api_, &generation).size(), 4u);  // it stays
   EXPECT_EQ(generation, 2);
@@ -401,6 +402,84 @@ TEST_F(DraModeTest, WhereTheServerKeepsTaintsAnUnhealthyGpuStaysInTheSlicesTaint
   EXPECT_EQ(out["uid-admin"].error, "") << Log();
   EXPECT_TRUE(Exists(SpecPath("uid-tol")));
   EXPECT_TRUE(Exists(SpecPath("uid-admin")));
+}
+
+// Each cause of trouble taints with its own effect: the driver asking for
+// a reset or reboot (recoveryAction) NoExecute on the GPU and each of its
+// MIG devices, an XID NoSchedule, a degraded check None where the server
+// serves that effect (1.36); dra.taints changes any of them. Where the
+// server knows no None (1.33 to 1.35) the degraded device is published
+// without a taint.
+TEST_F(DraModeTest, EachCauseTaintsWithItsEffectAndNoneOnlyWhereServed) {
+  api_.ServeDeviceTaints(true);
+  api_.ServeNoneTaintEffect(true);
+  dir_.Write("taints.yaml", "version: v1\nmode: dra\ndra:\n  taints:\n    xid: NoExecute\n");
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--health-poll-interval", "1s"}});
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
+  EXPECT_NE(Log().find("the None effect too"), std::string::npos) << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  const std::string whole = "gpu-0000-0f-00-0";
+  const std::string mig = "gpu-0000-07-00-0-mig-1g-10gb-2-0";
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "set 1 temperature 88"));  // slowdown at 87
+  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, whole).empty(); }, std::chrono::seconds(10)))
+      << Log();
+  EXPECT_EQ(TaintsOf(api_, whole),
+            std::vector<std::string>{"gpu.gpu-agent.github.io/degraded=temperature:None"});
+  // Informational: a claim still gets it.
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, whole}}));
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  EXPECT_EQ(out["uid-a"].error, "") << Log();
+  // The driver asks for a GPU reset: NoExecute on all of GPU 0's MIG devices.
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "set 0 recoveryAction 1"));
+  ASSERT_TRUE(WaitFor([&] { return !TaintsOf(api_, mig).empty(); }, std::chrono::seconds(10)))
+      << Log();
+  ASSERT_EQ(TaintsOf(api_, mig).size(), 1u);
+  EXPECT_EQ(TaintsOf(api_, mig)[0].rfind("gpu.gpu-agent.github.io/unhealthy=health-check-", 0), 0u)
+      << TaintsOf(api_, mig)[0];
+  EXPECT_EQ(TaintsOf(api_, mig)[0].substr(TaintsOf(api_, mig)[0].size() - 10), ":NoExecute");
+  // An XID under dra.taints.xid: NoExecute (the config's, not the
+  // default NoSchedule).
+  agent_->Signal(SIGTERM);
+  ASSERT_EQ(agent_->Wait(), 0) << Log();
+  StartAgent({{"--health-poll-interval", "1s"}, {"--config", dir_.Join("taints.yaml")}});
+  ASSERT_TRUE(WaitFor([&] { return kubelet.plugins(kDriver).size() == 1; })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 48"));
+  ASSERT_TRUE(WaitFor([&] {
+    const std::vector<std::string> t = TaintsOf(api_, whole);
+    return t.size() == 1 && t[0] == "gpu.gpu-agent.github.io/unhealthy=XID-48:NoExecute";
+  })) << Log();
+}
+
+// Before 1.36 the API server knows no None effect: the probe asks again
+// without it, and a degraded device is published with no taint.
+TEST_F(DraModeTest, WhereTheServerKnowsNoNoneEffectADegradedGpuHasNoTaint) {
+  api_.ServeDeviceTaints(true);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--health-poll-interval", "1s"}});
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
+  EXPECT_NE(Log().find("the API server refuses the None taint effect"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("the API server keeps device taints; an unhealthy device stays"),
+            std::string::npos)
+      << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "set 1 temperature 88"));
+  ASSERT_TRUE(WaitFor([&] { return Log().find("GPU health check failing") != std::string::npos; },
+                      std::chrono::seconds(10)))
+      << Log();
+  EXPECT_EQ(TaintsOf(api_, "gpu-0000-0f-00-0"), std::vector<std::string>{});
+  EXPECT_EQ(PublishedDevices(api_).size(), 4u);
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 48"));
+  ASSERT_TRUE(WaitFor([&] {
+    const std::vector<std::string> t = TaintsOf(api_, "gpu-0000-0f-00-0");
+    return t.size() == 1 && t[0] == "gpu.gpu-agent.github.io/unhealthy=XID-48:NoSchedule";
+  })) << Log();
 }
 
 // Where the server keeps taints, a GPU that recovers loses its taint: it

@@ -7,6 +7,7 @@
 
 #include "agent/cli/plan_report.h"
 #include "agent/config/config_schema.h"
+#include "agent/config/dra_taints.h"
 #include "agent/plan/generation.h"
 #include "agent/plan/nvml_start.h"
 #include "base/exit_code.h"
@@ -90,6 +91,13 @@ std::string ConfigReport(LoadedConfig& loaded) {
           StrAppend(&line, ", threshold: ", buf);
         }
         StrAppend(&out, "    ", line, "}\n");
+      }
+    }
+    if (s.key == "dra.podUid") {
+      // dra.taints.<cause>: each cause's taint effect, set or default.
+      EmitLine(&out, 1, "taints:", OriginText(loaded, "dra.taints"));
+      for (const std::string& cause : DraTaintCauses()) {
+        StrAppend(&out, "    ", cause, ": ", DraTaintEffect(loaded.config, cause), "\n");
       }
     }
     if (s.key == "sharing.timeSlicing.failRequestsGreaterThanOne") {

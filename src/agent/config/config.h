@@ -4,6 +4,7 @@
 #ifndef GPU_AGENT_AGENT_CONFIG_CONFIG_H_
 #define GPU_AGENT_AGENT_CONFIG_CONFIG_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -184,6 +185,11 @@ struct Config {
     // named after it, so in a rolling update the new pod registers beside
     // the old one (kubelet 1.33+). Empty: the plain names.
     std::string pod_uid;
+    // The taint effect of each cause of an unhealthy or degraded device,
+    // as set: "lost", "xid" or a health check's name -> "None",
+    // "NoSchedule", "NoExecute" or "off". What is not set takes the
+    // default (DraTaintEffect).
+    std::map<std::string, std::string> taints;
   } dra;
 
   struct Driver {

@@ -13,6 +13,7 @@
 
 #include "agent/config/config_schema.h"
 #include "agent/config/config_validation.h"
+#include "agent/config/dra_taints.h"
 #include "agent/config/nvidia_compat.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
@@ -90,6 +91,10 @@ class YamlWalker {
       }
       if (path == "health.checks") {
         GA_RETURN_IF_ERROR(WalkChecks(value));
+        continue;
+      }
+      if (path == "dra.taints") {
+        GA_RETURN_IF_ERROR(WalkDraTaints(value));
         continue;
       }
       if (path == "sharing.mps") {
@@ -262,6 +267,46 @@ class YamlWalker {
     }
     out_->config.sharing.time_slicing.resources = std::move(resources);
     out_->origins["sharing.timeSlicing.resources"] = Origin{ValueSource::kFile, Where(list)};
+    return absl::OkStatus();
+  }
+
+  // dra.taints: {<cause>: None|NoSchedule|NoExecute|off}, a cause being
+  // lost, xid or a health check's name.
+  absl::Status WalkDraTaints(const YAML::Node& map) {
+    if (map.IsNull()) return absl::OkStatus();
+    if (!map.IsMap()) {
+      return Error(map, StrCat("dra.taints must be a mapping of causes (lost, xid, or a health "
+                               "check's name) to a taint effect, not ",
+                               Describe(map)));
+    }
+    GA_RETURN_IF_ERROR(NoDuplicateKeys(map, " in dra.taints"));
+    std::vector<std::string> causes = DraTaintCauses();
+    for (const auto& kv : map) {
+      const std::string cause = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      if (std::find(causes.begin(), causes.end(), cause) == causes.end()) {
+        std::string msg = StrCat("dra.taints: unknown cause \"", Printable(cause, 60), "\"");
+        if (std::string near = ClosestMatch(cause, causes); !near.empty()) {
+          StrAppend(&msg, "; did you mean \"", near, "\"?");
+        } else {
+          StrAppend(&msg, "; the causes are ", StrJoin(causes, ", "));
+        }
+        return Error(kv.first, msg);
+      }
+      const YAML::Node& v = kv.second;
+      const std::vector<std::string> effects = {"None", "NoSchedule", "NoExecute", "off"};
+      if (!v.IsScalar() || std::find(effects.begin(), effects.end(), v.Scalar()) == effects.end()) {
+        std::string msg = StrCat("dra.taints.", cause, ": ", Describe(v),
+                                 " is not one of None, NoSchedule, NoExecute, off");
+        if (v.IsScalar()) {
+          if (std::string near = ClosestMatch(v.Scalar(), effects); !near.empty()) {
+            StrAppend(&msg, "; did you mean \"", near, "\"?");
+          }
+        }
+        return Error(v, msg);
+      }
+      out_->config.dra.taints[cause] = v.Scalar();
+    }
+    out_->origins["dra.taints"] = Origin{ValueSource::kFile, Where(map)};
     return absl::OkStatus();
   }
 

@@ -619,6 +619,7 @@ std::vector<std::string> ChildKeys(std::string_view prefix) {
   for (std::string_view k : IgnoredCompat()) add(k);
   add("sharing.timeSlicing.resources");
   add("health.checks");
+  add("dra.taints");
   add("sharing.mps");
   return {out.begin(), out.end()};
 }

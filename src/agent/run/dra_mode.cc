@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "agent/config/api_connection.h"
+#include "agent/config/dra_taints.h"
 #include "agent/labels/nfd_feature_file.h"
+#include "agent/run/api_claim_reader.h"
 #include "agent/run/dra_devices.h"
+#include "agent/run/dra_health.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
@@ -33,136 +36,11 @@
 namespace gpu_agent {
 namespace {
 
-// The resource.k8s.io version the API server serves that the agent reads
-// claims through: v1, else v1beta2, else v1beta1 (their claims' allocation
-// results have one shape). Asked once, on the first claim. One connection
-// per concurrent read (dra::kConcurrentReads), each GET on a free one.
-class ApiClaimReader : public dra::ClaimReader {
- public:
-  // REQUIRES: at least two `clients`: the first for discovery, the others
-  // for the claims' GETs.
-  explicit ApiClaimReader(std::vector<std::unique_ptr<apiserver::RestClient>> clients)
-      : clients_(std::move(clients)), discovery_(clients_.front().get()) {
-    for (size_t i = 1; i < clients_.size(); ++i) free_.push_back(clients_[i].get());
-  }
-
-  absl::StatusOr<Answer> GetClaim(const std::string& ns, const std::string& name) override {
-    if (stopping_) return absl::UnavailableError("the agent is stopping");
-    absl::StatusOr<std::string> version = Version();
-    if (!version.ok()) return version.status();
-    apiserver::RestClient* client = nullptr;
-    {
-      std::unique_lock<std::mutex> lock(flight_mu_);
-      flight_cv_.wait(lock, [this] { return stopping_ || !free_.empty(); });
-      if (stopping_) return absl::UnavailableError("the agent is stopping");
-      client = free_.back();
-      free_.pop_back();
-      ++in_flight_;
-    }
-    // The kubelet's names, each one path segment whatever it sent.
-    absl::StatusOr<apiserver::HttpResponse> r = client->Get(
-        StrCat("/apis/resource.k8s.io/", *version, "/namespaces/", apiserver::EscapePathSegment(ns),
-               "/resourceclaims/", apiserver::EscapePathSegment(name)));
-    {
-      std::lock_guard<std::mutex> lock(flight_mu_);
-      --in_flight_;
-      free_.push_back(client);
-    }
-    flight_cv_.notify_all();
-    if (!r.ok()) return r.status();
-    return Answer{r->status, std::move(r->body)};
-  }
-
-  // On a stop: the GET in progress is cut off (the claim is answered with
-  // that error, which the kubelet retries with the next agent) and no other
-  // starts, so the stop does not wait out an API server that hangs.
-  void Cancel() {
-    std::unique_lock<std::mutex> lock(flight_mu_);
-    stopping_ = true;
-    flight_cv_.notify_all();
-    // A cut-off GET is sent once more at once (RestClient), and a cancel
-    // can land just before a request opens its connection: repeated until
-    // the GETs are out.
-    while (in_flight_ > 0) {
-      lock.unlock();
-      for (const auto& c : clients_) c->Cancel();
-      lock.lock();
-      flight_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return in_flight_ == 0; });
-    }
-  }
-
- private:
-  absl::StatusOr<std::string> Version() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!version_.empty()) return version_;
-    {
-      // Counted as a GET in flight, so a stop cuts it off too.
-      std::lock_guard<std::mutex> flight(flight_mu_);
-      if (stopping_) return absl::UnavailableError("the agent is stopping");
-      ++in_flight_;
-    }
-    absl::StatusOr<apiserver::HttpResponse> r = discovery_->Get("/apis/resource.k8s.io");
-    {
-      std::lock_guard<std::mutex> flight(flight_mu_);
-      --in_flight_;
-    }
-    flight_cv_.notify_all();
-    if (!r.ok()) return r.status();
-    if (r->status != 200) {
-      return absl::UnavailableError(
-          StrCat("the API server serves no resource.k8s.io group (GET /apis/resource.k8s.io "
-                 "answered ",
-                 r->status, "); DRA needs Kubernetes 1.32 or later"));
-    }
-    absl::StatusOr<std::string> v =
-        apiserver::PickServedVersion(r->body, "resource.k8s.io", {"v1", "v1beta2", "v1beta1"});
-    if (!v.ok()) return absl::UnavailableError(v.status().message());
-    version_ = *v;
-    LogInfo("reading ResourceClaims through resource.k8s.io/" + version_);
-    return version_;
-  }
-
-  const std::vector<std::unique_ptr<apiserver::RestClient>> clients_;
-  apiserver::RestClient* const discovery_;  // one of clients_, never lent to a GET
-  std::atomic<bool> stopping_{false};
-  std::mutex flight_mu_;  // with flight_cv_: a free client, and Cancel's wait
-  std::condition_variable flight_cv_;
-  std::vector<apiserver::RestClient*> free_;  // protected by flight_mu_
-  int in_flight_ = 0;                         // protected by flight_mu_
-  std::mutex mu_;
-  std::string version_;  // protected by mu_: empty until discovered
-};
-
 std::shared_ptr<const dra::DeviceCatalog> CatalogOf(const Generation& gen) {
   auto c = std::make_shared<dra::DeviceCatalog>();
   c->devices = DraDevicesOf(gen);
   if (gen.cdi) c->node_spec = gen.cdi->spec;
   return c;
-}
-
-// The slices of `devices` for whatever version and generation the
-// publisher asks. Where the server keeps taints, the `taints` (by device
-// name) go with their devices; otherwise a device whose taint keeps claims
-// away (unhealthy) leaves the slices.
-apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
-                                 std::map<std::string, dra::DeviceTaint> taints, std::string driver,
-                                 std::string node) {
-  return [devices = std::move(devices), taints = std::move(taints), driver = std::move(driver),
-          node = std::move(node)](const apiserver::SliceContext& c) {
-    dra::SliceInput in;
-    in.api_version = c.api_version;
-    in.driver = driver;
-    in.node = node;
-    in.node_uid = c.node_uid;
-    in.pool_generation = c.generation;
-    for (const dra::DraDevice& d : devices) {
-      auto t = taints.find(d.name);
-      const bool away = t != taints.end() && t->second.effect != dra::TaintEffect::kNone;
-      if (c.device_taints || !away) in.devices.push_back(d);
-    }
-    if (c.device_taints) in.tainted = taints;
-    return dra::BuildResourceSlices(in);
-  };
 }
 
 dra::DraServerOptions ServerOptionsOf(const Config& c) {
@@ -173,126 +51,6 @@ dra::DraServerOptions ServerOptionsOf(const Config& c) {
   o.instance = c.dra.pod_uid;
   return o;
 }
-
-// Which devices are unhealthy: the health watcher's outages, matched to
-// the devices each covers, each made a taint. The watcher's thread
-// reports; prepare, the slices and the health stream read.
-class DraHealth {
- public:
-  DraHealth(dra::ClaimPreparer* preparer, std::string driver)
-      : preparer_(preparer), driver_(std::move(driver)) {}
-
-  struct Outage {
-    DeviceKey key;
-    std::string reason;
-    dra::TaintEffect effect = dra::TaintEffect::kNoSchedule;
-  };
-
-  // The publisher is handed each change of the devices' health: an
-  // unhealthy device is tainted, or leaves the slices, until it is back.
-  void SetPublisher(apiserver::SlicePublisher* publisher) {
-    std::lock_guard<std::mutex> lock(mu_);
-    publisher_ = publisher;
-    // What changed since the publisher was started with CurrentSlices
-    // (the same slices again are no change to it).
-    if (publisher_ != nullptr)
-      publisher_->SetDesired(SlicesOf(devices_, TaintsLocked(), driver_, pool_));
-  }
-  // The slices of the devices and their health now.
-  apiserver::SliceBuilder CurrentSlices() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return SlicesOf(devices_, TaintsLocked(), driver_, pool_);
-  }
-
-  void SetServer(dra::DraServer* server) {
-    std::lock_guard<std::mutex> lock(mu_);
-    server_ = server;
-    PublishLocked();
-  }
-  void SetDevices(std::vector<dra::DraDevice> devices, const std::string& pool,
-                  std::vector<Outage> outages) {
-    std::lock_guard<std::mutex> lock(mu_);
-    devices_ = std::move(devices);
-    pool_ = pool;
-    outages_ = std::move(outages);
-    PublishLocked();
-  }
-  void Change(const nvml::HealthChange& change) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(outages_, [&](const Outage& o) { return o.key == change.key; });
-    if (!change.healthy) outages_.push_back({change.key, change.reason});
-    PublishLocked();
-  }
-  size_t unhealthy() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return unhealthy_;
-  }
-
- private:
-  void PublishLocked() {
-    std::vector<dra::DeviceHealthRecord> records;
-    std::map<std::string, dra::DeviceTaint> taints = TaintsLocked();
-    std::map<std::string, std::string> reasons = ReasonsLocked();
-    size_t unhealthy = 0;
-    for (const dra::DraDevice& d : devices_) {
-      auto t = taints.find(d.name);
-      const bool healthy = t == taints.end() || t->second.effect == dra::TaintEffect::kNone;
-      if (!healthy) ++unhealthy;
-      records.push_back({pool_, d.name, healthy, healthy ? "" : reasons[d.name]});
-    }
-    unhealthy_ = unhealthy;
-    preparer_->SetTaints(taints);
-    if (server_ != nullptr) server_->SetHealth(std::move(records));
-    // A new generation (SetDevices) with other devices, or a device's
-    // health changed, changes what is published; the same again changes
-    // nothing.
-    if (publisher_ != nullptr && (devices_ != published_ || taints != published_taints_)) {
-      publisher_->SetDesired(SlicesOf(devices_, taints, driver_, pool_));
-    }
-    published_ = devices_;
-    published_taints_ = std::move(taints);
-  }
-
-  // Each device's first outage that covers it, by name.
-  std::map<std::string, const Outage*> OutagesLocked() const {
-    std::map<std::string, const Outage*> out;
-    for (const dra::DraDevice& d : devices_) {
-      for (const Outage& o : outages_) {
-        if (o.key.Covers(d.key)) {
-          out.emplace(d.name, &o);
-          break;
-        }
-      }
-    }
-    return out;
-  }
-  std::map<std::string, std::string> ReasonsLocked() const {
-    std::map<std::string, std::string> out;
-    for (const auto& [name, o] : OutagesLocked()) out[name] = o->reason;
-    return out;
-  }
-  // The taint of each device an outage covers: "<driver>/unhealthy", the
-  // reason as its value.
-  std::map<std::string, dra::DeviceTaint> TaintsLocked() const {
-    std::map<std::string, dra::DeviceTaint> out;
-    for (const auto& [name, o] : OutagesLocked()) {
-      out[name] = {StrCat(driver_, "/unhealthy"), dra::TaintValue(o->reason), o->effect};
-    }
-    return out;
-  }
-
-  dra::ClaimPreparer* const preparer_;
-  const std::string driver_;
-  mutable std::mutex mu_;
-  apiserver::SlicePublisher* publisher_ = nullptr;  // protected by mu_
-  std::vector<dra::DraDevice> published_;           // protected by mu_: the slices' devices
-  std::map<std::string, dra::DeviceTaint> published_taints_;  // protected by mu_
-  dra::DraServer* server_ = nullptr;                          // protected by mu_
-  std::vector<dra::DraDevice> devices_;                       // protected by mu_
-  std::string pool_;                                          // protected by mu_
-  std::vector<Outage> outages_;                               // protected by mu_
-  size_t unhealthy_ = 0;                                      // protected by mu_
-};
 
 class DraMode : public Mode {
  public:
@@ -486,15 +244,19 @@ class DraMode : public Mode {
     preparer_->SetCatalog(catalog);
     std::vector<DraHealth::Outage> outages;
     for (const std::string& uuid : gen.plan.initially_unhealthy) {
-      outages.push_back({DeviceKey::Gpu(uuid), "unhealthy at start"});
+      outages.push_back({DeviceKey::Gpu(uuid), "unhealthy at start", "xid"});
     }
-    for (const auto& o : carried) outages.push_back({o.key, o.reason});
-    health_state_->SetDevices(catalog->devices, pool_, std::move(outages));
+    for (const auto& o : carried) outages.push_back(DraHealth::OutageOf(o));
+    health_state_->SetDevices(
+        catalog->devices, pool_,
+        [config = gen.config()](std::string_view cause) { return DraTaintEffect(config, cause); },
+        std::move(outages));
     if (!ctx_.lib) return;
     DraHealth* state = health_state_.get();
     health().Replace(nvml::HealthWatcher::Start(
         ctx_.lib, gen.plan.gpu_uuids, gen.plan.initially_unhealthy, HealthPolicyFrom(gen.config()),
-        [state](const nvml::HealthChange& change) { state->Change(change); }, std::move(carried)));
+        [state](const nvml::HealthChange& change) { state->Change(change); }, std::move(carried),
+        Clock::Real(), [state](const nvml::CheckChange& change) { state->CheckChanged(change); }));
   }
 
   // This instance publishes from now on (the handover's `lead`): the

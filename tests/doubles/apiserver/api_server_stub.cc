@@ -633,6 +633,11 @@ void ApiServerStub::ServeDeviceTaints(bool on) {
   serve_taints_ = on;
 }
 
+void ApiServerStub::ServeNoneTaintEffect(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  serve_none_effect_ = on;
+}
+
 void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response& res) {
   // /apis/resource.k8s.io/<version>/resourceslices[/<name>]
   const std::string marker = "/resourceslices";
@@ -725,10 +730,14 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
       return;
     }
     auto it = slices_.find(n);
-    // Devices' taints: kept (with timeAdded) or dropped, as the gate says.
+    // Devices' taints: kept (with timeAdded) or dropped, as the gate says;
+    // an effect the server does not know is refused as validation does
+    // (field.NotSupported), None only from 1.36 on.
     if (d.HasMember("spec") && d["spec"].IsObject() && d["spec"].HasMember("devices") &&
         d["spec"]["devices"].IsArray()) {
+      size_t index = 0;
       for (auto& dev : d["spec"]["devices"].GetArray()) {
+        const size_t i = index++;
         if (!dev.IsObject()) continue;
         rapidjson::Value* fields = &dev;
         if (dev.HasMember("basic") && dev["basic"].IsObject()) fields = &dev["basic"];
@@ -738,7 +747,26 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
           continue;
         }
         if (!(*fields)["taints"].IsArray()) continue;
+        size_t j = 0;
         for (auto& t : (*fields)["taints"].GetArray()) {
+          const std::string effect = t.IsObject() && t.HasMember("effect") && t["effect"].IsString()
+                                         ? t["effect"].GetString()
+                                         : "";
+          const bool known = effect == "NoSchedule" || effect == "NoExecute" ||
+                             (effect == "None" && serve_none_effect_);
+          if (!known) {
+            const std::string where = "spec.devices[" + std::to_string(i) + "]." +
+                                      (fields == &dev ? "" : "basic.") + "taints[" +
+                                      std::to_string(j) + "].effect";
+            answer(422,
+                   StatusBody(422, "Invalid",
+                              kind_name + " is invalid: " + where + ": Unsupported value: \"" +
+                                  effect + "\": supported values: " +
+                                  (serve_none_effect_ ? "\"NoExecute\", \"NoSchedule\", \"None\""
+                                                      : "\"NoExecute\", \"NoSchedule\"")));
+            return;
+          }
+          ++j;
           if (t.IsObject() && !t.HasMember("timeAdded")) {
             t.AddMember("timeAdded", "2026-01-01T00:00:00Z", a);
           }

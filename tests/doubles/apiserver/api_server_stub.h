@@ -188,6 +188,10 @@ class ApiServerStub {
   // default). A create with dryRun=All is answered as it would be stored and
   // stores nothing; it counts as no write.
   void ServeDeviceTaints(bool on);
+  // Whether a kept taint may have the None effect (1.36 and later); off
+  // (1.33 to 1.35), a slice with one is refused 422 as validation does.
+  // Effects other than NoSchedule, NoExecute and None are refused always.
+  void ServeNoneTaintEffect(bool on);
 
   // A hostile or broken server. From now on every request of `call` (as
   // calls() names them: "watch resourceslices", "get resource.k8s.io",
@@ -361,6 +365,7 @@ class ApiServerStub {
   std::map<std::string, std::deque<InjectedFailure>> slice_failures_;  // by verb
   int failed_slice_requests_ = 0;
   bool serve_taints_ = false;
+  bool serve_none_effect_ = false;
 };
 
 // Makes a CA and a server certificate for "localhost" (and a second,

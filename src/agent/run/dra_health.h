@@ -1,0 +1,100 @@
+// The health of DRA mode's devices as the kubelet, the scheduler and
+// prepare see it: the health watcher's outages (unhealthy) and failing
+// checks at severity degraded, matched to the devices each covers, each made
+// a taint whose effect dra.taints gives its cause (agent/config/dra_taints.h).
+// The health stream hears which devices are unhealthy, prepare which taints
+// keep claims away, and the slice publisher what to publish: where the API
+// server keeps taints a device stays in the slices with its taint (a None
+// taint only where the server serves that effect); otherwise a device whose
+// taint keeps claims away leaves the slices. The watcher's thread reports;
+// prepare, the slices and the health stream read.
+#ifndef GPU_AGENT_AGENT_RUN_DRA_HEALTH_H_
+#define GPU_AGENT_AGENT_RUN_DRA_HEALTH_H_
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apiserver/slice_publisher.h"
+#include "base/device_key.h"
+#include "dra/claim_preparer.h"
+#include "dra/device_taint.h"
+#include "dra/dra_device.h"
+#include "dra/dra_server.h"
+#include "nvml/health_watcher.h"
+
+namespace gpu_agent {
+
+// A device's taint, and whether it is published ("off" in dra.taints: not,
+// and an unhealthy device then leaves the slices).
+struct DraTaint {
+  dra::DeviceTaint taint;
+  bool published = true;
+  friend bool operator==(const DraTaint&, const DraTaint&) = default;
+};
+
+// The slices of `devices` with their taints (by device name), for whatever
+// version, generation and taint support the publisher finds.
+apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
+                                 std::map<std::string, DraTaint> taints, std::string driver,
+                                 std::string node);
+
+class DraHealth {
+ public:
+  // The effect of a cause ("lost", "xid", a check's name): "None",
+  // "NoSchedule", "NoExecute" or "off".
+  using EffectOf = std::function<std::string(std::string_view cause)>;
+
+  DraHealth(dra::ClaimPreparer* preparer, std::string driver);
+
+  struct Outage {
+    DeviceKey key;
+    std::string reason;
+    std::string cause;  // "lost", "xid" or a check's name
+  };
+  static Outage OutageOf(const nvml::HealthChange& change);
+  static Outage OutageOf(const nvml::Outage& carried);
+
+  // The publisher is handed each change of what is published; null: none.
+  void SetPublisher(apiserver::SlicePublisher* publisher);
+  // The slices of the devices and their health now.
+  apiserver::SliceBuilder CurrentSlices() const;
+  void SetServer(dra::DraServer* server);
+  // A generation's devices, pool, effects and the outages it starts with
+  // (degraded checks are carried over).
+  void SetDevices(std::vector<dra::DraDevice> devices, const std::string& pool, EffectOf effect_of,
+                  std::vector<Outage> outages);
+  // The health watcher's reports.
+  void Change(const nvml::HealthChange& change);
+  void CheckChanged(const nvml::CheckChange& change);
+  size_t unhealthy() const;
+
+ private:
+  void PublishLocked();
+  // Each device's taint, by name: its first outage's, else its GPU's first
+  // degraded check's whose effect is not off.
+  std::map<std::string, DraTaint> TaintsLocked() const;
+  std::map<std::string, std::string> ReasonsLocked() const;  // unhealthy devices: why
+
+  dra::ClaimPreparer* const preparer_;
+  const std::string driver_;
+  mutable std::mutex mu_;
+  apiserver::SlicePublisher* publisher_ = nullptr;    // protected by mu_
+  std::vector<dra::DraDevice> published_;             // protected by mu_: the slices' devices
+  std::map<std::string, DraTaint> published_taints_;  // protected by mu_
+  dra::DraServer* server_ = nullptr;                  // protected by mu_
+  std::vector<dra::DraDevice> devices_;               // protected by mu_
+  std::string pool_;                                  // protected by mu_
+  EffectOf effect_of_;                                // protected by mu_
+  std::vector<Outage> outages_;                       // protected by mu_
+  // GPU UUID -> failing checks at severity degraded -> what was judged.
+  std::map<std::string, std::map<std::string, std::string>> degraded_;  // protected by mu_
+  size_t unhealthy_ = 0;                                                // protected by mu_
+};
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_DRA_HEALTH_H_
