@@ -697,11 +697,15 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
     ASSERT_TRUE(cdi.mount.IsDefined()) << "cdi.specDir " << cdi_dir << " is not mounted";
     EXPECT_EQ(Str(At(cdi.volume, {"hostPath", "path"})), cdi_dir);
     const std::string driver_name = Str(At(config, {"dra", "driverName"}));
+    // Before 1.34 (components/dra-v1beta1): v1beta1, and no class for
+    // nvidia.com/gpu (extendedResourceName came with 1.34).
+    const bool v1beta1 = v.Has("dra-v1beta1");
     int classes = 0;
     std::set<std::string> extended;
     for (const YAML::Node& d : docs) {
       if (Str(d["kind"]) != "DeviceClass") continue;
       ++classes;
+      EXPECT_EQ(Str(d["apiVersion"]), v1beta1 ? "resource.k8s.io/v1beta1" : "resource.k8s.io/v1");
       if (At(d, {"spec", "extendedResourceName"})) {
         extended.insert(Str(At(d, {"spec", "extendedResourceName"})));
       }
@@ -710,9 +714,15 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
                 std::string::npos)
           << Str(At(d, {"metadata", "name"})) << " selects another driver than " << driver_name;
     }
-    EXPECT_EQ(classes, 3) << "DeviceClasses for whole GPUs, MIG devices, and nvidia.com/gpu";
-    EXPECT_EQ(extended, std::set<std::string>{"nvidia.com/gpu"})
+    EXPECT_EQ(classes, v1beta1 ? 2 : 3)
+        << "DeviceClasses for whole GPUs, MIG devices, and nvidia.com/gpu";
+    EXPECT_EQ(extended, v1beta1 ? std::set<std::string>{} : std::set<std::string>{"nvidia.com/gpu"})
         << "one class lets pods that ask for nvidia.com/gpu run on DRA";
+    // The new pod beside the old one in a rolling update (kubelet 1.33+),
+    // or, with dra-no-surge, the old one gone first.
+    const YAML::Node rolling = At(ds, {"spec", "updateStrategy", "rollingUpdate"});
+    EXPECT_EQ(Str(rolling["maxSurge"]), v.Has("dra-no-surge") ? "0" : "1");
+    EXPECT_EQ(Str(rolling["maxUnavailable"]), v.Has("dra-no-surge") ? "1" : "0");
     EXPECT_TRUE(v.Kubelet().empty()) << "the kubelet-* components move the device-plugins folder";
     EXPECT_FALSE(mig) << "the MIG component is for plugin mode";
   } else if (plugin) {
@@ -830,7 +840,7 @@ TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
 // overlay: each driver way, with and without MIG, on each kubelet folder.
 TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
   REQUIRE_KUBECTL();
-  std::set<std::string> used = {"mig", "node-config", "node-health"};
+  std::set<std::string> used = {"mig", "node-config", "node-health", "dra-v1beta1", "dra-no-surge"};
   for (const std::string& d : kDriverComponents) used.insert(d);
   for (const auto& [c, path] : kKubeletDevicePlugins) {
     if (!c.empty()) used.insert(c);
@@ -847,7 +857,14 @@ TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
   std::vector<Variant> variants;
   for (const std::string& driver : kDriverComponents) {
     variants.push_back({"static + " + driver, "static", {driver}});
-    if (driver != "nvidia-runtime") variants.push_back({"dra + " + driver, "dra", {driver}});
+    if (driver != "nvidia-runtime") {
+      variants.push_back({"dra + " + driver, "dra", {driver}});
+      // Kubernetes 1.32 (both) and 1.33 (the v1beta1 classes).
+      variants.push_back({"dra + " + driver + " + dra-v1beta1 + dra-no-surge",
+                          "dra",
+                          {driver, "dra-v1beta1", "dra-no-surge"}});
+      variants.push_back({"dra + " + driver + " + dra-v1beta1", "dra", {driver, "dra-v1beta1"}});
+    }
     for (bool mig : {false, true}) {
       for (const auto& [kubelet, path] : kKubeletDevicePlugins) {
         Variant v{"plugin + " + driver, "plugin", {driver}};
