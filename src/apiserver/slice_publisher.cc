@@ -73,15 +73,24 @@ std::string StatusMessage(const HttpResponse& r) {
   return StrCat(r.status, ": ", json::MessageOf(r.body));
 }
 
-// What a refused request's log line says: the server's message, and for a
-// 403 the permission missing.
-std::string Refusal(const HttpResponse& r, const char* verb) {
+// What a refused request's log line says: the server's message; for a 403
+// what is known of it: the server's authorizer refused, which a server does
+// for a few seconds after its start while its RBAC caches fill; once it has
+// refused for `for_good` (`forbidden_for`), that the role lacks the
+// permission.
+std::string Refusal(const HttpResponse& r, const char* verb,
+                    std::chrono::steady_clock::duration forbidden_for, Ms for_good) {
   std::string out = StatusMessage(r);
-  if (r.status == 403) {
-    out += StrCat(" (the agent's ClusterRole must allow ", verb,
-                  " on resourceslices of resource.k8s.io; see manifests/dra/agent/rbac.yaml)");
+  if (r.status != 403) return out;
+  if (forbidden_for < for_good) {
+    return StrCat(out,
+                  " (the API server's authorization refused it; a server that has just started "
+                  "does so until it has loaded its RBAC rules)");
   }
-  return out;
+  return StrCat(out, " (refused for ",
+                FormatDuration(std::chrono::duration_cast<Ms>(forbidden_for)),
+                " now: the agent's ClusterRole must allow ", verb,
+                " on resourceslices of resource.k8s.io; see manifests/dra/agent/rbac.yaml)");
 }
 
 // A watch that ends sooner than this with no event ended at once: a
@@ -381,7 +390,7 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
     // No answer about taints: a role without `create` on resourceslices (the
     // slices' own creates fail the same way until an operator grants it),
     // a throttle or an unavailable server.
-    failure = Refusal(*r, "create");
+    failure = Refusal(*r, "create", {}, options_.forbidden_for_good);
     kind = std::to_string(r->status);
     retry_after_s = r->retry_after_s;
   } else {
@@ -478,10 +487,24 @@ void SlicePublisher::Run() {
   // the watches are kept no longer than the wait meanwhile.
   Ms owner_backoff = options_.backoff_initial;
   auto owner_due = std::chrono::steady_clock::now() + Jitter(owner_backoff);
+  // Since when the server has answered 403 to every request (a start of
+  // the epoch: it has not).
+  std::chrono::steady_clock::time_point forbidden_since{};
+  auto forbidden_for = [&](int status) -> std::chrono::steady_clock::duration {
+    if (status != 403) {
+      forbidden_since = {};
+      return {};
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (forbidden_since == std::chrono::steady_clock::time_point{}) forbidden_since = now;
+    return now - forbidden_since;
+  };
   // A request the server refused or that got no answer.
   auto fail_request = [&](const std::string& what, const absl::StatusOr<HttpResponse>& r,
                           const char* verb) {
-    return fail(what, r.ok() ? Refusal(*r, verb) : std::string(r.status().message()),
+    return fail(what,
+                r.ok() ? Refusal(*r, verb, forbidden_for(r->status), options_.forbidden_for_good)
+                       : std::string(r.status().message()),
                 r.ok() ? r->retry_after_s : -1);
   };
   // The builder as it is now; `take_change`: a change posted meanwhile is
@@ -540,6 +563,7 @@ void SlicePublisher::Run() {
       }
       s.version = StringAt(d, "metadata", "resourceVersion");
       listed = true;
+      forbidden_since = {};
       if (s.generation == 0) {
         // First list: slices already as wanted keep their generation;
         // otherwise the next one is published.
@@ -740,7 +764,9 @@ void SlicePublisher::Run() {
       continue;
     }
     if (*status != 200) {
-      if (!fail("cannot watch them", Refusal(HttpResponse{*status, head}, "watch"),
+      if (!fail("cannot watch them",
+                Refusal(HttpResponse{*status, head}, "watch", forbidden_for(*status),
+                        options_.forbidden_for_good),
                 retry_after_s)) {
         return;
       }

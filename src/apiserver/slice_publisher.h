@@ -50,6 +50,11 @@ struct SlicePublisherOptions {
   std::chrono::milliseconds watch_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{30000};
+  // A 403 is logged as the authorizer's refusal, which a server that has
+  // just started answers until its RBAC rules are loaded (seconds); once
+  // every request has been refused this long, as the role's missing
+  // permission.
+  std::chrono::milliseconds forbidden_for_good{30000};
   // Asks the server, at the start, whether it keeps devices' taints (a
   // create with dryRun=All of a slice whose device has one: a server with
   // the DRADeviceTaints gate off drops the field); the answer is
