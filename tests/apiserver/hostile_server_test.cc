@@ -6,6 +6,7 @@
 // turn into a request storm; once the server behaves, the slices are
 // repaired.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +36,44 @@ TEST(EscapePathSegmentTest, OutsideNamesStayOneSegment) {
   EXPECT_EQ(EscapePathSegment(".."), "%2E%2E");
   EXPECT_EQ(EscapePathSegment("."), "%2E");
   EXPECT_EQ(EscapePathSegment(std::string("a\0b\n", 4)), "a%00b%0A");
+}
+
+// A token file that never ends (/dev/zero) or never opens (a FIFO) is an
+// error at once: --token-file /dev/zero took the agent to 4.2 GB.
+TEST(TokenSourceHostileTest, ATokenFileThatIsNoRegularFileIsRefusedAtOnce) {
+  gpu_agent::testing::TempDir dir;
+  const std::string fifo = dir.Join("token");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {std::string("/dev/zero"), fifo}) {
+    absl::StatusOr<std::string> t = TokenSource::FromFile(path)->Token();
+    ASSERT_FALSE(t.ok()) << path;
+    EXPECT_NE(t.status().message().find("token file: cannot read \"" + path + "\": it is a"),
+              std::string::npos)
+        << t.status();
+  }
+  const std::string big = dir.Write("big", std::string(100 << 10, 'a'));
+  EXPECT_NE(TokenSource::FromFile(big)->Token().status().message().find("over the 65536-byte"),
+            std::string::npos);
+}
+
+// TLS verification turned off is said at each start, with the server.
+TEST(ConnectionHostileTest, TlsVerificationOffIsAWarning) {
+  ConnectionOptions o;
+  o.server = "https://api.example.com:6443";
+  o.insecure_skip_tls_verify = true;
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<Connection> c =
+      ResolveConnection(o, [](const std::string&) { return std::optional<std::string>(); });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(log.find("TLS verification of the API server is off (insecure-skip-tls-verify)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("api.example.com"), std::string::npos) << log;
+  o.insecure_skip_tls_verify = false;
+  ::testing::internal::CaptureStderr();
+  (void)ResolveConnection(o, [](const std::string&) { return std::optional<std::string>(); });
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("TLS verification"), std::string::npos);
 }
 
 std::unique_ptr<RestClient> Client(const ApiServerStub& api, RestOptions o = {}) {

@@ -618,6 +618,29 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
 // at every start), a claim as deep, and a claim named to reach another
 // path. The agent keeps running, each claim gets its own error, and once
 // discovery answers as a server does the slices go out.
+// The plugin's folder is 0750 whatever the umask (it was made with the
+// process's), its sockets and its checkpoint the agent's alone.
+TEST_F(DraModeTest, ItsFolderSocketsAndCheckpointHaveTheirModes) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  ASSERT_EQ(out["uid-a"].error, "");
+  const std::string folder = dir_.Join("plugins/") + kDriver;
+  struct Want {
+    std::string path;
+    mode_t mode;
+  };
+  for (const Want& w : {Want{folder, 0750}, Want{folder + "/dra.sock", 0600},
+                        Want{dir_.Join("registry/") + kDriver + "-reg.sock", 0600},
+                        Want{folder + "/checkpoint.json", 0600}, Want{SpecPath("uid-a"), 0644}}) {
+    struct stat st;
+    ASSERT_EQ(::lstat(w.path.c_str(), &st), 0) << w.path;
+    EXPECT_EQ(st.st_mode & 07777, w.mode) << w.path;
+  }
+}
+
 TEST_F(DraModeTest, AHostileApiServerNeitherCrashesNorMisleadsTheAgent) {
   const std::string deep = std::string(200000, '[') + std::string(200000, ']');
   api_.AnswerWith("get resource.k8s.io", deep);
