@@ -249,6 +249,11 @@ TEST(TrustedFolderTest, MadeWithItsModeWhateverTheUmask) {
   struct stat st;
   ASSERT_EQ(::stat(f.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0750u);
+  // Its missing parents as mkdir -p makes them under the usual umask.
+  for (const char* parent : {"a", "a/b"}) {
+    ASSERT_EQ(::stat(dir.Join(parent).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0755u) << parent;
+  }
 }
 
 // --- Backoff ---
