@@ -849,14 +849,20 @@ TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
   std::filesystem::rename(folder, dir_.Join("removed-plugin"), ec);
   ASSERT_FALSE(ec) << ec.message();
   std::filesystem::remove_all(dir_.Join("removed-plugin"));
-  ASSERT_TRUE(WaitFor([&] { return Exists(folder + "/dra.sock"); })) << Log();
+  // Deadlines of 30 s: under a sanitizer on a loaded runner, the socket
+  // watch, the new server and the kubelet's retry take seconds.
+  constexpr std::chrono::seconds kSlow(30);
+  ASSERT_TRUE(WaitFor([&] { return Exists(folder + "/dra.sock"); }, kSlow)) << Log();
   EXPECT_NE(Log().find("a DRA socket folder is gone; making it again"), std::string::npos) << Log();
   // The kubelet's next call finds the socket at the endpoint it knows.
   std::map<std::string, dra::PrepareOutcome> out;
-  ASSERT_TRUE(WaitFor([&] {
-    out.clear();
-    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
-  })) << Log();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        out.clear();
+        return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
+      },
+      kSlow))
+      << Log();
   EXPECT_EQ(out["uid-a"].error, "") << Log();
   EXPECT_NE(ReadSlotted(folder + "/checkpoint.json").record.find("uid-a"), std::string::npos);
   // The registry folder removed: made again with the registration socket in
@@ -865,9 +871,10 @@ TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
   std::filesystem::rename(registry, dir_.Join("removed-registry"), ec);
   ASSERT_FALSE(ec) << ec.message();
   std::filesystem::remove_all(dir_.Join("removed-registry"));
-  ASSERT_TRUE(WaitFor([&] { return Exists(registry + "/" + kDriver + "-reg.sock"); })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(registry + "/" + kDriver + "-reg.sock"); }, kSlow))
+      << Log();
   ASSERT_TRUE(kubelet.Restart());
-  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() > registrations; })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() > registrations; }, kSlow)) << Log();
   std::map<std::string, std::string> un;
   ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
   EXPECT_EQ(un["uid-a"], "");
