@@ -37,7 +37,7 @@ namespace {
 // *.json and *.yaml, never see the half-written one).
 std::string TemporaryName(const std::string& dir, const std::string& base) {
   uint64_t r = 0;
-  if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+  if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r)) {
     // No entropy yet: the clock and the pid still make a name no one
     // planted in advance; O_EXCL refuses one that exists.
     r = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
@@ -224,7 +224,10 @@ absl::Status MakeOneFolder(const std::string& path, mode_t mode, std::string_vie
 
 }  // namespace
 
-absl::Status MakeTrustedFolder(const std::string& dir, mode_t mode, std::string_view what) {
+absl::Status MakeTrustedFolder(const std::string& dir_in, mode_t mode, std::string_view what) {
+  // "/var/run/cdi/" names the folder "/var/run/cdi", which gets `mode`.
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT) {

@@ -320,5 +320,17 @@ TEST(RunProgramHostileTest, ATimedOutProgramIsKilledWithWhatItStarted) {
       << "the program's helper " << helper << " outlived its timeout";
 }
 
+// A program that closes its outputs and hangs is bounded by the timeout
+// too (its outputs' end is not its end).
+TEST(RunProgramHostileTest, AProgramThatClosesItsOutputsAndHangsIsKilledAtTheTimeout) {
+  ProgramRun run;
+  run.timeout = std::chrono::milliseconds(300);
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<ProgramResult> r =
+      RunProgram({"/bin/sh", "-c", "exec >/dev/null 2>&1; exec sleep 300"}, run);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
+}
+
 }  // namespace
 }  // namespace gpu_agent
