@@ -614,10 +614,6 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
   }
 }
 
-// A hostile API server: discovery nested 200,000 deep (it crashed the agent
-// at every start), a claim as deep, and a claim named to reach another
-// path. The agent keeps running, each claim gets its own error, and once
-// discovery answers as a server does the slices go out.
 // The plugin's folder is 0750 whatever the umask (it was made with the
 // process's), its sockets and its checkpoint the agent's alone.
 TEST_F(DraModeTest, ItsFolderSocketsAndCheckpointHaveTheirModes) {
@@ -641,6 +637,10 @@ TEST_F(DraModeTest, ItsFolderSocketsAndCheckpointHaveTheirModes) {
   }
 }
 
+// A hostile API server: discovery nested 200,000 deep (it crashed the agent
+// at every start), a claim as deep, and a claim named to reach another
+// path. The agent keeps running, each claim gets its own error, and once
+// discovery answers as a server does the slices go out.
 TEST_F(DraModeTest, AHostileApiServerNeitherCrashesNorMisleadsTheAgent) {
   const std::string deep = std::string(200000, '[') + std::string(200000, ']');
   api_.AnswerWith("get resource.k8s.io", deep);
