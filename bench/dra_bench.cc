@@ -89,28 +89,9 @@ int Main(int argc, char** argv) {
   ko.registry_dir = dir.Join("registry");
   DraKubelet kubelet(ko);
   if (!kubelet.Start()) return 1;
-  Subprocess agent({BinaryPath(),
-                    "run",
-                    "--mode",
-                    "dra",
-                    "--node-name",
-                    kNode,
-                    "--proxy=" + api.url(),
-                    "--dra-registry-dir",
-                    dir.Join("registry"),
-                    "--dra-plugin-dir",
-                    dir.Join("plugins"),
-                    "--cdi-spec-dir",
-                    dir.Join("cdi"),
-                    "--nvidia-cdi-hook-path",
-                    "",
-                    "--nvidia-driver-root",
-                    dir.Join("driver"),
-                    "--dev-root",
-                    dir.Join("devroot"),
-                    "--log-level",
-                    "warning"},
-                   FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml")));
+  std::vector<std::string> args = DraAgentArgs(dir, kNode, api.url());
+  args.insert(args.end(), {"--log-level", "warning"});
+  Subprocess agent(args, FakeNvmlEnv(FixturePath("8-gpu-pcie.yaml")));
   if (!kubelet.WaitForPlugin(kDriver, std::chrono::seconds(30)) ||
       !WaitFor([&] { return !api.Slices(kNode).empty(); }, std::chrono::seconds(30))) {
     std::fprintf(stderr, "dra_bench: the agent did not register or publish:\n%s\n",

@@ -371,30 +371,8 @@ int Main(int argc, char** argv) {
     WriteFakeDevRoot(dir.Join("devroot"), {0, 1, 2, 3, 4, 5, 6, 7}, {}, false);
     ::mkdir(dir.Join("registry").c_str(), 0755);
     ::mkdir(dir.Join("plugins").c_str(), 0755);
-    args = {BinaryPath(),
-            "run",
-            "--mode",
-            "dra",
-            "--node-name",
-            HostileApi::kNode,
-            "--proxy",
-            hostile->api().url(),
-            "--dra-registry-dir",
-            dir.Join("registry"),
-            "--dra-plugin-dir",
-            dir.Join("plugins"),
-            "--cdi-spec-dir",
-            dir.Join("cdi"),
-            "--nvidia-cdi-hook-path",
-            "",
-            "--nvidia-driver-root",
-            dir.Join("driver"),
-            "--dev-root",
-            dir.Join("devroot"),
-            "--sysfs-root",
-            dir.Join("sys"),
-            "--metrics-address",
-            "127.0.0.1:0"};
+    args = DraAgentArgs(dir, HostileApi::kNode, hostile->api().url());
+    args.insert(args.end(), {"--sysfs-root", dir.Join("sys"), "--metrics-address", "127.0.0.1:0"});
   }
   std::string why_not;
   // Made before the agent starts and removed after it has been waited for.

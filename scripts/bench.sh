@@ -47,6 +47,7 @@ if [ "$smoke" = 1 ]; then
   "$build"/bench/dra_bench --smoke --markdown "$tmp/dra.md"
   "$build"/bench/health_bench --smoke --markdown "$tmp/health.md"
   "$build"/bench/metrics_flood_bench --smoke --markdown "$tmp/flood.md"
+  "$build"/bench/metrics_flood_bench --smoke --dra --markdown "$tmp/hostile.md"
   "$build"/bench/micro_bench --benchmark_min_time=0.001 --benchmark_format=console >/dev/null 2>&1
   echo "bench.sh: every benchmark ran (smoke); bench/RESULTS.md left alone"
   exit 0
@@ -57,6 +58,7 @@ fi
 "$build"/bench/dra_bench --markdown "$tmp/dra.md" || true
 "$build"/bench/health_bench --markdown "$tmp/health.md" 2>/dev/null || true
 "$build"/bench/metrics_flood_bench --seconds "$flood" --markdown "$tmp/flood.md" || true
+"$build"/bench/metrics_flood_bench --dra --seconds "$flood" --markdown "$tmp/hostile.md" || true
 marker='<!-- kept by scripts/bench.sh -->'
 kept=""
 [ -f bench/RESULTS.md ] && kept=$(awk -v m="$marker" 'f || $0 == m { f = 1; print }' bench/RESULTS.md)
@@ -91,6 +93,10 @@ kept=""
   echo "## The metrics endpoint under a hostile client (real binary, plugin mode)"
   echo
   cat "$tmp/flood.md"
+  echo
+  echo "## A hostile metrics client and a hostile API server at once (real binary, DRA mode)"
+  echo
+  cat "$tmp/hostile.md"
   echo
   echo "## Micro-benchmarks (median of 5 repetitions)"
   echo

@@ -13,7 +13,8 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 jobs=$(nproc)
 
-./scripts/install-deps.sh
+# The packages, and helm and kubectl for the chart test (build/tools).
+./scripts/install-deps.sh --helm build/tools
 
 if command -v clang-format >/dev/null; then
   unformatted=$(git ls-files '*.cc' '*.h' 2>/dev/null | xargs -r clang-format --dry-run 2>&1 | grep -c "warning:" || true)

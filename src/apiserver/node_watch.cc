@@ -4,6 +4,7 @@
 
 #include "apiserver/line_buffer.h"
 #include "apiserver/node_client.h"
+#include "base/backoff.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -77,12 +78,6 @@ bool NodeWatch::Wait(std::chrono::milliseconds d) {
 
 bool NodeWatch::Stopped() { return !Wait(std::chrono::milliseconds(0)); }
 
-std::chrono::milliseconds NodeWatch::Backoff(int failures) const {
-  auto d = options_.backoff_initial;
-  for (int i = 1; i < failures && d < options_.backoff_max; ++i) d *= 2;
-  return Jitter(std::min(d, options_.backoff_max));
-}
-
 void NodeWatch::Loop() {
   struct Done {
     NodeWatch* self;
@@ -96,13 +91,18 @@ void NodeWatch::Loop() {
   NodeClient lister(rest_, options_.node);
   std::string version;  // where the next watch starts; empty: list first
   bool may_list = true;
-  int failures = 0;        // attempts in a row that failed or ended at once
-  int expired_in_row = 0;  // 410s with no good watch between them
+  // base/backoff's rule, as every watcher's: each sequence starts over only
+  // after a quiet stretch, never because a list or an event came, so a
+  // server that fails the step after a good one (a bookmark, then 410 or
+  // the end, every time) cannot drive a storm. Failed requests and watches:
+  gpu_agent::Backoff failures(options_.backoff_initial, options_.backoff_max);
+  // Lists after a 410: the first at once, then backed off.
+  gpu_agent::Backoff relists(options_.backoff_initial, options_.backoff_max,
+                             /*first=*/std::chrono::milliseconds(0));
   std::chrono::milliseconds wait{0};
   auto failed = [&](const std::string& what, const std::string& error,
                     std::chrono::milliseconds at_least = std::chrono::milliseconds(0)) {
-    ++failures;
-    wait = std::max(Backoff(failures), at_least);
+    wait = std::max(failures.Next(), at_least);
     LogWarning(
         StrCat(p, what),
         {{"node", options_.node}, {"error", error}, {"retry_in", StrCat(wait.count(), "ms")}});
@@ -149,7 +149,7 @@ void NodeWatch::Loop() {
                .count());
     ++stats_->watches;
     const std::string from = version;
-    bool delivered = false, expired = false;
+    bool expired = false;
     std::string expired_message, error_event;
     LineBuffer buffer;
     const auto started = SteadyClock::now();
@@ -177,18 +177,15 @@ void NodeWatch::Loop() {
                 return false;
               case WatchEvent::Type::kBookmark:
                 version = ev->resource_version;
-                delivered = true;
                 if (callbacks_.on_in_sync) callbacks_.on_in_sync();
                 break;
               case WatchEvent::Type::kDeleted:
                 version = ev->resource_version;
-                delivered = true;
                 if (callbacks_.on_deleted) callbacks_.on_deleted();
                 break;
               case WatchEvent::Type::kAdded:
               case WatchEvent::Type::kModified:
                 version = ev->resource_version;
-                delivered = true;
                 if (callbacks_.on_node) callbacks_.on_node(std::move(ev->node));
                 break;
             }
@@ -200,28 +197,19 @@ void NodeWatch::Loop() {
           return true;
         });
     if (Stopped()) return;
-    // A watch that delivered, or ran longer than the longest backoff, was a
-    // good one whatever ended it (a load balancer cuts idle ones): the
-    // failure counts start over.
-    if (delivered || SteadyClock::now() - started >= options_.backoff_max) {
-      failures = 0;
-      expired_in_row = 0;
-    }
     if (!expired && status.ok() && *status == 410) expired = true;  // answered outside the stream
     if (expired) {
       // The server no longer holds `from`: list again, at once the first
       // time, after a backoff if it happens again before a good watch.
       ++stats_->watch_expired;
-      if (expired_in_row++ == 0) {
+      wait = relists.Next();
+      if (wait.count() == 0) {
         LogWarning(StrCat(p,
                           "node watch: the API server no longer has this version (410 Gone); "
                           "listing the node again"),
                    {{"node", options_.node},
                     {"version", from.empty() ? "none" : from},
                     {"server", expired_message}});
-      } else {
-        ++failures;
-        wait = Backoff(failures);
       }
       version.clear();
       continue;
@@ -233,22 +221,22 @@ void NodeWatch::Loop() {
     }
     if (!status.ok()) {
       // The connection was lost: the first retry is spread out.
-      watch_failed(
-          "node watch broke off; watching again", std::string(status.status().message()),
-          failures == 0 ? Spread(options_.reconnect_spread, 0, 1) : std::chrono::milliseconds(0));
+      watch_failed("node watch broke off; watching again", std::string(status.status().message()),
+                   failures.Quiet() ? Spread(options_.reconnect_spread, 0, 1)
+                                    : std::chrono::milliseconds(0));
       continue;
     }
     if (*status != 200) {
       watch_failed("node watch failed; retrying", StrCat("HTTP ", *status));
       continue;
     }
-    if (!delivered && SteadyClock::now() - started < kShortestWatch) {
-      watch_failed("node watch ended at once; retrying", "the server closed it with no event");
+    // Ended within a second, with or without an event: a watch the server
+    // keeps runs to its timeout.
+    if (SteadyClock::now() - started < kShortestWatch) {
+      watch_failed("node watch ended at once; retrying", "the server closed it within a second");
       continue;
     }
     // A watch that ran its course: renew it from the last version seen.
-    failures = 0;
-    expired_in_row = 0;
     if (callbacks_.on_in_sync) callbacks_.on_in_sync();
   }
 }

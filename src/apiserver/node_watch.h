@@ -102,7 +102,6 @@ class NodeWatch {
   // Waits `d` unless stopped; false when stopped.
   bool Wait(std::chrono::milliseconds d);
   bool Stopped();
-  std::chrono::milliseconds Backoff(int failures) const;
 
   const NodeWatchOptions options_;
   RestClient* const rest_;

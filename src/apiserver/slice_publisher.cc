@@ -62,6 +62,11 @@ bool Covers(const rapidjson::Value& have, const rapidjson::Value& want) {
   return have == want;
 }
 
+std::string SpecString(const rapidjson::Value& slice, const char* key) {
+  const rapidjson::Value* spec = Member(slice, "spec");
+  return spec ? json::String(*spec, key) : "";
+}
+
 int64_t PoolGeneration(const rapidjson::Value& slice) {
   const rapidjson::Value* spec = Member(slice, "spec");
   const rapidjson::Value* pool = spec ? Member(*spec, "pool") : nullptr;
@@ -121,6 +126,8 @@ absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line) {
   } else {
     out.name = StringAt(*object, "metadata", "name");
     out.resource_version = StringAt(*object, "metadata", "resourceVersion");
+    out.driver = SpecString(*object, "driver");
+    out.node_name = SpecString(*object, "nodeName");
   }
   out.object = json::Serialize(*object);
   return out;
@@ -532,6 +539,11 @@ void SlicePublisher::Run() {
     want_at(build, s.generation);
     return true;
   };
+  // A slice of this node and driver: the only ones the agent keeps.
+  auto ours = [&](const rapidjson::Value& slice) {
+    return SpecString(slice, "driver") == options_.driver &&
+           SpecString(slice, "nodeName") == options_.node;
+  };
   // A watch is kept no longer than until `due` (a retry's).
   auto watch_until = [](std::chrono::seconds timeout, std::chrono::steady_clock::time_point due) {
     return std::min(
@@ -557,9 +569,23 @@ void SlicePublisher::Run() {
       }
       s.have.clear();
       int64_t highest = 0;
+      size_t others = 0;
       for (const auto& item : items->GetArray()) {
+        // Only this node's slices of this driver are the agent's to keep
+        // (or delete): a server or proxy that ignored the field selector
+        // must not make it touch another node's.
+        if (!ours(item)) {
+          ++others;
+          continue;
+        }
         s.have[StringAt(item, "metadata", "name")] = json::Serialize(item);
         highest = std::max(highest, PoolGeneration(item));
+      }
+      if (others > 0) {
+        LogWarning(
+            "ResourceSlices: the list held slices of another node or driver (the server ignored "
+            "the field selector); left alone",
+            {{"node", options_.node}, {"driver", options_.driver}, {"others", StrCat(others)}});
       }
       s.version = StringAt(d, "metadata", "resourceVersion");
       listed = true;
@@ -595,7 +621,7 @@ void SlicePublisher::Run() {
         body["metadata"].AddMember("resourceVersion",
                                    rapidjson::Value(rv.c_str(), body.GetAllocator()),
                                    body.GetAllocator());
-        r = rest_->Put(StrCat(base, "/", name), json::Serialize(body));
+        r = rest_->Put(StrCat(base, "/", EscapePathSegment(name)), json::Serialize(body));
         ++stats_.updates;
       }
       if (!r.ok() || (r->status != 200 && r->status != 201)) {
@@ -606,7 +632,15 @@ void SlicePublisher::Run() {
         if (!fail_request(StrCat("cannot ", verb, " ", name), r, verb)) return;
         break;
       }
-      s.have[name] = r->body;
+      // As the server now holds it (within base/json's bounds); an answer
+      // that cannot be read leaves the state unknown: listed again.
+      rapidjson::Document stored;
+      if (!json::Parse(r->body, "the stored ResourceSlice", &stored).ok() || !stored.IsObject()) {
+        s.have.erase(name);
+        listed = false;
+        break;
+      }
+      s.have[name] = json::Serialize(stored);
     }
     if (!ok) continue;
     for (auto it = s.have.begin(); it != s.have.end();) {
@@ -615,7 +649,8 @@ void SlicePublisher::Run() {
         continue;
       }
       ++stats_.deletes;
-      absl::StatusOr<HttpResponse> r = rest_->Delete(StrCat(base, "/", it->first));
+      absl::StatusOr<HttpResponse> r =
+          rest_->Delete(StrCat(base, "/", EscapePathSegment(it->first)));
       if (!r.ok() || (r->status != 200 && r->status != 404)) {
         ok = false;
         if (!fail_request(StrCat("cannot delete ", it->first), r, "delete")) return;
@@ -662,7 +697,8 @@ void SlicePublisher::Run() {
     if (context.node_uid.empty()) timeout = watch_until(timeout, owner_due);
     if (!probe.answered) timeout = watch_until(timeout, probe.due);
     const std::string watch_path =
-        StrCat(list_path, "&watch=1&allowWatchBookmarks=true&resourceVersion=", s.version,
+        StrCat(list_path,
+               "&watch=1&allowWatchBookmarks=true&resourceVersion=", EscapePathSegment(s.version),
                "&timeoutSeconds=", std::max<int64_t>(1, timeout.count()));
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -672,7 +708,7 @@ void SlicePublisher::Run() {
     }
     ++stats_.watches;
     LineBuffer buffer;
-    bool repair = false, expired = false, saw_event = false;
+    bool repair = false, expired = false;
     const auto watch_started = std::chrono::steady_clock::now();
     std::string error_event;
     std::string head;  // the answer's start: a refusal's Status
@@ -693,9 +729,9 @@ void SlicePublisher::Run() {
           }
           return false;
         }
-        saw_event = true;
         if (!ev->resource_version.empty()) s.version = ev->resource_version;
         if (ev->type == "BOOKMARK") continue;
+        if (ev->driver != options_.driver || ev->node_name != options_.node) continue;
         const std::string& name = ev->name;
         if (ev->type == "DELETED") {
           s.have.erase(name);
@@ -772,10 +808,11 @@ void SlicePublisher::Run() {
       }
       continue;
     }
-    // A server (or a proxy) that ends every watch at once with nothing in
-    // it would otherwise be watched again at once, for good.
-    if (!saw_event && std::chrono::steady_clock::now() - watch_started < kShortestWatch) {
-      if (!fail("the watch ended at once", "the server closed it with no event")) return;
+    // A server (or a proxy) that ends every watch at once (with or without
+    // an event in it) would otherwise be watched again at once, for good;
+    // a watch the server keeps ends at its timeout.
+    if (std::chrono::steady_clock::now() - watch_started < kShortestWatch) {
+      if (!fail("the watch ended at once", "the server closed it within a second")) return;
     }
   }
 }

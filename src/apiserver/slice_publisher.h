@@ -99,6 +99,8 @@ struct SliceWatchEvent {
   std::string type;              // ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
   std::string name;              // the slice's metadata.name (none for ERROR)
   std::string resource_version;  // metadata.resourceVersion, where given
+  std::string driver;            // spec.driver
+  std::string node_name;         // spec.nodeName
   int code = 0;                  // ERROR: the Status code (410: the version is too old)
   std::string object;            // the object, as compact JSON
 };

@@ -27,8 +27,11 @@ class Backoff {
   Duration Next();
   // Starts the sequence over (an operator's reload, say).
   void Reset() { step_ = 0; }
-  // Tries in a row so far (0 after a quiet stretch or Reset).
+  // Tries in a row so far (0 after Reset; a quiet stretch shows at Next).
   int step() const { return step_; }
+  // Whether the next Next() starts the sequence over: the first try, or
+  // the first after a quiet stretch.
+  bool Quiet() const { return step_ == 0 || clock_->Now() - last_at_ >= quiet_; }
 
  private:
   const Duration initial_, max_, first_, quiet_;

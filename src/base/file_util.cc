@@ -10,7 +10,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
 #include "base/strings.h"
 
@@ -38,7 +37,7 @@ namespace {
 // *.json and *.yaml, never see the half-written one).
 std::string TemporaryName(const std::string& dir, const std::string& base) {
   uint64_t r = 0;
-  if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+  if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r)) {
     // No entropy yet: the clock and the pid still make a name no one
     // planted in advance; O_EXCL refuses one that exists.
     r = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
@@ -201,30 +200,47 @@ absl::Status CheckTrustedFolder(const std::string& dir, std::string_view what) {
   return absl::OkStatus();
 }
 
-absl::Status MakeTrustedFolder(const std::string& dir, mode_t mode, std::string_view what) {
+namespace {
+
+// Makes the folder `path` with exactly `mode` (whatever the umask) unless
+// something is there already; the mode is set on the folder made, through
+// a descriptor, never through a link put in its place since.
+absl::Status MakeOneFolder(const std::string& path, mode_t mode, std::string_view what) {
+  if (::mkdir(path.c_str(), mode) != 0) {
+    if (errno == EEXIST) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        StrCat(what, ": cannot create \"", path, "\": ", std::strerror(errno)));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const bool set = fd >= 0 && ::fchmod(fd, mode) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!set) {
+    return absl::FailedPreconditionError(
+        StrCat(what, ": cannot set the mode of \"", path, "\": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MakeTrustedFolder(const std::string& dir_in, mode_t mode, std::string_view what) {
+  // "/var/run/cdi/" names the folder "/var/run/cdi", which gets `mode`.
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT) {
       return absl::FailedPreconditionError(
           StrCat(what, ": cannot use the folder \"", dir, "\": ", std::strerror(errno)));
     }
-    // The missing parents as mkdir -p makes them; the folder itself with
-    // exactly `mode`, whatever the umask.
-    std::error_code ec;
-    const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          StrCat(what, ": cannot create \"", parent.string(), "\": ", ec.message()));
+    // The missing parents 0755, as `mkdir -p` makes them under the usual
+    // umask (this process's is 077); the folder itself with `mode`.
+    for (size_t slash = dir.find('/', 1); slash != std::string::npos;
+         slash = dir.find('/', slash + 1)) {
+      if (absl::Status s = MakeOneFolder(dir.substr(0, slash), 0755, what); !s.ok()) return s;
     }
-    if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(
-          StrCat(what, ": cannot create \"", dir, "\": ", std::strerror(errno)));
-    }
-    if (::chmod(dir.c_str(), mode) != 0) {
-      return absl::FailedPreconditionError(
-          StrCat(what, ": cannot set the mode of \"", dir, "\": ", std::strerror(errno)));
-    }
+    if (absl::Status s = MakeOneFolder(dir, mode, what); !s.ok()) return s;
   }
   return CheckTrustedFolder(dir, what);
 }

@@ -1,6 +1,7 @@
 #include "base/resource_name.h"
 
 #include "base/strings.h"
+#include "base/text.h"
 
 namespace gpu_agent {
 namespace {
@@ -30,7 +31,7 @@ absl::Status ValidateDnsSubdomain(std::string_view what, std::string_view s) {
     for (char c : label) {
       if (!IsLowerAlnum(c) && c != '-') {
         return absl::InvalidArgumentError(
-            StrCat(what, " has the invalid character '", std::string(1, c),
+            StrCat(what, " has the invalid character '", Printable(std::string_view(&c, 1), 4),
                    "' (allowed: lowercase letters, digits, '-' and '.')"));
       }
     }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,31 @@
 extern char** environ;
 
 namespace gpu_agent {
+namespace {
+
+// Whether child `pid` exits by `deadline` (it is not reaped here).
+bool ExitsBefore(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    // No pidfd (a kernel before 5.3): a blocking wait, as before.
+    return true;
+  }
+  bool exited = false;
+  for (;;) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p = {fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    exited = n > 0;
+    break;
+  }
+  ::close(fd);
+  return exited;
+}
+
+}  // namespace
 
 std::string ProgramResult::How() const {
   return exited ? StrCat("exit code ", exit_code) : StrCat("signal ", signal);
@@ -96,7 +122,10 @@ absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv_in
     }
     pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0},
                      {err_open ? err_pipe[0] : -1, POLLIN, 0}};
-    if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) {
+      timed_out = true;  // cannot watch it any more: stopped, not waited for unbounded
+      break;
+    }
     char buf[4096];
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -114,9 +143,13 @@ absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv_in
       into.append(buf, static_cast<size_t>(n));
     }
   }
-  if (timed_out || too_much) ::kill(-pid, SIGKILL);
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
+  // Its outputs closed, it may still run (one that closes them and hangs):
+  // waited for until the deadline, through a pidfd (no polling loop), then
+  // killed with its group like one that printed too long.
+  if (!timed_out && !too_much && !ExitsBefore(pid, deadline)) timed_out = true;
+  if (timed_out || too_much) ::kill(-pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

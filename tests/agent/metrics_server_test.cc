@@ -543,6 +543,43 @@ TEST(MetricsServerTest, EvictionTakesTheIdleLongestFirst) {
   EXPECT_EQ(a->status, 200);
 }
 
+// Every slot taken by complete /metrics requests waiting for a slow
+// handler: each new one evicts one of those, never the probe waiting for
+// /healthz, which is answered once its handler returns.
+TEST(MetricsServerTest, AFloodOfCompleteRequestsNeverEvictsAWaitingProbe) {
+  MetricsServer::Limits limits;
+  limits.max_connections = 4;
+  limits.head_timeout = std::chrono::minutes(10);
+  Latch health, metrics;
+  MetricsServer::Handlers h = PlainHandlers();
+  h.alive = [&](std::string*) {
+    health.Wait();
+    return true;
+  };
+  h.metrics = [&] {
+    metrics.Wait();
+    return std::string("m 1\n");
+  };
+  auto server = StartOrDie(h, limits);
+  ASSERT_NE(server, nullptr);
+  Client probe(server->port());
+  ASSERT_TRUE(probe.Send("GET /healthz HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(WaitFor([&] { return health.waiting() == 1; }));
+  std::vector<Client> flood;
+  for (int i = 0; i < 12; ++i) {
+    flood.emplace_back(server->port());
+    ASSERT_TRUE(flood.back().Send("GET /metrics HTTP/1.1\r\n\r\n"));
+    ASSERT_TRUE(WaitFor([&] { return server->stats().connections_accepted == 2u + i; }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return server->stats().connections_evicted >= 9u; }));
+  // Not evicted: its answer comes once the handler returns.
+  health.Open();
+  auto a = probe.Read();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->status, 200);
+  metrics.Open();
+}
+
 // Stop() with idle connections, a head half sent, an answer not read and
 // scrapes pipelined: it returns, every thread of the endpoint is joined, and
 // every client sees its connection closed.

@@ -6,6 +6,7 @@
 // turn into a request storm; once the server behaves, the slices are
 // repaired.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "api_server_stub.h"
+#include "apiserver/node_watch.h"
 #include "apiserver/rest_client.h"
 #include "apiserver/slice_publisher.h"
 #include "support/proxy_connection.h"
@@ -35,6 +37,44 @@ TEST(EscapePathSegmentTest, OutsideNamesStayOneSegment) {
   EXPECT_EQ(EscapePathSegment(".."), "%2E%2E");
   EXPECT_EQ(EscapePathSegment("."), "%2E");
   EXPECT_EQ(EscapePathSegment(std::string("a\0b\n", 4)), "a%00b%0A");
+}
+
+// A token file that never ends (/dev/zero) or never opens (a FIFO) is an
+// error at once: --token-file /dev/zero took the agent to 4.2 GB.
+TEST(TokenSourceHostileTest, ATokenFileThatIsNoRegularFileIsRefusedAtOnce) {
+  gpu_agent::testing::TempDir dir;
+  const std::string fifo = dir.Join("token");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {std::string("/dev/zero"), fifo}) {
+    absl::StatusOr<std::string> t = TokenSource::FromFile(path)->Token();
+    ASSERT_FALSE(t.ok()) << path;
+    EXPECT_NE(t.status().message().find("token file: cannot read \"" + path + "\": it is a"),
+              std::string::npos)
+        << t.status();
+  }
+  const std::string big = dir.Write("big", std::string(100 << 10, 'a'));
+  EXPECT_NE(TokenSource::FromFile(big)->Token().status().message().find("over the 65536-byte"),
+            std::string::npos);
+}
+
+// TLS verification turned off is said at each start, with the server.
+TEST(ConnectionHostileTest, TlsVerificationOffIsAWarning) {
+  ConnectionOptions o;
+  o.server = "https://api.example.com:6443";
+  o.insecure_skip_tls_verify = true;
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<Connection> c =
+      ResolveConnection(o, [](const std::string&) { return std::optional<std::string>(); });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(log.find("TLS verification of the API server is off (insecure-skip-tls-verify)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("api.example.com"), std::string::npos) << log;
+  o.insecure_skip_tls_verify = false;
+  ::testing::internal::CaptureStderr();
+  (void)ResolveConnection(o, [](const std::string&) { return std::optional<std::string>(); });
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("TLS verification"), std::string::npos);
 }
 
 std::unique_ptr<RestClient> Client(const ApiServerStub& api, RestOptions o = {}) {
@@ -233,6 +273,87 @@ TEST_F(SlicePublisherHostileTest, WatchesEndedAtOnceAreBackedOff) {
   // The fifth failure in a row waits 100 ms x 2^3 (+-20 %), and a list.
   EXPECT_GT(last_gap, 500) << "watches ended at once are retried without a backoff";
   ExpectRepairedOnceTheServerBehaves("watch resourceslices");
+}
+
+// A watch answered with one bookmark and ended at once, every time: an
+// event in it does not make it a good watch, so the next waits grow (it
+// was watched again at once, for good).
+TEST_F(SlicePublisherHostileTest, WatchesEndedAtOnceAfterABookmarkAreBackedOff) {
+  backoff_initial_ = Ms(100);
+  Start();
+  const size_t log = api_.requests().size();
+  api_.AnswerWith("watch resourceslices",
+                  R"({"type":"BOOKMARK","object":{"kind":"ResourceSlice","metadata":)"
+                  R"({"resourceVersion":"1"}}})"
+                  "\n");
+  api_.ExpireSliceWatches();
+  ASSERT_TRUE(WaitFor([&] { return Calls("watch resourceslices", log).size() >= 6; },
+                      std::chrono::seconds(20)));
+  const std::vector<ApiServerStub::Request> watches = Calls("watch resourceslices", log);
+  const double last_gap =
+      std::chrono::duration<double, std::milli>(watches[5].at - watches[4].at).count();
+  EXPECT_GT(last_gap, 500) << "watches ended at once after an event are retried at once";
+  ExpectRepairedOnceTheServerBehaves("watch resourceslices");
+}
+
+// A server (or proxy) that ignores the field selector and lists another
+// node's slices too: those are left alone, never deleted as surplus.
+TEST_F(SlicePublisherHostileTest, AnotherNodesSlicesInTheListAreLeftAlone) {
+  Start();
+  std::string other = OneSlice(SliceContext{"v1", "", 1});
+  for (const std::string& from : {std::string("\"node-a-"), std::string("\"node-a\"")}) {
+    for (size_t at = other.find(from); at != std::string::npos; at = other.find(from, at + 1)) {
+      other.replace(at, from.size(), from == "\"node-a-" ? "\"node-b-" : "\"node-b\"");
+    }
+  }
+  api_.AddSlice(other);
+  ASSERT_EQ(api_.Slices("node-b").size(), 1u);
+  const std::string mine = api_.Slices(kNode).at(0);
+  api_.AnswerWith("list resourceslices",
+                  R"({"kind":"ResourceSliceList","apiVersion":"resource.k8s.io/v1",)"
+                  R"("metadata":{"resourceVersion":"1"},"items":[)" +
+                      mine + "," + other + "]}");
+  const uint64_t lists = publisher_->stats().lists;
+  api_.ExpireSliceWatches();
+  ASSERT_TRUE(WaitFor([&] { return publisher_->stats().lists > lists; }));
+  ASSERT_TRUE(WaitFor([&] { return publisher_->stats().watches >= 2; }));
+  EXPECT_EQ(api_.Slices("node-b").size(), 1u);
+  api_.AnswerNormally("list resourceslices");
+}
+
+// The Node watch, static mode's: a bookmark and then 410 on every watch
+// relisted at once each time (the bookmark counted as a good watch).
+TEST(NodeWatchHostileTest, ABookmarkThen410OnEveryWatchIsNotARequestStorm) {
+  ApiServerStub api;
+  api.AddNode("n1");
+  absl::StatusOr<Connection> conn = gpu_agent::testing::ProxyConnection(api.url());
+  ASSERT_TRUE(conn.ok());
+  absl::StatusOr<NodeWatchClients> clients =
+      CreateNodeWatchClients(*conn, RestOptions{}, std::chrono::seconds(30));
+  ASSERT_TRUE(clients.ok());
+  api.AnswerWith(
+      "watch nodes",
+      R"({"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"5"}}})"
+      "\n"
+      R"({"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}})"
+      "\n");
+  NodeWatchOptions o;
+  o.node = "n1";
+  o.watch_timeout = std::chrono::seconds(30);
+  o.backoff_initial = Ms(100);
+  o.backoff_max = Ms(10000);
+  NodeWatchStats stats;
+  NodeWatch watch(o, clients->rest.get(), clients->watch.get(), {}, &stats);
+  ASSERT_TRUE(WaitFor([&] { return stats.lists >= 6; }, std::chrono::seconds(20)));
+  watch.Stop();
+  std::vector<ApiServerStub::Request> lists;
+  for (const ApiServerStub::Request& r : api.requests()) {
+    if (r.call == "list nodes") lists.push_back(r);
+  }
+  ASSERT_GE(lists.size(), 6u);
+  const double last_gap =
+      std::chrono::duration<double, std::milli>(lists[5].at - lists[4].at).count();
+  EXPECT_GT(last_gap, 500) << "a bookmark before each 410 keeps the relists at once";
 }
 
 // A watch that drips bytes past its timeout is ended by the agent and

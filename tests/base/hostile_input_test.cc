@@ -249,6 +249,11 @@ TEST(TrustedFolderTest, MadeWithItsModeWhateverTheUmask) {
   struct stat st;
   ASSERT_EQ(::stat(f.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0750u);
+  // Its missing parents as mkdir -p makes them under the usual umask.
+  for (const char* parent : {"a", "a/b"}) {
+    ASSERT_EQ(::stat(dir.Join(parent).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0755u) << parent;
+  }
 }
 
 // --- Backoff ---
@@ -313,6 +318,18 @@ TEST(RunProgramHostileTest, ATimedOutProgramIsKilledWithWhatItStarted) {
   const pid_t helper = std::stoi(ReadFile(pid_file));
   EXPECT_TRUE(WaitFor([&] { return Gone(helper); }, std::chrono::seconds(5)))
       << "the program's helper " << helper << " outlived its timeout";
+}
+
+// A program that closes its outputs and hangs is bounded by the timeout
+// too (its outputs' end is not its end).
+TEST(RunProgramHostileTest, AProgramThatClosesItsOutputsAndHangsIsKilledAtTheTimeout) {
+  ProgramRun run;
+  run.timeout = std::chrono::milliseconds(300);
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<ProgramResult> r =
+      RunProgram({"/bin/sh", "-c", "exec >/dev/null 2>&1; exec sleep 300"}, run);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
 }
 
 }  // namespace

@@ -234,8 +234,6 @@ TEST_F(ClaimPreparerTest, EachBadClaimGetsItsOwnErrorAndTheGoodOneIsPrepared) {
   has("u-403", "the API server answered 403: resourceclaims is forbidden");
 }
 
-// A claim of gpu-0 with `config` as its allocation's opaque parameters for
-// this driver (and one for another driver, which is not ours to read).
 // Our GpuConfig asking time-slicing at `interval`: the opaque parameters.
 std::string GpuConfig(const std::string& interval) {
   return std::string(R"({"apiVersion":")") + kDriver +
@@ -243,6 +241,8 @@ std::string GpuConfig(const std::string& interval) {
          interval + R"("}}})";
 }
 
+// A claim of gpu-0 with `params` as its allocation's opaque parameters for
+// this driver (and one for another driver, which is not ours to read).
 std::string ClaimWithConfig(const std::string& uid, const std::string& params) {
   std::string json = Claim(uid, {{"r", kDriver, kPool, "gpu-0"}});
   const std::string results = R"("results":[)";
@@ -879,9 +879,6 @@ TEST_F(ClaimPreparerTest, ACheckpointEntryWhoseSpecIsMissingOrCutIsPreparedAgain
   EXPECT_EQ(preparer_->Prepared().count("u1"), 1u);
 }
 
-// A batch's claims are read several at a time (the reader holds each GET
-// until kConcurrentReads are under way; one at a time, each would wait out
-// its 5 s), and every claim is answered and checkpointed.
 // Names from the kubelet go into the claim's URL and its UID into a file
 // name: anything Kubernetes itself would refuse is the claim's own error,
 // with no GET and no file touched, and the other claims are prepared.
@@ -1003,6 +1000,9 @@ TEST_F(ClaimPreparerTest, FoldersOthersCanWriteAreRefused) {
       << p.status();
 }
 
+// A batch's claims are read several at a time (the reader holds each GET
+// until kConcurrentReads are under way; one at a time, each would wait out
+// its 5 s), and every claim is answered and checkpointed.
 TEST_F(ClaimPreparerTest, ABatchReadsItsClaimsConcurrently) {
   std::vector<ClaimRef> batch;
   for (int i = 0; i < 6; ++i) {

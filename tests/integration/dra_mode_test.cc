@@ -760,6 +760,29 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
   }
 }
 
+// The plugin's folder is 0750 whatever the umask (it was made with the
+// process's), its sockets and its checkpoint the agent's alone.
+TEST_F(DraModeTest, ItsFolderSocketsAndCheckpointHaveTheirModes) {
+  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok());
+  ASSERT_EQ(out["uid-a"].error, "");
+  const std::string folder = dir_.Join("plugins/") + kDriver;
+  struct Want {
+    std::string path;
+    mode_t mode;
+  };
+  for (const Want& w : {Want{folder, 0750}, Want{folder + "/dra.sock", 0600},
+                        Want{dir_.Join("registry/") + kDriver + "-reg.sock", 0600},
+                        Want{folder + "/checkpoint.json", 0600}, Want{SpecPath("uid-a"), 0644}}) {
+    struct stat st;
+    ASSERT_EQ(::lstat(w.path.c_str(), &st), 0) << w.path;
+    EXPECT_EQ(st.st_mode & 07777, w.mode) << w.path;
+  }
+}
+
 // A hostile API server: discovery nested 200,000 deep (it crashed the agent
 // at every start), a claim as deep, and a claim named to reach another
 // path. The agent keeps running, each claim gets its own error, and once
@@ -1154,14 +1177,20 @@ TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
   std::filesystem::rename(folder, dir_.Join("removed-plugin"), ec);
   ASSERT_FALSE(ec) << ec.message();
   std::filesystem::remove_all(dir_.Join("removed-plugin"));
-  ASSERT_TRUE(WaitFor([&] { return Exists(folder + "/dra.sock"); })) << Log();
+  // Deadlines of 30 s: under a sanitizer on a loaded runner, the socket
+  // watch, the new server and the kubelet's retry take seconds.
+  constexpr std::chrono::seconds kSlow(30);
+  ASSERT_TRUE(WaitFor([&] { return Exists(folder + "/dra.sock"); }, kSlow)) << Log();
   EXPECT_NE(Log().find("a DRA socket folder is gone; making it again"), std::string::npos) << Log();
   // The kubelet's next call finds the socket at the endpoint it knows.
   std::map<std::string, dra::PrepareOutcome> out;
-  ASSERT_TRUE(WaitFor([&] {
-    out.clear();
-    return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
-  })) << Log();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        out.clear();
+        return kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}}, &out).ok();
+      },
+      kSlow))
+      << Log();
   EXPECT_EQ(out["uid-a"].error, "") << Log();
   EXPECT_NE(ReadSlotted(folder + "/checkpoint.json").record.find("uid-a"), std::string::npos);
   // The registry folder removed: made again with the registration socket in
@@ -1170,9 +1199,10 @@ TEST_F(DraModeTest, RemovedSocketFoldersAreMadeAgainAndServed) {
   std::filesystem::rename(registry, dir_.Join("removed-registry"), ec);
   ASSERT_FALSE(ec) << ec.message();
   std::filesystem::remove_all(dir_.Join("removed-registry"));
-  ASSERT_TRUE(WaitFor([&] { return Exists(registry + "/" + kDriver + "-reg.sock"); })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(registry + "/" + kDriver + "-reg.sock"); }, kSlow))
+      << Log();
   ASSERT_TRUE(kubelet.Restart());
-  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() > registrations; })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return kubelet.registrations() > registrations; }, kSlow)) << Log();
   std::map<std::string, std::string> un;
   ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
   EXPECT_EQ(un["uid-a"], "");

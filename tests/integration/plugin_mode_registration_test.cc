@@ -46,6 +46,11 @@ TEST_F(PluginModeTest, RegistersAndStreamsTheFixture) {
   v1beta1::PreStartContainerRequest pre;
   pre.add_devices_ids(uuids[0]);
   EXPECT_TRUE(sim_.PreStartContainer(kGpu, pre).ok());
+  // The socket is the agent's alone (the kubelet, root, is its only peer).
+  struct stat st;
+  ASSERT_EQ(::stat(dir_.Join("nvidia-gpu.sock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 TEST_F(PluginModeTest, KubeletRestartsAreFollowedWithoutLeaks) {

@@ -53,4 +53,27 @@ RunResult RunAgent(std::vector<std::string> args, const EnvOverrides& env,
   return {code, p.Stdout(), p.Stderr()};
 }
 
+std::vector<std::string> DraAgentArgs(const TempDir& dir, const std::string& node,
+                                      const std::string& proxy_url) {
+  return {BinaryPath(),
+          "run",
+          "--mode",
+          "dra",
+          "--node-name",
+          node,
+          "--proxy=" + proxy_url,
+          "--dra-registry-dir",
+          dir.Join("registry"),
+          "--dra-plugin-dir",
+          dir.Join("plugins"),
+          "--cdi-spec-dir",
+          dir.Join("cdi"),
+          "--nvidia-cdi-hook-path",
+          "",
+          "--nvidia-driver-root",
+          dir.Join("driver"),
+          "--dev-root",
+          dir.Join("devroot")};
+}
+
 }  // namespace gpu_agent::testing

@@ -31,6 +31,12 @@ EnvOverrides AgentEnv(const EnvOverrides& overrides = {});
 // AgentEnv plus what makes the agent load the NVML stand-in with `fixture`.
 EnvOverrides FakeNvmlEnv(const std::string& fixture);
 
+// `gpu-agent run --mode dra` on node `node` through `proxy_url`, with its
+// folders under `dir` (registry, plugins, cdi, driver, devroot) and no CDI
+// hook: the command line the DRA benchmarks start; add flags after it.
+std::vector<std::string> DraAgentArgs(const TempDir& dir, const std::string& node,
+                                      const std::string& proxy_url);
+
 // Runs `gpu-agent args...` under AgentEnv(env) to completion.
 struct RunResult {
   int code;

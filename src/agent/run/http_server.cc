@@ -358,7 +358,20 @@ void HttpServer::AcceptAll(TimePoint now) {
 void HttpServer::Evict(TimePoint now) {
   // Cheapest to lose first: a connection closing, then one idle, then one
   // still sending its head, then one whose answer is not being read, and
-  // last one waiting for its handler; within a class, the oldest.
+  // last one waiting for its handler; within a class, the oldest. Among
+  // those waiting for a handler, one of the endpoint with the most waiting:
+  // a flood of complete /metrics requests never evicts a probe waiting for
+  // /healthz (each endpoint its own budget, in effect).
+  std::vector<size_t> waiting(routes_.size(), 0);
+  for (const auto& [id, conn] : connections_) {
+    if (!conn->dead && conn->state == Connection::State::kHandling &&
+        conn->route < waiting.size()) {
+      ++waiting[conn->route];
+    }
+  }
+  auto crowd = [&](const Connection& c) {
+    return c.route < waiting.size() ? waiting[c.route] : size_t{0};
+  };
   auto rank = [](const Connection& c) {
     switch (c.state) {
       case Connection::State::kClosing:
@@ -376,10 +389,12 @@ void HttpServer::Evict(TimePoint now) {
   for (auto& [id, conn] : connections_) {
     Connection& c = *conn;
     if (c.dead) continue;
-    if (victim == nullptr || rank(c) < rank(*victim) ||
-        (rank(c) == rank(*victim) && c.since < victim->since)) {
-      victim = &c;
-    }
+    const bool before = victim == nullptr || rank(c) < rank(*victim) ||
+                        (rank(c) == rank(*victim) &&
+                         (c.state == Connection::State::kHandling && crowd(c) != crowd(*victim)
+                              ? crowd(c) > crowd(*victim)
+                              : c.since < victim->since));
+    if (before) victim = &c;
   }
   if (victim == nullptr) return;
   if (victim->state != Connection::State::kClosing) {
