@@ -870,7 +870,16 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
       }
       return false;
     });
-    if (stopping_ || slice_watch_epoch_ != epoch || Clock::now() >= deadline) {
+    if (!stopping_ && slice_watch_epoch_ != epoch) {
+      // Expired under it: the server says so on the open watch, as one
+      // whose window was compacted away does, and ends it.
+      const std::string expired =
+          ErrorEvent(410, "Expired", "too old resource version: " + std::to_string(from));
+      sink.write(expired.data(), expired.size());
+      sink.done();
+      return true;
+    }
+    if (stopping_ || Clock::now() >= deadline) {
       sink.done();
       return true;
     }
