@@ -254,6 +254,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "is longer than 63 characters"},
         BadCase{"DraRegistryDirRelative", "version: v1\ndra:\n  registryDir: plugins_registry\n",
                 "dra.registryDir: \"plugins_registry\" must be an absolute path"},
+        BadCase{"DraModeWithoutCdiSpecDir", "version: v1\nmode: dra\ncdi:\n  specDir: \"\"\n",
+                "cdi.specDir: empty, but DRA mode writes each prepared claim's CDI spec there"},
         BadCase{"DraModeNodeLabels", "version: v1\nmode: dra\nnodeLabels:\n  output: node\n",
                 "in dra mode use \"nfd\""},
         BadCase{"DraModeMisspelt", "version: v1\nmode: dar\n",

@@ -763,7 +763,8 @@ TEST_F(DraModeTest, AKubeletThatKnowsOnlyV1beta1GetsItAndApiErrorsArePerClaim) {
 // The plugin's folder is 0750 whatever the umask (it was made with the
 // process's), its sockets and its checkpoint the agent's alone.
 TEST_F(DraModeTest, ItsFolderSocketsAndCheckpointHaveTheirModes) {
-  api_.PutResourceClaim("team", "a", ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-1"}}));
+  api_.PutResourceClaim("team", "a",
+                        ClaimJson("a", "uid-a", {{"gpu", kDriver, "gpu-0000-0f-00-0"}}));
   DraKubelet kubelet(KubeletOptions());
   ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
   std::map<std::string, dra::PrepareOutcome> out;

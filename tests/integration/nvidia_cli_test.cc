@@ -179,35 +179,56 @@ TEST(NvidiaCliTest, CapacityHelpListsOnlyItsOptions) {
   EXPECT_NE(refused.err.find("--pass-device-specs"), std::string::npos) << refused.err;
 }
 
+// Each flag under the heading of the modes that read it: DRA mode reads
+// the CDI and device-node settings as plugin mode does, and the node name
+// and API server connection as static mode does.
 TEST(NvidiaCliTest, RunHelpGroupsOptionsByMode) {
   RunResult r = RunAgent({"run", "--help"});
   ASSERT_EQ(r.code, 0) << r.err;
-  const size_t common = r.out.find("\nCommon:");
-  const size_t plugin = r.out.find("\nPlugin mode:");
-  const size_t stat = r.out.find("\nStatic mode:");
-  const size_t ignored = r.out.find("\nNVIDIA compatibility (accepted, ignored):");
-  ASSERT_NE(common, std::string::npos) << r.out;
-  ASSERT_NE(plugin, std::string::npos) << r.out;
-  ASSERT_NE(stat, std::string::npos) << r.out;
-  ASSERT_NE(ignored, std::string::npos) << r.out;
-  // Each flag under its own heading.
+  const std::vector<std::pair<std::string, std::string>> headings = {
+      {"common", "\nCommon:"},
+      {"containers", "\nPlugin and DRA modes: the CDI spec and device nodes:"},
+      {"plugin", "\nPlugin mode:"},
+      {"dra", "\nDRA mode:"},
+      {"api", "\nStatic and DRA modes: the node and the API server:"},
+      {"static", "\nStatic mode:"},
+      {"ignored", "\nNVIDIA compatibility (accepted, ignored):"}};
+  std::vector<std::pair<size_t, std::string>> at;
+  for (const auto& [name, heading] : headings) {
+    const size_t pos = r.out.find(heading);
+    ASSERT_NE(pos, std::string::npos) << heading << "\n" << r.out;
+    if (!at.empty()) {
+      EXPECT_GT(pos, at.back().first) << heading << "\n" << r.out;
+    }
+    at.emplace_back(pos, name);
+  }
   auto section_of = [&](const std::string& flag) {
-    const size_t at = r.out.find("  " + flag);
-    if (at == std::string::npos) return std::string("missing");
-    if (at > ignored) return std::string("ignored");
-    if (at > stat) return std::string("static");
-    if (at > plugin) return std::string("plugin");
-    if (at > common) return std::string("common");
-    return std::string("other");
+    const size_t pos = r.out.find("\n  " + flag);
+    if (pos == std::string::npos) return std::string("missing");
+    std::string section = "other";
+    for (const auto& [start, name] : at) {
+      if (pos > start) section = name;
+    }
+    return section;
   };
   EXPECT_EQ(section_of("--mig-strategy"), "common");
   EXPECT_EQ(section_of("--config,--config-file"), "common");
+  EXPECT_EQ(section_of("--cdi-spec-dir"), "containers");
+  EXPECT_EQ(section_of("--dev-root,--nvidia-dev-root"), "containers");
+  EXPECT_EQ(section_of("--nvidia-cdi-hook-path,--nvidia-ctk-path"), "containers");
+  EXPECT_EQ(section_of("--proc-root"), "containers");
   EXPECT_EQ(section_of("--pass-device-specs"), "plugin");
   EXPECT_EQ(section_of("--kubelet-socket"), "plugin");
-  EXPECT_EQ(section_of("--node-name,--node"), "static");
-  EXPECT_EQ(section_of("--proxy"), "static");
+  EXPECT_EQ(section_of("--dra-driver-name"), "dra");
+  EXPECT_EQ(section_of("--node-name,--node"), "api");
+  EXPECT_EQ(section_of("--kubeconfig"), "api");
+  EXPECT_EQ(section_of("--proxy"), "api");
+  EXPECT_EQ(section_of("--resync-interval"), "static");
   EXPECT_EQ(section_of("--gdrcopy-enabled"), "ignored");
   EXPECT_EQ(section_of("--imex-channel-ids"), "ignored");
+  // No static-only words on what DRA mode reads too.
+  EXPECT_EQ(r.out.find("this node's name (static mode)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("where plugin mode writes the CDI spec"), std::string::npos) << r.out;
 }
 
 // One row of the flag table in docs/moving-from-nvidia-flags.md.

@@ -10,7 +10,10 @@ namespace gpu_agent {
 namespace {
 
 constexpr const char* kGroupCommon = "Common";
+constexpr const char* kGroupContainers = "Plugin and DRA modes: the CDI spec and device nodes";
 constexpr const char* kGroupPlugin = "Plugin mode";
+constexpr const char* kGroupDra = "DRA mode";
+constexpr const char* kGroupApi = "Static and DRA modes: the node and the API server";
 constexpr const char* kGroupStatic = "Static mode";
 constexpr const char* kGroupIgnored = "NVIDIA compatibility (accepted, ignored)";
 
@@ -24,17 +27,19 @@ void ApplyGoRepeatRule(CLI::Option* opt, bool list) {
   }
 }
 
-// The help section of a setting in `run --help`: the mode that reads it.
+// The help section of a setting in `run --help`: the modes that read it.
 const char* GroupOf(std::string_view key) {
   if (key == "flags.gdsEnabled" || key == "flags.mofedEnabled") return kGroupIgnored;
   if (key == "flags.plugin.containerDriverRoot") return kGroupCommon;  // where NVML is loaded
-  if (key.starts_with("flags.plugin.") || key.starts_with("kubelet.") || key.starts_with("cdi.") ||
-      key == "procRoot" || key == "flags.nvidiaDevRoot") {
-    return kGroupPlugin;
+  // What a container gets: both modes write it into CDI specs.
+  if (key.starts_with("cdi.") || key == "procRoot" || key == "flags.nvidiaDevRoot" ||
+      key == "flags.plugin.nvidiaCTKPath" || key == "flags.plugin.cdiDisableHooks") {
+    return kGroupContainers;
   }
-  if (key.starts_with("static.") || key.starts_with("apiServer.") || key == "nodeName") {
-    return kGroupStatic;
-  }
+  if (key.starts_with("flags.plugin.") || key.starts_with("kubelet.")) return kGroupPlugin;
+  if (key.starts_with("dra.")) return kGroupDra;
+  if (key.starts_with("apiServer.") || key == "nodeName") return kGroupApi;
+  if (key.starts_with("static.")) return kGroupStatic;
   return kGroupCommon;
 }
 
@@ -102,7 +107,8 @@ void AddConfigFlags(CLI::App* cmd, ConfigFlags* flags, const FlagSelection& sel)
   // Grouped: one section after the other, so help lists each mode's flags together.
   const std::vector<const char*> groups =
       sel.grouped
-          ? std::vector<const char*>{kGroupCommon, kGroupPlugin, kGroupStatic, kGroupIgnored}
+          ? std::vector<const char*>{kGroupCommon, kGroupContainers, kGroupPlugin, kGroupDra,
+                                     kGroupApi,    kGroupStatic,     kGroupIgnored}
           : std::vector<const char*>{nullptr};
   for (const char* group : groups) {
     for (const Setting& s : Settings()) {

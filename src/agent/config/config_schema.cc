@@ -37,7 +37,8 @@ const std::vector<Setting>& Table() {
        "NODE_NAME",
        K::kString,
        {},
-       "this node's name (static mode)",
+       "this node's name (static and DRA modes; plugin mode for health.nodeEvents and nodeLabels "
+       "node)",
        FIELD(node_name)},
       {"sysfsRoot",
        "sysfs-root",
@@ -51,7 +52,8 @@ const std::vector<Setting>& Table() {
        "GPU_AGENT_PROC_ROOT",
        K::kString,
        {},
-       "where procfs is mounted (MIG capability minors are read from it)",
+       "where procfs is mounted (MIG devices' capability minors are read from it, for the CDI spec "
+       "and Allocate)",
        FIELD(proc_root)},
       {"devices.include",
        "include-devices",
@@ -189,7 +191,8 @@ const std::vector<Setting>& Table() {
        "GPU_AGENT_CDI_VENDOR",
        K::kString,
        {},
-       "vendor part of the CDI kind (<vendor>/<class>) of the spec and of Allocate's CDI names",
+       "vendor part of the CDI kind (<vendor>/<class>) of the specs, Allocate's CDI names and DRA "
+       "claims' CDI devices",
        FIELD(cdi.vendor)},
       {"cdi.class",
        "cdi-class",
@@ -203,7 +206,8 @@ const std::vector<Setting>& Table() {
        "GPU_AGENT_CDI_SPEC_DIR",
        K::kString,
        {},
-       "where plugin mode writes the CDI spec when a cdi-* strategy is on (empty: write none)",
+       "where CDI specs are written: plugin mode's when a cdi-* strategy is on (empty: none), DRA "
+       "mode's for each prepared claim (required)",
        FIELD(cdi.spec_dir)},
       {"sharing.timeSlicing.renameByDefault",
        "",

@@ -146,6 +146,11 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(
         StrCat("cdi.specDir: \"", c.cdi.spec_dir, "\" must be an absolute path (or empty)"));
   }
+  if (c.mode == "dra" && c.cdi.spec_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "cdi.specDir: empty, but DRA mode writes each prepared claim's CDI spec there (the "
+        "container runtime's CDI folder, /var/run/cdi by default)");
+  }
   if (!c.flags.plugin.nvidia_ctk_path.empty() && c.flags.plugin.nvidia_ctk_path.front() != '/') {
     return absl::InvalidArgumentError(
         StrCat("flags.plugin.nvidiaCTKPath: \"", c.flags.plugin.nvidia_ctk_path,
