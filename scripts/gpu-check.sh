@@ -16,7 +16,9 @@
 # Allocate of every GPU, CDI names resolved against the written spec and
 # every device node and host path in it present); XID events registered on
 # every GPU, and every polled health check's answer (gpu-agent health); the
-# ResourceSlices DRA mode would publish (gpu-agent dra slices); the
+# ResourceSlices DRA mode would publish (gpu-agent dra slices) and DRA
+# prepare and unprepare of one claim (the claim's CDI spec and its device
+# nodes present); the
 # container-like run (the host-driver DaemonSet's root, args and mounts, the
 # real driver root at /driver-root); idle footprint and
 # start -> registered (bench/e2e_bench); a capture of every NVML answer the
@@ -56,12 +58,12 @@ build=$(cd "$build" && pwd)
 if [ -n "$pack" ]; then
   rm -rf "$pack"
   mkdir -p "$pack/lib" "$pack/fake-nvml" "$pack/bench" "$pack/daemonset"
-  for b in gpu-agent kubelet-sim nvml-capture fake-nvml-tool bench/e2e_bench; do
+  for b in gpu-agent kubelet-sim apiserver-stub nvml-capture fake-nvml-tool bench/e2e_bench; do
     [ -x "$build/$b" ] || { echo "gpu-check: $build/$b is not built" >&2; exit 1; }
     strip -o "$pack/$b" "$build/$b"
   done
   strip -o "$pack/fake-nvml/libnvidia-ml.so.1" "$build/fake-nvml/libnvidia-ml.so.1"
-  for b in "$pack"/gpu-agent "$pack"/kubelet-sim "$pack"/nvml-capture "$pack"/fake-nvml-tool \
+  for b in "$pack"/gpu-agent "$pack"/kubelet-sim "$pack"/apiserver-stub "$pack"/nvml-capture "$pack"/fake-nvml-tool \
     "$pack"/bench/e2e_bench "$pack"/fake-nvml/libnvidia-ml.so.1; do
     ldd "$b" | awk '$3 ~ /^\// {print $3}'
   done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
@@ -464,6 +466,106 @@ EOF
   record dra:slices "${verdict%%$'\t'*}" "${verdict#*$'\t'}"
 else
   record dra:slices FAIL "gpu-agent dra slices: $(head -c 200 "$out/dra-slices.err")"
+fi
+
+# DRA prepare of one claim end to end: the agent in DRA mode (the API server
+# stand-in holding one claim of the first GPU, the kubelet's DRA side from
+# kubelet-sim), NodePrepareResources, the claim's CDI spec naming the GPU's
+# device node and every node and host path in it present, then
+# NodeUnprepareResources removing the spec.
+dra_device=$(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+g = [x["name"] for s in d.get("items", []) for x in s["spec"].get("devices", [])
+     if x["attributes"].get("type", {}).get("string") == "gpu"]
+print(g[0] if g else "")' "$out/dra-slices.json" 2>/dev/null || true)
+if [ -z "$dra_device" ]; then
+  record dra:prepare FAIL "no GPU in the slices dra slices printed"
+else
+  d=$work/dra
+  mkdir -p "$d/registry" "$d/plugins" "$d/cdi" "$d/spec"
+  dra_driver=gpu.gpu-agent.github.io
+  dra_claim=default/gpu-check/6c1d7a52-gpu-check
+  start_ours "$bin/apiserver-stub" gpu-check-node --claim "$dra_claim" "$dra_driver" "$dra_device" \
+    >"$d/api.log" 2>&1
+  api=$!
+  pids+=("$api")
+  ok=1
+  why=""
+  wait_for "$d/api.log" "serving" 10 || { ok=0; why="the API server stand-in did not start"; }
+  url=$(sed -n 's/.*serving \(http:[^ ]*\).*/\1/p' "$d/api.log")
+  if [ $ok = 1 ]; then
+    start_ours "$agent" run --mode dra --node-name gpu-check-node --proxy="$url" "${agent_args[@]}" \
+      "${plugin_args[@]}" --dra-registry-dir "$d/registry" --dra-plugin-dir "$d/plugins" \
+      --cdi-spec-dir "$d/cdi" --metrics-address "" --log-format json >"$d/agent.log" 2>&1
+    ag=$!
+    pids+=("$ag")
+    if ! ours "$bin/kubelet-sim" dra "$d/registry" "$dra_driver" prepare "$dra_claim" \
+      >"$d/prepare.log" 2>&1; then
+      ok=0
+      why="prepare: $(grep -v '^$' "$d/prepare.log" | tail -1 | head -c 200)"
+    fi
+    cp "$d"/cdi/*claim_* "$d/spec/" 2>/dev/null || true
+    if [ $ok = 1 ] && ! ours "$bin/kubelet-sim" dra "$d/registry" "$dra_driver" unprepare "$dra_claim" \
+      >"$d/unprepare.log" 2>&1; then
+      ok=0
+      why="unprepare: $(tail -1 "$d/unprepare.log" | head -c 200)"
+    fi
+    left=$(find "$d/cdi" -name '*claim_*' | wc -l)
+    stop "$ag"
+  fi
+  stop "$api"
+  for f in api.log agent.log prepare.log unprepare.log; do
+    [ -f "$d/$f" ] && cp "$d/$f" "$out/dra-$f"
+  done
+  cp "$d"/spec/* "$out/" 2>/dev/null || true
+  if [ $ok = 0 ]; then
+    record dra:prepare FAIL "$why (see $out/dra-*.log)"
+  else
+    verdict=$(python3 - "$d" "$dra_device" "$out/dra-slices.json" "$left" <<'EOF'
+import glob, json, os, re, sys
+d, device, slices, left = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+log = open(d + "/prepare.log").read()
+m = re.search(r"device (\S+) cdi (\S+)", log)
+problems = []
+if not m or m.group(1) != device:
+    problems.append("prepare answered %s" % (m.group(0) if m else "no device"))
+ids = m.group(2).split(",") if m else []
+specs = {}
+for f in glob.glob(d + "/spec/*"):
+    spec = json.load(open(f))
+    for dev in spec.get("devices", []):
+        specs["%s=%s" % (spec["kind"], dev["name"])] = (spec.get("containerEdits", {}), dev)
+missing = [i for i in ids if i not in specs]
+if not ids or missing:
+    problems.append("CDI ids %s not in the claim's spec" % (missing or "none"))
+minor = next((x["attributes"].get("minor", {}).get("int")
+              for s in json.load(open(slices))["items"] for x in s["spec"]["devices"]
+              if x["name"] == device), None)
+nodes, absent = [], []
+for i in ids:
+    if i not in specs:
+        continue
+    for e in (specs[i][0], specs[i][1].get("containerEdits", {})):
+        for node in e.get("deviceNodes", []):
+            nodes.append(node["path"])
+            if not os.path.exists(node.get("hostPath", node["path"])):
+                absent.append(node.get("hostPath", node["path"]))
+        for mnt in e.get("mounts", []):
+            if not os.path.exists(mnt["hostPath"]):
+                absent.append(mnt["hostPath"])
+if minor is not None and "/dev/nvidia%d" % minor not in nodes:
+    problems.append("the spec lacks /dev/nvidia%d (has %s)" % (minor, ", ".join(sorted(set(nodes)))))
+if absent:
+    problems.append("spec names what this host lacks: " + ", ".join(sorted(set(absent))[:5]))
+if left:
+    problems.append("%d claim spec(s) left after unprepare" % left)
+print(("FAIL\t" + "; ".join(problems)) if problems else
+      ("PASS\t%s prepared as %s: %d device node(s) present (%s), unprepare removed its spec" % (
+          device, ",".join(ids), len(set(nodes)), ", ".join(sorted(set(nodes))))))
+EOF
+)
+    record dra:prepare "${verdict%%$'\t'*}" "${verdict#*$'\t'}"
+  fi
 fi
 
 # 5. The container-like run: the host-driver DaemonSet's args, env and
