@@ -7,13 +7,18 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "base/strings.h"
 
 namespace gpu_agent {
 
-absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+namespace {
+
+// The lock file at `path` opened with `flags` (and never through a link),
+// a regular file.
+absl::StatusOr<std::pair<int, ino_t>> OpenLockFile(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::FailedPreconditionError(
         StrCat("cannot open the lock file ", path, ": ", std::strerror(errno)));
@@ -24,7 +29,21 @@ absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Open(const std::string& path
     return absl::FailedPreconditionError(
         StrCat("the lock file ", path, " is not a regular file; remove it"));
   }
-  return std::unique_ptr<FileLock>(new FileLock(path, fd, st.st_ino));
+  return std::make_pair(fd, st.st_ino);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Open(const std::string& path) {
+  absl::StatusOr<std::pair<int, ino_t>> f = OpenLockFile(path, O_RDWR | O_CREAT);
+  if (!f.ok()) return f.status();
+  return std::unique_ptr<FileLock>(new FileLock(path, f->first, f->second));
+}
+
+absl::StatusOr<std::unique_ptr<FileLock>> FileLock::OpenExisting(const std::string& path) {
+  absl::StatusOr<std::pair<int, ino_t>> f = OpenLockFile(path, O_RDONLY);
+  if (!f.ok()) return f.status();
+  return std::unique_ptr<FileLock>(new FileLock(path, f->first, f->second));
 }
 
 FileLock::~FileLock() { ::close(fd_); }

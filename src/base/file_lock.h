@@ -23,6 +23,11 @@ class FileLock {
   // caller has checked (CheckTrustedFolder). A link, FIFO or anything but a
   // regular file there is refused, naming it.
   static absl::StatusOr<std::unique_ptr<FileLock>> Open(const std::string& path);
+  // Opens the lock file at `path` only if it exists, read-only: to ask
+  // whether someone holds it (TryLock) without making it again once its
+  // owner removed it, and without the close that ends a write (an inotify
+  // IN_CLOSE_WRITE) that another instance may be watching for.
+  static absl::StatusOr<std::unique_ptr<FileLock>> OpenExisting(const std::string& path);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

@@ -15,9 +15,12 @@
 // before a reboot, a pod long gone). A starting instance names itself in
 // the takeover file; the publishing one sees that (inotify), `yield`s,
 // lets go of the lock and writes released, which wakes the newcomer to
-// take it and `lead`. An instance that is not publishing tries the lock on
-// every change in the folder and once a `retry`: when the publisher goes,
-// one that is left takes over.
+// take it and `lead`. An instance that is not publishing wakes for those
+// two files renamed into place (nothing else) and once a `retry`, and tries
+// the lock: when the publisher goes, one that is left takes over. One that
+// is stopped stops publishing (`yield`) before it lets go, so two never
+// publish at once. The newest that cannot publish (`lead` false) lets go; an
+// older one stands in until the newest, after a growing wait, asks again.
 #ifndef GPU_AGENT_DRA_HANDOVER_H_
 #define GPU_AGENT_DRA_HANDOVER_H_
 
@@ -33,10 +36,13 @@ namespace gpu_agent::dra {
 struct HandoverOptions {
   std::string folder;  // the driver's plugin folder, trusted (MakeTrustedFolder)
   std::string id;      // this instance: the pod UID, or a name unique on the node
-  // Run on the handover's thread (the first `lead` on Start's caller's):
-  // `lead` when this instance starts publishing, `yield` before it stops
-  // because a newer one asked. Neither runs after Stop returns.
-  std::function<void()> lead;
+  // Run on the handover's thread (the first `lead` on Start's caller's,
+  // the last `yield` on Stop's): `lead` when this instance starts
+  // publishing, false when it cannot (then it lets go, for another instance
+  // to try, and tries again after a growing wait); `yield` before it stops,
+  // because a newer one asked or it is stopped. Neither runs after Stop
+  // returns.
+  std::function<bool()> lead;
   std::function<void()> yield;
   // How often an instance that does not publish tries the lock, besides
   // every change in the folder.
@@ -52,8 +58,9 @@ class Handover {
   static absl::StatusOr<std::unique_ptr<Handover>> Start(HandoverOptions options);
   ~Handover();  // Stop()
 
-  // Ends the thread and lets go of the lock (no `yield`): a standing-by
-  // instance takes it. Idempotent.
+  // Ends the thread, `yield`s if leading, then lets go of the lock: a
+  // standing-by instance takes it, after this one stopped publishing.
+  // Idempotent.
   void Stop();
 
   bool leading() const;
