@@ -172,7 +172,10 @@ void SlottedWriter::Close() {
 
 absl::Status SlottedWriter::MakeFile(std::string_view record) {
   Close();
-  const uint64_t seq = seq_ + 1;
+  // Past any record at the path too, not only this writer's: a reader's
+  // stamp (inode, seq) never comes back, even where a new file gets a freed
+  // inode again (another process's writer, restarted, starts from 0).
+  const uint64_t seq = std::max(seq_, StampSlotted(path_).seq) + 1;
   const std::string first = StrCat(Header(seq, record), record, "\n");
   const size_t slot = std::max(kMinSlot, (2 * first.size() + kPage - 1) / kPage * kPage);
   std::string content(2 * slot, ' ');

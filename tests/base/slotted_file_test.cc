@@ -48,6 +48,29 @@ TEST(SlottedFileTest, TheNewestRecordIsReadBackAndWrittenInPlace) {
   EXPECT_FALSE(ReadSlotted(dir.Join("none")).found);
 }
 
+// A second writer of the same path (another process's, or one restarted)
+// numbers past what is there, so a reader's stamp (inode, seq) never comes
+// back, even where the new file gets the inode a freed one had: one that
+// did not change means no one wrote.
+TEST(SlottedFileTest, ANewWriterNumbersPastTheRecordsAlreadyThere) {
+  TempDir dir;
+  const std::string path = dir.Join("record");
+  SlottedStamp seen;
+  {
+    SlottedWriter first(path);
+    for (int n = 1; n <= 3; ++n) ASSERT_TRUE(first.Write(std::to_string(n)).ok());
+    seen = StampSlotted(path);
+    EXPECT_EQ(seen.seq, 3u);
+  }
+  SlottedWriter second(path);
+  ASSERT_TRUE(second.Write("4").ok());
+  const SlottedStamp now = StampSlotted(path);
+  EXPECT_EQ(now.seq, 4u);
+  EXPECT_EQ(second.stamp(), now);
+  EXPECT_NE(now, seen);
+  EXPECT_EQ(ReadSlotted(path).record, "4");
+}
+
 TEST(SlottedFileTest, AShorterRecordLeavesOnlySpacesBehindIt) {
   TempDir dir;
   const std::string path = dir.Join("record");
