@@ -192,6 +192,8 @@ struct SlicePublisher::TaintProbe {
   Ms backoff{0};
   std::chrono::steady_clock::time_point due;
   std::string last_failure;  // the kind of the last failure, logged once
+  // Since when every answer has been 403 (the epoch: it has not).
+  std::chrono::steady_clock::time_point forbidden_since{};
 };
 
 absl::StatusOr<std::unique_ptr<SlicePublisher>> SlicePublisher::Start(const Connection& connection,
@@ -397,8 +399,19 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
     // No answer about taints: a role without `create` on resourceslices (the
     // slices' own creates fail the same way until an operator grants it),
     // a throttle or an unavailable server.
-    failure = Refusal(*r, "create", {}, options_.forbidden_for_good);
-    kind = std::to_string(r->status);
+    std::chrono::steady_clock::duration forbidden_for{};
+    if (r->status == 403) {
+      const auto now = std::chrono::steady_clock::now();
+      if (probe->forbidden_since == std::chrono::steady_clock::time_point{}) {
+        probe->forbidden_since = now;
+      }
+      forbidden_for = now - probe->forbidden_since;
+    } else {
+      probe->forbidden_since = {};
+    }
+    failure = Refusal(*r, "create", forbidden_for, options_.forbidden_for_good);
+    // A 403 that lasts is news once more: then the role is named.
+    kind = StrCat(r->status, forbidden_for >= options_.forbidden_for_good ? " lasting" : "");
     retry_after_s = r->retry_after_s;
   } else {
     rapidjson::Document d;

@@ -512,6 +512,29 @@ TEST_F(SlicePublisherTest, AFailedTaintProbeIsAskedAgainUntilTheServerAnswers) {
   }
 }
 
+// The taint probe refused 403 for longer than forbidden_for_good (50 ms
+// here): logged once more, then naming the role (its first warning said
+// only that the server's authorization refused it, and was never repeated).
+TEST_F(SlicePublisherTest, ATaintProbeRefusedForLongNamesTheClusterRole) {
+  probe_taints_ = true;
+  api_.ServeDeviceTaints(true);
+  forbidden_for_good_ = std::chrono::milliseconds(50);
+  api_.FailNextSliceRequests("dryRun create", 403, 1000);
+  ::testing::internal::CaptureStderr();
+  Start(Slices(1));
+  const bool asked = WaitFor([&] { return Probes(api_, 0).size() >= 5; });
+  publisher_->Stop();
+  api_.ClearQueuedFailures();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(asked) << log;
+  const size_t first = log.find("the API server's authorization refused it");
+  const size_t role = log.find("now: the agent's ClusterRole must allow create on resourceslices");
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_NE(role, std::string::npos) << log;
+  EXPECT_LT(first, role) << log;
+  EXPECT_EQ(Count(log, "cannot tell whether the API server keeps device taints"), 2u) << log;
+}
+
 // A clear answer is kept: a server that keeps taints, one that drops them,
 // and one that refuses the probe as invalid (422: a slice with a taint is
 // not one it takes, and asking again gets the same) are each asked once,
