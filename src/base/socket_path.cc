@@ -22,8 +22,10 @@ std::string Folder(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-// True when a process accepts connections on the socket at `path`.
+}  // namespace
+
 bool SomeoneServes(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) return false;
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   sockaddr_un addr{};
@@ -33,8 +35,6 @@ bool SomeoneServes(const std::string& path) {
   ::close(fd);
   return ok;
 }
-
-}  // namespace
 
 absl::Status PrepareSocketPath(const std::string& path, std::string_view settings) {
   if (path.size() > kMaxSocketPath) {

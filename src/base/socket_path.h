@@ -24,6 +24,9 @@ inline constexpr size_t kMaxSocketPath = 105;
 // ("kubelet.socket folder or kubelet.endpoint").
 absl::Status PrepareSocketPath(const std::string& path, std::string_view settings);
 
+// True when a process accepts connections on the unix socket at `path`.
+bool SomeoneServes(const std::string& path);
+
 // Gives the socket gRPC just bound at `path` mode 0600: only its owner (and
 // root, the kubelet) may connect.
 absl::Status SecureSocket(const std::string& path);

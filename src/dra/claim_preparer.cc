@@ -58,6 +58,59 @@ absl::StatusOr<std::unique_ptr<ClaimPreparer>> ClaimPreparer::Create(
 void ClaimPreparer::SetCatalog(std::shared_ptr<const DeviceCatalog> catalog) {
   std::lock_guard<std::mutex> lock(mu_);
   catalog_ = std::move(catalog);
+  ResolveLegacyDevicesLocked();
+}
+
+void ClaimPreparer::ResolveLegacyDevicesLocked() {
+  if (!catalog_) return;
+  auto nodes_of = [](const cdi::ContainerEdits& e) {
+    std::set<std::string> out;
+    for (const cdi::DeviceNode& n : e.device_nodes) out.insert(n.path);
+    return out;
+  };
+  for (auto& [uid, e] : prepared_) {
+    bool legacy = false;
+    for (const PreparedClaim::Device& d : e.devices) legacy = legacy || d.uuid.empty();
+    if (!legacy) continue;
+    absl::StatusOr<std::string> text =
+        ReadFileBounded(SpecPath(uid), kMaxSpecBytes, Links::kRefuse);
+    rapidjson::Document doc;
+    if (!text.ok() || !json::Parse(*text, "its JSON", &doc).ok()) continue;
+    const rapidjson::Value* devices = Member(doc, "devices");
+    if (devices == nullptr || !devices->IsArray()) continue;
+    for (PreparedClaim::Device& d : e.devices) {
+      if (!d.uuid.empty()) continue;
+      std::set<std::string> nodes;
+      for (const auto& dv : devices->GetArray()) {
+        if (Str(dv, "name") != StrCat(uid, "-", d.answer.device)) continue;
+        const rapidjson::Value* edits = Member(dv, "containerEdits");
+        const rapidjson::Value* list = edits ? Member(*edits, "deviceNodes") : nullptr;
+        if (list == nullptr || !list->IsArray()) continue;
+        for (const auto& n : list->GetArray()) nodes.insert(Str(n, "path"));
+      }
+      if (nodes.empty()) continue;
+      // The one device of the node with exactly these nodes in the node's
+      // spec (a MIG device's capability nodes tell it from its GPU's).
+      std::string match;
+      int matches = 0;
+      for (const DraDevice& now : catalog_->devices) {
+        for (const cdi::Device& spec : catalog_->node_spec.devices) {
+          if (spec.name == now.uuid && nodes_of(spec.edits) == nodes) {
+            match = now.uuid;
+            ++matches;
+          }
+        }
+      }
+      if (matches != 1) continue;
+      d.uuid = match;
+      LogInfo(
+          "a claim an earlier version prepared is matched to its device by the device nodes "
+          "of its CDI spec",
+          {{"claim", StrCat(e.name_space, "/", e.name, " (", uid, ")")},
+           {"device", d.answer.device},
+           {"uuid", d.uuid}});
+    }
+  }
 }
 
 void ClaimPreparer::SetTaints(std::map<std::string, DeviceTaint> taints) {
@@ -107,6 +160,7 @@ void ClaimPreparer::CatchUpLocked(const FileLockHolder& hold) {
   std::lock_guard<std::mutex> lock(mu_);
   prepared_ = *std::move(claims);
   stamp_ = now;
+  ResolveLegacyDevicesLocked();
 }
 
 std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<ClaimRef>& claims) {

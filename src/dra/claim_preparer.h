@@ -127,6 +127,11 @@ class ClaimPreparer : public ClaimHandler {
   // prepared for or held for in this batch, without admin access, as
   // "claim <ns>/<name> (<uid>)"; empty when none.
   std::string HolderLocked(const DraDevice& device, const std::string& uid) const;
+  // REQUIRES: mu_ held. Devices of prepared claims that carry no UUID (a
+  // checkpoint an earlier version wrote, whose devices were named after
+  // NVML's index) matched to the catalog's by the device nodes their CDI
+  // spec gives, so HolderLocked sees them under today's names.
+  void ResolveLegacyDevicesLocked();
   ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
   void Load();
   // REQUIRES: `hold` holds lock_ (or failed to). Reads the checkpoint

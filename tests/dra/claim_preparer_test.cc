@@ -730,6 +730,34 @@ TEST_F(ClaimPreparerTest, AnOlderVersionsPlainCheckpointIsLoadedAndThenKeptInSlo
   EXPECT_EQ(preparer_->Prepared().count("u2"), 1u);
 }
 
+// Devices were named after NVML's index before (gpu-1); a claim prepared
+// then keeps that name in the checkpoint, with no UUID. Its GPU is found
+// by the device nodes of its CDI spec, so a claim of that GPU under
+// today's name is refused while the old claim holds it: the GPU is never
+// prepared for two claims across the upgrade.
+TEST_F(ClaimPreparerTest, AClaimAnEarlierVersionPreparedStillHoldsItsGpuUnderTheNewName) {
+  dir_.Write("plugin/checkpoint.json",
+             R"({"version":1,"claims":{"u1":{"namespace":"ns","name":"old","devices":[)"
+             R"({"requests":["r"],"pool":"node-a","device":"gpu-index-1",)"
+             R"("cdiIds":["gpu-agent.github.io/claim=u1-gpu-index-1"]}]}}})");
+  dir_.Write("cdi/gpu-agent.github.io-claim_u1.json",
+             R"({"cdiVersion":"0.6.0","kind":"gpu-agent.github.io/claim","devices":[)"
+             R"({"name":"u1-gpu-index-1","containerEdits":{"deviceNodes":[)"
+             R"({"path":"/dev/nvidia1"}]}}],"containerEdits":{}})");
+  Restart();
+  ASSERT_EQ(preparer_->Prepared().count("u1"), 1u);
+  Put("new", Claim("u2", {{"r", kDriver, kPool, "gpu-1"}}));
+  const std::string error = PrepareOne("new", "u2").error;
+  EXPECT_NE(error.find("device \"gpu-1\" (GPU-1) is already prepared for claim ns/old (u1)"),
+            std::string::npos)
+      << error;
+  Put("other", Claim("u3", {{"r", kDriver, kPool, "gpu-0"}}));
+  EXPECT_EQ(PrepareOne("other", "u3").error, "");
+  // Once the old claim is unprepared, its GPU is free.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u1", "old"}})["u1"], "");
+  EXPECT_EQ(PrepareOne("new", "u2").error, "");
+}
+
 // The checkpoint keeps each prepared device's UUID. After a restart that
 // finds a device's name on another GPU (the card in that slot replaced, or
 // a name that moved), the claim is refused, naming the claim and both

@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -893,6 +896,35 @@ TEST_F(DraModeTest, AClaimWhoseDeviceHasAnotherGpuAfterARestartIsRefused) {
   ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok());
   EXPECT_EQ(un["uid-a"], "");
   EXPECT_FALSE(Exists(SpecPath("uid-a")));
+}
+
+// The first update from a version before the handover: the old pod serves
+// its registration without a pod UID and publishes, knowing nothing of the
+// lock. The new instance registers beside it but publishes only once that
+// socket is no longer served (two publishers of one pool would fight).
+TEST_F(DraModeTest, AnEarlierVersionStillServingKeepsTheNewInstanceFromPublishing) {
+  const std::string plain = dir_.Join("registry") + "/" + kDriver + "-reg.sock";
+  const int earlier = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(earlier, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, plain.c_str(), plain.size() + 1);
+  ASSERT_EQ(::bind(earlier, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(earlier, 8), 0);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_TRUE(kubelet.Start());
+  StartAgent({{"--dra-pod-uid", "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02"}});
+  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_TRUE(WaitFor([&] {
+    return Log().find("an instance of an earlier version of the DRA driver still serves") !=
+           std::string::npos;
+  })) << Log();
+  EXPECT_EQ(PublishedDevices(api_).size(), 0u) << Log();
+  // The earlier pod exits: its socket goes, and the new one publishes.
+  ::close(earlier);
+  ::unlink(plain.c_str());
+  ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; }, std::chrono::seconds(20)))
+      << Log();
 }
 
 // A DaemonSet's rolling update with maxSurge: the new pod's agent starts

@@ -26,6 +26,7 @@
 #include "apiserver/slice_publisher.h"
 #include "base/log.h"
 #include "base/prom_text.h"
+#include "base/socket_path.h"
 #include "base/strings.h"
 #include "dra/claim_preparer.h"
 #include "dra/dra_server.h"
@@ -115,10 +116,14 @@ class DraMode : public Mode {
     slice_options_.node = pool_;
     slice_options_.watch_timeout = config.static_mode.watch_timeout;
     slice_options_.probe_device_taints = true;
+    if (!config.dra.pod_uid.empty()) {
+      plain_registration_ =
+          StrCat(config.dra.registry_dir, "/", config.dra.driver_name, "-reg.sock");
+    }
     dra::HandoverOptions ho;
     ho.folder = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name);
     ho.id = config.dra.pod_uid.empty() ? StrCat("pid-", ::getpid()) : config.dra.pod_uid;
-    ho.lead = [this] { Lead(); };
+    ho.lead = [this] { return Lead(); };
     ho.yield = [this] { Yield(); };
     absl::StatusOr<std::unique_ptr<dra::Handover>> handover = dra::Handover::Start(std::move(ho));
     if (!handover.ok()) {
@@ -159,8 +164,9 @@ class DraMode : public Mode {
     if (label_watch_) label_watch_->Stop();
     health().Stop();
     // The publishing handed to another instance of the driver, if one is
-    // left; the slices stay: the kubelet removes a driver's slices once it
-    // has been gone a while, and a restart finds them as they should be.
+    // left (the handover stops this one's first: never two publishers); the
+    // slices stay: the kubelet removes a driver's slices once it has been
+    // gone a while, and a restart finds them as they should be.
     if (handover_) handover_->Stop();
     StopPublishing();
     std::unique_ptr<dra::DraServer> server;
@@ -260,15 +266,26 @@ class DraMode : public Mode {
   }
 
   // This instance publishes from now on (the handover's `lead`): the
-  // slices, and the health stream served.
-  void Lead() {
+  // slices, and the health stream served. False when the publisher cannot
+  // start: the handover lets another instance try, and asks again later.
+  bool Lead() {
+    // An instance of a version before the handover (its sockets named
+    // without a pod UID) still serving beside this one: it publishes too,
+    // knowing nothing of the handover, so this one waits until it is gone.
+    if (!plain_registration_.empty() && SomeoneServes(plain_registration_)) {
+      LogInfo(
+          "an instance of an earlier version of the DRA driver still serves on this node; "
+          "publishing the ResourceSlices once it is gone",
+          {{"socket", plain_registration_}});
+      return false;
+    }
     absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> publisher =
         apiserver::SlicePublisher::Start(slice_conn_, slice_rest_, slice_options_,
                                          health_state_->CurrentSlices());
     if (!publisher.ok()) {
       LogError("cannot publish ResourceSlices",
                {{"error", std::string(publisher.status().message())}});
-      return;
+      return false;
     }
     {
       std::lock_guard<std::mutex> lock(publisher_mu_);
@@ -277,6 +294,7 @@ class DraMode : public Mode {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (server_) server_->SetHealthServing(true);
+    return true;
   }
 
   // A newer instance publishes from now on (the handover's `yield`): the
@@ -305,6 +323,9 @@ class DraMode : public Mode {
   apiserver::RestOptions slice_rest_;
   apiserver::SlicePublisherOptions slice_options_;
   std::unique_ptr<dra::Handover> handover_;
+  // With a pod UID: the registration socket an earlier version serves
+  // under (no UID in its name), which keeps this one from publishing.
+  std::string plain_registration_;
   std::shared_ptr<ApiClaimReader> reader_;
   std::shared_ptr<dra::ClaimPreparer> preparer_;
   std::unique_ptr<DraHealth> health_state_;

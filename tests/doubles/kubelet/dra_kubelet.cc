@@ -136,6 +136,12 @@ void DraKubelet::Stop() {
     (void)!::write(wake_fd_, &one, sizeof one);
   }
   if (watcher_.joinable()) watcher_.join();
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard<std::mutex> lock(workers_mu_);
+    workers.swap(workers_);
+  }
+  for (std::thread& t : workers) t.join();
   if (inotify_fd_ >= 0) ::close(inotify_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
   inotify_fd_ = wake_fd_ = -1;
@@ -168,7 +174,7 @@ void DraKubelet::Watch() {
       if (ev->len == 0) continue;
       const std::string path = options_.registry_dir + "/" + ev->name;
       if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-        Register(path);
+        RegisterLater(path);
       } else {
         Forget(path);
       }
@@ -176,28 +182,59 @@ void DraKubelet::Watch() {
   }
 }
 
+// As the kubelet's operation executor: each socket's registration on its
+// own (a plugin that does not answer holds up no other). One attempt here;
+// the retries, if it failed, on a thread of their own.
 void DraKubelet::Register(const std::string& socket) {
   pluginregistration::PluginInfo info;
+  if (GetInfo(socket, &info)) {
+    Complete(socket, info);
+    return;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(socket, ec)) return;
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  workers_.emplace_back([this, socket] { RegisterWithRetries(socket, 1); });
+}
+
+void DraKubelet::RegisterLater(const std::string& socket) {
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  workers_.emplace_back([this, socket] { RegisterWithRetries(socket, 0); });
+}
+
+bool DraKubelet::GetInfo(const std::string& socket, pluginregistration::PluginInfo* info) {
+  pluginregistration::Registration::Stub stub(Dial(socket));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + options_.get_info_deadline);
+  grpc::Status s = stub.GetInfo(&ctx, pluginregistration::InfoRequest(), info);
+  if (s.ok()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  errors_.push_back("GetInfo on " + socket + ": " + s.error_message());
+  return false;
+}
+
+void DraKubelet::RegisterWithRetries(const std::string& socket, int attempt) {
   // As the kubelet's reconciler: a registration that fails is tried again,
   // 0.5 s then doubling, while the socket is there (a socket file can
   // appear before its server listens).
-  std::chrono::milliseconds backoff(500);
-  for (int attempt = 0;; ++attempt) {
-    pluginregistration::Registration::Stub stub(Dial(socket));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.get_info_deadline);
-    grpc::Status s = stub.GetInfo(&ctx, pluginregistration::InfoRequest(), &info);
-    if (s.ok()) break;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      errors_.push_back("GetInfo on " + socket + ": " + s.error_message());
+  std::chrono::milliseconds backoff(500 << attempt);
+  for (;; ++attempt) {
+    if (attempt > 0) {
+      pollfd stop = {wake_fd_, POLLIN, 0};
+      if (::poll(&stop, 1, static_cast<int>(backoff.count() / 2)) > 0) return;  // Stop() asked
+    }
+    pluginregistration::PluginInfo info;
+    if (GetInfo(socket, &info)) {
+      Complete(socket, info);
+      return;
     }
     std::error_code ec;
     if (attempt == 5 || !std::filesystem::exists(socket, ec)) return;
-    pollfd stop = {wake_fd_, POLLIN, 0};
-    if (::poll(&stop, 1, static_cast<int>(backoff.count())) > 0) return;  // Stop() asked
     backoff *= 2;
   }
+}
+
+void DraKubelet::Complete(const std::string& socket, const pluginregistration::PluginInfo& info) {
   if (info.type() != "DRAPlugin") return;  // another plugin type's business
   // The plugin's order decides: the first of its versions this kubelet knows.
   std::string version;
@@ -257,6 +294,9 @@ void DraKubelet::Register(const std::string& socket) {
   // known before the first call. (gRPC C++ moves a connection on only
   // while someone waits on it, so this waits, briefly.)
   p.channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  // Gone meanwhile (Forget ran while this registered): not kept.
+  std::error_code ec;
+  if (!std::filesystem::exists(socket, ec)) return;
   std::vector<Plugin>& list = plugins_[p.name];
   std::erase_if(list, [&](const Plugin& old) { return old.socket == socket; });
   list.push_back(p);

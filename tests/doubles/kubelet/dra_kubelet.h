@@ -31,6 +31,10 @@
 
 #include "dra/claim_handler.h"
 
+namespace pluginregistration {
+class PluginInfo;
+}  // namespace pluginregistration
+
 namespace gpu_agent::testing {
 
 class DraKubelet {
@@ -127,7 +131,14 @@ class DraKubelet {
 
  private:
   void Watch();
+  // Registers the plugin at `socket`: one attempt on the caller's thread,
+  // the retries on one of their own (RegisterLater: all of it there).
   void Register(const std::string& socket);
+  void RegisterLater(const std::string& socket);
+  void RegisterWithRetries(const std::string& socket, int attempt);
+  bool GetInfo(const std::string& socket, pluginregistration::PluginInfo* info);
+  // The rest of a registration once GetInfo answered `info`.
+  void Complete(const std::string& socket, const pluginregistration::PluginInfo& info);
   void Forget(const std::string& socket);
   void ScanFolder();
   // Keeps `ctx` in calls_ while a call to `driver` uses it.
@@ -137,6 +148,8 @@ class DraKubelet {
   int inotify_fd_ = -1;
   int wake_fd_ = -1;
   std::thread watcher_;
+  std::mutex workers_mu_;
+  std::vector<std::thread> workers_;  // protected by workers_mu_: registrations
 
   mutable std::mutex mu_;
   // By driver name, in the order they registered.
