@@ -58,22 +58,7 @@ constexpr double kMemoryLimitMib = 128;    // resources.limits.memory
 constexpr double kProbeTimeoutMs = 10000;  // livenessProbe.timeoutSeconds (plugin, DRA)
 
 int Connect(int port, bool nonblocking = false) {
-  const int fd =
-      ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
-  if (fd < 0) return -1;
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 &&
-      !(nonblocking && errno == EINPROGRESS)) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  return gpu_agent::testing::ConnectLoopback(port, nonblocking);
 }
 
 bool SendAll(int fd, std::string_view bytes) {

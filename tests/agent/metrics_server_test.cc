@@ -28,6 +28,7 @@
 namespace gpu_agent {
 namespace {
 
+using ::gpu_agent::testing::ConnectLoopback;
 using ::gpu_agent::testing::ReadFile;
 using ::gpu_agent::testing::WaitFor;
 
@@ -36,15 +37,8 @@ using ::gpu_agent::testing::WaitFor;
 class Client {
  public:
   explicit Client(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    timeval tv{10, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    fd_ = ConnectLoopback(port);
+    connected_ = fd_ >= 0;
   }
   ~Client() {
     if (fd_ >= 0) ::close(fd_);

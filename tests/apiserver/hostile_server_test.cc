@@ -190,6 +190,23 @@ class SlicePublisherHostileTest : public ::testing::Test {
     EXPECT_TRUE(WaitFor([&] { return api_.Slices(kNode).size() == 1; }, std::chrono::seconds(20)));
   }
 
+  // Every watch answered `answer` (200) and ended at once: the sixth watch
+  // waits past 500 ms (with backoff_initial_ 100 ms the fifth failure in a
+  // row waits 100 ms x 2^3, +-20 %, and a list), then the slices are
+  // repaired once the server behaves.
+  void ExpectWatchesEndedAtOnceBackedOff(const std::string& answer, const char* why) {
+    const size_t log = api_.requests().size();
+    api_.AnswerWith("watch resourceslices", answer);
+    api_.ExpireSliceWatches();
+    ASSERT_TRUE(WaitFor([&] { return Calls("watch resourceslices", log).size() >= 6; },
+                        std::chrono::seconds(20)));
+    const std::vector<ApiServerStub::Request> watches = Calls("watch resourceslices", log);
+    const double last_gap =
+        std::chrono::duration<double, std::milli>(watches[5].at - watches[4].at).count();
+    EXPECT_GT(last_gap, 500) << why;
+    ExpectRepairedOnceTheServerBehaves("watch resourceslices");
+  }
+
   ApiServerStub api_;
   RestOptions rest_;
   std::chrono::seconds watch_timeout_{30};
@@ -257,22 +274,12 @@ TEST_F(SlicePublisherHostileTest, A410OnEveryWatchIsNotARequestStorm) {
   ExpectRepairedOnceTheServerBehaves("watch resourceslices");
 }
 
-// Every watch answered 200 and ended at once, no event: backed off as a
+// Every watch answered with nothing and ended at once: backed off as a
 // failure, not watched again at once.
 TEST_F(SlicePublisherHostileTest, WatchesEndedAtOnceAreBackedOff) {
   backoff_initial_ = Ms(100);
   Start();
-  const size_t log = api_.requests().size();
-  api_.AnswerWith("watch resourceslices", "");
-  api_.ExpireSliceWatches();
-  ASSERT_TRUE(WaitFor([&] { return Calls("watch resourceslices", log).size() >= 6; },
-                      std::chrono::seconds(20)));
-  const std::vector<ApiServerStub::Request> watches = Calls("watch resourceslices", log);
-  const double last_gap =
-      std::chrono::duration<double, std::milli>(watches[5].at - watches[4].at).count();
-  // The fifth failure in a row waits 100 ms x 2^3 (+-20 %), and a list.
-  EXPECT_GT(last_gap, 500) << "watches ended at once are retried without a backoff";
-  ExpectRepairedOnceTheServerBehaves("watch resourceslices");
+  ExpectWatchesEndedAtOnceBackedOff("", "watches ended at once are retried without a backoff");
 }
 
 // A watch answered with one bookmark and ended at once, every time: an
@@ -281,19 +288,10 @@ TEST_F(SlicePublisherHostileTest, WatchesEndedAtOnceAreBackedOff) {
 TEST_F(SlicePublisherHostileTest, WatchesEndedAtOnceAfterABookmarkAreBackedOff) {
   backoff_initial_ = Ms(100);
   Start();
-  const size_t log = api_.requests().size();
-  api_.AnswerWith("watch resourceslices",
-                  R"({"type":"BOOKMARK","object":{"kind":"ResourceSlice","metadata":)"
-                  R"({"resourceVersion":"1"}}})"
-                  "\n");
-  api_.ExpireSliceWatches();
-  ASSERT_TRUE(WaitFor([&] { return Calls("watch resourceslices", log).size() >= 6; },
-                      std::chrono::seconds(20)));
-  const std::vector<ApiServerStub::Request> watches = Calls("watch resourceslices", log);
-  const double last_gap =
-      std::chrono::duration<double, std::milli>(watches[5].at - watches[4].at).count();
-  EXPECT_GT(last_gap, 500) << "watches ended at once after an event are retried at once";
-  ExpectRepairedOnceTheServerBehaves("watch resourceslices");
+  ExpectWatchesEndedAtOnceBackedOff(R"({"type":"BOOKMARK","object":{"kind":"ResourceSlice",)"
+                                    R"("metadata":{"resourceVersion":"1"}}})"
+                                    "\n",
+                                    "watches ended at once after an event are retried at once");
 }
 
 // A server (or proxy) that ignores the field selector and lists another

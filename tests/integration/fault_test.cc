@@ -236,14 +236,8 @@ TEST_F(PluginKillTest, MetricsPortFloodedWithIdleConnectionsDoesNotStopThePlugin
   std::vector<int> conns;
   for (int i = 0; i < 500; ++i) {
     // Non-blocking: the handshakes complete while the server accepts.
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << i << ": " << std::strerror(errno);
+    const int fd = ConnectLoopback(port, /*nonblocking=*/true);
+    ASSERT_GE(fd, 0) << i << ": " << std::strerror(errno);
     conns.push_back(fd);
   }
   // The plugin side does not share the metrics server's threads.

@@ -116,7 +116,6 @@ class Subprocess {
 
 }  // namespace gpu_agent::testing
 
-#endif  // GPU_AGENT_TESTS_SUPPORT_TEST_SUPPORT_H_
 
 namespace gpu_agent::testing {
 
@@ -130,4 +129,11 @@ long CpuTicks(pid_t pid);  // user + system, in clock ticks
 // Writes one line to a FIFO without blocking; false if no reader has it open.
 bool WriteFifo(const std::string& path, const std::string& line);
 
+// A TCP connection to 127.0.0.1:`port` with 10 s send and receive timeouts;
+// -1 when it fails. `nonblocking`: the socket is, and a connect still in
+// progress counts as made.
+int ConnectLoopback(int port, bool nonblocking = false);
+
 }  // namespace gpu_agent::testing
+
+#endif  // GPU_AGENT_TESTS_SUPPORT_TEST_SUPPORT_H_
