@@ -116,7 +116,6 @@ class Subprocess {
 
 }  // namespace gpu_agent::testing
 
-
 namespace gpu_agent::testing {
 
 // /proc readings of a live process.
