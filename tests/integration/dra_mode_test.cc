@@ -83,9 +83,10 @@ class DraModeTest : public ::testing::Test {
 
   // The DRA kubelet stand-in, then the agent, until the kubelet has taken
   // the plugin's registration.
-  void StartRegistered(DraKubelet& kubelet) {
+  // The kubelet stand-in started, then the agent (with `over`), registered.
+  void StartRegistered(DraKubelet& kubelet, const std::map<std::string, std::string>& over = {}) {
     ASSERT_TRUE(kubelet.Start());
-    StartAgent();
+    StartAgent(over);
     ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
   }
 
@@ -425,9 +426,7 @@ TEST_F(DraModeTest, EachCauseTaintsWithItsEffectAndNoneOnlyWhereServed) {
   api_.ServeNoneTaintEffect(true);
   dir_.Write("taints.yaml", "version: v1\nmode: dra\ndra:\n  taints:\n    xid: NoExecute\n");
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent({{"--health-poll-interval", "1s"}});
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet, {{"--health-poll-interval", "1s"}}));
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
   EXPECT_NE(Log().find("the None effect too"), std::string::npos) << Log();
   ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
@@ -470,9 +469,7 @@ TEST_F(DraModeTest, EachCauseTaintsWithItsEffectAndNoneOnlyWhereServed) {
 TEST_F(DraModeTest, WhereTheServerKnowsNoNoneEffectADegradedGpuHasNoTaint) {
   api_.ServeDeviceTaints(true);
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent({{"--health-poll-interval", "1s"}});
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet, {{"--health-poll-interval", "1s"}}));
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
   EXPECT_NE(Log().find("the API server refuses the None taint effect"), std::string::npos) << Log();
   EXPECT_NE(Log().find("the API server keeps device taints; an unhealthy device stays"),
@@ -498,9 +495,7 @@ TEST_F(DraModeTest, WhereTheServerKnowsNoNoneEffectADegradedGpuHasNoTaint) {
 TEST_F(DraModeTest, WhereTheServerKeepsTaintsARecoveredGpuLosesItsTaint) {
   api_.ServeDeviceTaints(true);
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent({{"--health-recovery-period", "300ms"}});
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet, {{"--health-recovery-period", "300ms"}}));
   ASSERT_TRUE(WaitFor([&] { return PublishedDevices(api_).size() == 4; })) << Log();
   int64_t generation = 0;
   PublishedDevices(api_, &generation);
@@ -912,9 +907,8 @@ TEST_F(DraModeTest, AnEarlierVersionStillServingKeepsTheNewInstanceFromPublishin
   ASSERT_EQ(::bind(earlier, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_EQ(::listen(earlier, 8), 0);
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent({{"--dra-pod-uid", "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02"}});
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(
+      StartRegistered(kubelet, {{"--dra-pod-uid", "9a2e4b77-5c3d-4f1a-8b62-1e7b2c8f1b02"}}));
   ASSERT_TRUE(WaitFor([&] {
     return Log().find("an instance of an earlier version of the DRA driver still serves") !=
            std::string::npos;
@@ -943,9 +937,7 @@ TEST_F(DraModeTest, ARollingUpdatesNewAgentTakesOverAndTheOldExitsUnpreparingNot
   api_.PutResourceClaim(
       "team", "c", ClaimJson("c", "uid-c", {{"gpu", kDriver, "gpu-0000-07-00-0-mig-1g-10gb-2-0"}}));
   DraKubelet kubelet(KubeletOptions());
-  ASSERT_TRUE(kubelet.Start());
-  StartAgent({{"--dra-pod-uid", old_uid}});
-  ASSERT_TRUE(kubelet.WaitForPlugin(kDriver, std::chrono::seconds(20))) << Log();
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet, {{"--dra-pod-uid", old_uid}}));
   const std::string folder = dir_.Join("plugins") + "/" + kDriver;
   EXPECT_EQ(kubelet.plugin(kDriver)->endpoint, folder + "/dra-" + old_uid + ".sock");
   std::map<std::string, dra::PrepareOutcome> out;
