@@ -78,6 +78,25 @@ std::string StatusMessage(const HttpResponse& r) {
   return StrCat(r.status, ": ", json::MessageOf(r.body));
 }
 
+// How long a server has answered nothing but 403: from the first 403 of a
+// run; any other answer (or Reset) starts it over.
+class ForbiddenSpell {
+ public:
+  std::chrono::steady_clock::duration Answered(int status) {
+    if (status != 403) {
+      Reset();
+      return {};
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (since_ == std::chrono::steady_clock::time_point{}) since_ = now;
+    return now - since_;
+  }
+  void Reset() { since_ = {}; }
+
+ private:
+  std::chrono::steady_clock::time_point since_{};  // the epoch: not refused
+};
+
 // What a refused request's log line says: the server's message; for a 403
 // what is known of it: the server's authorizer refused, which a server does
 // for a few seconds after its start while its RBAC caches fill; once it has
@@ -192,8 +211,7 @@ struct SlicePublisher::TaintProbe {
   Ms backoff{0};
   std::chrono::steady_clock::time_point due;
   std::string last_failure;  // the kind of the last failure, logged once
-  // Since when every answer has been 403 (the epoch: it has not).
-  std::chrono::steady_clock::time_point forbidden_since{};
+  ForbiddenSpell forbidden;  // the probe's 403s in a row
 };
 
 absl::StatusOr<std::unique_ptr<SlicePublisher>> SlicePublisher::Start(const Connection& connection,
@@ -399,16 +417,7 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
     // No answer about taints: a role without `create` on resourceslices (the
     // slices' own creates fail the same way until an operator grants it),
     // a throttle or an unavailable server.
-    std::chrono::steady_clock::duration forbidden_for{};
-    if (r->status == 403) {
-      const auto now = std::chrono::steady_clock::now();
-      if (probe->forbidden_since == std::chrono::steady_clock::time_point{}) {
-        probe->forbidden_since = now;
-      }
-      forbidden_for = now - probe->forbidden_since;
-    } else {
-      probe->forbidden_since = {};
-    }
+    const std::chrono::steady_clock::duration forbidden_for = probe->forbidden.Answered(r->status);
     failure = Refusal(*r, "create", forbidden_for, options_.forbidden_for_good);
     // A 403 that lasts is news once more: then the role is named.
     kind = StrCat(r->status, forbidden_for >= options_.forbidden_for_good ? " lasting" : "");
@@ -507,24 +516,15 @@ void SlicePublisher::Run() {
   // the watches are kept no longer than the wait meanwhile.
   Ms owner_backoff = options_.backoff_initial;
   auto owner_due = std::chrono::steady_clock::now() + Jitter(owner_backoff);
-  // Since when the server has answered 403 to every request (a start of
-  // the epoch: it has not).
-  std::chrono::steady_clock::time_point forbidden_since{};
-  auto forbidden_for = [&](int status) -> std::chrono::steady_clock::duration {
-    if (status != 403) {
-      forbidden_since = {};
-      return {};
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (forbidden_since == std::chrono::steady_clock::time_point{}) forbidden_since = now;
-    return now - forbidden_since;
-  };
+  // The server's 403s in a row (a list that succeeds ends them).
+  ForbiddenSpell forbidden;
   // A request the server refused or that got no answer.
   auto fail_request = [&](const std::string& what, const absl::StatusOr<HttpResponse>& r,
                           const char* verb) {
     return fail(what,
-                r.ok() ? Refusal(*r, verb, forbidden_for(r->status), options_.forbidden_for_good)
-                       : std::string(r.status().message()),
+                r.ok()
+                    ? Refusal(*r, verb, forbidden.Answered(r->status), options_.forbidden_for_good)
+                    : std::string(r.status().message()),
                 r.ok() ? r->retry_after_s : -1);
   };
   // The builder as it is now; `take_change`: a change posted meanwhile is
@@ -602,7 +602,7 @@ void SlicePublisher::Run() {
       }
       s.version = StringAt(d, "metadata", "resourceVersion");
       listed = true;
-      forbidden_since = {};
+      forbidden.Reset();
       if (s.generation == 0) {
         // First list: slices already as wanted keep their generation;
         // otherwise the next one is published.
@@ -814,7 +814,7 @@ void SlicePublisher::Run() {
     }
     if (*status != 200) {
       if (!fail("cannot watch them",
-                Refusal(HttpResponse{*status, head}, "watch", forbidden_for(*status),
+                Refusal(HttpResponse{*status, head}, "watch", forbidden.Answered(*status),
                         options_.forbidden_for_good),
                 retry_after_s)) {
         return;

@@ -27,6 +27,20 @@ std::string Str(const rapidjson::Value& v, const char* key) { return json::Strin
 // not one of ours.
 constexpr size_t kMaxSpecBytes = 1u << 20;
 
+// A claim's spec read as the agent wrote it: a regular file of bounded size,
+// never through a link, parsed iteratively (base/json), with a devices list.
+absl::Status ReadClaimSpec(const std::string& path, rapidjson::Document* doc,
+                           const rapidjson::Value** devices) {
+  absl::StatusOr<std::string> text = ReadFileBounded(path, kMaxSpecBytes, Links::kRefuse);
+  if (!text.ok()) return text.status();
+  if (absl::Status s = json::Parse(*text, "its JSON", doc); !s.ok()) return s;
+  *devices = Member(*doc, "devices");
+  if (*devices == nullptr || !(*devices)->IsArray()) {
+    return absl::InvalidArgumentError("it lists no devices");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ClaimPreparer::ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader)
@@ -63,21 +77,33 @@ void ClaimPreparer::SetCatalog(std::shared_ptr<const DeviceCatalog> catalog) {
 
 void ClaimPreparer::ResolveLegacyDevicesLocked() {
   if (!catalog_) return;
-  auto nodes_of = [](const cdi::ContainerEdits& e) {
-    std::set<std::string> out;
-    for (const cdi::DeviceNode& n : e.device_nodes) out.insert(n.path);
-    return out;
+  // Each device of the node by the device nodes the node's spec gives it
+  // (a MIG device's capability nodes tell it from its GPU's); made at the
+  // first claim that needs it.
+  std::map<std::set<std::string>, std::vector<std::string>> uuids_by_nodes;
+  auto uuids_of = [&](const std::set<std::string>& nodes) -> const std::vector<std::string>& {
+    if (uuids_by_nodes.empty()) {
+      for (const DraDevice& now : catalog_->devices) {
+        for (const cdi::Device& spec : catalog_->node_spec.devices) {
+          if (spec.name != now.uuid) continue;
+          std::set<std::string> paths;
+          for (const cdi::DeviceNode& n : spec.edits.device_nodes) paths.insert(n.path);
+          uuids_by_nodes[paths].push_back(now.uuid);
+        }
+      }
+    }
+    static const std::vector<std::string> kNone;
+    auto it = uuids_by_nodes.find(nodes);
+    return it == uuids_by_nodes.end() ? kNone : it->second;
   };
   for (auto& [uid, e] : prepared_) {
-    bool legacy = false;
-    for (const PreparedClaim::Device& d : e.devices) legacy = legacy || d.uuid.empty();
-    if (!legacy) continue;
-    absl::StatusOr<std::string> text =
-        ReadFileBounded(SpecPath(uid), kMaxSpecBytes, Links::kRefuse);
+    if (std::none_of(e.devices.begin(), e.devices.end(),
+                     [](const PreparedClaim::Device& d) { return d.uuid.empty(); })) {
+      continue;
+    }
     rapidjson::Document doc;
-    if (!text.ok() || !json::Parse(*text, "its JSON", &doc).ok()) continue;
-    const rapidjson::Value* devices = Member(doc, "devices");
-    if (devices == nullptr || !devices->IsArray()) continue;
+    const rapidjson::Value* devices = nullptr;
+    if (!ReadClaimSpec(SpecPath(uid), &doc, &devices).ok()) continue;
     for (PreparedClaim::Device& d : e.devices) {
       if (!d.uuid.empty()) continue;
       std::set<std::string> nodes;
@@ -89,20 +115,9 @@ void ClaimPreparer::ResolveLegacyDevicesLocked() {
         for (const auto& n : list->GetArray()) nodes.insert(Str(n, "path"));
       }
       if (nodes.empty()) continue;
-      // The one device of the node with exactly these nodes in the node's
-      // spec (a MIG device's capability nodes tell it from its GPU's).
-      std::string match;
-      int matches = 0;
-      for (const DraDevice& now : catalog_->devices) {
-        for (const cdi::Device& spec : catalog_->node_spec.devices) {
-          if (spec.name == now.uuid && nodes_of(spec.edits) == nodes) {
-            match = now.uuid;
-            ++matches;
-          }
-        }
-      }
-      if (matches != 1) continue;
-      d.uuid = match;
+      const std::vector<std::string>& uuids = uuids_of(nodes);
+      if (uuids.size() != 1) continue;  // none, or no telling which
+      d.uuid = uuids.front();
       LogInfo(
           "a claim an earlier version prepared is matched to its device by the device nodes "
           "of its CDI spec",
@@ -593,19 +608,12 @@ std::map<std::string, ClaimPreparer::Entry> ClaimPreparer::ReadSpecs() const {
     const std::string file = f.path().filename().string();
     if (!file.starts_with(prefix) || !file.ends_with(".json")) continue;
     const std::string uid = file.substr(prefix.size(), file.size() - prefix.size() - 5);
-    // Read as the agent wrote it: a regular file of bounded size, never
-    // through a link, parsed iteratively (base/json). Anything else there
-    // under the agent's names is of no use to a runtime either.
-    absl::StatusOr<std::string> text =
-        ReadFileBounded(f.path().string(), kMaxSpecBytes, Links::kRefuse);
+    // Anything but what the agent writes there under its names is of no
+    // use to a runtime either.
     rapidjson::Document d;
+    const rapidjson::Value* devices = nullptr;
     absl::Status problem = ValidateClaimUid(uid);
-    if (problem.ok()) problem = text.status();
-    if (problem.ok()) problem = json::Parse(*text, "its JSON", &d);
-    const rapidjson::Value* devices = problem.ok() ? Member(d, "devices") : nullptr;
-    if (problem.ok() && (devices == nullptr || !devices->IsArray())) {
-      problem = absl::InvalidArgumentError("it lists no devices");
-    }
+    if (problem.ok()) problem = ReadClaimSpec(f.path().string(), &d, &devices);
     if (!problem.ok()) {
       // Empty or cut after a crash of the machine: of no use to a runtime,
       // and the claim is prepared again when the kubelet asks. (A link is

@@ -459,8 +459,8 @@ TEST_F(DraModeTest, EachCauseTaintsWithItsEffectAndNoneOnlyWhereServed) {
   ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 48"));
   ASSERT_TRUE(WaitFor([&] {
-    const std::vector<std::string> t = TaintsOf(api_, whole);
-    return t.size() == 1 && t[0] == "gpu.gpu-agent.github.io/unhealthy=XID-48:NoExecute";
+    return TaintsOf(api_, whole) ==
+           std::vector<std::string>{"gpu.gpu-agent.github.io/unhealthy=XID-48:NoExecute"};
   })) << Log();
 }
 
@@ -484,8 +484,8 @@ TEST_F(DraModeTest, WhereTheServerKnowsNoNoneEffectADegradedGpuHasNoTaint) {
   EXPECT_EQ(PublishedDevices(api_).size(), 4u);
   ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 48"));
   ASSERT_TRUE(WaitFor([&] {
-    const std::vector<std::string> t = TaintsOf(api_, "gpu-0000-0f-00-0");
-    return t.size() == 1 && t[0] == "gpu.gpu-agent.github.io/unhealthy=XID-48:NoSchedule";
+    return TaintsOf(api_, "gpu-0000-0f-00-0") ==
+           std::vector<std::string>{"gpu.gpu-agent.github.io/unhealthy=XID-48:NoSchedule"};
   })) << Log();
 }
 

@@ -140,6 +140,31 @@ class YamlWalker {
     out_->warnings.push_back(StrCat(msg, " (ignored, as NVIDIA's plugin ignores it)"));
   }
 
+  // `<what> "<name>"` refused: the nearest of `known`, or all of them
+  // (`plural` names them).
+  static std::string UnknownName(std::string_view what, const std::string& name,
+                                 const std::vector<std::string>& known, std::string_view plural) {
+    std::string msg = StrCat(what, " \"", Printable(name, 60), "\"");
+    if (std::string near = ClosestMatch(name, known); !near.empty()) {
+      StrAppend(&msg, "; did you mean \"", near, "\"?");
+    } else {
+      StrAppend(&msg, "; the ", plural, " are ", StrJoin(known, ", "));
+    }
+    return msg;
+  }
+
+  // `<where>: <the value> is not one of <choices>`, with the nearest.
+  static std::string NotOneOf(std::string_view where, const YAML::Node& v,
+                              const std::vector<std::string>& choices) {
+    std::string msg = StrCat(where, ": ", Describe(v), " is not one of ", StrJoin(choices, ", "));
+    if (v.IsScalar()) {
+      if (std::string near = ClosestMatch(v.Scalar(), choices); !near.empty()) {
+        StrAppend(&msg, "; did you mean \"", near, "\"?");
+      }
+    }
+    return msg;
+  }
+
   // NVIDIA's imex section asks for channels gpu-agent does not provide: a
   // pod that needs them would fail only inside, so `required` is a warning.
   void NoteImex(const YAML::Node& imex) {
@@ -284,25 +309,12 @@ class YamlWalker {
     for (const auto& kv : map) {
       const std::string cause = kv.first.IsScalar() ? kv.first.Scalar() : "";
       if (std::find(causes.begin(), causes.end(), cause) == causes.end()) {
-        std::string msg = StrCat("dra.taints: unknown cause \"", Printable(cause, 60), "\"");
-        if (std::string near = ClosestMatch(cause, causes); !near.empty()) {
-          StrAppend(&msg, "; did you mean \"", near, "\"?");
-        } else {
-          StrAppend(&msg, "; the causes are ", StrJoin(causes, ", "));
-        }
-        return Error(kv.first, msg);
+        return Error(kv.first, UnknownName("dra.taints: unknown cause", cause, causes, "causes"));
       }
       const YAML::Node& v = kv.second;
       const std::vector<std::string> effects = {"None", "NoSchedule", "NoExecute", "off"};
       if (!v.IsScalar() || std::find(effects.begin(), effects.end(), v.Scalar()) == effects.end()) {
-        std::string msg = StrCat("dra.taints.", cause, ": ", Describe(v),
-                                 " is not one of None, NoSchedule, NoExecute, off");
-        if (v.IsScalar()) {
-          if (std::string near = ClosestMatch(v.Scalar(), effects); !near.empty()) {
-            StrAppend(&msg, "; did you mean \"", near, "\"?");
-          }
-        }
-        return Error(v, msg);
+        return Error(v, NotOneOf(StrCat("dra.taints.", cause), v, effects));
       }
       out_->config.dra.taints[cause] = v.Scalar();
     }
@@ -325,13 +337,8 @@ class YamlWalker {
       const nvml::CheckSpec* spec = nvml::FindCheck(name);
       if (spec == nullptr) {
         // A check that does not exist would silently do nothing: refused.
-        std::string msg = StrCat("unknown health check \"", Printable(name, 60), "\"");
-        if (std::string near = ClosestMatch(name, nvml::CheckNames()); !near.empty()) {
-          StrAppend(&msg, "; did you mean \"", near, "\"?");
-        } else {
-          StrAppend(&msg, "; the checks are ", StrJoin(nvml::CheckNames(), ", "));
-        }
-        return Error(kv.first, msg);
+        return Error(kv.first,
+                     UnknownName("unknown health check", name, nvml::CheckNames(), "checks"));
       }
       const YAML::Node& v = kv.second;
       if (v.IsNull()) continue;
@@ -350,15 +357,8 @@ class YamlWalker {
           std::optional<nvml::Severity> sev =
               fv.IsScalar() ? nvml::ParseSeverity(fv.Scalar()) : std::nullopt;
           if (!sev) {
-            std::string msg = StrCat("health.checks.", name, ".severity: ", Describe(fv),
-                                     " is not one of unhealthy, degraded, ignore");
-            if (fv.IsScalar()) {
-              if (std::string near = ClosestMatch(fv.Scalar(), {"unhealthy", "degraded", "ignore"});
-                  !near.empty()) {
-                StrAppend(&msg, "; did you mean \"", near, "\"?");
-              }
-            }
-            return Error(fv, msg);
+            return Error(fv, NotOneOf(StrCat("health.checks.", name, ".severity"), fv,
+                                      {"unhealthy", "degraded", "ignore"}));
           }
           setting.severity = *sev;
         } else if (key == "threshold") {

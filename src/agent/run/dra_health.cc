@@ -42,19 +42,23 @@ apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
 DraHealth::DraHealth(dra::ClaimPreparer* preparer, std::string driver)
     : preparer_(preparer), driver_(std::move(driver)) {}
 
+namespace {
+
+// The dra.taints cause of an outage. XID 79: the GPU has fallen off the
+// bus, as GPU_IS_LOST says.
+std::string CauseOf(bool lost, int xid, const std::string& check) {
+  if (lost || xid == 79) return "lost";
+  return check.empty() ? "xid" : check;
+}
+
+}  // namespace
+
 DraHealth::Outage DraHealth::OutageOf(const nvml::HealthChange& change) {
-  // XID 79: the GPU has fallen off the bus, as GPU_IS_LOST says.
-  const std::string cause = change.lost || change.xid == 79 ? "lost"
-                            : !change.check.empty()         ? change.check
-                                                            : "xid";
-  return {change.key, change.reason, cause};
+  return {change.key, change.reason, CauseOf(change.lost, change.xid, change.check)};
 }
 
 DraHealth::Outage DraHealth::OutageOf(const nvml::Outage& carried) {
-  const std::string cause = carried.was_lost || carried.xid == 79 ? "lost"
-                            : !carried.check.empty()              ? carried.check
-                                                                  : "xid";
-  return {carried.key, carried.reason, cause};
+  return {carried.key, carried.reason, CauseOf(carried.was_lost, carried.xid, carried.check)};
 }
 
 void DraHealth::SetPublisher(apiserver::SlicePublisher* publisher) {
@@ -145,15 +149,17 @@ void DraHealth::PublishLocked() {
   published_taints_ = std::move(taints);
 }
 
+const DraHealth::Outage* DraHealth::OutageOfLocked(const dra::DraDevice& d) const {
+  for (const Outage& o : outages_) {
+    if (o.key.Covers(d.key)) return &o;
+  }
+  return nullptr;
+}
+
 std::map<std::string, std::string> DraHealth::ReasonsLocked() const {
   std::map<std::string, std::string> out;
   for (const dra::DraDevice& d : devices_) {
-    for (const Outage& o : outages_) {
-      if (o.key.Covers(d.key)) {
-        out.emplace(d.name, o.reason);
-        break;
-      }
-    }
+    if (const Outage* o = OutageOfLocked(d)) out.emplace(d.name, o->reason);
   }
   return out;
 }
@@ -171,14 +177,7 @@ std::map<std::string, DraTaint> DraHealth::TaintsLocked() const {
     return t;
   };
   for (const dra::DraDevice& d : devices_) {
-    const Outage* outage = nullptr;
-    for (const Outage& o : outages_) {
-      if (o.key.Covers(d.key)) {
-        outage = &o;
-        break;
-      }
-    }
-    if (outage != nullptr) {
+    if (const Outage* outage = OutageOfLocked(d)) {
       out[d.name] = taint(StrCat(driver_, "/unhealthy"), dra::TaintValue(outage->reason),
                           effect(outage->cause));
       continue;

@@ -78,6 +78,8 @@ class DraHealth {
   // degraded check's whose effect is not off.
   std::map<std::string, DraTaint> TaintsLocked() const;
   std::map<std::string, std::string> ReasonsLocked() const;  // unhealthy devices: why
+  // The outage that covers `d` (its GPU's, or its own), or null.
+  const Outage* OutageOfLocked(const dra::DraDevice& d) const;
 
   dra::ClaimPreparer* const preparer_;
   const std::string driver_;

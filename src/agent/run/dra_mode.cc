@@ -117,8 +117,9 @@ class DraMode : public Mode {
     slice_options_.watch_timeout = config.static_mode.watch_timeout;
     slice_options_.probe_device_taints = true;
     if (!config.dra.pod_uid.empty()) {
-      plain_registration_ =
-          StrCat(config.dra.registry_dir, "/", config.dra.driver_name, "-reg.sock");
+      dra::DraServerOptions plain = ServerOptionsOf(config);
+      plain.instance.clear();
+      plain_registration_ = dra::RegistrationSocketPath(plain);
     }
     dra::HandoverOptions ho;
     ho.folder = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name);
