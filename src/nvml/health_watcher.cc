@@ -375,11 +375,16 @@ struct HealthWatcher::State {
   }
 
   // Handles the events already queued, without waiting (a bounded number).
+  // A wait here may answer GPU_IS_LOST as the loop's own does, and that
+  // answer is not given twice: the lost GPU is looked for now, or it would
+  // stay in until a poll happened to ask it.
   void DrainEvents() {
     if (!events) return;
     for (int i = 0; i < 64; ++i) {
       nvmlEventData_t ev{};
-      if (events->Wait(&ev, std::chrono::milliseconds(0)) != NVML_SUCCESS) return;
+      const nvmlReturn_t r = events->Wait(&ev, std::chrono::milliseconds(0));
+      if (r == NVML_ERROR_GPU_IS_LOST) ProbeForLostGpus();
+      if (r != NVML_SUCCESS) return;
       HandleEvent(ev);
     }
   }
