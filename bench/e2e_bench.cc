@@ -157,22 +157,9 @@ struct ProcSample {
 ProcSample Sample(pid_t pid) {
   ProcSample s;
   s.ticks = CpuTicks(pid);
-  const std::string base = "/proc/" + std::to_string(pid);
   // Context switches summed over every thread.
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(base + "/task", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::istringstream in(ReadFile(it->path().string() + "/status"));
-    long n = 0;
-    for (std::string l; std::getline(in, l);) {
-      if (l.rfind("voluntary_ctxt_switches:", 0) == 0) n += std::stol(l.substr(24));
-      if (l.rfind("nonvoluntary_ctxt_switches:", 0) == 0) n += std::stol(l.substr(27));
-    }
-    s.switches += n;
-    std::string name = ReadFile(it->path().string() + "/comm");
-    while (!name.empty() && name.back() == '\n') name.pop_back();
-    s.thread_switches[name + "/" + it->path().filename().string()] = n;
-  }
+  s.thread_switches = ThreadSwitches(pid);
+  for (const auto& [thread, n] : s.thread_switches) s.switches += n;
   return s;
 }
 
@@ -312,6 +299,11 @@ struct IdleFigure {
 
 double Mib(long kib) { return kib < 0 ? kNotMeasured : static_cast<double>(kib) / 1024.0; }
 
+// Peak resident memory of every mode: NVIDIA's device plugin peaks at
+// 15,310 kB on the same fixture (bench/RESULTS.md, "Footprint").
+constexpr double kPeakBudgetMib = 15.0;
+constexpr const char* kPeakBudget = "<= 15 MiB";
+
 std::vector<IdleFigure> IdleFigures(int allocates) {
   const std::string after = "after " + std::to_string(allocates) + " Allocates: ";
   return {
@@ -320,16 +312,16 @@ std::vector<IdleFigure> IdleFigures(int allocates) {
       {"idle PSS", [](const IdleRun& r) { return Mib(r.idle.pss_kib); }, "MiB", 2, "-", nullptr},
       {"idle working set (cgroup usage - inactive file)",
        [](const IdleRun& r) { return Mib(r.ws_idle_kib); }, "MiB", 2, "-", nullptr},
-      {"idle peak (VmHWM)", [](const IdleRun& r) { return Mib(r.idle.hwm_kib); }, "MiB", 2, "-",
-       nullptr},
+      {"idle peak (VmHWM)", [](const IdleRun& r) { return Mib(r.idle.hwm_kib); }, "MiB", 2,
+       kPeakBudget, [](double v) { return v <= kPeakBudgetMib; }},
       {after + "RssAnon", [](const IdleRun& r) { return Mib(r.burst.rss_anon_kib); }, "MiB", 2, "-",
        nullptr},
       {after + "PSS", [](const IdleRun& r) { return Mib(r.burst.pss_kib); }, "MiB", 2, "-",
        nullptr},
       {after + "working set", [](const IdleRun& r) { return Mib(r.ws_burst_kib); }, "MiB", 2, "-",
        nullptr},
-      {after + "peak (VmHWM)", [](const IdleRun& r) { return Mib(r.burst.hwm_kib); }, "MiB", 2, "-",
-       nullptr},
+      {after + "peak (VmHWM)", [](const IdleRun& r) { return Mib(r.burst.hwm_kib); }, "MiB", 2,
+       kPeakBudget, [](double v) { return v <= kPeakBudgetMib; }},
       {"idle cgroup usage (page cache included)",
        [](const IdleRun& r) { return Mib(r.usage_idle_kib); }, "MiB", 2, "-", nullptr},
       {after + "cgroup usage", [](const IdleRun& r) { return Mib(r.usage_burst_kib); }, "MiB", 2,
@@ -602,6 +594,8 @@ int Main(int argc, char** argv) {
   const int drift_agents = smoke ? 2 : 25;
   std::vector<double> drift_ms;
   double steady_patches_per_hour = -1, steady_requests_per_hour = -1;
+  ProcessMemory static_memory;  // after the steady window, the first agent
+  double static_wakeups = -1;   // over the steady window, the first agent
   for (int run = 0; run < drift_agents; ++run) {
     ApiServerStub api;
     api.AddNode("bench-node");
@@ -616,11 +610,12 @@ int Main(int argc, char** argv) {
     }
     if (run == 0) {
       const int p0 = api.patch_count(), g0 = api.get_count(), w0 = api.watch_count();
-      MeasurementWindow(std::chrono::seconds(steady_seconds));
+      static_wakeups = WakeupsPerSecond(sagent.pid(), std::chrono::seconds(steady_seconds));
       const double per_hour = 3600.0 / steady_seconds;
       steady_patches_per_hour = (api.patch_count() - p0) * per_hour;
       steady_requests_per_hour =
           (api.patch_count() - p0 + api.get_count() - g0 + api.watch_count() - w0) * per_hour;
+      static_memory = ReadProcessMemory(sagent.pid());
     }
     for (int z = 0; z < 2; ++z) {
       const auto t0 = Clock::now();
@@ -639,6 +634,18 @@ int Main(int argc, char** argv) {
                   "0", judge(steady_patches_per_hour == 0)});
   rows.push_back({"static: all requests per steady hour (GET, PATCH, watch)",
                   Fmt(steady_requests_per_hour, "/h", 0), "-", "info"});
+  const double static_peak = Mib(static_memory.hwm_kib);
+  rows.push_back({"static: peak (VmHWM) after the steady window",
+                  std::isnan(static_peak) ? "n/a" : Fmt(static_peak, "MiB", 2), kPeakBudget,
+                  judge(!std::isnan(static_peak) && static_peak <= kPeakBudgetMib)});
+  rows.push_back({"static: idle wake-ups (context switches, all threads) per second",
+                  Fmt(static_wakeups, "/s", 2), "<= 2 /s",
+                  judge(static_wakeups >= 0 && static_wakeups <= 2.0)});
+  rows.push_back({"static: RssAnon after the steady window",
+                  std::isnan(Mib(static_memory.rss_anon_kib))
+                      ? "n/a"
+                      : Fmt(Mib(static_memory.rss_anon_kib), "MiB", 2),
+                  "-", "info"});
   const double d50 = Percentile(drift_ms, 50), d99 = Percentile(drift_ms, 99);
   rows.push_back({"static: drift repair (zeroed -> restored), p50", Fmt(d50, "ms", 1), "< 1000 ms",
                   judge(d50 < 1000)});

@@ -1,5 +1,6 @@
 #include "process_memory.h"
 
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -28,6 +29,40 @@ ProcessMemory ReadProcessMemory(pid_t pid) {
   m.rss_kib = FieldKib(status, "VmRSS");
   m.pss_kib = FieldKib(ReadFile(base + "/smaps_rollup"), "Pss");
   return m;
+}
+
+std::map<std::string, long> ThreadSwitches(pid_t pid) {
+  std::map<std::string, long> switches;
+  const std::string base = "/proc/" + std::to_string(pid);
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(base + "/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::istringstream in(ReadFile(it->path().string() + "/status"));
+    long n = 0;
+    for (std::string l; std::getline(in, l);) {
+      if (l.rfind("voluntary_ctxt_switches:", 0) == 0) n += std::stol(l.substr(24));
+      if (l.rfind("nonvoluntary_ctxt_switches:", 0) == 0) n += std::stol(l.substr(27));
+    }
+    std::string name = ReadFile(it->path().string() + "/comm");
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    switches[name + "/" + it->path().filename().string()] = n;
+  }
+  return switches;
+}
+
+double WakeupsPerSecond(pid_t pid, std::chrono::seconds window,
+                        std::map<std::string, double>* per_thread) {
+  const std::map<std::string, long> before = ThreadSwitches(pid);
+  MeasurementWindow(window);
+  const double seconds = static_cast<double>(window.count());
+  long total = 0;
+  for (const auto& [thread, n] : ThreadSwitches(pid)) {
+    auto it = before.find(thread);
+    const long d = n - (it == before.end() ? 0 : it->second);
+    total += d;
+    if (per_thread != nullptr) (*per_thread)[thread] = static_cast<double>(d) / seconds;
+  }
+  return static_cast<double>(total) / seconds;
 }
 
 }  // namespace gpu_agent::testing

@@ -7,6 +7,10 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <map>
+#include <string>
+
 namespace gpu_agent::testing {
 
 // Each figure in KiB; -1 where it could not be read.
@@ -19,6 +23,15 @@ struct ProcessMemory {
 
 // Reads /proc/<pid>/status and /proc/<pid>/smaps_rollup.
 ProcessMemory ReadProcessMemory(pid_t pid);
+
+// Context switches so far (voluntary and not) of each thread of `pid`, as
+// "<name>/<tid>": every time a thread woke. Empty when the process is gone.
+std::map<std::string, long> ThreadSwitches(pid_t pid);
+
+// Context switches of every thread of `pid` over `window`, per second;
+// `per_thread`, when given, gets each thread's ("<name>/<tid>").
+double WakeupsPerSecond(pid_t pid, std::chrono::seconds window,
+                        std::map<std::string, double>* per_thread = nullptr);
 
 }  // namespace gpu_agent::testing
 
