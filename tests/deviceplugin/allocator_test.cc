@@ -5,11 +5,13 @@
 #include <map>
 #include <regex>
 
+#include "allocate_text.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::deviceplugin {
 namespace {
 
+using gpu_agent::testing::AllocateText;
 using gpu_agent::testing::TempDir;
 
 ResourceSpec TwoGpus(bool replicated = false) {
@@ -65,7 +67,7 @@ TEST_P(AllocatorStrategyTest, ExactResponse) {
   DevicePublisher pub(TwoGpus());
   v1beta1::ContainerAllocateResponse out;
   ASSERT_TRUE(alloc.AllocateContainer(*pub.Current(), Req({"GPU-1", "GPU-0"}), &out).ok());
-  EXPECT_EQ(WithoutResponseIds(out.ShortDebugString()), c.expected);
+  EXPECT_EQ(WithoutResponseIds(AllocateText(out)), c.expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(

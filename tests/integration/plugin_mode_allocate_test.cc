@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "allocate_text.h"
 #include "base/strings.h"
 #include "integration/plugin_mode_fixture.h"
 
@@ -57,7 +58,7 @@ TEST_P(AllocateStrategyTest, ExactResponse) {
   }
   // CDI annotation keys end in a per-response id: "_ID" in the expectation.
   const std::string got =
-      std::regex_replace(resp.container_responses(0).ShortDebugString(),
+      std::regex_replace(AllocateText(resp.container_responses(0)),
                          std::regex("(gpu-agent_gpu)_[0-9a-f]{16}\""), "$1_ID\"");
   EXPECT_EQ(got, expected);
   EXPECT_EQ(resp.container_responses(1).envs().size(), resp.container_responses(0).envs().size());

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "allocate_text.h"
 #include "base/strings.h"
 #include "integration/plugin_mode_fixture.h"
 
@@ -58,7 +59,7 @@ TEST_F(PluginModeTest, MixedMigServesEachProfileOnItsOwnSocket) {
   grpc::Status s = sim_.Allocate(kMig1g, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   const std::string root = dir_.Join("devroot");
-  EXPECT_EQ(resp.container_responses(0).ShortDebugString(),
+  EXPECT_EQ(AllocateText(resp.container_responses(0)),
             StrCat(R"(envs { key: "NVIDIA_VISIBLE_DEVICES" value: ")", kMigGi2, R"(" } )",
                    R"(devices { container_path: "/dev/nvidia0" host_path: ")", root,
                    R"(/dev/nvidia0" permissions: "rw" } )",
@@ -232,7 +233,7 @@ TEST_F(PluginModeTest, ShippedMigExampleConfigWithARealDriverTable) {
   v1beta1::AllocateResponse resp;
   grpc::Status s = sim_.Allocate(kMig1g, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  const std::string text = resp.container_responses(0).ShortDebugString();
+  const std::string text = AllocateText(resp.container_responses(0));
   // gpu0/gi3/access and gpu0/gi3/ci0/access in the H100 driver's table.
   EXPECT_NE(text.find("/dev/nvidia-caps/nvidia-cap30"), std::string::npos) << text;
   EXPECT_NE(text.find("/dev/nvidia-caps/nvidia-cap31"), std::string::npos) << text;

@@ -13,9 +13,11 @@
 #include <cstring>
 #include <string>
 
+#include "allocate_text.h"
 #include "dra_kubelet.h"
 #include "kubelet_simulator.h"
 
+using gpu_agent::testing::AllocateText;
 using gpu_agent::testing::DraKubelet;
 using gpu_agent::testing::KubeletSimulator;
 
@@ -126,7 +128,7 @@ int main(int argc, char** argv) {
         v1beta1::AllocateResponse r;
         grpc::Status s = sim.Allocate(req.resource_name(), a, &r);
         std::printf("kubelet-sim: Allocate %d -> %s %s\n", allocate, s.ok() ? "OK" : "ERROR",
-                    s.ok() ? r.ShortDebugString().c_str() : s.error_message().c_str());
+                    s.ok() ? AllocateText(r).c_str() : s.error_message().c_str());
         std::fflush(stdout);
       }
     }
