@@ -176,8 +176,8 @@ int Main(int argc, char** argv) {
     late_us.push_back(Us(Clock::now() - t0));
     kubelet.Unprepare(kDriver, batch, &un);
   }
-  // What the agent holds after the calls: its peak (NVIDIA's device plugin
-  // peaks at 15,310 kB on the same kind of fixture) and its private pages.
+  // What the agent holds after the calls: its peak (the budget every mode
+  // shares, e2e_bench's kPeakBudget) and its private pages.
   const ProcessMemory memory = ReadProcessMemory(agent.pid());
   agent.Signal(SIGTERM);
   agent.Wait();

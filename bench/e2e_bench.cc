@@ -299,8 +299,9 @@ struct IdleFigure {
 
 double Mib(long kib) { return kib < 0 ? kNotMeasured : static_cast<double>(kib) / 1024.0; }
 
-// Peak resident memory of every mode: NVIDIA's device plugin peaks at
-// 15,310 kB on the same fixture (bench/RESULTS.md, "Footprint").
+// Peak resident memory of every mode, the budget of issue 40: NVIDIA's
+// device plugin peaked at 15,310 kB on the same fixture and kubelet code
+// when it was measured side by side (not by this bench).
 constexpr double kPeakBudgetMib = 15.0;
 constexpr const char* kPeakBudget = "<= 15 MiB";
 
@@ -595,7 +596,7 @@ int Main(int argc, char** argv) {
   std::vector<double> drift_ms;
   double steady_patches_per_hour = -1, steady_requests_per_hour = -1;
   ProcessMemory static_memory;  // after the steady window, the first agent
-  double static_wakeups = -1;   // over the steady window, the first agent
+  double static_wakeups = std::numeric_limits<double>::quiet_NaN();  // the first agent's
   for (int run = 0; run < drift_agents; ++run) {
     ApiServerStub api;
     api.AddNode("bench-node");
@@ -639,8 +640,8 @@ int Main(int argc, char** argv) {
                   std::isnan(static_peak) ? "n/a" : Fmt(static_peak, "MiB", 2), kPeakBudget,
                   judge(!std::isnan(static_peak) && static_peak <= kPeakBudgetMib)});
   rows.push_back({"static: idle wake-ups (context switches, all threads) per second",
-                  Fmt(static_wakeups, "/s", 2), "<= 2 /s",
-                  judge(static_wakeups >= 0 && static_wakeups <= 2.0)});
+                  std::isnan(static_wakeups) ? "n/a" : Fmt(static_wakeups, "/s", 2), "<= 2 /s",
+                  judge(!std::isnan(static_wakeups) && static_wakeups <= 2.0)});
   rows.push_back({"static: RssAnon after the steady window",
                   std::isnan(Mib(static_memory.rss_anon_kib))
                       ? "n/a"

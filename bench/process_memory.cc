@@ -1,6 +1,7 @@
 #include "process_memory.h"
 
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -54,9 +55,11 @@ double WakeupsPerSecond(pid_t pid, std::chrono::seconds window,
                         std::map<std::string, double>* per_thread) {
   const std::map<std::string, long> before = ThreadSwitches(pid);
   MeasurementWindow(window);
+  const std::map<std::string, long> after = ThreadSwitches(pid);
+  if (before.empty() || after.empty()) return std::numeric_limits<double>::quiet_NaN();
   const double seconds = static_cast<double>(window.count());
   long total = 0;
-  for (const auto& [thread, n] : ThreadSwitches(pid)) {
+  for (const auto& [thread, n] : after) {
     auto it = before.find(thread);
     const long d = n - (it == before.end() ? 0 : it->second);
     total += d;

@@ -29,7 +29,8 @@ ProcessMemory ReadProcessMemory(pid_t pid);
 std::map<std::string, long> ThreadSwitches(pid_t pid);
 
 // Context switches of every thread of `pid` over `window`, per second;
-// `per_thread`, when given, gets each thread's ("<name>/<tid>").
+// `per_thread`, when given, gets each thread's ("<name>/<tid>"). NaN when
+// the process was gone at either end of the window.
 double WakeupsPerSecond(pid_t pid, std::chrono::seconds window,
                         std::map<std::string, double>* per_thread = nullptr);
 

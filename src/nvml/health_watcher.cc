@@ -259,12 +259,17 @@ struct HealthWatcher::State {
   void ProbeForLostGpus() {
     int lost = 0;
     for (const std::string& uuid : uuids) {
-      if (book.IsOut(DeviceKey::Gpu(uuid))) continue;
+      const DeviceKey key = DeviceKey::Gpu(uuid);
+      if (book.IsOut(key)) {
+        // Already out as lost: the wait may go on answering for it.
+        if (book.entries().at(key).was_lost) ++lost;
+        continue;
+      }
       // Only GPU_IS_LOST means lost; another error says nothing of health.
       nvmlDevice_t dev = nullptr;
       if (AnswerFor(uuid, &dev) != NVML_ERROR_GPU_IS_LOST) continue;
       ++lost;
-      MarkBad(DeviceKey::Gpu(uuid), "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
+      MarkBad(key, "NVML: the GPU has fallen off the bus (GPU_IS_LOST)", -1,
               /*needs_reset=*/true, /*was_lost=*/true);
     }
     if (lost == 0) {
