@@ -297,14 +297,6 @@ struct IdleFigure {
   std::function<bool(double)> within;  // null: no budget, "info"
 };
 
-double Mib(long kib) { return kib < 0 ? kNotMeasured : static_cast<double>(kib) / 1024.0; }
-
-// Peak resident memory of every mode, the budget of issue 40: NVIDIA's
-// device plugin peaked at 15,310 kB on the same fixture and kubelet code
-// when it was measured side by side (not by this bench).
-constexpr double kPeakBudgetMib = 15.0;
-constexpr const char* kPeakBudget = "<= 15 MiB";
-
 std::vector<IdleFigure> IdleFigures(int allocates) {
   const std::string after = "after " + std::to_string(allocates) + " Allocates: ";
   return {

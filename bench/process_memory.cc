@@ -32,6 +32,10 @@ ProcessMemory ReadProcessMemory(pid_t pid) {
   return m;
 }
 
+double Mib(long kib) {
+  return kib < 0 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(kib) / 1024.0;
+}
+
 std::map<std::string, long> ThreadSwitches(pid_t pid) {
   std::map<std::string, long> switches;
   const std::string base = "/proc/" + std::to_string(pid);

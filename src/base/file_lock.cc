@@ -7,17 +7,20 @@
 
 #include <cerrno>
 #include <cstring>
-#include <utility>
 
 #include "base/strings.h"
 
 namespace gpu_agent {
 
-namespace {
+absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Open(const std::string& path) {
+  return OpenWith(path, O_RDWR | O_CREAT);
+}
 
-// The lock file at `path` opened with `flags` (and never through a link),
-// a regular file.
-absl::StatusOr<std::pair<int, ino_t>> OpenLockFile(const std::string& path, int flags) {
+absl::StatusOr<std::unique_ptr<FileLock>> FileLock::OpenExisting(const std::string& path) {
+  return OpenWith(path, O_RDONLY);
+}
+
+absl::StatusOr<std::unique_ptr<FileLock>> FileLock::OpenWith(const std::string& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::FailedPreconditionError(
@@ -29,21 +32,7 @@ absl::StatusOr<std::pair<int, ino_t>> OpenLockFile(const std::string& path, int 
     return absl::FailedPreconditionError(
         StrCat("the lock file ", path, " is not a regular file; remove it"));
   }
-  return std::make_pair(fd, st.st_ino);
-}
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Open(const std::string& path) {
-  absl::StatusOr<std::pair<int, ino_t>> f = OpenLockFile(path, O_RDWR | O_CREAT);
-  if (!f.ok()) return f.status();
-  return std::unique_ptr<FileLock>(new FileLock(path, f->first, f->second));
-}
-
-absl::StatusOr<std::unique_ptr<FileLock>> FileLock::OpenExisting(const std::string& path) {
-  absl::StatusOr<std::pair<int, ino_t>> f = OpenLockFile(path, O_RDONLY);
-  if (!f.ok()) return f.status();
-  return std::unique_ptr<FileLock>(new FileLock(path, f->first, f->second));
+  return std::unique_ptr<FileLock>(new FileLock(path, fd, st.st_ino));
 }
 
 FileLock::~FileLock() { ::close(fd_); }

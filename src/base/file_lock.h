@@ -44,6 +44,9 @@ class FileLock {
   const std::string& path() const { return path_; }
 
  private:
+  // The lock file at `path` opened with `flags` (and never through a link),
+  // a regular file.
+  static absl::StatusOr<std::unique_ptr<FileLock>> OpenWith(const std::string& path, int flags);
   FileLock(std::string path, int fd, ino_t inode)
       : path_(std::move(path)), fd_(fd), inode_(inode) {}
   const std::string path_;

@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +19,7 @@
 #include "base/file_lock.h"
 #include "base/file_util.h"
 #include "base/log.h"
+#include "base/poll_driven.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
 
@@ -119,14 +119,8 @@ class Handover::Impl {
     auto retry_at = std::chrono::steady_clock::now() + o_.retry;
     for (;;) {
       pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-      int timeout = -1;
-      if (!leading_) {
-        timeout =
-            static_cast<int>(std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(
-                                                      retry_at - std::chrono::steady_clock::now())
-                                                      .count()));
-      }
-      const int n = ::poll(fds, 2, timeout);
+      const int n =
+          ::poll(fds, 2, PollTimeoutMs(leading_ ? PollDriven::TimePoint::max() : retry_at));
       if (n < 0 && errno != EINTR) return;
       if (fds[1].revents != 0) return;
       bool asked = false, released = false;

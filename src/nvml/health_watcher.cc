@@ -381,7 +381,7 @@ struct HealthWatcher::State {
 
   // Handles the events already queued, without waiting (a bounded number).
   // A wait here may answer GPU_IS_LOST as the loop's own does, and that
-  // answer is not given twice: the lost GPU is looked for now, or it would
+  // answer may not come again: the lost GPU is looked for now, or it would
   // stay in until a poll happened to ask it.
   void DrainEvents() {
     if (!events) return;

@@ -446,6 +446,17 @@ size_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// In `log`: a 403 first said only that the server's authorization refused
+// it, and later named the ClusterRole as lacking `verb` on resourceslices.
+void ExpectTheRoleNamedLater(const std::string& log, const std::string& verb) {
+  const size_t first = log.find("the API server's authorization refused it");
+  const size_t role =
+      log.find("now: the agent's ClusterRole must allow " + verb + " on resourceslices");
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_NE(role, std::string::npos) << log;
+  EXPECT_LT(first, role) << log;
+}
+
 // Every request refused 403 for longer than forbidden_for_good (30 s by
 // default; 50 ms here): then the role is named as what lacks the
 // permission. A success in between starts the count again.
@@ -459,11 +470,7 @@ TEST_F(SlicePublisherTest, A403ThatLastsNamesTheClusterRole) {
   api_.ClearQueuedFailures();
   const std::string log = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(named) << log;
-  const size_t first = log.find("the API server's authorization refused it");
-  const size_t role = log.find("now: the agent's ClusterRole must allow list on resourceslices");
-  EXPECT_NE(first, std::string::npos) << log;
-  EXPECT_NE(role, std::string::npos) << log;
-  EXPECT_LT(first, role) << log;
+  ExpectTheRoleNamedLater(log, "list");
 }
 
 // The probe refused or unanswered is asked again, with a backoff, until the
@@ -527,11 +534,7 @@ TEST_F(SlicePublisherTest, ATaintProbeRefusedForLongNamesTheClusterRole) {
   api_.ClearQueuedFailures();
   const std::string log = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(asked) << log;
-  const size_t first = log.find("the API server's authorization refused it");
-  const size_t role = log.find("now: the agent's ClusterRole must allow create on resourceslices");
-  EXPECT_NE(first, std::string::npos) << log;
-  EXPECT_NE(role, std::string::npos) << log;
-  EXPECT_LT(first, role) << log;
+  ExpectTheRoleNamedLater(log, "create");
   EXPECT_EQ(Count(log, "cannot tell whether the API server keeps device taints"), 2u) << log;
 }
 
