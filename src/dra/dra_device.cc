@@ -5,7 +5,6 @@
 #include <climits>
 
 #include "base/strings.h"
-#include "nvml/mig_profile.h"
 
 namespace gpu_agent::dra {
 namespace {
@@ -39,8 +38,8 @@ std::string StandardPciBusId(const std::string& nvml_bus_id) {
   return id;
 }
 
-void AddCommon(const nvml::Inventory& inv, const nvml::GpuRecord& gpu,
-               const DeviceModelInput& input, DraDevice* d) {
+void AddCommon(const nvml::Inventory& inv, const nvml::GpuRecord& gpu, const std::string& pcie_root,
+               DraDevice* d) {
   auto& a = d->attributes;
   a["productName"] = AttributeValue::String(gpu.name);
   if (!gpu.brand.empty()) a["brand"] = AttributeValue::String(gpu.brand);
@@ -56,10 +55,7 @@ void AddCommon(const nvml::Inventory& inv, const nvml::GpuRecord& gpu,
   if (std::string v = SemanticVersion(inv.cuda_driver_version); !v.empty()) {
     a["cudaDriverVersion"] = AttributeValue::Version(v);
   }
-  if (auto it = input.pcie_roots.find(gpu.pci_bus_id);
-      it != input.pcie_roots.end() && !it->second.empty()) {
-    a["resource.kubernetes.io/pcieRoot"] = AttributeValue::String(it->second);
-  }
+  if (!pcie_root.empty()) a["resource.kubernetes.io/pcieRoot"] = AttributeValue::String(pcie_root);
   if (gpu.numa_node >= 0) a["resource.kubernetes.io/numaNode"] = AttributeValue::Int(gpu.numa_node);
 }
 
@@ -109,45 +105,33 @@ std::string ReadPcieRoot(const std::string& sysfs_root, const std::string& nvml_
   return "";
 }
 
-std::vector<DraDevice> BuildDevices(const DeviceModelInput& input) {
-  std::vector<DraDevice> out;
-  const nvml::Inventory& inv = *input.inventory;
-  for (size_t pos : input.chosen) {
-    const nvml::GpuRecord& gpu = inv.gpus[pos];
-    if (input.mig_devices && gpu.mig_enabled) {
-      for (const nvml::MigRecord& mig : gpu.mig_devices) {
-        const std::string profile = nvml::MigProfileName(gpu, mig);
-        DraDevice d;
-        d.name = MigDeviceName(GpuDeviceName(gpu), profile, mig.gpu_instance_id,
-                               mig.compute_instance_id);
-        d.key = {gpu.uuid, static_cast<int>(mig.gpu_instance_id),
-                 static_cast<int>(mig.compute_instance_id)};
-        d.uuid = mig.uuid;
-        AddCommon(inv, gpu, input, &d);
-        d.attributes["type"] = AttributeValue::String("mig");
-        d.attributes["uuid"] = AttributeValue::String(mig.uuid);
-        d.attributes["parentUUID"] = AttributeValue::String(gpu.uuid);
-        if (!profile.empty()) d.attributes["profile"] = AttributeValue::String(profile);
-        d.capacity["memory"] = StrCat(mig.memory_mib, "Mi");
-        if (mig.multiprocessors > 0) d.capacity["multiprocessors"] = StrCat(mig.multiprocessors);
-        out.push_back(std::move(d));
-      }
-      continue;
-    }
-    DraDevice d;
-    d.name = GpuDeviceName(gpu);
-    d.key = DeviceKey::Gpu(gpu.uuid);
-    d.uuid = gpu.uuid;
-    AddCommon(inv, gpu, input, &d);
-    d.attributes["type"] = AttributeValue::String("gpu");
-    d.attributes["uuid"] = AttributeValue::String(gpu.uuid);
-    if (std::string id = StandardPciBusId(gpu.pci_bus_id); !id.empty()) {
-      d.attributes["resource.kubernetes.io/pciBusID"] = AttributeValue::String(id);
-    }
-    if (gpu.memory_mib > 0) d.capacity["memory"] = StrCat(gpu.memory_mib, "Mi");
-    out.push_back(std::move(d));
+DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& gpu,
+                      const nvml::MigRecord* mig, std::string name, const std::string& profile,
+                      const std::string& pcie_root) {
+  DraDevice d;
+  d.name = std::move(name);
+  AddCommon(inventory, gpu, pcie_root, &d);
+  if (mig) {
+    d.key = {gpu.uuid, static_cast<int>(mig->gpu_instance_id),
+             static_cast<int>(mig->compute_instance_id)};
+    d.uuid = mig->uuid;
+    d.attributes["type"] = AttributeValue::String("mig");
+    d.attributes["uuid"] = AttributeValue::String(mig->uuid);
+    d.attributes["parentUUID"] = AttributeValue::String(gpu.uuid);
+    if (!profile.empty()) d.attributes["profile"] = AttributeValue::String(profile);
+    d.capacity["memory"] = StrCat(mig->memory_mib, "Mi");
+    if (mig->multiprocessors > 0) d.capacity["multiprocessors"] = StrCat(mig->multiprocessors);
+    return d;
   }
-  return out;
+  d.key = DeviceKey::Gpu(gpu.uuid);
+  d.uuid = gpu.uuid;
+  d.attributes["type"] = AttributeValue::String("gpu");
+  d.attributes["uuid"] = AttributeValue::String(gpu.uuid);
+  if (std::string id = StandardPciBusId(gpu.pci_bus_id); !id.empty()) {
+    d.attributes["resource.kubernetes.io/pciBusID"] = AttributeValue::String(id);
+  }
+  if (gpu.memory_mib > 0) d.capacity["memory"] = StrCat(gpu.memory_mib, "Mi");
+  return d;
 }
 
 }  // namespace gpu_agent::dra

@@ -1,8 +1,7 @@
-// The node's devices as a DRA driver publishes them: a DNS-label name in the
-// pool (gpu-0000-3b-00-0, gpu-0000-3b-00-0-mig-1g-10gb-3-0), typed attributes and capacity, the
-// health key, and the UUID under which the node's CDI spec holds its edits.
-// Built from plain inventory records, so the same GPUs give the same
-// devices in `run` and in `gpu-agent dra slices`.
+// A device as a DRA driver publishes it: a DNS-label name in the pool
+// (gpu-0000-3b-00-0, gpu-0000-3b-00-0-mig-1g-10gb-3-0), typed attributes and
+// capacity, the health key, and the UUID under which the node's CDI spec
+// holds its edits. Built from plain inventory records.
 #ifndef GPU_AGENT_DRA_DRA_DEVICE_H_
 #define GPU_AGENT_DRA_DRA_DEVICE_H_
 
@@ -42,17 +41,13 @@ struct DraDevice {
   friend bool operator==(const DraDevice&, const DraDevice&) = default;
 };
 
-struct DeviceModelInput {
-  const nvml::Inventory* inventory = nullptr;
-  std::vector<size_t> chosen;  // positions in inventory->gpus
-  // A MIG-enabled GPU offers its MIG devices instead of itself.
-  bool mig_devices = false;
-  // pcieRoot of each GPU by NVML bus id ("pci0000:00"); absent: unknown.
-  std::map<std::string, std::string> pcie_roots;
-};
-
-// The devices, in inventory order (a GPU's MIG devices in their order).
-std::vector<DraDevice> BuildDevices(const DeviceModelInput& input);
+// One device: a whole GPU (`mig` null) or one of its MIG devices, named
+// `name` (GpuDeviceName, MigDeviceName) with MIG profile `profile`, under the
+// PCIe root `pcie_root` ("pci0000:00"; "" when unknown). Which devices there
+// are is the device model's to say (agent/plan/device_model.h).
+DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& gpu,
+                      const nvml::MigRecord* mig, std::string name, const std::string& profile,
+                      const std::string& pcie_root);
 
 // Names the kubelet, the scheduler and claims use, DNS labels (lowercase
 // letters, digits, '-', at most 63), that stay with the device across

@@ -25,9 +25,14 @@ PluginDevice Device(const std::string& id, DeviceKey key, bool healthy = true) {
 // GPU-0 and GPU-1 time-sliced into two replicas each under nvidia.com/gpu;
 // GPU-2 split into MIG GPU instances 1 and 2 under a MIG resource; and a
 // resource with no device.
+DeviceModel Model() {
+  DeviceModel model;
+  model.gpu_uuids = {"GPU-0", "GPU-1", "GPU-2"};
+  return model;
+}
+
 ResourcePlan Plan() {
   ResourcePlan plan;
-  plan.gpu_uuids = {"GPU-0", "GPU-1", "GPU-2"};
   ResourceSpec gpus;
   gpus.resource_name = "nvidia.com/gpu";
   for (const char* uuid : {"GPU-0", "GPU-1"}) {
@@ -58,13 +63,13 @@ const apiserver::Capacities kAll = {
     {"nvidia.com/gpu", 4}, {"nvidia.com/mig-1g.10gb", 2}, {"nvidia.com/mig-3g.40gb", 0}};
 
 TEST(DesiredCapacitiesTest, CountsEveryResourceOfThePlan) {
-  DesiredCapacities d(Plan());
+  DesiredCapacities d(Model(), Plan());
   EXPECT_EQ(d.Value(), kAll);
   EXPECT_EQ(d.uuids(), (std::vector<std::string>{"GPU-0", "GPU-1", "GPU-2"}));
 }
 
 TEST(DesiredCapacitiesTest, AGpuOutTakesItsReplicasAndInstances) {
-  DesiredCapacities d(Plan());
+  DesiredCapacities d(Model(), Plan());
   apiserver::Capacities want = kAll;
   want["nvidia.com/gpu"] = 2;
   EXPECT_EQ(d.Apply(Change(DeviceKey::Gpu("GPU-1"), false)), want);
@@ -76,7 +81,7 @@ TEST(DesiredCapacitiesTest, AGpuOutTakesItsReplicasAndInstances) {
 }
 
 TEST(DesiredCapacitiesTest, InstanceAndGpuOutagesAreKeptApart) {
-  DesiredCapacities d(Plan());
+  DesiredCapacities d(Model(), Plan());
   const std::string mig = "nvidia.com/mig-1g.10gb";
   EXPECT_EQ(d.Apply(Change({"GPU-2", 2, 0}, false)).at(mig), 1);  // an instance-scoped XID
   EXPECT_EQ(d.Apply(Change(DeviceKey::Gpu("GPU-2"), false)).at(mig), 0);
@@ -89,10 +94,11 @@ TEST(DesiredCapacitiesTest, InstanceAndGpuOutagesAreKeptApart) {
 
 TEST(DesiredCapacitiesTest, AGpuLostAtDiscoveryIsOutUntilTheWatcherSaysItCameBack) {
   ResourcePlan plan = Plan();
-  plan.initially_unhealthy = {"GPU-0"};
+  DeviceModel model = Model();
+  model.initially_unhealthy = {"GPU-0"};
   for (PluginDevice& dev : plan.resources[0].devices) dev.healthy = dev.key.uuid != "GPU-0";
-  DesiredCapacities d(plan);
-  EXPECT_EQ(d.initially_unhealthy(), plan.initially_unhealthy);
+  DesiredCapacities d(model, plan);
+  EXPECT_EQ(d.initially_unhealthy(), model.initially_unhealthy);
   EXPECT_EQ(d.Value().at("nvidia.com/gpu"), 2);
   // The watcher reports it out at start, then back once NVML shows a reset.
   EXPECT_EQ(d.Apply(Change(DeviceKey::Gpu("GPU-0"), false)).at("nvidia.com/gpu"), 2);
@@ -100,7 +106,7 @@ TEST(DesiredCapacitiesTest, AGpuLostAtDiscoveryIsOutUntilTheWatcherSaysItCameBac
 }
 
 TEST(DesiredCapacitiesTest, ARepeatedReportChangesNothing) {
-  DesiredCapacities d(Plan());
+  DesiredCapacities d(Model(), Plan());
   const apiserver::Capacities once = d.Apply(Change(DeviceKey::Gpu("GPU-0"), false));
   EXPECT_EQ(d.Apply(Change(DeviceKey::Gpu("GPU-0"), false)), once);
   EXPECT_EQ(d.Apply(Change(DeviceKey::Gpu("GPU-3"), true)), once);  // never out: no change

@@ -166,7 +166,7 @@ TEST_F(GenerationTest, StaticModeAdvertisesAndBuildsNoCdiSpec) {
   loaded.config.mode = "static";
   loaded.config.flags.plugin.device_list_strategy = {"cdi-cri"};
   const GenerationOptions o = GenerationOptionsFor(loaded.config);
-  EXPECT_FALSE(o.serving);
+  EXPECT_EQ(o.plan, GenerationOptions::Plan::kAdvertise);
   absl::StatusOr<std::shared_ptr<const Generation>> gen = BuildGeneration(loaded, MixedNode(), o);
   ASSERT_TRUE(gen.ok()) << Error(gen);
   EXPECT_FALSE((*gen)->cdi.has_value());

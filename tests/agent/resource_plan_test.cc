@@ -43,16 +43,26 @@ std::vector<std::string> Ids(const ResourceSpec& r) {
   return out;
 }
 
-// The plan as a generation builds it: devices.* applied once, then the
-// plan of the chosen GPUs, with the selection's warnings first (the
-// generation logs them in that order).
+// The device model as a generation builds it: devices.* applied once, the
+// chosen GPUs expanded.
+DeviceModel ModelOf(const Config& c, const nvml::Inventory& inv) {
+  absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
+  EXPECT_TRUE(choice.ok()) << choice.status();
+  if (!choice.ok()) return {};
+  DeviceModel model = BuildDeviceModel(c, inv, *choice);
+  model.warnings.insert(model.warnings.begin(), choice->warnings.begin(), choice->warnings.end());
+  return model;
+}
+
+// The plan as a generation builds it, of ModelOf, with the selection's and
+// the model's warnings first (the generation logs them in that order).
 absl::StatusOr<ResourcePlan> Planned(const Config& c, const nvml::Inventory& inv, bool serving) {
   absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
   if (!choice.ok()) return choice.status();
+  const DeviceModel model = ModelOf(c, inv);
   absl::StatusOr<ResourcePlan> p =
-      serving ? PlanResources(c, inv, *choice) : PlanAdvertised(c, inv, *choice);
-  if (p.ok())
-    p->warnings.insert(p->warnings.begin(), choice->warnings.begin(), choice->warnings.end());
+      serving ? PlanResources(c, inv, model) : PlanAdvertised(c, inv, model);
+  if (p.ok()) p->warnings.insert(p->warnings.begin(), model.warnings.begin(), model.warnings.end());
   return p;
 }
 absl::StatusOr<ResourcePlan> ServedPlan(const Config& c, const nvml::Inventory& inv) {
@@ -87,7 +97,7 @@ TEST(PlanHealthTest, OnlyALostGpuStartsOutUnhealthy) {
   for (const PluginDevice& d : p->resources[0].devices) healthy[d.id] = d.healthy;
   EXPECT_EQ(healthy, (std::map<std::string, bool>{
                          {"GPU-0aaa", true}, {"GPU-1aaa", false}, {"GPU-2aaa", true}}));
-  EXPECT_EQ(p->initially_unhealthy, (std::set<std::string>{"GPU-1aaa"}));
+  EXPECT_EQ(ModelOf(Config{}, inv).initially_unhealthy, (std::set<std::string>{"GPU-1aaa"}));
 }
 
 TEST(PlanMigTest, NoneAdvertisesMigGpusWholeAndSaysSo) {
@@ -117,7 +127,7 @@ TEST(PlanMigTest, MixedHasOneResourceAndSocketPerProfile) {
   EXPECT_EQ(small->endpoint, "nvidia-mig-1g.10gb.sock");
   EXPECT_EQ(big->endpoint, "nvidia-mig-2g.20gb.sock");
   EXPECT_EQ(small->devices[0].key, (DeviceKey{"GPU-0aaa", 2, 0}));
-  EXPECT_EQ(p->gpu_uuids, (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
+  EXPECT_EQ(ModelOf(c, MixedNode()).gpu_uuids, (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
 }
 
 TEST(PlanMigTest, IndexStrategyNamesMigDevicesGpuColonMig) {
@@ -349,7 +359,8 @@ TEST(SelectionTest, SelectorMatchingNothingIsNamedAndTheRestServed) {
   ASSERT_TRUE(p.ok()) << Error(p);
   EXPECT_EQ(Ids(p->resources[0]), (std::vector<std::string>{"GPU-0aaa"}));
   EXPECT_THAT(AllWarnings(*p), HasSubstr("devices.include[1] \"uuid:GPU-nothere\" matches no GPU"));
-  EXPECT_EQ(p->gpu_uuids, (std::vector<std::string>{"GPU-0aaa"}));  // only chosen GPUs watched
+  EXPECT_EQ(ModelOf(c, PlainNode(2)).gpu_uuids,
+            (std::vector<std::string>{"GPU-0aaa"}));  // only chosen GPUs watched
 }
 
 TimeSlicingResource Share(std::string name, int replicas,

@@ -1,6 +1,7 @@
-// The DRA device model and the ResourceSlices built from it: names that are
-// DNS labels, typed attributes, capacity, the split at 128 devices (64 with
-// a taint), v1beta1's `basic` wrapper, and unhealthy devices' taints.
+// ResourceSlices built from DRA devices: the split at 128 devices (64 with
+// a taint), v1beta1's `basic` wrapper, and unhealthy devices' taints; the
+// device's versions and PCIe root. The devices themselves, named and
+// attributed from the device model: tests/agent/device_model_test.cc.
 #include "dra/resource_slice.h"
 
 #include <gtest/gtest.h>
@@ -9,129 +10,16 @@
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "dra/dra_device.h"
-#include "support/gpu_records.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::dra {
 namespace {
-
-using gpu_agent::testing::Gpu;
-using gpu_agent::testing::MixedNode;
-using gpu_agent::testing::PlainNode;
 
 rapidjson::Document Parse(const std::string& json) {
   rapidjson::Document d;
   d.Parse(json.c_str());
   EXPECT_FALSE(d.HasParseError()) << json;
   return d;
-}
-
-nvml::Inventory OneA100() {
-  nvml::Inventory inv;
-  inv.driver_version = "535.129.03";
-  inv.cuda_driver_version = "12.2";
-  nvml::GpuRecord g = Gpu(0);
-  g.pci_bus_id = "00000000:3B:00.0";
-  g.numa_node = 1;
-  g.cc_major = 8;
-  g.cc_minor = 0;
-  g.brand = "Nvidia";
-  g.architecture = "ampere";
-  inv.gpus = {g};
-  return inv;
-}
-
-TEST(DraDeviceTest, AWholeGpuCarriesTypedAttributesAndCapacity) {
-  nvml::Inventory inv = OneA100();
-  DeviceModelInput in{&inv, {0}, false, {{"00000000:3B:00.0", "pci0000:3a"}}};
-  std::vector<DraDevice> devices = BuildDevices(in);
-  ASSERT_EQ(devices.size(), 1u);
-  const DraDevice& d = devices[0];
-  EXPECT_EQ(d.name, "gpu-0000-3b-00-0");  // its PCI address
-  EXPECT_EQ(d.uuid, "GPU-0aaa");
-  EXPECT_EQ(d.key, DeviceKey::Gpu("GPU-0aaa"));
-  const auto& a = d.attributes;
-  EXPECT_EQ(a.at("uuid"), AttributeValue::String("GPU-0aaa"));
-  EXPECT_EQ(a.at("type"), AttributeValue::String("gpu"));
-  EXPECT_EQ(a.at("productName"), AttributeValue::String("NVIDIA A100-SXM4-80GB"));
-  EXPECT_EQ(a.at("brand"), AttributeValue::String("Nvidia"));
-  EXPECT_EQ(a.at("architecture"), AttributeValue::String("ampere"));
-  EXPECT_EQ(a.count("index"), 0u);  // NVML's order, which a drained or lost GPU changes
-  EXPECT_EQ(a.at("minor"), AttributeValue::Int(0));
-  EXPECT_EQ(a.at("cudaComputeCapability"), AttributeValue::Version("8.0.0"));
-  // Semantic versions: no leading zeros, three numbers.
-  EXPECT_EQ(a.at("driverVersion"), AttributeValue::Version("535.129.3"));
-  EXPECT_EQ(a.at("cudaDriverVersion"), AttributeValue::Version("12.2.0"));
-  EXPECT_EQ(a.at("resource.kubernetes.io/pciBusID"), AttributeValue::String("0000:3b:00.0"));
-  EXPECT_EQ(a.at("resource.kubernetes.io/pcieRoot"), AttributeValue::String("pci0000:3a"));
-  EXPECT_EQ(a.at("resource.kubernetes.io/numaNode"), AttributeValue::Int(1));
-  EXPECT_EQ(d.capacity.at("memory"), "81920Mi");
-}
-
-TEST(DraDeviceTest, NumaNodeAndPcieRootOnlyWhereKnown) {
-  nvml::Inventory inv = OneA100();
-  inv.gpus[0].numa_node = -1;
-  DeviceModelInput in{&inv, {0}, false, {}};
-  const DraDevice d = BuildDevices(in).at(0);
-  EXPECT_EQ(d.attributes.count("resource.kubernetes.io/numaNode"), 0u);
-  EXPECT_EQ(d.attributes.count("resource.kubernetes.io/pcieRoot"), 0u);
-}
-
-TEST(DraDeviceTest, MigDevicesReplaceTheirGpuWithDnsLabelNames) {
-  nvml::Inventory inv = MixedNode();
-  inv.gpus[0].pci_bus_id = "00000000:07:00.0";
-  inv.gpus[0].mig_devices[1].multiprocessors = 14;
-  DeviceModelInput in{&inv, {0, 1}, true, {}};
-  std::vector<DraDevice> devices = BuildDevices(in);
-  ASSERT_EQ(devices.size(), 4u);
-  // The GPU's name, the profile, the GPU and compute instance ids.
-  EXPECT_EQ(devices[0].name, "gpu-0000-07-00-0-mig-2g-20gb-1-0");
-  EXPECT_EQ(devices[1].name, "gpu-0000-07-00-0-mig-1g-10gb-2-0");
-  EXPECT_EQ(devices[1].attributes.at("type"), AttributeValue::String("mig"));
-  EXPECT_EQ(devices[1].attributes.at("profile"), AttributeValue::String("1g.10gb"));
-  EXPECT_EQ(devices[1].attributes.at("uuid"), AttributeValue::String("MIG-b"));
-  EXPECT_EQ(devices[1].attributes.at("parentUUID"), AttributeValue::String("GPU-0aaa"));
-  EXPECT_EQ(devices[1].capacity.at("memory"), "9856Mi");
-  EXPECT_EQ(devices[1].capacity.at("multiprocessors"), "14");
-  EXPECT_EQ(devices[1].key, (DeviceKey{"GPU-0aaa", 2, 0}));
-  EXPECT_EQ(devices[3].name, "gpu-1aaa");  // no PCI address: its UUID
-  for (const DraDevice& d : devices) {
-    EXPECT_TRUE(ValidateNodeName(d.name).ok()) << d.name;  // a DNS label is a subdomain
-    EXPECT_EQ(d.name.find('.'), std::string::npos) << d.name;
-    EXPECT_LE(d.name.size(), 63u);
-  }
-  // Without MIG devices asked for, the MIG-enabled GPU is offered whole.
-  in.mig_devices = false;
-  EXPECT_EQ(BuildDevices(in).size(), 2u);
-}
-
-// A GPU keeps its name whatever NVML's index or the minor (a GPU before it
-// drained, lost or bound to vfio-pci renumbers both): the name goes with
-// the PCI address, which only moving the card changes.
-TEST(DraDeviceTest, ANameStaysWithItsGpuWhenTheGpusBeforeItGo) {
-  nvml::Inventory inv = PlainNode(3);
-  const char* buses[] = {"00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0"};
-  for (unsigned i = 0; i < 3; ++i) inv.gpus[i].pci_bus_id = buses[i];
-  const std::vector<DraDevice> before = BuildDevices({&inv, {0, 1, 2}, false, {}});
-  // GPU 0 drained: NVML lists two, renumbered 0 and 1, minors moved on.
-  nvml::Inventory after_drain;
-  after_drain.gpus = {inv.gpus[1], inv.gpus[2]};
-  for (unsigned i = 0; i < 2; ++i) {
-    after_drain.gpus[i].index = i;
-    after_drain.gpus[i].minor = static_cast<int>(i);
-  }
-  const std::vector<DraDevice> after = BuildDevices({&after_drain, {0, 1}, false, {}});
-  ASSERT_EQ(after.size(), 2u);
-  EXPECT_EQ(after[0].name, before[1].name);
-  EXPECT_EQ(after[0].uuid, before[1].uuid);
-  EXPECT_EQ(after[1].name, before[2].name);
-  EXPECT_EQ(after[1].name, "gpu-0000-47-00-0");
-  // A real UUID as the name where there is no PCI address: a DNS label.
-  nvml::Inventory no_bus;
-  no_bus.gpus = {Gpu(0)};
-  no_bus.gpus[0].uuid = "GPU-ED474D47-acdb-5d33-bc5a-38d1d781b523";
-  EXPECT_EQ(BuildDevices({&no_bus, {0}, false, {}}).at(0).name,
-            "gpu-ed474d47-acdb-5d33-bc5a-38d1d781b523");
 }
 
 TEST(DraDeviceTest, SemanticVersionRefusesWhatIsNotOne) {

@@ -22,7 +22,7 @@ int Fail(int code, const std::string& msg) {
 // strategy, device selection and time-slicing applied).
 absl::StatusOr<int64_t> DiscoverCount(const LoadedConfig& loaded, const std::string& resource) {
   GenerationOptions counting;
-  counting.serving = false;
+  counting.plan = GenerationOptions::Plan::kAdvertise;
   counting.cdi = GenerationOptions::Cdi::kNever;
   absl::StatusOr<std::shared_ptr<const Generation>> gen = DiscoverGeneration(loaded, counting);
   if (!gen.ok()) return gen.status();

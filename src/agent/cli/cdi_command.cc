@@ -36,10 +36,10 @@ int CdiGenerateCommand(const LoadedConfig& loaded, const std::string& format,
     return kExitUsage;
   }
   const std::string fmt = !format.empty() ? format : !from_ext.empty() ? from_ext : "yaml";
-  // The spec of the generation plugin mode would serve, so the names it
-  // holds are those Allocate gives.
-  GenerationOptions options = GenerationOptionsFor(loaded.config);
-  options.serving = true;
+  // The spec of the generation `run` would build, from the same device
+  // model, so the names it holds are those Allocate and DRA's prepare give.
+  GenerationOptions options;
+  options.plan = GenerationOptions::Plan::kNone;
   options.cdi = GenerationOptions::Cdi::kAlways;
   absl::StatusOr<std::shared_ptr<const Generation>> built = DiscoverGeneration(loaded, options);
   if (!built.ok()) {

@@ -5,8 +5,8 @@
 
 #include <cstdio>
 
+#include "agent/plan/dra_plan.h"
 #include "agent/plan/generation.h"
-#include "agent/run/dra_devices.h"
 #include "base/exit_code.h"
 #include "base/strings.h"
 #include "dra/resource_slice.h"
@@ -56,8 +56,8 @@ void Emit(YAML::Emitter& e, const rapidjson::Value& v) {
 
 int DraSlicesCommand(const LoadedConfig& loaded, const std::string& output) {
   const Config& config = loaded.config;
-  GenerationOptions options = GenerationOptionsFor(config);
-  options.serving = true;
+  GenerationOptions options;
+  options.plan = GenerationOptions::Plan::kNone;
   options.cdi = GenerationOptions::Cdi::kNever;  // slices name devices, not CDI ids
   absl::StatusOr<std::shared_ptr<const Generation>> gen = DiscoverGeneration(loaded, options);
   if (!gen.ok()) {
@@ -70,7 +70,7 @@ int DraSlicesCommand(const LoadedConfig& loaded, const std::string& output) {
   dra::SliceInput in;
   in.driver = config.dra.driver_name;
   in.node = DraPoolName(config);
-  in.devices = DraDevicesOf(**gen);
+  in.devices = DraDevicesOf((*gen)->model, (*gen)->inventory);
   if (in.node.empty()) {
     std::fprintf(stderr, "gpu-agent: nodeName is empty and this host has no name to use\n");
     return kExitUsage;

@@ -29,6 +29,7 @@ struct PlanView {
   bool has_cdi = false;
   std::string cdi_kind;
   std::vector<std::string> cdi_devices;
+  std::vector<std::string> dra_devices;  // DRA mode: the devices its slices publish
 };
 
 PlanView ViewOf(const Generation& gen) {
@@ -50,6 +51,9 @@ PlanView ViewOf(const Generation& gen) {
     rv.replicas = rv.units == 0 ? 1 : rv.devices / rv.units;
     v.resources.push_back(std::move(rv));
   }
+  if (gen.config().agent_mode() == AgentMode::kDra) {
+    for (const DeviceUnit& u : gen.model.units) v.dra_devices.push_back(u.name);
+  }
   if (gen.cdi) {
     v.has_cdi = true;
     v.cdi_kind = gen.cdi->spec.kind;
@@ -61,7 +65,12 @@ PlanView ViewOf(const Generation& gen) {
 std::string AsText(const PlanView& v) {
   std::string out =
       StrCat("# what `gpu-agent run` would advertise on this node (mode ", v.mode, ")\n");
-  if (v.resources.empty()) StrAppend(&out, "no resources\n");
+  if (v.resources.empty() && v.mode != "dra") StrAppend(&out, "no resources\n");
+  if (v.mode == "dra") {
+    StrAppend(&out,
+              "dra\n  devices:  ", v.dra_devices.empty() ? "none" : StrJoin(v.dra_devices, " "),
+              "\n");
+  }
   for (const ResourceView& r : v.resources) {
     StrAppend(&out, r.name, "\n");
     if (!r.endpoint.empty()) StrAppend(&out, "  endpoint: ", r.endpoint, "\n");
@@ -112,6 +121,12 @@ std::string AsJson(const PlanView& v) {
     w.EndObject();
   }
   w.EndArray();
+  if (v.mode == "dra") {
+    w.Key("draDevices");
+    w.StartArray();
+    for (const std::string& d : v.dra_devices) str(d);
+    w.EndArray();
+  }
   if (v.has_cdi) {
     w.Key("cdi");
     w.StartObject();
@@ -143,6 +158,11 @@ std::string AsYaml(const PlanView& v) {
     e << YAML::EndSeq << YAML::EndMap;
   }
   e << YAML::EndSeq;
+  if (v.mode == "dra") {
+    e << YAML::Key << "draDevices" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& d : v.dra_devices) e << d;
+    e << YAML::EndSeq;
+  }
   if (v.has_cdi) {
     e << YAML::Key << "cdi" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "kind" << YAML::Value << v.cdi_kind;

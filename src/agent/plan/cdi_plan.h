@@ -1,14 +1,13 @@
-// This node's CDI spec as the config and the NVML inventory call for it:
-// which GPUs and MIG devices it offers, under the names Allocate gives them
-// (each GPU by UUID and index, each MIG device by UUID and "<gpu>:<mig>"
-// when MIG devices are served), with their device nodes; the rest is
-// cdi/generator.h's.
+// This node's CDI spec, the CDI projection of the device model: each unit
+// under the names Allocate and DRA's prepare give it (a GPU by UUID and
+// index, a MIG device by UUID and "<gpu>:<mig>"), with its device nodes;
+// the rest is cdi/generator.h's.
 #ifndef GPU_AGENT_AGENT_PLAN_CDI_PLAN_H_
 #define GPU_AGENT_AGENT_PLAN_CDI_PLAN_H_
 
 #include "absl/status/statusor.h"
 #include "agent/config/config.h"
-#include "agent/config/device_selection.h"
+#include "agent/plan/device_model.h"
 #include "cdi/generator.h"
 #include "nvml/inventory.h"
 
@@ -18,18 +17,16 @@ namespace gpu_agent {
 // devices and plugin mode writes the spec).
 bool CdiStrategyOn(const Config& config);
 
-// The generator's input: the GPUs `choice` holds. GPUs without a
-// device minor are left out with a note in `*notes`. Errors name the GPU,
-// MIG device or file (the mig-minors file for MIG capability nodes).
+// The generator's input: every unit of the model. Errors name the MIG
+// device and the file when its capability nodes are unknown.
 absl::StatusOr<cdi::GeneratorInput> CdiInputFrom(const Config& config,
                                                  const nvml::Inventory& inventory,
-                                                 const GpuChoice& choice,
-                                                 std::vector<std::string>* notes);
+                                                 const DeviceModel& model);
 
-// CdiInputFrom, then cdi::Generate; the notes of both in the result.
+// CdiInputFrom, then cdi::Generate.
 absl::StatusOr<cdi::Generated> GenerateCdiSpec(const Config& config,
                                                const nvml::Inventory& inventory,
-                                               const GpuChoice& choice);
+                                               const DeviceModel& model);
 
 }  // namespace gpu_agent
 

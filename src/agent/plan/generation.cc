@@ -10,8 +10,20 @@ namespace gpu_agent {
 
 GenerationOptions GenerationOptionsFor(const Config& config) {
   GenerationOptions o;
-  o.serving = config.agent_mode() != AgentMode::kStatic;
-  o.cdi = o.serving ? GenerationOptions::Cdi::kWhenWritten : GenerationOptions::Cdi::kNever;
+  switch (config.agent_mode()) {
+    case AgentMode::kPlugin:
+      o.plan = GenerationOptions::Plan::kServe;
+      o.cdi = GenerationOptions::Cdi::kWhenWritten;
+      break;
+    case AgentMode::kStatic:
+      o.plan = GenerationOptions::Plan::kAdvertise;
+      o.cdi = GenerationOptions::Cdi::kNever;
+      break;
+    case AgentMode::kDra:
+      o.plan = GenerationOptions::Plan::kNone;
+      o.cdi = GenerationOptions::Cdi::kWhenWritten;
+      break;
+  }
   return o;
 }
 
@@ -29,13 +41,18 @@ absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
     gen->warnings.insert(gen->warnings.end(), w.begin(), w.end());
   };
   warn(gen->choice.warnings);
-  absl::StatusOr<ResourcePlan> plan =
-      options.serving ? PlanResources(c, inv, gen->choice) : PlanAdvertised(c, inv, gen->choice);
-  // Whatever the code (a mig-minors file missing is kNotFound), a plan the
-  // node cannot satisfy is the config's to fix: kInvalidArgument, exit 2.
-  if (!plan.ok()) return absl::InvalidArgumentError(plan.status().message());
-  gen->plan = *std::move(plan);
-  warn(gen->plan.warnings);
+  gen->model = BuildDeviceModel(c, inv, gen->choice);
+  warn(gen->model.warnings);
+  if (options.plan != GenerationOptions::Plan::kNone) {
+    absl::StatusOr<ResourcePlan> plan = options.plan == GenerationOptions::Plan::kServe
+                                            ? PlanResources(c, inv, gen->model)
+                                            : PlanAdvertised(c, inv, gen->model);
+    // Whatever the code (a mig-minors file missing is kNotFound), a plan the
+    // node cannot satisfy is the config's to fix: kInvalidArgument, exit 2.
+    if (!plan.ok()) return absl::InvalidArgumentError(plan.status().message());
+    gen->plan = *std::move(plan);
+    warn(gen->plan.warnings);
+  }
   gen->labels = ComputeNodeLabels(c, inv, gen->choice);
   warn(gen->labels.warnings);
   const bool cdi = options.cdi == GenerationOptions::Cdi::kAlways ||
@@ -44,7 +61,7 @@ absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
                     (CdiStrategyOn(c) || c.agent_mode() == AgentMode::kDra) &&
                     !c.cdi.spec_dir.empty() && !inv.gpus.empty());
   if (cdi) {
-    absl::StatusOr<cdi::Generated> spec = GenerateCdiSpec(c, inv, gen->choice);
+    absl::StatusOr<cdi::Generated> spec = GenerateCdiSpec(c, inv, gen->model);
     // The node's files (driver, device nodes, mig-minors), never the
     // config's (validated before): exit 1, as any other node problem.
     if (!spec.ok()) {

@@ -17,6 +17,7 @@
 #include "agent/config/config_loader.h"
 #include "agent/config/device_selection.h"
 #include "agent/labels/gpu_labels.h"
+#include "agent/plan/device_model.h"
 #include "agent/plan/resource_plan.h"
 #include "cdi/generator.h"
 #include "nvml/inventory.h"
@@ -27,30 +28,35 @@ struct Generation {
   LoadedConfig loaded;
   nvml::Inventory inventory;
   GpuChoice choice;    // the GPUs devices.* exposes, chosen once
-  ResourcePlan plan;   // what is served or advertised
+  DeviceModel model;   // the chosen GPUs expanded into units, once
+  ResourcePlan plan;   // the device plugin's resources (empty when not asked for)
   LabelResult labels;  // the GPU labels of the chosen GPUs
   // This node's CDI spec, when GenerationOptions asked for one.
   std::optional<cdi::Generated> cdi;
   // What an operator should hear about, once, in order: the selection's,
-  // the plan's, the labels' and the CDI spec's.
+  // the model's, the plan's, the labels' and the CDI spec's.
   std::vector<std::string> warnings;
 
   const Config& config() const { return loaded.config; }
 };
 
 struct GenerationOptions {
-  // Plan what plugin mode serves (MIG devices' capability nodes included
-  // when passDeviceSpecs asks), or only what is advertised (static mode,
-  // `capacity set --discover`).
-  bool serving = true;
-  // kWhenWritten: the spec plugin mode writes (a cdi-* strategy on,
-  // cdi.specDir set, a GPU on the node); kAlways: `cdi generate`.
+  // kServe: the resources plugin mode serves (MIG devices' capability nodes
+  // included when passDeviceSpecs asks); kAdvertise: only what is advertised
+  // (static mode, `capacity set --discover`); kNone: no device-plugin
+  // resources at all (DRA mode, whose devices no device-plugin rule limits).
+  enum class Plan { kServe, kAdvertise, kNone };
+  Plan plan = Plan::kServe;
+  // kWhenWritten: the spec the mode writes (plugin mode with a cdi-*
+  // strategy on, DRA mode always; cdi.specDir set, a GPU on the node);
+  // kAlways: `cdi generate`.
   enum class Cdi { kNever, kWhenWritten, kAlways };
   Cdi cdi = Cdi::kWhenWritten;
 };
 
-// What `mode` (plugin or static) builds: plugin serves and writes the CDI
-// spec it names; static only advertises.
+// What the config's mode builds: plugin serves and writes the CDI spec it
+// names; static only advertises; DRA publishes the model's devices and names
+// each prepared one by CDI.
 GenerationOptions GenerationOptionsFor(const Config& config);
 
 // Errors name the setting, GPU or file: a selection, plan or CDI spec the

@@ -1,16 +1,12 @@
 #include "agent/plan/resource_plan.h"
 
 #include <map>
-#include <optional>
 
-#include "agent/config/device_selection.h"
 #include "agent/plan/endpoint_names.h"
 #include "agent/plan/link_score.h"
 #include "base/file_util.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
-#include "nvml/mig_minors.h"
-#include "nvml/mig_profile.h"
 
 namespace gpu_agent {
 namespace {
@@ -18,23 +14,18 @@ namespace {
 using deviceplugin::PluginDevice;
 using deviceplugin::ResourceSpec;
 
-// One thing a container can be given: a whole GPU or one MIG device.
+// A unit of the device model as one resource serves it: its runtime ID
+// (per deviceIDStrategy) and the device nodes passed with it.
 struct Unit {
+  const DeviceUnit* unit = nullptr;
   const nvml::GpuRecord* gpu = nullptr;
-  const nvml::MigRecord* mig = nullptr;  // null: the whole GPU
-  size_t gpu_pos = 0;                    // position in the inventory (links)
-  std::string id;                        // runtime ID per deviceIDStrategy
+  std::string id;
   std::vector<std::string> device_nodes;
 
-  std::string Describe() const {
-    if (!mig) return StrCat("GPU ", gpu->index, " (", gpu->uuid, ")");
-    return StrCat("MIG device ", gpu->index, ":", mig->index, " (", mig->uuid, ")");
-  }
+  std::string Describe() const { return unit->Describe(); }
   // Whether a timeSlicing devices entry names this unit.
   bool NamedBy(const std::string& entry) const {
-    const std::string e = AsciiToLower(entry);
-    if (mig) return e == AsciiToLower(mig->uuid) || e == StrCat(gpu->index, ":", mig->index);
-    return e == AsciiToLower(gpu->uuid) || e == StrCat(gpu->index);
+    return AsciiToLower(entry) == AsciiToLower(unit->uuid) || entry == unit->index;
   }
 };
 
@@ -54,22 +45,8 @@ class Planner {
   Planner(const Config& c, const nvml::Inventory& inv, bool serving)
       : c_(c), inv_(inv), pass_device_specs_(serving && c.flags.plugin.pass_device_specs) {}
 
-  absl::StatusOr<ResourcePlan> Run(const GpuChoice& choice) {
-    std::vector<size_t> gpus;
-    for (size_t pos : choice.chosen) {
-      const nvml::GpuRecord& g = inv_.gpus[pos];
-      if (g.uuid.empty()) {
-        Warn(StrCat("GPU ", g.index, " has no UUID and is not advertised",
-                    g.error.empty() ? "" : StrCat(": ", g.error)));
-        continue;
-      }
-      gpus.push_back(pos);
-      plan_.gpu_uuids.push_back(g.uuid);
-      // Only a lost GPU starts out unhealthy; any other failed query (no
-      // privilege for one value, say) leaves a GPU that works.
-      if (g.lost) plan_.initially_unhealthy.insert(g.uuid);
-    }
-    if (absl::Status s = GroupUnits(gpus); !s.ok()) return s;
+  absl::StatusOr<ResourcePlan> Run(const DeviceModel& model) {
+    if (absl::Status s = GroupUnits(model); !s.ok()) return s;
     // No device at all: still serve the main resource, empty, so the
     // kubelet hears "0" rather than nothing.
     if (groups_.empty()) GroupFor(c_.resource_name);
@@ -109,110 +86,67 @@ class Planner {
     return groups_.back();
   }
 
-  Unit WholeGpu(size_t pos) {
-    const nvml::GpuRecord& g = inv_.gpus[pos];
-    return Unit{&g, nullptr, pos, ById() ? g.uuid : StrCat(g.index), ParentNode(g)};
-  }
-
   bool ById() const { return c_.flags.plugin.id_strategy() == DeviceIdStrategy::kUuid; }
 
-  std::vector<std::string> ParentNode(const nvml::GpuRecord& g) const {
-    if (g.minor < 0) return {};
-    const std::string node = StrCat("/dev/nvidia", g.minor);
-    if (!PathExists(JoinRoot(c_.flags.DevRootHere(), node))) return {};
-    return {node};
+  // The parent's device node, passed where it exists under the dev root.
+  std::vector<std::string> ParentNode(const DeviceUnit& u) const {
+    if (!PathExists(JoinRoot(c_.flags.DevRootHere(), u.parent_node))) return {};
+    return {u.parent_node};
   }
 
-  absl::StatusOr<Unit> MigUnit(size_t pos, const nvml::MigRecord& m) {
-    const nvml::GpuRecord& g = inv_.gpus[pos];
-    Unit u{&g, &m, pos, ById() ? m.uuid : StrCat(g.index, ":", m.index), ParentNode(g)};
-    if (pass_device_specs_) {
-      if (!minors_) {
-        absl::StatusOr<nvml::MigMinors> read = nvml::MigMinors::Read(c_.proc_root);
-        if (!read.ok()) {
-          return absl::Status(read.status().code(),
-                              StrCat("cannot pass device specs for MIG devices (",
-                                     "flags.plugin.passDeviceSpecs): ", read.status().message()));
-        }
-        minors_ = *std::move(read);
+  absl::StatusOr<Unit> Serve(const DeviceUnit& du) const {
+    Unit u{&du, &du.gpu(inv_), ById() ? du.uuid : du.index, ParentNode(du)};
+    if (du.is_mig() && pass_device_specs_) {
+      if (!du.capability_error.ok()) {
+        return absl::Status(du.capability_error.code(),
+                            StrCat("cannot pass device specs (flags.plugin.passDeviceSpecs): ",
+                                   du.capability_error.message()));
       }
-      absl::StatusOr<std::vector<std::string>> caps = minors_->DeviceNodes(
-          g.minor, static_cast<int>(m.gpu_instance_id), static_cast<int>(m.compute_instance_id));
-      if (!caps.ok()) {
-        return absl::InvalidArgumentError(
-            StrCat("cannot pass device specs for ", u.Describe(), ": ", caps.status().message()));
-      }
-      u.device_nodes.insert(u.device_nodes.end(), caps->begin(), caps->end());
+      u.device_nodes.insert(u.device_nodes.end(), du.capability_nodes.begin(),
+                            du.capability_nodes.end());
     }
     return u;
   }
 
-  absl::Status GroupUnits(const std::vector<size_t>& gpus) {
-    MigStrategy strategy = c_.flags.mig();
-    if (strategy == MigStrategy::kSingle) {
+  absl::Status GroupUnits(const DeviceModel& model) {
+    if (c_.flags.mig() == MigStrategy::kSingle) {
       std::vector<std::string> whole;
-      for (size_t pos : gpus) {
-        const nvml::GpuRecord& g = inv_.gpus[pos];
-        if (!g.mig_enabled && g.mig_mode_error.empty()) whole.push_back(StrCat(g.index));
+      bool mig = !model.empty_mig_gpus.empty();
+      for (const DeviceUnit& u : model.units) {
+        if (u.is_mig()) {
+          mig = true;
+        } else {
+          whole.push_back(u.index);
+        }
       }
       // As NVIDIA's plugin does: single on a node with no GPU in MIG mode
       // advertises the GPUs whole, so one DaemonSet serves MIG and other
       // nodes alike. Only a mix of MIG and whole GPUs is refused.
-      if (whole.size() == gpus.size()) {
-        strategy = MigStrategy::kNone;
-      } else if (!whole.empty()) {
+      if (mig && !whole.empty()) {
         return absl::InvalidArgumentError(
             StrCat("flags.migStrategy single needs every GPU in MIG mode, but GPU(s) ",
                    StrJoin(whole, ", "),
                    " are not; enable MIG on them, leave them out with devices.exclude, or use "
                    "migStrategy mixed"));
       }
+      if (!model.empty_mig_gpus.empty()) {
+        const nvml::GpuRecord& g = inv_.gpus[model.empty_mig_gpus.front()];
+        return absl::InvalidArgumentError(
+            StrCat("flags.migStrategy single: GPU ", g.index, " (", g.uuid,
+                   ") is in MIG mode with no MIG devices; create them or leave the GPU out"));
+      }
     }
     std::map<std::string, std::vector<std::string>> by_profile;  // single: profile -> devices
-    for (size_t pos : gpus) {
-      const nvml::GpuRecord& g = inv_.gpus[pos];
-      if (strategy != MigStrategy::kNone && !g.mig_mode_error.empty()) {
-        // Whole, it may be a GPU in MIG mode, where a pod's CUDA finds no device.
-        Warn(StrCat("GPU ", g.index, " (", g.uuid, ") is not advertised: its MIG mode is unknown (",
-                    g.mig_mode_error, ") and flags.migStrategy ", c_.flags.mig_strategy,
-                    " must not hand out a MIG GPU whole"));
-        continue;
-      }
-      if (strategy == MigStrategy::kNone || !g.mig_enabled) {
-        if (g.mig_enabled) {
-          Warn(StrCat("GPU ", g.index, " (", g.uuid,
-                      ") is in MIG mode but flags.migStrategy is none: advertised whole"));
-        }
-        GroupFor(c_.resource_name).units.push_back(WholeGpu(pos));
-        continue;
-      }
-      if (g.mig_devices.empty()) {
-        if (strategy == MigStrategy::kSingle) {
-          return absl::InvalidArgumentError(
-              StrCat("flags.migStrategy single: GPU ", g.index, " (", g.uuid,
-                     ") is in MIG mode with no MIG devices; create them or leave the GPU out"));
-        }
-        Warn(StrCat("GPU ", g.index, " (", g.uuid,
-                    ") is in MIG mode with no MIG devices: nothing of it is advertised"));
-        continue;
-      }
-      for (const nvml::MigRecord& m : g.mig_devices) {
-        const std::string profile = nvml::MigProfileName(g, m);
-        if (profile.empty() || m.uuid.empty()) {
-          Warn(StrCat("MIG device ", g.index, ":", m.index, " (",
-                      m.uuid.empty() ? "no UUID" : m.uuid, ") has no profile name (NVML gave ",
-                      m.gpu_instance_slices, " GPU slices, ", m.memory_mib,
-                      " MiB): not advertised"));
-          continue;
-        }
-        absl::StatusOr<Unit> unit = MigUnit(pos, m);
-        if (!unit.ok()) return unit.status();
-        if (strategy == MigStrategy::kSingle) {
-          by_profile[profile].push_back(unit->Describe());
-          GroupFor(c_.resource_name).units.push_back(*std::move(unit));
-        } else {
-          GroupFor(StrCat(kMigResourcePrefix, profile)).units.push_back(*std::move(unit));
-        }
+    for (const DeviceUnit& du : model.units) {
+      absl::StatusOr<Unit> unit = Serve(du);
+      if (!unit.ok()) return unit.status();
+      if (!du.is_mig()) {
+        GroupFor(c_.resource_name).units.push_back(*std::move(unit));
+      } else if (c_.flags.mig() == MigStrategy::kSingle) {
+        by_profile[du.profile].push_back(du.Describe());
+        GroupFor(c_.resource_name).units.push_back(*std::move(unit));
+      } else {
+        GroupFor(StrCat(kMigResourcePrefix, du.profile)).units.push_back(*std::move(unit));
       }
     }
     if (by_profile.size() > 1) {
@@ -255,7 +189,7 @@ class Planner {
       }
     }
     for (const Unit& u : group.units) {
-      if (u.mig &&
+      if (u.unit->is_mig() &&
           (AsciiToLower(entry) == AsciiToLower(u.gpu->uuid) || entry == StrCat(u.gpu->index))) {
         return StrCat(where, ": \"", entry, "\" is GPU ", u.gpu->index,
                       ", which is in MIG mode: replicas go on its MIG devices; name them by "
@@ -361,20 +295,16 @@ class Planner {
         PluginDevice d;
         d.id = s.replicas > 1 ? StrCat(u.id, "::", n) : u.id;
         d.gpu_id = u.id;
-        d.key = DeviceKey::Gpu(u.gpu->uuid);
-        if (u.mig) {
-          d.key.gpu_instance = static_cast<int>(u.mig->gpu_instance_id);
-          d.key.compute_instance = static_cast<int>(u.mig->compute_instance_id);
-        }
+        d.key = u.unit->key;
         d.physical = static_cast<int>(p);
         d.numa_node = u.gpu->numa_node;
         d.device_nodes = u.device_nodes;
-        d.healthy = !u.gpu->lost;
+        d.healthy = !u.unit->lost;
         spec->devices.push_back(std::move(d));
       }
     }
     std::vector<size_t> positions;
-    for (const Unit& u : s.units) positions.push_back(u.gpu_pos);
+    for (const Unit& u : s.units) positions.push_back(u.unit->gpu_pos);
     spec->link_score = LinkScoreMatrix(inv_, positions);
   }
 
@@ -384,19 +314,18 @@ class Planner {
   ResourcePlan plan_;
   std::vector<Group> groups_;  // by resource, before sharing
   std::vector<Group> served_;  // one per socket, after sharing
-  std::optional<nvml::MigMinors> minors_;
 };
 
 }  // namespace
 
 absl::StatusOr<ResourcePlan> PlanResources(const Config& config, const nvml::Inventory& inventory,
-                                           const GpuChoice& choice) {
-  return Planner(config, inventory, /*serving=*/true).Run(choice);
+                                           const DeviceModel& model) {
+  return Planner(config, inventory, /*serving=*/true).Run(model);
 }
 
 absl::StatusOr<ResourcePlan> PlanAdvertised(const Config& config, const nvml::Inventory& inventory,
-                                            const GpuChoice& choice) {
-  return Planner(config, inventory, /*serving=*/false).Run(choice);
+                                            const DeviceModel& model) {
+  return Planner(config, inventory, /*serving=*/false).Run(model);
 }
 
 }  // namespace gpu_agent

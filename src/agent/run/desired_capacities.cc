@@ -2,9 +2,9 @@
 
 namespace gpu_agent {
 
-DesiredCapacities::DesiredCapacities(const ResourcePlan& plan)
-    : uuids_(plan.gpu_uuids),
-      initially_unhealthy_(plan.initially_unhealthy),
+DesiredCapacities::DesiredCapacities(const DeviceModel& model, const ResourcePlan& plan)
+    : uuids_(model.gpu_uuids),
+      initially_unhealthy_(model.initially_unhealthy),
       resources_(plan.resources) {}
 
 apiserver::Capacities DesiredCapacities::Value() const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/plan/device_model.h"
 #include "agent/plan/resource_plan.h"
 #include "apiserver/capacity_reconciler.h"
 #include "deviceplugin/device.h"
@@ -20,11 +21,11 @@ namespace gpu_agent {
 // Thread-safe: reports come on the watcher's thread, reads from any.
 class DesiredCapacities {
  public:
-  // Devices start as the plan has them (a GPU lost at discovery out) and
+  // Devices start as the plan has them, the model's GPUs watched (a GPU lost at discovery out) and
   // follow the health watcher, the one source of device health, from its
   // first report on; it reports what is out at start (lost at discovery,
   // carried over a reload, a reset pending) before Start() returns.
-  explicit DesiredCapacities(const ResourcePlan& plan);
+  DesiredCapacities(const DeviceModel& model, const ResourcePlan& plan);
 
   // Healthy devices by resource name; every resource of the plan is named.
   apiserver::Capacities Value() const;

@@ -14,8 +14,8 @@
 #include "agent/config/api_connection.h"
 #include "agent/config/dra_taints.h"
 #include "agent/labels/nfd_feature_file.h"
+#include "agent/plan/dra_plan.h"
 #include "agent/run/api_claim_reader.h"
-#include "agent/run/dra_devices.h"
 #include "agent/run/dra_health.h"
 #include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
@@ -39,7 +39,7 @@ namespace {
 
 std::shared_ptr<const dra::DeviceCatalog> CatalogOf(const Generation& gen) {
   auto c = std::make_shared<dra::DeviceCatalog>();
-  c->devices = DraDevicesOf(gen);
+  c->devices = DraDevicesOf(gen.model, gen.inventory);
   if (gen.cdi) c->node_spec = gen.cdi->spec;
   return c;
 }
@@ -250,7 +250,7 @@ class DraMode : public Mode {
     LogInfo("DRA devices", {{"devices", StrCat(catalog->devices.size())}, {"pool", pool_}});
     preparer_->SetCatalog(catalog);
     std::vector<DraHealth::Outage> outages;
-    for (const std::string& uuid : gen.plan.initially_unhealthy) {
+    for (const std::string& uuid : gen.model.initially_unhealthy) {
       outages.push_back({DeviceKey::Gpu(uuid), "unhealthy at start", "xid"});
     }
     for (const auto& o : carried) outages.push_back(DraHealth::OutageOf(o));
@@ -261,7 +261,8 @@ class DraMode : public Mode {
     if (!ctx_.lib) return;
     DraHealth* state = health_state_.get();
     health().Replace(nvml::HealthWatcher::Start(
-        ctx_.lib, gen.plan.gpu_uuids, gen.plan.initially_unhealthy, HealthPolicyFrom(gen.config()),
+        ctx_.lib, gen.model.gpu_uuids, gen.model.initially_unhealthy,
+        HealthPolicyFrom(gen.config()),
         [state](const nvml::HealthChange& change) { state->Change(change); }, std::move(carried),
         Clock::Real(), [state](const nvml::CheckChange& change) { state->CheckChanged(change); }));
   }

@@ -99,14 +99,14 @@ std::vector<ResourceRuntime> MakeRuntimes(const ResourcePlan& plan) {
 // `carried`: what the previous watcher had out (a reload keeps it out).
 std::unique_ptr<nvml::HealthWatcher> WatchHealth(
     const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
-    const ResourcePlan& plan, const std::vector<ResourceRuntime>& runtimes,
+    const DeviceModel& model, const std::vector<ResourceRuntime>& runtimes,
     const std::shared_ptr<HealthNotes>& notes,
     std::vector<nvml::HealthWatcher::Outage> carried = {}) {
   if (!lib) return nullptr;
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
   for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
   return nvml::HealthWatcher::Start(
-      lib, plan.gpu_uuids, plan.initially_unhealthy, HealthPolicyFrom(config),
+      lib, model.gpu_uuids, model.initially_unhealthy, HealthPolicyFrom(config),
       [publishers, notes](const nvml::HealthChange& change) {
         for (const auto& p : publishers) p->SetHealth(change.key, change.healthy);
         notes->OnChange(change);
@@ -166,7 +166,7 @@ class PluginMode : public Mode {
     // Health first: by the time the kubelet sees a device, its XIDs count.
     notes_ = HealthNotes::Start(gen.config(), /*static_mode=*/false);
     notes_->SetGpus(gen.inventory);
-    health().Replace(WatchHealth(ctx_.lib, gen.config(), gen.plan, runtimes, notes_));
+    health().Replace(WatchHealth(ctx_.lib, gen.config(), gen.model, runtimes, notes_));
     {
       std::lock_guard<std::mutex> lock(mu_);
       runtimes_ = runtimes;
@@ -205,7 +205,7 @@ class PluginMode : public Mode {
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(next.plan);
     notes_->SetGpus(next.inventory);
     std::unique_ptr<nvml::HealthWatcher> watcher =
-        WatchHealth(ctx_.lib, next.config(), next.plan, runtimes, notes_, std::move(carried));
+        WatchHealth(ctx_.lib, next.config(), next.model, runtimes, notes_, std::move(carried));
     if (absl::Status s = supervisor_->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed; trying again",
                {{"error", std::string(s.message())}});

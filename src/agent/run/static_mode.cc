@@ -141,7 +141,7 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
   if (!conn.ok()) return conn.status();
   ApplyNfdOutput(config, gen.labels.labels);
-  out->desired = std::make_shared<DesiredCapacities>(gen.plan);
+  out->desired = std::make_shared<DesiredCapacities>(gen.model, gen.plan);
   std::shared_ptr<DesiredCapacities> d = out->desired;
   // The watcher first: what it reports at start (Start returns after) is
   // counted out from the first PATCH on. Later reports reach the reconciler

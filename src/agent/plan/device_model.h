@@ -1,0 +1,81 @@
+// The device model: the chosen GPUs expanded once into units, each a thing a
+// container can be given (a whole GPU or one MIG device), carrying what every
+// consumer needs. The device plugin's resource plan, the CDI spec, DRA's
+// devices, static mode's counts and health's GPU list are projections of this
+// one list, so they cannot disagree about which devices exist: a device DRA
+// publishes has its CDI entry, an ID Allocate returns has its CDI name, static
+// mode counts what plugin mode serves.
+//
+// A unit that cannot be served is left out of every projection with one
+// warning naming it: a GPU without UUID or device minor, a GPU whose MIG mode
+// is unknown under a MIG strategy, a MIG device without UUID or profile name.
+// Rules of one consumer (migStrategy single's "all or nothing", time-slicing
+// replicas) stay with that consumer's projection.
+#ifndef GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
+#define GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
+
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "agent/config/config.h"
+#include "agent/config/device_selection.h"
+#include "base/device_key.h"
+#include "nvml/inventory.h"
+
+namespace gpu_agent {
+
+struct DeviceUnit {
+  size_t gpu_pos = 0;  // the GPU's position in the inventory
+  int mig_pos = -1;    // position in the GPU's mig_devices; -1: the whole GPU
+  std::string uuid;    // the GPU's or MIG device's UUID
+  std::string index;   // "3" or "3:1" (GPU index, MIG index), NVML's order
+  // A DNS label that stays with the device across reboots and renumbering:
+  // the DRA device's name (dra/dra_device.h).
+  std::string name;
+  std::string profile;      // the MIG profile ("1g.10gb"); "" for a whole GPU
+  DeviceKey key;            // what health reports are about
+  std::string parent_node;  // "/dev/nvidia<minor>"
+  // A MIG device's capability nodes (/dev/nvidia-caps/...), read from the
+  // driver's mig-minors file; when it could not be read or does not list
+  // this device, `capability_error` says why, naming the device and the
+  // file, and a consumer that needs them fails with it.
+  std::vector<std::string> capability_nodes;
+  absl::Status capability_error;
+  std::string pcie_root;  // "pci0000:00" from sysfs; "" when unknown
+  bool lost = false;      // NVML said GPU_IS_LOST at discovery
+
+  bool is_mig() const { return mig_pos >= 0; }
+  const nvml::GpuRecord& gpu(const nvml::Inventory& inv) const { return inv.gpus[gpu_pos]; }
+  // Null for a whole GPU.
+  const nvml::MigRecord* mig(const nvml::Inventory& inv) const {
+    return is_mig() ? &inv.gpus[gpu_pos].mig_devices[static_cast<size_t>(mig_pos)] : nullptr;
+  }
+  // "GPU 3 (GPU-...)" or "MIG device 3:1 (MIG-...)", for messages.
+  std::string Describe() const;
+};
+
+struct DeviceModel {
+  std::vector<DeviceUnit> units;  // inventory order; a GPU's MIG devices in their order
+  // The physical GPUs with at least one unit, inventory order: what health
+  // watches.
+  std::vector<std::string> gpu_uuids;
+  std::set<std::string> initially_unhealthy;  // of gpu_uuids, NVML called lost
+  // GPUs in MIG mode under a MIG strategy that have no MIG device (nothing of
+  // them is a unit), by inventory position.
+  std::vector<size_t> empty_mig_gpus;
+  std::vector<std::string> warnings;  // one per unit or GPU left out
+};
+
+// Expands `choice` per flags.migStrategy: under none every GPU is one unit;
+// under single or mixed a GPU in MIG mode is its MIG devices. Reads the
+// mig-minors file under proc_root (only where MIG devices are) and each
+// GPU's PCIe root under sysfs_root; neither failing stops the model.
+DeviceModel BuildDeviceModel(const Config& config, const nvml::Inventory& inventory,
+                             const GpuChoice& choice);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
