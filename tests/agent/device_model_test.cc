@@ -380,6 +380,31 @@ TEST_F(ProjectionTest, AGpuWithoutMinorIsInNoProjectionAndNamedOnce) {
   }
 }
 
+// A GPU lost at discovery (NVML gave its UUID, then GPU_IS_LOST) stays, out,
+// so that a reset brings it back as it does a GPU lost later; with no minor
+// it has no device node and no CDI entry.
+TEST_F(ProjectionTest, AGpuLostAtDiscoveryWithoutMinorIsKeptUnhealthy) {
+  Node(kDriver, {0, 1}, {}, "");
+  nvml::Inventory inv = testing::PlainNode(2);
+  inv.driver_version = kDriver;
+  inv.links.assign(2, std::vector<nvml::GpuLink>(2));
+  inv.gpus[1].minor = -1;
+  inv.gpus[1].lost = true;
+  inv.gpus[1].error = "nvmlDeviceGetMinorNumber: GPU is lost";
+  auto gen = Build(Base("plugin", "none"), inv);
+  ASSERT_TRUE(gen.ok()) << Error(gen);
+  const Generation& g = **gen;
+  EXPECT_EQ(g.model.gpu_uuids, (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
+  EXPECT_EQ(g.model.initially_unhealthy, std::set<std::string>{"GPU-1aaa"});
+  ASSERT_EQ(g.plan.resources.size(), 1u);
+  ASSERT_EQ(g.plan.resources[0].devices.size(), 2u);
+  EXPECT_FALSE(g.plan.resources[0].devices[1].healthy);
+  EXPECT_TRUE(g.plan.resources[0].devices[1].device_nodes.empty());
+  for (const cdi::Device& d : g.cdi->spec.devices) EXPECT_NE(d.name, "GPU-1aaa");
+  EXPECT_THAT(StrJoin(g.warnings, "\n"),
+              HasSubstr("GPU 1 (GPU-1aaa) is lost and NVML gives no device minor"));
+}
+
 // migStrategy single's rule (every GPU in MIG mode, one profile) is the
 // device plugin's: DRA mode publishes a node that mixes MIG and whole GPUs.
 TEST_F(ProjectionTest, DraModeHasNoDevicePluginRule) {

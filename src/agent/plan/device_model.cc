@@ -29,10 +29,16 @@ class ModelBuilder {
         Warn(StrCat("GPU ", g.index, " has no UUID and is not advertised", why));
         continue;
       }
-      if (g.minor < 0) {
+      if (g.minor < 0 && !g.lost) {
         // No /dev/nvidia<minor> to give a container, no CDI entry to name.
         Warn(StrCat(what, " has no device minor and is not advertised", why));
         continue;
+      }
+      if (g.minor < 0) {
+        // Lost at discovery: kept, unhealthy, so that it comes back when the
+        // GPU is reset, as a GPU lost later does.
+        Warn(StrCat(what, " is lost and NVML gives no device minor: advertised unhealthy, with no ",
+                    "device node and no CDI entry until the agent discovers it again", why));
       }
       const size_t before = model_.units.size();
       if (strategy != MigStrategy::kNone && !g.mig_mode_error.empty()) {
@@ -71,7 +77,7 @@ class ModelBuilder {
     DeviceUnit u;
     u.gpu_pos = pos;
     u.key = DeviceKey::Gpu(g.uuid);
-    u.parent_node = StrCat("/dev/nvidia", g.minor);
+    if (g.minor >= 0) u.parent_node = StrCat("/dev/nvidia", g.minor);
     u.lost = g.lost;
     if (!g.pci_bus_id.empty()) u.pcie_root = dra::ReadPcieRoot(c_.sysfs_root, g.pci_bus_id);
     return u;

@@ -7,7 +7,8 @@
 // mode counts what plugin mode serves.
 //
 // A unit that cannot be served is left out of every projection with one
-// warning naming it: a GPU without UUID or device minor, a GPU whose MIG mode
+// warning naming it: a GPU without UUID, a GPU without device minor (but one
+// lost at discovery, kept unhealthy so that a reset brings it back), a GPU whose MIG mode
 // is unknown under a MIG strategy, a MIG device without UUID or profile name.
 // Rules of one consumer (migStrategy single's "all or nothing", time-slicing
 // replicas) stay with that consumer's projection.
@@ -35,9 +36,11 @@ struct DeviceUnit {
   // A DNS label that stays with the device across reboots and renumbering:
   // the DRA device's name (dra/dra_device.h).
   std::string name;
-  std::string profile;      // the MIG profile ("1g.10gb"); "" for a whole GPU
-  DeviceKey key;            // what health reports are about
-  std::string parent_node;  // "/dev/nvidia<minor>"
+  std::string profile;  // the MIG profile ("1g.10gb"); "" for a whole GPU
+  DeviceKey key;        // what health reports are about
+  // "/dev/nvidia<minor>"; "" only for a GPU lost at discovery whose minor
+  // NVML did not give (no device node to pass, no CDI entry).
+  std::string parent_node;
   // A MIG device's capability nodes (/dev/nvidia-caps/...), read from the
   // driver's mig-minors file; when it could not be read or does not list
   // this device, `capability_error` says why, naming the device and the

@@ -90,7 +90,9 @@ class Planner {
 
   // The parent's device node, passed where it exists under the dev root.
   std::vector<std::string> ParentNode(const DeviceUnit& u) const {
-    if (!PathExists(JoinRoot(c_.flags.DevRootHere(), u.parent_node))) return {};
+    if (u.parent_node.empty() || !PathExists(JoinRoot(c_.flags.DevRootHere(), u.parent_node))) {
+      return {};
+    }
     return {u.parent_node};
   }
 
