@@ -251,6 +251,56 @@ INSTANTIATE_TEST_SUITE_P(
                 "device nodes, listed in mig-minors: ROOT/proc/driver/nvidia-caps/mig-minors"}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
 
+// DRA mode's devices, as `dra slices` publishes them and `config --plan`
+// lists them, are the same units (MIG devices under a MIG strategy), with
+// no device-plugin resources; each has its entry, by UUID, in the CDI spec
+// its prepares name.
+TEST_F(CdiTest, DraSlicesThePlanAndTheSpecNameTheSameDevices) {
+  // What `dra slices` reads (NVML and sysfs), then what a spec needs besides.
+  const std::vector<std::string> flags = {
+      "--node-name",       "n1",           "--mig-strategy", "mixed", "--nvidia-driver-root",
+      dir_.Join("driver"), "--sysfs-root", dir_.Join("sys")};
+  const std::vector<std::string> for_spec = {"--dev-root",
+                                             dir_.Join("devroot"),
+                                             "--proc-root",
+                                             dir_.Join("proc"),
+                                             "--cdi-spec-dir",
+                                             dir_.Join("cdi"),
+                                             "--nvidia-cdi-hook-path",
+                                             dir_.Join("no/nvidia-ctk")};
+  const auto env = FakeNvmlEnv(FixturePath("2-gpu-mig.yaml"));
+  std::vector<std::string> args = {"dra", "slices", "-o", "json"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  RunResult slices = RunAgent(args, env);
+  ASSERT_EQ(slices.code, 0) << slices.err;
+  rapidjson::Document doc;
+  doc.Parse(slices.out.c_str());
+  ASSERT_FALSE(doc.HasParseError()) << slices.out;
+  EXPECT_STREQ(doc["kind"].GetString(), "List");
+  ASSERT_EQ(doc["items"].Size(), 1u);
+  std::vector<std::string> published;
+  std::set<std::string> uuids;
+  for (const auto& d : doc["items"][0]["spec"]["devices"].GetArray()) {
+    published.emplace_back(d["name"].GetString());
+    uuids.insert(d["attributes"]["uuid"]["string"].GetString());
+  }
+  ASSERT_EQ(published.size(), 4u) << slices.out;  // GPU 0's three MIG devices, GPU 1 whole
+  args = {"config", "--plan", "-o", "json", "--mode", "dra"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), for_spec.begin(), for_spec.end());
+  RunResult plan = RunAgent(args, env);
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  doc.Parse(plan.out.c_str());
+  ASSERT_FALSE(doc.HasParseError()) << plan.out;
+  EXPECT_EQ(doc["resources"].Size(), 0u) << plan.out;
+  std::vector<std::string> planned;
+  for (const auto& d : doc["draDevices"].GetArray()) planned.emplace_back(d.GetString());
+  EXPECT_EQ(planned, published);
+  std::set<std::string> in_spec;
+  for (const auto& d : doc["cdi"]["devices"].GetArray()) in_spec.insert(d.GetString());
+  for (const std::string& uuid : uuids) EXPECT_EQ(in_spec.count(uuid), 1u) << uuid;
+}
+
 // Plugin mode: the spec is there once the agent serves, every name Allocate
 // gives for every advertised device is in it, and it is gone after SIGTERM.
 struct StrategyCase {

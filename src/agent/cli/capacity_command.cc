@@ -1,6 +1,10 @@
 #include "agent/cli/capacity_command.h"
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <cstdio>
+#include <utility>
 
 #include "agent/config/api_connection.h"
 #include "agent/plan/generation.h"
@@ -39,8 +43,32 @@ absl::StatusOr<int64_t> DiscoverCount(const LoadedConfig& loaded, const std::str
                                            "); pick one with --resource"));
 }
 
-std::string Quote(const std::optional<std::string>& v) {
-  return v ? StrCat("\"", *v, "\"") : "null";
+// `get -o json`'s line: {"node", "resource", "capacity", "allocatable"},
+// each quantity a string or null.
+std::string GetAsJson(const std::string& node, const std::string& resource,
+                      const std::optional<std::string>& capacity,
+                      const std::optional<std::string>& allocatable) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  auto str = [&w](const std::string& s) {
+    w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
+  };
+  w.StartObject();
+  w.Key("node");
+  str(node);
+  w.Key("resource");
+  str(resource);
+  for (const auto& [key, value] :
+       {std::pair{"capacity", &capacity}, {"allocatable", &allocatable}}) {
+    w.Key(key);
+    if (*value) {
+      str(**value);
+    } else {
+      w.Null();
+    }
+  }
+  w.EndObject();
+  return StrCat(std::string_view(buf.GetString(), buf.GetSize()), "\n");
 }
 
 }  // namespace
@@ -120,8 +148,7 @@ int CapacityCommand(const LoadedConfig& loaded, const CapacityRequest& req) {
     const auto cap = view->Capacity(resource);
     const auto alloc = view->Allocatable(resource);
     if (req.output == "json") {
-      std::printf("{\"node\":\"%s\",\"resource\":\"%s\",\"capacity\":%s,\"allocatable\":%s}\n",
-                  node.c_str(), resource.c_str(), Quote(cap).c_str(), Quote(alloc).c_str());
+      std::fputs(GetAsJson(node, resource, cap, alloc).c_str(), stdout);
     } else {
       std::printf("node %s, %s: capacity %s, allocatable %s\n", node.c_str(), resource.c_str(),
                   cap ? cap->c_str() : "(none)", alloc ? alloc->c_str() : "(none)");

@@ -1,6 +1,8 @@
 #include "agent/cli/dra_command.h"
 
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
@@ -78,7 +80,21 @@ int DraSlicesCommand(const LoadedConfig& loaded, const std::string& output) {
   const std::vector<std::string> slices = dra::BuildResourceSlices(in);
   std::string text;
   if (output == "json") {
-    text = StrCat(R"({"apiVersion":"v1","kind":"List","items":[)", StrJoin(slices, ","), "]}\n");
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    w.StartObject();
+    w.Key("apiVersion");
+    w.String("v1");
+    w.Key("kind");
+    w.String("List");
+    w.Key("items");
+    w.StartArray();
+    for (const std::string& s : slices) {
+      w.RawValue(s.data(), s.size(), rapidjson::kObjectType);  // each built by the Writer
+    }
+    w.EndArray();
+    w.EndObject();
+    text = StrCat(std::string_view(buf.GetString(), buf.GetSize()), "\n");
   } else {
     for (const std::string& s : slices) {
       rapidjson::Document d;
