@@ -143,6 +143,23 @@ class ClaimPreparer : public ClaimHandler {
   absl::Status Save();
   // One claim; an error message, or empty with `*entry` filled.
   std::string PrepareOne(const ClaimRef& claim, Entry* entry);
+  // The claim's allocation as the API server has it; errors name the claim.
+  absl::StatusOr<std::vector<AllocatedDevice>> ReadAllocation(const ClaimRef& claim);
+  // A result's device and its entry in the node's CDI spec.
+  struct Found {
+    const DraDevice* device = nullptr;
+    const cdi::Device* edits = nullptr;
+  };
+  // Each result's device, checked: on this node, in the node's CDI spec,
+  // not tainted against the claim. An error message, or empty.
+  std::string FindDevices(const ClaimRef& claim, const std::vector<AllocatedDevice>& allocated,
+                          const DeviceCatalog& catalog,
+                          const std::map<std::string, DeviceTaint>& taints,
+                          std::vector<Found>* found) const;
+  // Holds the claim's devices (but admin access's) for the batch, unless
+  // another claim holds or has one prepared: an error message, or empty.
+  std::string Hold(const ClaimRef& claim, const std::vector<AllocatedDevice>& allocated,
+                   const std::vector<Found>& found);
   // The time slice a claim's GpuConfig asks of `device` ("": none); an
   // error message, or empty.
   std::string SetTimeSlice(const DraDevice& device, const std::string& interval);

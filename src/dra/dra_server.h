@@ -7,9 +7,10 @@
 // A socket someone removes (or replaces) is served again at once, so the
 // kubelet's plugin watcher registers the plugin anew.
 //
-// gRPC's callback API serves both sockets. Prepare and unprepare can wait on
-// the API server for seconds, so they never run on gRPC's threads: one
-// claims thread of the server's own takes the batches in order of arrival.
+// Both sockets are served on the agent's one gRPC server model
+// (grpcserver::CqServer). The parts: registration (dra_registration), the
+// DRA service and its claims thread (dra_plugin_service), the health stream
+// (health_stream); here, their sockets' upkeep.
 #ifndef GPU_AGENT_DRA_DRA_SERVER_H_
 #define GPU_AGENT_DRA_DRA_SERVER_H_
 

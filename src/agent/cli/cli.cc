@@ -79,6 +79,255 @@ Invocation ResolveInvocation(std::vector<std::string>* args) {
   return Invocation::kSubcommand;
 }
 
+// What one subcommand's flags and options are bound to (each subcommand
+// has its own; a field only some of them use stays as it is for the rest).
+struct Bound {
+  ConfigFlags flags;
+  std::string output;
+  std::string output_file;  // cdi generate --output-file
+  bool strict = false;      // config --strict
+  ConfigCommandOptions config;
+  CapacityRequest capacity;
+  std::string count;  // capacity set --count
+  CLI::Option* count_opt = nullptr;
+  LabelsRequest labels;
+  Invocation how = Invocation::kSubcommand;  // run: how it was asked for
+};
+
+// One subcommand: its path ("cdi generate"), its help, how its flags are
+// added, and what it runs once parsed (with the config loaded unless
+// `loads_config` is false). A group (`run` null) requires one of the
+// subcommands after it; `labels` both runs and has subcommands.
+struct Subcommand {
+  std::string path;
+  std::string help;
+  std::function<void(CLI::App*, Bound*)> setup;
+  std::function<int(const CliCommands&, Bound&, const ConfigRequest&, LoadedConfig)> run;
+  bool loads_config = true;
+};
+
+// -o/--output, one of `formats`, into `*output`.
+void AddOutput(CLI::App* app, std::string* output, std::vector<std::string> formats,
+               const std::string& help = "output format") {
+  app->add_option("-o,--output", *output, help)->check(CLI::IsMember(std::move(formats)));
+}
+
+void SetupRun(CLI::App* app, Bound* b) {
+  FlagSelection selection;
+  selection.grouped = true;
+  selection.node_alias = true;
+  AddConfigFlags(app, &b->flags, selection);
+}
+
+void SetupConfig(CLI::App* app, Bound* b) {
+  AddConfigFlags(app, &b->flags);
+  app->add_flag("--strict", b->strict,
+                "refuse unknown keys in the config file (which run warns about and skips), "
+                "for linting ConfigMaps in CI");
+  app->add_flag("--plan", b->config.plan,
+                "print what run would advertise per resource (devices, health, replicas, "
+                "IDs, socket, CDI devices) instead of the config");
+  AddOutput(app, &b->config.output, {"text", "json", "yaml"}, "--plan's format (default text)");
+}
+
+void SetupCdiGenerate(CLI::App* app, Bound* b) {
+  AddConfigFlags(app, &b->flags, OnlyFlags(CdiGenerateApplies()));
+  // -o/--output is the format, as in every other subcommand; a file is
+  // --output-file (-f). A path given to --output is named as the mistake.
+  app->add_option("-o,--output,--format", b->output,
+                  "spec format (default: from --output-file's extension, else yaml)")
+      ->check(
+          [](const std::string& v) -> std::string {
+            if (v == "json" || v == "yaml") return "";
+            return StrCat("--output is the format (json or yaml), not \"", v,
+                          "\"; write the spec to a file with --output-file ", v);
+          },
+          "json|yaml");
+  app->add_option("-f,--output-file", b->output_file,
+                  "write the spec to this file atomically instead of printing it");
+}
+
+// capacity set, get or remove.
+Subcommand Capacity(const std::string& verb, std::string help) {
+  auto setup = [verb](CLI::App* app, Bound* b) {
+    b->capacity.verb = verb;
+    FlagSelection selection;
+    selection.applies = CapacityApplies(verb);
+    selection.nvidia_ignored = false;
+    AddConfigFlags(app, &b->flags, selection);
+    app->add_option("--node", b->capacity.node, "the Node (default: NODE_NAME)");
+    app->add_option("--resource", b->capacity.resource,
+                    "the extended resource (default: resourceName, nvidia.com/gpu)");
+    app->add_flag("--dry-run", b->capacity.dry_run,
+                  "print the request (Authorization redacted) instead of sending it");
+    if (verb == "set") {
+      b->count_opt = app->add_option("--count", b->count, "the number to advertise");
+      auto* discover = app->add_flag("--discover", b->capacity.discover,
+                                     "advertise the healthy GPUs NVML sees (x replicas)");
+      b->count_opt->excludes(discover);
+    }
+    if (verb == "get") AddOutput(app, &b->capacity.output, {"text", "json"});
+  };
+  auto run = [](const CliCommands& c, Bound& b, const ConfigRequest&, LoadedConfig loaded) {
+    if (b.count_opt != nullptr && b.count_opt->count() > 0) b.capacity.count = b.count;
+    return c.capacity(loaded, b.capacity);
+  };
+  return {"capacity " + verb, std::move(help), setup, run};
+}
+
+// labels (print), apply or remove: the GPUs' settings and the connection,
+// not NVIDIA's no-ops.
+Subcommand Labels(const std::string& verb, std::string path, std::string help) {
+  auto setup = [verb](CLI::App* app, Bound* b) {
+    if (verb != "print") b->labels.verb = verb;  // empty: print
+    FlagSelection selection;
+    selection.nvidia_ignored = false;
+    selection.applies = LabelsApplies(verb);
+    AddConfigFlags(app, &b->flags, selection);
+    if (verb == "print") {
+      AddOutput(app, &b->labels.output, {"text", "json", "yaml"});
+      return;
+    }
+    app->add_option("--node", b->labels.node, "the Node (default: NODE_NAME)");
+    app->add_flag("--dry-run", b->labels.dry_run,
+                  "read the Node, print the PATCH (Authorization redacted), send nothing");
+  };
+  auto run = [](const CliCommands& c, Bound& b, const ConfigRequest&, LoadedConfig loaded) {
+    return c.labels(loaded, b.labels);
+  };
+  return {std::move(path), std::move(help), setup, run};
+}
+
+int RunAgent(const CliCommands& c, Bound& b, const ConfigRequest& req, LoadedConfig loaded) {
+  if (b.how == Invocation::kImpliedRun) {
+    loaded.notes.insert(loaded.notes.begin(),
+                        "no subcommand given: running the agent as `gpu-agent run` would "
+                        "(`gpu-agent --help` lists the subcommands)");
+  } else if (b.how == Invocation::kNvidiaName) {
+    loaded.notes.insert(loaded.notes.begin(),
+                        StrCat("started as ", kNvidiaPluginProgram,
+                               ": running the agent as `gpu-agent run` would"));
+  }
+  return c.run(req, std::move(loaded));
+}
+
+// Every subcommand, in the order help lists them; a group before its own.
+std::vector<Subcommand> Subcommands() {
+  using L = LoadedConfig;
+  using R = ConfigRequest;
+  using C = CliCommands;
+  std::vector<Subcommand> out;
+  out.push_back({"run", "run the agent (mode from the config or --mode)", SetupRun, RunAgent});
+  out.push_back({"devices", "list the GPUs NVML reports, and which of them devices.* selects",
+                 [](CLI::App* app, Bound* b) {
+                   AddConfigFlags(app, &b->flags, OnlyFlags(DevicesApplies()));
+                   b->output = "table";
+                   AddOutput(app, &b->output, {"table", "json", "yaml"});
+                 },
+                 [](const C& c, Bound& b, const R&, L l) { return c.devices(l, b.output); }});
+  out.push_back({"health",
+                 "poll every health check (memory, thermal, NVLink, PCIe, recovery action) on "
+                 "every GPU once and print each check's state and NVML's raw answers; exit 0 "
+                 "whatever the GPUs' health",
+                 [](CLI::App* app, Bound* b) {
+                   AddConfigFlags(app, &b->flags, OnlyFlags(DevicesApplies()));
+                   b->output = "text";
+                   AddOutput(app, &b->output, {"text", "json", "yaml"});
+                 },
+                 [](const C& c, Bound& b, const R&, L l) { return c.health(l, b.output); }});
+  out.push_back({"config", "print the effective config and where each value came from", SetupConfig,
+                 [](const C& c, Bound& b, const R&, L l) { return c.config(l, b.config); }});
+  out.push_back({"cdi", "Container Device Interface spec for this node", nullptr, nullptr});
+  out.push_back({"cdi generate",
+                 "print the CDI spec of this node's GPUs (or write it with --output-file)",
+                 SetupCdiGenerate, [](const C& c, Bound& b, const R&, L l) {
+                   return c.cdi_generate(l, b.output, b.output_file);
+                 }});
+  out.push_back({"dra", "Dynamic Resource Allocation (DRA mode)", nullptr, nullptr});
+  out.push_back({"dra slices",
+                 "print the ResourceSlices DRA mode would publish for this node's GPUs",
+                 [](CLI::App* app, Bound* b) {
+                   AddConfigFlags(app, &b->flags, OnlyFlags(DraSlicesApplies()));
+                   b->output = "yaml";
+                   AddOutput(app, &b->output, {"json", "yaml"});
+                 },
+                 [](const C& c, Bound& b, const R&, L l) { return c.dra_slices(l, b.output); }});
+  out.push_back({"version", "print the version", nullptr,
+                 [](const C&, Bound&, const R&, L) {
+                   std::printf("gpu-agent %s\n", kVersion);
+                   return kExitOk;
+                 },
+                 false});
+  out.push_back({"capacity",
+                 "read or patch a Node's GPU capacity through the API server or kubectl proxy",
+                 nullptr, nullptr});
+  out.push_back(Capacity("set", "set the resource in status.capacity (and allocatable)"));
+  out.push_back(Capacity("get", "print the resource's capacity and allocatable"));
+  out.push_back(Capacity("remove", "remove the resource from the Node"));
+  out.push_back(
+      Labels("print", "labels",
+             "print the GPU labels (gpu-feature-discovery's keys) this node's GPUs call for"));
+  out.push_back(Labels("apply", "labels apply",
+                       "put the labels on the Node (one PATCH of nodes/status), removing the "
+                       "agent's stale ones"));
+  out.push_back(Labels("remove", "labels remove",
+                       "remove the labels the agent put on the Node, and no other"));
+  return out;
+}
+
+// The subcommands added to `app`, each bound to its own Bound.
+std::vector<CLI::App*> AddSubcommands(CLI::App& app, const std::vector<Subcommand>& table,
+                                      std::vector<std::unique_ptr<Bound>>* bound) {
+  std::map<std::string, CLI::App*> by_path;
+  std::vector<CLI::App*> apps;
+  for (const Subcommand& s : table) {
+    const size_t space = s.path.rfind(' ');
+    CLI::App* parent = space == std::string::npos ? &app : by_path.at(s.path.substr(0, space));
+    CLI::App* sub = parent->add_subcommand(
+        space == std::string::npos ? s.path : s.path.substr(space + 1), s.help);
+    if (s.run == nullptr) sub->require_subcommand(1);
+    bound->push_back(std::make_unique<Bound>());
+    if (s.setup) s.setup(sub, bound->back().get());
+    by_path[s.path] = sub;
+    apps.push_back(sub);
+  }
+  return apps;
+}
+
+// A first argument that names no subcommand, said with the nearest name;
+// empty when it names one (or is a flag).
+std::string UnknownSubcommand(const CLI::App& app, const std::vector<std::string>& args) {
+  if (args.size() < 2 || args[1][0] == '-') return "";
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), args[1]) != names.end()) return "";
+  std::string msg =
+      StrCat("gpu-agent: unknown subcommand \"", args[1], "\" (one of ", StrJoin(names, ", "), ")");
+  if (std::string near = ClosestMatch(args[1], names); !near.empty()) {
+    StrAppend(&msg, "; did you mean \"", near, "\"?");
+  }
+  return msg;
+}
+
+// Parses `args`; an exit code when parsing ends the program (help, an
+// error), else -1.
+int Parse(CLI::App& app, std::vector<std::string>& args) {
+  AcceptSingleDashLongFlags(app, &args);
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(cargv.size()), cargv.data());
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  return -1;
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv, const CliCommands& commands) {
@@ -98,248 +347,31 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
       "gpu-agent");
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  const std::vector<Subcommand> table = Subcommands();
+  std::vector<std::unique_ptr<Bound>> bound;
+  const std::vector<CLI::App*> apps = AddSubcommands(app, table, &bound);
 
-  CLI::App* run = app.add_subcommand("run", "run the agent (mode from the config or --mode)");
-  ConfigFlags run_flags;
-  FlagSelection run_selection;
-  run_selection.grouped = true;
-  run_selection.node_alias = true;
-  AddConfigFlags(run, &run_flags, run_selection);
-
-  CLI::App* devices = app.add_subcommand(
-      "devices", "list the GPUs NVML reports, and which of them devices.* selects");
-  ConfigFlags devices_flags;
-  AddConfigFlags(devices, &devices_flags, OnlyFlags(DevicesApplies()));
-  std::string output = "table";
-  devices->add_option("-o,--output", output, "output format")
-      ->check(CLI::IsMember({"table", "json", "yaml"}));
-
-  CLI::App* health = app.add_subcommand(
-      "health",
-      "poll every health check (memory, thermal, NVLink, PCIe, recovery action) on every GPU "
-      "once and print each check's state and NVML's raw answers; exit 0 whatever the GPUs' "
-      "health");
-  ConfigFlags health_flags;
-  AddConfigFlags(health, &health_flags, OnlyFlags(DevicesApplies()));
-  std::string health_output = "text";
-  health->add_option("-o,--output", health_output, "output format")
-      ->check(CLI::IsMember({"text", "json", "yaml"}));
-
-  CLI::App* config =
-      app.add_subcommand("config", "print the effective config and where each value came from");
-  ConfigFlags config_flags;
-  AddConfigFlags(config, &config_flags);
-  bool config_strict = false;
-  config->add_flag("--strict", config_strict,
-                   "refuse unknown keys in the config file (which run warns about and skips), "
-                   "for linting ConfigMaps in CI");
-  ConfigCommandOptions config_options;
-  config->add_flag("--plan", config_options.plan,
-                   "print what run would advertise per resource (devices, health, replicas, "
-                   "IDs, socket, CDI devices) instead of the config");
-  config->add_option("-o,--output", config_options.output, "--plan's format (default text)")
-      ->check(CLI::IsMember({"text", "json", "yaml"}));
-
-  CLI::App* cdi = app.add_subcommand("cdi", "Container Device Interface spec for this node");
-  cdi->require_subcommand(1);
-  CLI::App* cdi_generate = cdi->add_subcommand(
-      "generate", "print the CDI spec of this node's GPUs (or write it with --output-file)");
-  ConfigFlags cdi_flags;
-  AddConfigFlags(cdi_generate, &cdi_flags, OnlyFlags(CdiGenerateApplies()));
-  std::string cdi_format;
-  std::string cdi_output;
-  // -o/--output is the format, as in every other subcommand; a file is
-  // --output-file (-f). A path given to --output is named as the mistake.
-  cdi_generate
-      ->add_option("-o,--output,--format", cdi_format,
-                   "spec format (default: from --output-file's extension, else yaml)")
-      ->check(
-          [](const std::string& v) -> std::string {
-            if (v == "json" || v == "yaml") return "";
-            return StrCat("--output is the format (json or yaml), not \"", v,
-                          "\"; write the spec to a file with --output-file ", v);
-          },
-          "json|yaml");
-  cdi_generate->add_option("-f,--output-file", cdi_output,
-                           "write the spec to this file atomically instead of printing it");
-
-  CLI::App* dra = app.add_subcommand("dra", "Dynamic Resource Allocation (DRA mode)");
-  dra->require_subcommand(1);
-  CLI::App* dra_slices = dra->add_subcommand(
-      "slices", "print the ResourceSlices DRA mode would publish for this node's GPUs");
-  ConfigFlags dra_flags;
-  AddConfigFlags(dra_slices, &dra_flags, OnlyFlags(DraSlicesApplies()));
-  std::string dra_output = "yaml";
-  dra_slices->add_option("-o,--output", dra_output, "output format")
-      ->check(CLI::IsMember({"json", "yaml"}));
-
-  CLI::App* version = app.add_subcommand("version", "print the version");
-
-  CLI::App* capacity = app.add_subcommand(
-      "capacity", "read or patch a Node's GPU capacity through the API server or kubectl proxy");
-  capacity->require_subcommand(1);
-  struct CapacityCli {
-    CLI::App* cmd;
-    ConfigFlags flags;
-    CapacityRequest req;
-    std::string count;
-    CLI::Option* count_opt = nullptr;
-  };
-  std::vector<std::unique_ptr<CapacityCli>> capacity_cmds;
-  for (const char* verb : {"set", "get", "remove"}) {
-    auto c = std::make_unique<CapacityCli>();
-    c->req.verb = verb;
-    c->cmd = capacity->add_subcommand(
-        verb, std::string(verb) == "set"   ? "set the resource in status.capacity (and allocatable)"
-              : std::string(verb) == "get" ? "print the resource's capacity and allocatable"
-                                           : "remove the resource from the Node");
-    FlagSelection selection;
-    selection.applies = CapacityApplies(c->req.verb);
-    selection.nvidia_ignored = false;
-    AddConfigFlags(c->cmd, &c->flags, selection);
-    c->cmd->add_option("--node", c->req.node, "the Node (default: NODE_NAME)");
-    c->cmd->add_option("--resource", c->req.resource,
-                       "the extended resource (default: resourceName, nvidia.com/gpu)");
-    c->cmd->add_flag("--dry-run", c->req.dry_run,
-                     "print the request (Authorization redacted) instead of sending it");
-    if (c->req.verb == "set") {
-      c->count_opt = c->cmd->add_option("--count", c->count, "the number to advertise");
-      auto* discover = c->cmd->add_flag("--discover", c->req.discover,
-                                        "advertise the healthy GPUs NVML sees (x replicas)");
-      c->count_opt->excludes(discover);
-    }
-    if (c->req.verb == "get") {
-      c->cmd->add_option("-o,--output", c->req.output, "output format")
-          ->check(CLI::IsMember({"text", "json"}));
-    }
-    capacity_cmds.push_back(std::move(c));
-  }
-
-  CLI::App* labels = app.add_subcommand(
-      "labels", "print the GPU labels (gpu-feature-discovery's keys) this node's GPUs call for");
-  ConfigFlags labels_flags;
-  FlagSelection labels_selection;  // the GPUs' settings (and the connection), not NVIDIA's no-ops
-  labels_selection.nvidia_ignored = false;
-  labels_selection.applies = LabelsApplies("print");
-  AddConfigFlags(labels, &labels_flags, labels_selection);
-  LabelsRequest labels_req;
-  labels->add_option("-o,--output", labels_req.output, "output format")
-      ->check(CLI::IsMember({"text", "json", "yaml"}));
-  struct LabelsCli {
-    CLI::App* cmd;
-    ConfigFlags flags;
-    LabelsRequest req;
-  };
-  std::vector<std::unique_ptr<LabelsCli>> labels_cmds;
-  for (const char* verb : {"apply", "remove"}) {
-    auto c = std::make_unique<LabelsCli>();
-    c->req.verb = verb;
-    c->cmd = labels->add_subcommand(
-        verb, std::string(verb) == "apply"
-                  ? "put the labels on the Node (one PATCH of nodes/status), removing the "
-                    "agent's stale ones"
-                  : "remove the labels the agent put on the Node, and no other");
-    FlagSelection verb_selection = labels_selection;
-    verb_selection.applies = LabelsApplies(verb);
-    AddConfigFlags(c->cmd, &c->flags, verb_selection);
-    c->cmd->add_option("--node", c->req.node, "the Node (default: NODE_NAME)");
-    c->cmd->add_flag("--dry-run", c->req.dry_run,
-                     "read the Node, print the PATCH (Authorization redacted), send nothing");
-    labels_cmds.push_back(std::move(c));
-  }
-
-  if (args.size() > 1 && args[1][0] != '-') {
-    std::vector<std::string> names;
-    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
-    if (std::find(names.begin(), names.end(), args[1]) == names.end()) {
-      std::string msg = StrCat("gpu-agent: unknown subcommand \"", args[1], "\" (one of ",
-                               StrJoin(names, ", "), ")");
-      if (std::string near = ClosestMatch(args[1], names); !near.empty()) {
-        StrAppend(&msg, "; did you mean \"", near, "\"?");
-      }
-      std::fprintf(stderr, "%s\n", msg.c_str());
-      return kExitUsage;
-    }
-  }
-  AcceptSingleDashLongFlags(app, &args);
-  std::vector<char*> cargv;
-  for (std::string& a : args) cargv.push_back(a.data());
-  try {
-    app.parse(static_cast<int>(cargv.size()), cargv.data());
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
+  if (std::string unknown = UnknownSubcommand(app, args); !unknown.empty()) {
+    std::fprintf(stderr, "%s\n", unknown.c_str());
     return kExitUsage;
   }
+  if (int code = Parse(app, args); code >= 0) return code;
 
-  if (version->parsed()) {
-    std::printf("gpu-agent %s\n", kVersion);
-    return kExitOk;
+  // The deepest subcommand parsed: the last in the table (a group's own
+  // come after it).
+  size_t chosen = 0;  // run
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (apps[i]->parsed() && table[i].run != nullptr) chosen = i;
   }
-  if (devices->parsed()) {
-    ConfigRequest req = BuildRequest(devices_flags);
-    absl::StatusOr<LoadedConfig> loaded = Load(req);
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.devices(*loaded, output);
-  }
-  if (health->parsed()) {
-    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(health_flags));
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.health(*loaded, health_output);
-  }
-  for (auto& c : capacity_cmds) {
-    if (!c->cmd->parsed()) continue;
-    if (c->count_opt != nullptr && c->count_opt->count() > 0) c->req.count = c->count;
-    ConfigRequest req = BuildRequest(c->flags);
-    absl::StatusOr<LoadedConfig> loaded = Load(req);
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.capacity(*loaded, c->req);
-  }
-  for (auto& c : labels_cmds) {
-    if (!c->cmd->parsed()) continue;
-    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(c->flags));
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.labels(*loaded, c->req);
-  }
-  if (labels->parsed()) {
-    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(labels_flags));
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.labels(*loaded, labels_req);
-  }
-  if (dra_slices->parsed()) {
-    absl::StatusOr<LoadedConfig> loaded = Load(BuildRequest(dra_flags));
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.dra_slices(*loaded, dra_output);
-  }
-  if (cdi_generate->parsed()) {
-    ConfigRequest req = BuildRequest(cdi_flags);
-    absl::StatusOr<LoadedConfig> loaded = Load(req);
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.cdi_generate(*loaded, cdi_format, cdi_output);
-  }
-  if (config->parsed()) {
-    ConfigRequest req = BuildRequest(config_flags);
-    req.strict = config_strict;
-    absl::StatusOr<LoadedConfig> loaded = Load(req);
-    if (!loaded.ok()) return ReportConfigError(loaded.status());
-    return commands.config(*loaded, config_options);
-  }
-  ConfigRequest req = BuildRequest(run_flags);
+  const Subcommand& s = table[chosen];
+  Bound& b = *bound[chosen];
+  b.how = how;
+  if (!s.loads_config) return s.run(commands, b, ConfigRequest{}, LoadedConfig{});
+  ConfigRequest req = BuildRequest(b.flags);
+  req.strict = b.strict;
   absl::StatusOr<LoadedConfig> loaded = Load(req);
   if (!loaded.ok()) return ReportConfigError(loaded.status());
-  if (how == Invocation::kImpliedRun) {
-    loaded->notes.insert(loaded->notes.begin(),
-                         "no subcommand given: running the agent as `gpu-agent run` would "
-                         "(`gpu-agent --help` lists the subcommands)");
-  } else if (how == Invocation::kNvidiaName) {
-    loaded->notes.insert(loaded->notes.begin(),
-                         StrCat("started as ", kNvidiaPluginProgram,
-                                ": running the agent as `gpu-agent run` would"));
-  }
-  return commands.run(req, *std::move(loaded));
+  return s.run(commands, b, req, *std::move(loaded));
 }
 
 }  // namespace gpu_agent

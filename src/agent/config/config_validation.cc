@@ -55,9 +55,8 @@ absl::Status ValidateSharedDevices(const std::vector<std::string>& devices,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status ValidateConfig(const Config& c) {
+// resourceName and nodeName.
+absl::Status ValidateNames(const Config& c) {
   if (absl::Status s = ValidateExtendedResourceName(c.resource_name); !s.ok()) {
     return absl::InvalidArgumentError(StrCat("resourceName: ", s.message()));
   }
@@ -66,6 +65,12 @@ absl::Status ValidateConfig(const Config& c) {
       return absl::InvalidArgumentError(StrCat("nodeName: ", s.message()));
     }
   }
+  return absl::OkStatus();
+}
+
+// sharing.timeSlicing.resources: each a resource this agent advertises, once, shared 2 to
+// kMaxTimeSlicingReplicas ways.
+absl::Status ValidateTimeSlicing(const Config& c) {
   std::set<std::string> names;
   for (size_t i = 0; i < c.sharing.time_slicing.resources.size(); ++i) {
     const TimeSlicingResource& r = c.sharing.time_slicing.resources[i];
@@ -108,7 +113,13 @@ absl::Status ValidateConfig(const Config& c) {
       return absl::InvalidArgumentError(StrCat(where, ".name: \"", r.name, "\" is listed twice"));
     }
   }
-  if (absl::Status s = ValidateDeviceSelection(c.devices); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDevices(const Config& c) { return ValidateDeviceSelection(c.devices); }
+
+// dra.*: the driver name, the kubelet's folders, the pod UID.
+absl::Status ValidateDra(const Config& c) {
   if (absl::Status s = ValidateDnsSubdomain(StrCat("dra.driverName \"", c.dra.driver_name, "\""),
                                             c.dra.driver_name);
       !s.ok()) {
@@ -136,6 +147,11 @@ absl::Status ValidateConfig(const Config& c) {
                                              "\" is not a pod UID (letters, digits and '-', at "
                                              "most 64)"));
   }
+  return absl::OkStatus();
+}
+
+// cdi.* and the CDI hooks' nvidia-ctk.
+absl::Status ValidateCdi(const Config& c) {
   if (absl::Status s = cdi::ValidateVendor(c.cdi.vendor); !s.ok()) {
     return absl::InvalidArgumentError(StrCat("cdi.vendor: ", s.message()));
   }
@@ -156,6 +172,11 @@ absl::Status ValidateConfig(const Config& c) {
         StrCat("flags.plugin.nvidiaCTKPath: \"", c.flags.plugin.nvidia_ctk_path,
                "\" must be an absolute path on the host (or empty for no CDI hooks)"));
   }
+  return absl::OkStatus();
+}
+
+// kubelet.* and metrics.address.
+absl::Status ValidateKubelet(const Config& c) {
   if (absl::Status s = ValidateSocketFileName(c.kubelet.endpoint); !s.ok()) {
     return absl::InvalidArgumentError(
         StrCat("kubelet.endpoint: \"", Printable(c.kubelet.endpoint, 120), "\" ", s.message()));
@@ -171,6 +192,11 @@ absl::Status ValidateConfig(const Config& c) {
       c.kubelet.stream_grace_period > std::chrono::minutes(5)) {
     return absl::InvalidArgumentError("kubelet.streamGracePeriod must be between 100ms and 5m");
   }
+  return absl::OkStatus();
+}
+
+// driver.waitTimeout and health's timings.
+absl::Status ValidateWaits(const Config& c) {
   if (c.driver.wait_timeout < Duration::zero() || c.driver.wait_timeout > std::chrono::hours(24)) {
     return absl::InvalidArgumentError("driver.waitTimeout must be between 0 and 24h");
   }
@@ -182,6 +208,11 @@ absl::Status ValidateConfig(const Config& c) {
       c.health.poll_interval > std::chrono::hours(1)) {
     return absl::InvalidArgumentError("health.pollInterval must be between 1s and 1h");
   }
+  return absl::OkStatus();
+}
+
+// nodeLabels.*
+absl::Status ValidateNodeLabels(const Config& c) {
   if (c.agent_mode() != AgentMode::kStatic && c.node_labels.output == "node") {
     return absl::InvalidArgumentError(StrCat(
         "nodeLabels.output: \"node\" writes labels through the API server, which static mode "
@@ -196,13 +227,22 @@ absl::Status ValidateConfig(const Config& c) {
                "\" must be an absolute file path (node-feature-discovery reads "
                "/etc/kubernetes/node-feature-discovery/features.d/<file>)"));
   }
-  if (absl::Status s = ValidateNodeConfigSettings(c); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+// static.*
+absl::Status ValidateStatic(const Config& c) {
   if (c.static_mode.resync_interval < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.resyncInterval must be at least 1s");
   }
   if (c.static_mode.watch_timeout < std::chrono::seconds(1)) {
     return absl::InvalidArgumentError("static.watchTimeout must be at least 1s");
   }
+  return absl::OkStatus();
+}
+
+// apiServer.*: one way to reach it, and verification either on or off.
+absl::Status ValidateApiServer(const Config& c) {
   if (!c.api_server.proxy.empty() && !c.api_server.server.empty()) {
     return absl::InvalidArgumentError(
         "apiServer.proxy and apiServer.server are both set; use one (proxy talks plain HTTP to "
@@ -212,6 +252,19 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(
         "apiServer.insecureSkipTLSVerify and apiServer.certificateAuthority are both set; a CA is "
         "pointless when verification is off");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateConfig(const Config& c) {
+  // Section by section, in this order: the first error is the one said.
+  for (absl::Status (*check)(const Config&) :
+       {ValidateNames, ValidateTimeSlicing, ValidateDevices, ValidateDra, ValidateCdi,
+        ValidateKubelet, ValidateWaits, ValidateNodeLabels, ValidateNodeConfigSettings,
+        ValidateStatic, ValidateApiServer}) {
+    if (absl::Status s = check(c); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
