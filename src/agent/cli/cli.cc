@@ -342,8 +342,9 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
 
   CLI::App app(
       "gpu-agent makes a node's NVIDIA GPUs schedulable in Kubernetes: as a kubelet device "
-      "plugin (plugin mode) or by writing Node capacity (static mode). Flags without a "
-      "subcommand (or none at all) run the agent, as NVIDIA's nvidia-device-plugin does.",
+      "plugin (plugin mode), by writing Node capacity (static mode), or as a Dynamic Resource "
+      "Allocation driver publishing ResourceSlices (dra mode, Kubernetes 1.34+). Flags without "
+      "a subcommand (or none at all) run the agent, as NVIDIA's nvidia-device-plugin does.",
       "gpu-agent");
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");

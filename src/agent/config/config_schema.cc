@@ -371,7 +371,8 @@ const std::vector<Setting>& Table() {
        "",
        K::kDuration,
        {},
-       "static mode: each watch of the Node lasts between this and twice this (randomized)",
+       "every watch of the API server (static mode's Node, DRA mode's slices and Node, the "
+       "per-node config's label) lasts between this and twice this (randomized)",
        FIELD(static_mode.watch_timeout)},
       {"static.allocatable",
        "allocatable",
