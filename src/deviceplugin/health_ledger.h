@@ -1,5 +1,5 @@
 // What the health watcher has reported out, and the health that makes of
-// advertised devices. The watcher (nvml/health_watcher.h) is the one source
+// advertised devices. The watcher (health/health_watcher.h) is the one source
 // of device health; a ledger only records its reports, so every reader of
 // health (each resource's publisher, static mode's count) holds one and feeds
 // it the same reports.

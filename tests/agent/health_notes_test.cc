@@ -40,9 +40,9 @@ class HealthNotesTest : public ::testing::Test {
 TEST_F(HealthNotesTest, AnOutageACheckCausedIsToldOnceByTheCheck) {
   auto notes = Start("auto", /*static_mode=*/true);
   ASSERT_TRUE(notes->on());
-  nvml::CheckChange c;
-  c.now = {kUuid, nvml::CheckId::kNvLink, nvml::CheckLevel::kUnhealthy, "1 of 18 links down (4)",
-           1};
+  health::CheckChange c;
+  c.now = {kUuid, health::CheckId::kNvLink, health::CheckLevel::kUnhealthy,
+           "1 of 18 links down (4)", 1};
   notes->OnCheck(c);
   notes->OnChange(
       {DeviceKey::Gpu(kUuid), false, "health check nvlink: 1 of 18 links down (4)", -1});

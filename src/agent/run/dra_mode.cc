@@ -32,7 +32,7 @@
 #include "dra/dra_server.h"
 #include "dra/handover.h"
 #include "dra/resource_slice.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 namespace {
@@ -156,7 +156,7 @@ class DraMode : public Mode {
           "the changed ones");
     }
     ApplyNfdOutput(next.config(), next.labels.labels);
-    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     Serve(next, std::move(carried));
     return absl::OkStatus();
   }
@@ -245,7 +245,7 @@ class DraMode : public Mode {
  private:
   // Hands the generation's devices to prepare and the health stream, and
   // starts its health watcher carrying `carried`.
-  void Serve(const Generation& gen, std::vector<nvml::HealthWatcher::Outage> carried) {
+  void Serve(const Generation& gen, std::vector<health::HealthWatcher::Outage> carried) {
     std::shared_ptr<const dra::DeviceCatalog> catalog = CatalogOf(gen);
     LogInfo("DRA devices", {{"devices", StrCat(catalog->devices.size())}, {"pool", pool_}});
     preparer_->SetCatalog(catalog);
@@ -260,11 +260,12 @@ class DraMode : public Mode {
         std::move(outages));
     if (!ctx_.lib) return;
     DraHealth* state = health_state_.get();
-    health().Replace(nvml::HealthWatcher::Start(
+    health().Replace(health::HealthWatcher::Start(
         ctx_.lib, gen.model.gpu_uuids, gen.model.initially_unhealthy,
         HealthPolicyFrom(gen.config()),
-        [state](const nvml::HealthChange& change) { state->Change(change); }, std::move(carried),
-        Clock::Real(), [state](const nvml::CheckChange& change) { state->CheckChanged(change); }));
+        [state](const health::HealthChange& change) { state->Change(change); }, std::move(carried),
+        Clock::Real(),
+        [state](const health::CheckChange& change) { state->CheckChanged(change); }));
   }
 
   // This instance publishes from now on (the handover's `lead`): the

@@ -14,48 +14,48 @@ struct Gauge {
 };
 
 // The per-check gauge of each check, in CheckId order.
-Gauge GaugeOf(nvml::CheckId id) {
+Gauge GaugeOf(health::CheckId id) {
   switch (id) {
-    case nvml::CheckId::kRowRemapPending:
+    case health::CheckId::kRowRemapPending:
       return {"gpu_agent_gpu_row_remap_pending", "1 while a row remap waits for a GPU reset."};
-    case nvml::CheckId::kRowRemapFailed:
+    case health::CheckId::kRowRemapFailed:
       return {"gpu_agent_gpu_row_remap_failed", "1 once row remapping has failed."};
-    case nvml::CheckId::kRetiredPagesPending:
+    case health::CheckId::kRetiredPagesPending:
       return {"gpu_agent_gpu_retired_pages_pending",
               "1 while page retirement waits for a GPU reset (before Ampere)."};
-    case nvml::CheckId::kEccUncorrectable:
+    case health::CheckId::kEccUncorrectable:
       return {"gpu_agent_gpu_ecc_uncorrectable_new",
               "Volatile uncorrectable ECC errors new since the previous poll."};
-    case nvml::CheckId::kRecoveryAction:
+    case health::CheckId::kRecoveryAction:
       return {"gpu_agent_gpu_recovery_action",
               "The recovery action the driver asks for (0 none, 1 GPU reset, 2 node reboot, 3 "
               "drain P2P, 4 drain and reset)."};
-    case nvml::CheckId::kTemperature:
+    case health::CheckId::kTemperature:
       return {"gpu_agent_gpu_temperature_celsius", "GPU temperature."};
-    case nvml::CheckId::kClockEvents:
+    case health::CheckId::kClockEvents:
       return {"gpu_agent_gpu_clock_slowdown_reasons",
               "Clock event reasons holding clocks down in hardware (bit mask of NVML's "
               "HwSlowdown 0x8, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80)."};
-    case nvml::CheckId::kNvLink:
+    case health::CheckId::kNvLink:
       return {"gpu_agent_gpu_nvlinks_down", "NVLink links down of those up at discovery."};
-    case nvml::CheckId::kPcieWidth:
+    case health::CheckId::kPcieWidth:
       return {"gpu_agent_gpu_pcie_link_width", "Current PCIe link width (lanes)."};
-    case nvml::CheckId::kPcieGeneration:
+    case health::CheckId::kPcieGeneration:
       return {"gpu_agent_gpu_pcie_link_generation", "Current PCIe link generation."};
-    case nvml::CheckId::kPcieReplays:
+    case health::CheckId::kPcieReplays:
       return {"gpu_agent_gpu_pcie_replays_per_minute",
               "PCIe replays a minute between the last two polls."};
   }
   return {"gpu_agent_gpu_check_value", ""};
 }
 
-double Level(nvml::CheckLevel l) {
+double Level(health::CheckLevel l) {
   switch (l) {
-    case nvml::CheckLevel::kOk:
+    case health::CheckLevel::kOk:
       return 0;
-    case nvml::CheckLevel::kDegraded:
+    case health::CheckLevel::kDegraded:
       return 1;
-    case nvml::CheckLevel::kUnhealthy:
+    case health::CheckLevel::kUnhealthy:
       return 2;
   }
   return 0;
@@ -63,28 +63,29 @@ double Level(nvml::CheckLevel l) {
 
 }  // namespace
 
-void RenderHealthMetrics(const std::vector<nvml::CheckStatus>& checks,
-                         const std::vector<nvml::HealthWatcher::Outage>& outages, uint64_t polls,
+void RenderHealthMetrics(const std::vector<health::CheckStatus>& checks,
+                         const std::vector<health::HealthWatcher::Outage>& outages, uint64_t polls,
                          uint64_t poll_calls, PromText* out) {
   PromText& p = *out;
   p.Family("gpu_agent_gpu_health", "gauge",
            "A GPU's standing on a polled check: 0 ok, 1 degraded, 2 unhealthy; check=\"overall\" "
            "is its worst, an XID or lost-GPU outage counting 2.");
   std::map<std::string, double> overall;
-  for (const nvml::CheckStatus& c : checks) {
+  for (const health::CheckStatus& c : checks) {
     p.Sample("gpu_agent_gpu_health",
-             {{"uuid", c.uuid}, {"check", std::string(nvml::Spec(c.check).name)}}, Level(c.level));
+             {{"uuid", c.uuid}, {"check", std::string(health::Spec(c.check).name)}},
+             Level(c.level));
     double& o = overall[c.uuid];
     o = std::max(o, Level(c.level));
   }
-  for (const nvml::HealthWatcher::Outage& o : outages) overall[o.key.uuid] = 2;
+  for (const health::HealthWatcher::Outage& o : outages) overall[o.key.uuid] = 2;
   for (const auto& [uuid, level] : overall) {
     p.Sample("gpu_agent_gpu_health", {{"uuid", uuid}, {"check", "overall"}}, level);
   }
-  for (const nvml::CheckSpec& spec : nvml::CheckSpecs()) {
+  for (const health::CheckSpec& spec : health::CheckSpecs()) {
     const Gauge g = GaugeOf(spec.id);
     bool family = false;
-    for (const nvml::CheckStatus& c : checks) {
+    for (const health::CheckStatus& c : checks) {
       if (c.check != spec.id || std::isnan(c.number)) continue;
       if (!family) p.Family(g.name, "gauge", g.help);
       family = true;

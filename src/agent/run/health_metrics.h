@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "base/prom_text.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 
-void RenderHealthMetrics(const std::vector<nvml::CheckStatus>& checks,
-                         const std::vector<nvml::HealthWatcher::Outage>& outages, uint64_t polls,
+void RenderHealthMetrics(const std::vector<health::CheckStatus>& checks,
+                         const std::vector<health::HealthWatcher::Outage>& outages, uint64_t polls,
                          uint64_t poll_calls, PromText* p);
 
 }  // namespace gpu_agent

@@ -7,13 +7,13 @@
 namespace gpu_agent {
 namespace {
 
-apiserver::GpuHealthLevel LevelOf(nvml::CheckLevel l) {
+apiserver::GpuHealthLevel LevelOf(health::CheckLevel l) {
   switch (l) {
-    case nvml::CheckLevel::kOk:
+    case health::CheckLevel::kOk:
       return apiserver::GpuHealthLevel::kOk;
-    case nvml::CheckLevel::kDegraded:
+    case health::CheckLevel::kDegraded:
       return apiserver::GpuHealthLevel::kDegraded;
-    case nvml::CheckLevel::kUnhealthy:
+    case health::CheckLevel::kUnhealthy:
       return apiserver::GpuHealthLevel::kUnhealthy;
   }
   return apiserver::GpuHealthLevel::kOk;
@@ -74,7 +74,7 @@ int HealthNotes::IndexOf(const std::string& uuid) const {
   return it == index_.end() ? -1 : it->second;
 }
 
-void HealthNotes::OnChange(const nvml::HealthChange& change) {
+void HealthNotes::OnChange(const health::HealthChange& change) {
   if (!reporter_) return;
   std::lock_guard<std::mutex> lock(mu_);
   apiserver::GpuHealthNote n;
@@ -95,13 +95,13 @@ void HealthNotes::OnChange(const nvml::HealthChange& change) {
   reporter_->Note(n);
 }
 
-void HealthNotes::OnCheck(const nvml::CheckChange& change) {
+void HealthNotes::OnCheck(const health::CheckChange& change) {
   if (!reporter_) return;
   std::lock_guard<std::mutex> lock(mu_);
   apiserver::GpuHealthNote n;
   n.uuid = change.now.uuid;
   n.index = IndexOf(n.uuid);
-  n.check = std::string(nvml::Spec(change.now.check).name);
+  n.check = std::string(health::Spec(change.now.check).name);
   n.level = LevelOf(change.now.level);
   n.value = change.now.value;
   reporter_->Note(n);

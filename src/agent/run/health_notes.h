@@ -16,7 +16,7 @@
 #include "agent/config/config.h"
 #include "apiserver/node_health_reporter.h"
 #include "base/device_key.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 #include "nvml/inventory.h"
 
 namespace gpu_agent {
@@ -33,8 +33,8 @@ class HealthNotes {
   // The GPUs of the running generation, for indexes in messages.
   void SetGpus(const nvml::Inventory& inventory);
 
-  void OnChange(const nvml::HealthChange& change);
-  void OnCheck(const nvml::CheckChange& change);
+  void OnChange(const health::HealthChange& change);
+  void OnCheck(const health::CheckChange& change);
 
   void Stop();
   bool on() const { return reporter_ != nullptr; }

@@ -1,4 +1,4 @@
-// health.* settings to nvml::HealthPolicy.
+// health.* settings to health::HealthPolicy.
 #include "agent/run/health_policy.h"
 
 #include <algorithm>
@@ -6,8 +6,8 @@
 
 namespace gpu_agent {
 
-nvml::HealthPolicy HealthPolicyFrom(const Config& c) {
-  nvml::HealthPolicy p;
+health::HealthPolicy HealthPolicyFrom(const Config& c) {
+  health::HealthPolicy p;
   p.disabled = c.health.disabled;
   p.ignored_xids = {c.health.ignored_xids.begin(), c.health.ignored_xids.end()};
   p.critical_xids = {c.health.critical_xids.begin(), c.health.critical_xids.end()};

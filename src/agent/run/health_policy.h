@@ -3,11 +3,11 @@
 #define GPU_AGENT_AGENT_RUN_HEALTH_POLICY_H_
 
 #include "agent/config/config.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 
-nvml::HealthPolicy HealthPolicyFrom(const Config& config);
+health::HealthPolicy HealthPolicyFrom(const Config& config);
 
 }  // namespace gpu_agent
 

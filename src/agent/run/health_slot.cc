@@ -2,14 +2,14 @@
 
 namespace gpu_agent {
 
-std::vector<nvml::HealthWatcher::Outage> HealthSlot::StopForReplacement() {
+std::vector<health::HealthWatcher::Outage> HealthSlot::StopForReplacement() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!watcher_) return {};
   watcher_->Stop();  // no outage after this read goes missing
   return watcher_->Outages();
 }
 
-void HealthSlot::Replace(std::unique_ptr<nvml::HealthWatcher> next) {
+void HealthSlot::Replace(std::unique_ptr<health::HealthWatcher> next) {
   std::lock_guard<std::mutex> lock(mu_);
   if (watcher_) {
     watcher_->Stop();
@@ -44,14 +44,14 @@ std::map<int, uint64_t> HealthSlot::XidCounts() const {
   return out;
 }
 
-std::vector<nvml::CheckStatus> HealthSlot::Checks() const {
+std::vector<health::CheckStatus> HealthSlot::Checks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return watcher_ ? watcher_->Checks() : std::vector<nvml::CheckStatus>{};
+  return watcher_ ? watcher_->Checks() : std::vector<health::CheckStatus>{};
 }
 
-std::vector<nvml::HealthWatcher::Outage> HealthSlot::Outages() const {
+std::vector<health::HealthWatcher::Outage> HealthSlot::Outages() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return watcher_ ? watcher_->Outages() : std::vector<nvml::HealthWatcher::Outage>{};
+  return watcher_ ? watcher_->Outages() : std::vector<health::HealthWatcher::Outage>{};
 }
 
 uint64_t HealthSlot::Polls() const {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 
@@ -24,10 +24,10 @@ class HealthSlot {
   // Stops the running watcher, which stays readable (its XIDs, Alive) until
   // Replace, and returns what it has out: what the next one carries, so no
   // outage goes missing over a reload.
-  std::vector<nvml::HealthWatcher::Outage> StopForReplacement();
+  std::vector<health::HealthWatcher::Outage> StopForReplacement();
   // Puts `next` (null: none, NVML being absent) in place of the running one,
   // whose XID counts are kept.
-  void Replace(std::unique_ptr<nvml::HealthWatcher> next);
+  void Replace(std::unique_ptr<health::HealthWatcher> next);
   // Stops the running watcher, if any.
   void Stop();
 
@@ -38,15 +38,15 @@ class HealthSlot {
   // XIDs seen by every watcher this slot held, by code.
   std::map<int, uint64_t> XidCounts() const;
   // The running watcher's check standings and outages (none without one).
-  std::vector<nvml::CheckStatus> Checks() const;
-  std::vector<nvml::HealthWatcher::Outage> Outages() const;
+  std::vector<health::CheckStatus> Checks() const;
+  std::vector<health::HealthWatcher::Outage> Outages() const;
   // Polls of every watcher this slot held, and the NVML calls they made.
   uint64_t Polls() const;
   uint64_t PollCalls() const;
 
  private:
   mutable std::mutex mu_;
-  std::unique_ptr<nvml::HealthWatcher> watcher_;           // protected by mu_
+  std::unique_ptr<health::HealthWatcher> watcher_;         // protected by mu_
   std::map<int, uint64_t> replaced_xids_;                  // protected by mu_
   uint64_t replaced_polls_ = 0, replaced_poll_calls_ = 0;  // protected by mu_
 };

@@ -18,7 +18,7 @@
 #include "base/strings.h"
 #include "cdi/spec_file.h"
 #include "deviceplugin/plugin_supervisor.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 namespace {
@@ -97,22 +97,22 @@ std::vector<ResourceRuntime> MakeRuntimes(const ResourcePlan& plan) {
 }
 
 // `carried`: what the previous watcher had out (a reload keeps it out).
-std::unique_ptr<nvml::HealthWatcher> WatchHealth(
+std::unique_ptr<health::HealthWatcher> WatchHealth(
     const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
     const DeviceModel& model, const std::vector<ResourceRuntime>& runtimes,
     const std::shared_ptr<HealthNotes>& notes,
-    std::vector<nvml::HealthWatcher::Outage> carried = {}) {
+    std::vector<health::HealthWatcher::Outage> carried = {}) {
   if (!lib) return nullptr;
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
   for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
-  return nvml::HealthWatcher::Start(
+  return health::HealthWatcher::Start(
       lib, model.gpu_uuids, model.initially_unhealthy, HealthPolicyFrom(config),
-      [publishers, notes](const nvml::HealthChange& change) {
+      [publishers, notes](const health::HealthChange& change) {
         for (const auto& p : publishers) p->SetHealth(change.key, change.healthy);
         notes->OnChange(change);
       },
       std::move(carried), Clock::Real(),
-      [notes](const nvml::CheckChange& change) { notes->OnCheck(change); });
+      [notes](const health::CheckChange& change) { notes->OnCheck(change); });
 }
 
 deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
@@ -201,10 +201,10 @@ class PluginMode : public Mode {
     // to swap them, never across the supervisor's Reload (which stops the
     // old servers, waiting for their streams to end). The old watcher,
     // stopped, stays readable until it is replaced.
-    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(next.plan);
     notes_->SetGpus(next.inventory);
-    std::unique_ptr<nvml::HealthWatcher> watcher =
+    std::unique_ptr<health::HealthWatcher> watcher =
         WatchHealth(ctx_.lib, next.config(), next.model, runtimes, notes_, std::move(carried));
     if (absl::Status s = supervisor_->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed; trying again",

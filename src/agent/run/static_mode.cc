@@ -17,7 +17,7 @@
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/strings.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 namespace {
@@ -133,7 +133,7 @@ bool StaticReady(const Running& r, std::string* why) {
 // earlier health watcher had out, which stays out.
 absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
                       const apiserver::Capacities& retired,
-                      std::vector<nvml::HealthWatcher::Outage> carried, HealthSlot* health,
+                      std::vector<health::HealthWatcher::Outage> carried, HealthSlot* health,
                       const std::shared_ptr<HealthNotes>& notes, Running* out) {
   const Config& config = gen.config();
   const std::shared_ptr<const nvml::NvmlLibrary>& lib = ctx.lib;
@@ -148,14 +148,14 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   // once it runs.
   auto sink = std::make_shared<ReconcilerSink>();
   notes->SetGpus(gen.inventory);
-  health->Replace(lib ? nvml::HealthWatcher::Start(
+  health->Replace(lib ? health::HealthWatcher::Start(
                             lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
-                            [sink, d, notes](const nvml::HealthChange& c) {
+                            [sink, d, notes](const health::HealthChange& c) {
                               sink->SetDesired(d->Apply(c));
                               notes->OnChange(c);
                             },
                             std::move(carried), Clock::Real(),
-                            [notes](const nvml::CheckChange& c) { notes->OnCheck(c); })
+                            [notes](const health::CheckChange& c) { notes->OnCheck(c); })
                       : nullptr);
   const apiserver::Capacities counted = d->Value();
   apiserver::Capacities desired = counted;
@@ -232,7 +232,7 @@ class StaticMode : public Mode {
     std::lock_guard<std::mutex> lock(mu_);
     const apiserver::Capacities before =
         running_.reconciler ? running_.reconciler->desired() : apiserver::Capacities{};
-    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     StopReconciler(&running_, false);
     return StartAll(ctx_, next, before, std::move(carried), &health(), notes_, &running_);
   }

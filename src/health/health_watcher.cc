@@ -1,4 +1,4 @@
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -9,14 +9,14 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
-#include "nvml/event_registry.h"
+#include "health/event_registry.h"
+#include "health/health_poller.h"
+#include "health/outage_book.h"
+#include "health/repair_state.h"
 #include "nvml/gpu_handles.h"
-#include "nvml/health_poller.h"
 #include "nvml/nvml_library.h"
-#include "nvml/outage_book.h"
-#include "nvml/repair_state.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 std::string_view CheckLevelName(CheckLevel l) {
   switch (l) {
@@ -31,7 +31,7 @@ std::string_view CheckLevelName(CheckLevel l) {
 }
 
 struct HealthWatcher::State {
-  State(std::shared_ptr<const NvmlLibrary> l, std::vector<std::string> u, HealthPolicy p,
+  State(std::shared_ptr<const nvml::NvmlLibrary> l, std::vector<std::string> u, HealthPolicy p,
         Callback cb, CheckCallback ccb, const Clock* c)
       : lib(std::move(l)),
         uuids(std::move(u)),
@@ -42,7 +42,7 @@ struct HealthWatcher::State {
         book(c, policy.recovery_period) {}
 
   // Constant after construction.
-  const std::shared_ptr<const NvmlLibrary> lib;
+  const std::shared_ptr<const nvml::NvmlLibrary> lib;
   const std::vector<std::string> uuids;
   const HealthPolicy policy;
   const Callback callback;
@@ -65,11 +65,11 @@ struct HealthWatcher::State {
   uint64_t poll_calls = 0;          // protected by mu
 
   // Thread-only state.
-  std::unique_ptr<GpuHandles> handles;    // set by Setup()
-  std::unique_ptr<EventRegistry> events;  // null when no event API
-  OutageBook book;                        // what is out; the thread's alone
-  std::unique_ptr<HealthPoller> poller;   // set by Setup()
-  Clock::TimePoint next_poll;             // the thread's alone
+  std::unique_ptr<nvml::GpuHandles> handles;  // set by Setup()
+  std::unique_ptr<EventRegistry> events;      // null when no event API
+  OutageBook book;                            // what is out; the thread's alone
+  std::unique_ptr<HealthPoller> poller;       // set by Setup()
+  Clock::TimePoint next_poll;                 // the thread's alone
   // Each GPU's level on each check, and the GPUs with a check failing at
   // severity unhealthy (kept out whatever else shows); the thread's alone.
   std::map<std::pair<std::string, CheckId>, CheckLevel> levels;
@@ -426,7 +426,7 @@ struct HealthWatcher::State {
   // Creates the event set and registers every GPU. Runs on the caller's
   // thread, so events are watched once Start() returns. False: no events.
   bool Setup(const std::set<std::string>& initially_unhealthy, const std::vector<Outage>& carried) {
-    handles = std::make_unique<GpuHandles>(*lib, uuids);
+    handles = std::make_unique<nvml::GpuHandles>(*lib, uuids);
     for (const std::string& uuid : initially_unhealthy) {
       MarkBad(DeviceKey::Gpu(uuid), "NVML: lost at discovery (GPU_IS_LOST)", -1,
               /*needs_reset=*/true,
@@ -507,7 +507,7 @@ struct HealthWatcher::State {
   }
 };
 
-std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const NvmlLibrary> lib,
+std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const nvml::NvmlLibrary> lib,
                                                     std::vector<std::string> uuids,
                                                     std::set<std::string> initially_unhealthy,
                                                     HealthPolicy policy, Callback callback,
@@ -603,4 +603,4 @@ void HealthWatcher::Stop() {
   state_->cv.wait_for(lock, std::chrono::milliseconds(50), [this] { return state_->exited; });
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

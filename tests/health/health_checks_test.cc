@@ -1,4 +1,4 @@
-// The polled health checks (nvml/health_poller.h, gpu_checks.h) against the
+// The polled health checks (health/health_poller.h, gpu_checks.h) against the
 // in-process NVML with a fake clock: each check's verdict, its threshold,
 // counters judged as deltas and rates, and the false-alarm cases (no NVLink
 // check on a PCIe-only GPU, no ECC check with ECC off, NOT_SUPPORTED turns
@@ -10,18 +10,20 @@
 #include <vector>
 
 #include "fixture.h"
+#include "health/health_poller.h"
 #include "in_process_nvml.h"
 #include "nvml/gpu_handles.h"
-#include "nvml/health_poller.h"
 #include "nvml/nvml_library.h"
 #include "support/fake_clock.h"
 #include "support/test_support.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 namespace {
 
 using gpu_agent::testing::FakeClock;
 using gpu_agent::testing::FixturePath;
+using nvml::GpuHandles;
+using nvml::NvmlLibrary;
 using std::chrono::seconds;
 
 fake_nvml::Fixture Load(const std::string& name) {
@@ -377,4 +379,4 @@ TEST(HealthChecksTest, AtMostTenNvmlCallsPerGpuPerPoll) {
 }
 
 }  // namespace
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

@@ -4,8 +4,8 @@
 // reset happened (or an operator vouches for it). Reports plain (DeviceKey, healthy)
 // changes; knows nothing of the kubelet. An XID NVML scopes to a MIG instance marks only that
 // instance; any other marks the whole GPU.
-#ifndef GPU_AGENT_NVML_HEALTH_WATCHER_H_
-#define GPU_AGENT_NVML_HEALTH_WATCHER_H_
+#ifndef GPU_AGENT_HEALTH_HEALTH_WATCHER_H_
+#define GPU_AGENT_HEALTH_HEALTH_WATCHER_H_
 
 #include <chrono>
 #include <functional>
@@ -17,12 +17,16 @@
 
 #include "base/clock.h"
 #include "base/device_key.h"
-#include "nvml/health_check_catalog.h"
-#include "nvml/outage_book.h"
+#include "health/health_check_catalog.h"
+#include "health/outage_book.h"
 
 namespace gpu_agent::nvml {
 
 class NvmlLibrary;
+
+}  // namespace gpu_agent::nvml
+
+namespace gpu_agent::health {
 
 struct HealthPolicy {
   bool disabled = false;
@@ -97,7 +101,7 @@ class HealthWatcher {
 
   // What is out, carried from one watcher to the next (a SIGHUP reload), so
   // a reload never brings back a GPU that is still broken.
-  using Outage = nvml::Outage;
+  using Outage = health::Outage;
 
   // Starts the thread. `initially_unhealthy` GPUs start out and are probed
   // for recovery like any other; `carried` outages start out as they were. `callback` runs on the
@@ -105,7 +109,7 @@ class HealthWatcher {
   // lock held, so it may take locks of its own and call XidCounts(); it must not call Stop().
   // Quiet periods and the liveness bound are read on `clock`, which must outlive the watcher's
   // thread (Clock::Real() does); its waits stay real and at most policy.wait_timeout long.
-  static std::unique_ptr<HealthWatcher> Start(std::shared_ptr<const NvmlLibrary> lib,
+  static std::unique_ptr<HealthWatcher> Start(std::shared_ptr<const nvml::NvmlLibrary> lib,
                                               std::vector<std::string> uuids,
                                               std::set<std::string> initially_unhealthy,
                                               HealthPolicy policy, Callback callback,
@@ -149,6 +153,6 @@ class HealthWatcher {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_HEALTH_WATCHER_H_
+#endif  // GPU_AGENT_HEALTH_HEALTH_WATCHER_H_

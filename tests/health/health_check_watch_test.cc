@@ -8,20 +8,23 @@
 
 #include <mutex>
 
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
+#include "health/stand_in_nvml.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
-#include "stand_in_nvml.h"
 #include "support/fake_clock.h"
 #include "support/test_support.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 namespace {
 
 using gpu_agent::testing::FakeClock;
 using gpu_agent::testing::TempDir;
 using gpu_agent::testing::WaitFor;
 using gpu_agent::testing::WriteFifo;
+using nvml::NvmlLibrary;
+using nvml::OpenStandInNvml;
+using nvml::StandInNvml;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -254,4 +257,4 @@ TEST_F(HealthCheckWatchTest, AGpuFoundLostByAPollIsOutAsLost) {
 }
 
 }  // namespace
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

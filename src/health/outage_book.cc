@@ -1,8 +1,8 @@
-#include "nvml/outage_book.h"
+#include "health/outage_book.h"
 
 #include <algorithm>
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 bool OutageBook::Mark(const DeviceKey& key, const std::string& reason, int xid, bool needs_reset,
                       bool was_lost, const std::string& check) {
@@ -37,4 +37,4 @@ std::vector<Outage> OutageBook::Snapshot() const {
   return out;
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

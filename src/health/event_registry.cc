@@ -1,4 +1,4 @@
-#include "nvml/event_registry.h"
+#include "health/event_registry.h"
 
 #include <utility>
 
@@ -7,10 +7,10 @@
 #include "nvml/gpu_handles.h"
 #include "nvml/nvml_library.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 bool EventRegistry::Create() {
-  const NvmlFunctions& f = lib_.fn();
+  const nvml::NvmlFunctions& f = lib_.fn();
   if (!f.EventSetCreate || !f.EventSetWait || !f.DeviceRegisterEvents ||
       !f.DeviceGetSupportedEventTypes || !f.EventSetFree) {
     LogWarning("this NVML has no event API; XID health checks are off");
@@ -29,7 +29,7 @@ bool EventRegistry::Create() {
 nvmlReturn_t EventRegistry::RegisterIn(nvmlEventSet_t set, const std::string& uuid,
                                        std::map<nvmlDevice_t, std::string>* into,
                                        std::string* error) {
-  const NvmlFunctions& f = lib_.fn();
+  const nvml::NvmlFunctions& f = lib_.fn();
   nvmlReturn_t r = NVML_SUCCESS;
   nvmlDevice_t dev = handles_->Find(uuid, &r);
   if (dev == nullptr) {
@@ -70,7 +70,7 @@ bool EventRegistry::Watches(const std::string& uuid) const {
 
 std::map<std::string, std::string> EventRegistry::Rebuild(
     const std::string& returning, const std::function<void(const nvmlEventData_t&)>& pending) {
-  const NvmlFunctions& f = lib_.fn();
+  const nvml::NvmlFunctions& f = lib_.fn();
   std::map<std::string, std::string> failed;
   nvmlEventSet_t fresh = nullptr;
   const nvmlReturn_t r = f.EventSetCreate(&fresh);
@@ -120,4 +120,4 @@ void EventRegistry::Free() {
   uuid_by_handle_.clear();
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

@@ -1,8 +1,8 @@
 // What NVML shows of a repair a GPU still needs (the driver's recovery
 // action, pending row remaps and page retirements), and whether a GPU held
 // for a reset shows it was reset. Used by the health watcher.
-#ifndef GPU_AGENT_NVML_REPAIR_STATE_H_
-#define GPU_AGENT_NVML_REPAIR_STATE_H_
+#ifndef GPU_AGENT_HEALTH_REPAIR_STATE_H_
+#define GPU_AGENT_HEALTH_REPAIR_STATE_H_
 
 #include <optional>
 #include <string>
@@ -15,13 +15,17 @@ namespace gpu_agent::nvml {
 class GpuHandles;
 class NvmlLibrary;
 
+}  // namespace gpu_agent::nvml
+
+namespace gpu_agent::health {
+
 // Each only where NVML answered.
 struct RepairState {
   std::optional<unsigned> recovery_action;  // field 230, R550+
   std::optional<bool> remap_pending, remap_failed, pages_pending;
 };
 
-RepairState ReadRepairState(const NvmlLibrary& lib, nvmlDevice_t dev);
+RepairState ReadRepairState(const nvml::NvmlLibrary& lib, nvmlDevice_t dev);
 
 // A repair the driver still asks for, as at an agent's start after an XID
 // it did not see, for each GPU of `uuids` NVML answers for: what it is, and
@@ -33,13 +37,13 @@ struct PendingRepair {
   std::string what;
   int xid = -1;
 };
-std::vector<PendingRepair> PendingRepairs(const NvmlLibrary& lib, GpuHandles& handles,
+std::vector<PendingRepair> PendingRepairs(const nvml::NvmlLibrary& lib, nvml::GpuHandles& handles,
                                           const std::vector<std::string>& uuids);
 
 // Whether the GPU answers a basic query on its handle. NVML_SUCCESS when it
 // does; GPU_IS_LOST when it is off the bus. In MIG mode the GPU's memory
 // needs privilege, so a refusal is asked again with a query open to all.
-nvmlReturn_t Answer(const NvmlLibrary& lib, nvmlDevice_t dev);
+nvmlReturn_t Answer(const nvml::NvmlLibrary& lib, nvmlDevice_t dev);
 
 // Memory errors, whose repair NVML shows as no remap or retirement pending
 // (NVIDIA's GPU memory error management guide).
@@ -50,9 +54,9 @@ bool IsMemoryXid(int xid);
 // asks for (its recovery action, R550+), no row remap or page retirement
 // pending or failed, and at least one such sign read (or `was_lost`: it fell
 // off the bus and is back). Otherwise false, with what is missing.
-bool ShowsReset(const NvmlLibrary& lib, nvmlDevice_t dev, int xid, bool was_lost,
+bool ShowsReset(const nvml::NvmlLibrary& lib, nvmlDevice_t dev, int xid, bool was_lost,
                 std::string* missing);
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_REPAIR_STATE_H_
+#endif  // GPU_AGENT_HEALTH_REPAIR_STATE_H_

@@ -7,8 +7,8 @@
 //
 // Thread-compatible: one thread (the health watcher's, or a one-shot
 // command's) owns it.
-#ifndef GPU_AGENT_NVML_HEALTH_POLLER_H_
-#define GPU_AGENT_NVML_HEALTH_POLLER_H_
+#ifndef GPU_AGENT_HEALTH_HEALTH_POLLER_H_
+#define GPU_AGENT_HEALTH_HEALTH_POLLER_H_
 
 #include <cstdint>
 #include <map>
@@ -18,13 +18,17 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "nvml/gpu_checks.h"
-#include "nvml/health_check_catalog.h"
+#include "health/gpu_checks.h"
+#include "health/health_check_catalog.h"
 
 namespace gpu_agent::nvml {
 
 class GpuHandles;
 class NvmlLibrary;
+
+}  // namespace gpu_agent::nvml
+
+namespace gpu_agent::health {
 
 struct GpuVerdict {
   std::string uuid;
@@ -38,8 +42,9 @@ class HealthPoller {
   // REQUIRES: `lib`, `handles` and `clock` outlive the poller. `log_off`:
   // log once each check that is off for a GPU (a one-shot report shows it
   // instead).
-  HealthPoller(const NvmlLibrary& lib, GpuHandles* handles, std::vector<std::string> uuids,
-               CheckSettings settings, const Clock* clock, bool log_off = true);
+  HealthPoller(const nvml::NvmlLibrary& lib, nvml::GpuHandles* handles,
+               std::vector<std::string> uuids, CheckSettings settings, const Clock* clock,
+               bool log_off = true);
 
   // Where a GPU's NVLink state is read one call a link (drivers without the
   // field value: GPUs before Hopper), only as many links a poll as keep it
@@ -60,8 +65,8 @@ class HealthPoller {
   uint64_t discovery_calls() const { return discovery_calls_; }
 
  private:
-  const NvmlLibrary& lib_;
-  GpuHandles* const handles_;
+  const nvml::NvmlLibrary& lib_;
+  nvml::GpuHandles* const handles_;
   const std::vector<std::string> uuids_;
   const CheckSettings settings_;
   const Clock* const clock_;
@@ -73,6 +78,6 @@ class HealthPoller {
   uint64_t poll_calls_ = 0, discovery_calls_ = 0;
 };
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_HEALTH_POLLER_H_
+#endif  // GPU_AGENT_HEALTH_HEALTH_POLLER_H_

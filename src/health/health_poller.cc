@@ -1,13 +1,13 @@
-#include "nvml/health_poller.h"
+#include "health/health_poller.h"
 
 #include "base/log.h"
 #include "base/strings.h"
 #include "nvml/gpu_handles.h"
 #include "nvml/nvml_library.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
-HealthPoller::HealthPoller(const NvmlLibrary& lib, GpuHandles* handles,
+HealthPoller::HealthPoller(const nvml::NvmlLibrary& lib, nvml::GpuHandles* handles,
                            std::vector<std::string> uuids, CheckSettings settings,
                            const Clock* clock, bool log_off)
     : lib_(lib),
@@ -58,4 +58,4 @@ GpuVerdict HealthPoller::PollOne(const std::string& uuid) {
   return v;
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

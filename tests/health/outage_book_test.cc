@@ -1,4 +1,4 @@
-#include "nvml/outage_book.h"
+#include "health/outage_book.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include "base/device_key.h"
 #include "support/fake_clock.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 namespace {
 
 using std::chrono::milliseconds;
@@ -73,4 +73,4 @@ TEST_F(OutageBookTest, NextProbeFollowsTheQuietPeriod) {
 }
 
 }  // namespace
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

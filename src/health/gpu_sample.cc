@@ -1,10 +1,10 @@
-#include "nvml/gpu_sample.h"
+#include "health/gpu_sample.h"
 
 #include <algorithm>
 
 #include "nvml/nvml_library.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 namespace {
 
 // Calls `fn(dev, &out.value)` when the driver has it, counting the call.
@@ -19,7 +19,7 @@ Answered<T> AskUint(Fn fn, nvmlDevice_t dev, int* calls) {
   return a;
 }
 
-Answered<unsigned> Threshold(const NvmlFunctions& f, nvmlDevice_t dev,
+Answered<unsigned> Threshold(const nvml::NvmlFunctions& f, nvmlDevice_t dev,
                              nvmlTemperatureThresholds_t which, int* calls) {
   Answered<unsigned> a;
   if (f.DeviceGetTemperatureThreshold == nullptr) return a;
@@ -30,8 +30,8 @@ Answered<unsigned> Threshold(const NvmlFunctions& f, nvmlDevice_t dev,
 
 }  // namespace
 
-GpuFacts ReadFacts(const NvmlLibrary& lib, nvmlDevice_t dev) {
-  const NvmlFunctions& f = lib.fn();
+GpuFacts ReadFacts(const nvml::NvmlLibrary& lib, nvmlDevice_t dev) {
+  const nvml::NvmlFunctions& f = lib.fn();
   GpuFacts facts;
   int* calls = &facts.nvml_calls;
   if (f.DeviceGetEccMode) {
@@ -80,9 +80,9 @@ GpuFacts ReadFacts(const NvmlLibrary& lib, nvmlDevice_t dev) {
   return facts;
 }
 
-GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts,
+GpuSample ReadSample(const nvml::NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts,
                      size_t call_budget, size_t* link_cursor) {
-  const NvmlFunctions& f = lib.fn();
+  const nvml::NvmlFunctions& f = lib.fn();
   GpuSample s;
   int* calls = &s.nvml_calls;
   const std::vector<unsigned>& links = facts.nvlinks_up.value;
@@ -170,4 +170,4 @@ GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& f
   return s;
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

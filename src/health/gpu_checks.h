@@ -4,8 +4,8 @@
 // totals; the first sample of a counter only sets its baseline.
 //
 // Thread-compatible: one poller thread owns it.
-#ifndef GPU_AGENT_NVML_GPU_CHECKS_H_
-#define GPU_AGENT_NVML_GPU_CHECKS_H_
+#ifndef GPU_AGENT_HEALTH_GPU_CHECKS_H_
+#define GPU_AGENT_HEALTH_GPU_CHECKS_H_
 
 #include <limits>
 #include <map>
@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "nvml/gpu_sample.h"
-#include "nvml/health_check_catalog.h"
+#include "health/gpu_sample.h"
+#include "health/health_check_catalog.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 enum class CheckState {
   kPass,      // judged, fine
@@ -47,7 +47,7 @@ struct CheckResult {
 class GpuChecks {
  public:
   // REQUIRES: `lib` outlives this object (it is used for error texts only).
-  GpuChecks(const NvmlLibrary& lib, GpuFacts facts) : lib_(lib), facts_(std::move(facts)) {}
+  GpuChecks(const nvml::NvmlLibrary& lib, GpuFacts facts) : lib_(lib), facts_(std::move(facts)) {}
 
   // Every check's result for `sample`, read at `now`, in CheckId order.
   std::vector<CheckResult> Judge(const GpuSample& sample, const CheckSettings& settings,
@@ -61,7 +61,7 @@ class GpuChecks {
     Clock::TimePoint at;
   };
 
-  const NvmlLibrary& lib_;
+  const nvml::NvmlLibrary& lib_;
   const GpuFacts facts_;
   std::optional<Counter> ecc_, replays_;
   // Each watched link's last answer: a poll that reads only some links (one
@@ -69,6 +69,6 @@ class GpuChecks {
   std::map<unsigned, Answered<bool>> links_;
 };
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_GPU_CHECKS_H_
+#endif  // GPU_AGENT_HEALTH_GPU_CHECKS_H_

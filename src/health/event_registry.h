@@ -7,8 +7,8 @@
 //
 // Thread-compatible: the health watcher's thread alone uses it after
 // Create().
-#ifndef GPU_AGENT_NVML_EVENT_REGISTRY_H_
-#define GPU_AGENT_NVML_EVENT_REGISTRY_H_
+#ifndef GPU_AGENT_HEALTH_EVENT_REGISTRY_H_
+#define GPU_AGENT_HEALTH_EVENT_REGISTRY_H_
 
 #include <chrono>
 #include <functional>
@@ -24,11 +24,16 @@ namespace gpu_agent::nvml {
 class GpuHandles;
 class NvmlLibrary;
 
+}  // namespace gpu_agent::nvml
+
+namespace gpu_agent::health {
+
 class EventRegistry {
  public:
   // REQUIRES: `lib` and `handles` outlive this object. GPUs are registered
   // by the handles `handles` keeps (never a fresh lookup by UUID).
-  EventRegistry(const NvmlLibrary& lib, GpuHandles* handles) : lib_(lib), handles_(handles) {}
+  EventRegistry(const nvml::NvmlLibrary& lib, nvml::GpuHandles* handles)
+      : lib_(lib), handles_(handles) {}
   ~EventRegistry() { Free(); }
   EventRegistry(const EventRegistry&) = delete;
   EventRegistry& operator=(const EventRegistry&) = delete;
@@ -67,12 +72,12 @@ class EventRegistry {
   nvmlReturn_t RegisterIn(nvmlEventSet_t set, const std::string& uuid,
                           std::map<nvmlDevice_t, std::string>* into, std::string* error);
 
-  const NvmlLibrary& lib_;
-  GpuHandles* const handles_;
+  const nvml::NvmlLibrary& lib_;
+  nvml::GpuHandles* const handles_;
   nvmlEventSet_t set_ = nullptr;
   std::map<nvmlDevice_t, std::string> uuid_by_handle_;
 };
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_EVENT_REGISTRY_H_
+#endif  // GPU_AGENT_HEALTH_EVENT_REGISTRY_H_

@@ -1,6 +1,6 @@
 // The health watcher in-process, on the NVML stand-in, driven through its
 // control FIFO.
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <mutex>
 
+#include "health/stand_in_nvml.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
-#include "stand_in_nvml.h"
 #include "support/fake_clock.h"
 #include "support/test_support.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 namespace {
 
 using gpu_agent::testing::FakeNvmlDir;
@@ -23,6 +23,9 @@ using gpu_agent::testing::FixturePath;
 using gpu_agent::testing::TempDir;
 using gpu_agent::testing::WaitFor;
 using gpu_agent::testing::WriteFifo;
+using nvml::NvmlLibrary;
+using nvml::OpenStandInNvml;
+using nvml::StandInNvml;
 
 class HealthWatcherTest : public ::testing::Test {
  protected:
@@ -464,7 +467,7 @@ TEST(HealthWatcherUnprivilegedTest, MigGpuComesBackAfterARecoverableXid) {
   ASSERT_TRUE(opened.ok()) << opened.status();
   ASSERT_TRUE((*opened)->Init().ok());
   std::shared_ptr<const NvmlLibrary> lib(std::move(*opened));
-  auto inv = DiscoverInventory(*lib, "/nonexistent");
+  auto inv = nvml::DiscoverInventory(*lib, "/nonexistent");
   ASSERT_TRUE(inv.ok());
   ASSERT_TRUE(inv->gpus[0].mig_enabled);
   std::mutex mu;
@@ -496,4 +499,4 @@ TEST(HealthPolicyTest, DefaultIgnoreList) {
 }
 
 }  // namespace
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

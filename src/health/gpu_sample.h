@@ -5,8 +5,8 @@
 // can tell NOT_SUPPORTED (turn the check off) from a passing failure, and
 // the report can show what NVML said. A function the driver does not export
 // reads as NVML_ERROR_FUNCTION_NOT_FOUND.
-#ifndef GPU_AGENT_NVML_GPU_SAMPLE_H_
-#define GPU_AGENT_NVML_GPU_SAMPLE_H_
+#ifndef GPU_AGENT_HEALTH_GPU_SAMPLE_H_
+#define GPU_AGENT_HEALTH_GPU_SAMPLE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +19,10 @@
 namespace gpu_agent::nvml {
 
 class NvmlLibrary;
+
+}  // namespace gpu_agent::nvml
+
+namespace gpu_agent::health {
 
 template <typename T>
 struct Answered {
@@ -69,14 +73,14 @@ struct GpuSample {
   int nvml_calls = 0;
 };
 
-GpuFacts ReadFacts(const NvmlLibrary& lib, nvmlDevice_t dev);
+GpuFacts ReadFacts(const nvml::NvmlLibrary& lib, nvmlDevice_t dev);
 // Where the links' state is read one call a link (no field value), the
 // links are read last, as many as keep the sample within `call_budget`
 // NVML calls (one at least), in turn from `*link_cursor` (advanced); a null
 // cursor reads every link.
-GpuSample ReadSample(const NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts,
+GpuSample ReadSample(const nvml::NvmlLibrary& lib, nvmlDevice_t dev, const GpuFacts& facts,
                      size_t call_budget = SIZE_MAX, size_t* link_cursor = nullptr);
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_GPU_SAMPLE_H_
+#endif  // GPU_AGENT_HEALTH_GPU_SAMPLE_H_

@@ -1,17 +1,17 @@
-#include "nvml/repair_state.h"
+#include "health/repair_state.h"
 
 #include "base/strings.h"
 #include "nvml/gpu_handles.h"
 #include "nvml/nvml_library.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 bool IsMemoryXid(int xid) {
   return xid == 48 || xid == 63 || xid == 64 || xid == 92 || xid == 94 || xid == 95;
 }
 
-RepairState ReadRepairState(const NvmlLibrary& lib, nvmlDevice_t dev) {
-  const NvmlFunctions& f = lib.fn();
+RepairState ReadRepairState(const nvml::NvmlLibrary& lib, nvmlDevice_t dev) {
+  const nvml::NvmlFunctions& f = lib.fn();
   RepairState st;
   if (f.DeviceGetFieldValues) {
     nvmlFieldValue_t v{};
@@ -55,7 +55,7 @@ bool RepairPending(const RepairState& st, std::string* what, int* xid) {
 
 }  // namespace
 
-std::vector<PendingRepair> PendingRepairs(const NvmlLibrary& lib, GpuHandles& handles,
+std::vector<PendingRepair> PendingRepairs(const nvml::NvmlLibrary& lib, nvml::GpuHandles& handles,
                                           const std::vector<std::string>& uuids) {
   std::vector<PendingRepair> out;
   for (const std::string& uuid : uuids) {
@@ -68,8 +68,8 @@ std::vector<PendingRepair> PendingRepairs(const NvmlLibrary& lib, GpuHandles& ha
   return out;
 }
 
-nvmlReturn_t Answer(const NvmlLibrary& lib, nvmlDevice_t dev) {
-  const NvmlFunctions& f = lib.fn();
+nvmlReturn_t Answer(const nvml::NvmlLibrary& lib, nvmlDevice_t dev) {
+  const nvml::NvmlFunctions& f = lib.fn();
   nvmlMemory_t mem{};
   nvmlReturn_t r = f.DeviceGetMemoryInfo(dev, &mem);
   unsigned current = 0, pending = 0;
@@ -79,7 +79,7 @@ nvmlReturn_t Answer(const NvmlLibrary& lib, nvmlDevice_t dev) {
   return r;
 }
 
-bool ShowsReset(const NvmlLibrary& lib, nvmlDevice_t dev, int xid, bool was_lost,
+bool ShowsReset(const nvml::NvmlLibrary& lib, nvmlDevice_t dev, int xid, bool was_lost,
                 std::string* missing) {
   // A healthy GPU has no remap or retirement pending either: that status
   // shows a repair only after a memory error. After any other XID only
@@ -116,4 +116,4 @@ bool ShowsReset(const NvmlLibrary& lib, nvmlDevice_t dev, int xid, bool was_lost
   return true;
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

@@ -2,8 +2,8 @@
 // health.checks.<name> in the config), what each looks at, its default
 // severity and the meaning and range of its threshold. Known to the config
 // (which validates settings against it), the poller and the report.
-#ifndef GPU_AGENT_NVML_HEALTH_CHECK_CATALOG_H_
-#define GPU_AGENT_NVML_HEALTH_CHECK_CATALOG_H_
+#ifndef GPU_AGENT_HEALTH_HEALTH_CHECK_CATALOG_H_
+#define GPU_AGENT_HEALTH_HEALTH_CHECK_CATALOG_H_
 
 #include <array>
 #include <cstddef>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 // What a failing check does to its GPU. kUnhealthy: out of the allocatable
 // set, as a reset-class XID; kDegraded: still allocatable, but shown
@@ -76,6 +76,6 @@ inline bool operator==(const CheckSetting& a, const CheckSetting& b) {
   return a.severity == b.severity && a.threshold == b.threshold;
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_HEALTH_CHECK_CATALOG_H_
+#endif  // GPU_AGENT_HEALTH_HEALTH_CHECK_CATALOG_H_

@@ -1,6 +1,6 @@
-#include "nvml/health_check_catalog.h"
+#include "health/health_check_catalog.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 std::string_view SeverityName(Severity s) {
   switch (s) {
@@ -81,4 +81,4 @@ CheckSettings CheckSettings::Defaults() {
   return out;
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health

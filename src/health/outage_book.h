@@ -5,8 +5,8 @@
 // watcher's reports or a snapshot.
 //
 // Thread-compatible: the health watcher's thread alone changes it.
-#ifndef GPU_AGENT_NVML_OUTAGE_BOOK_H_
-#define GPU_AGENT_NVML_OUTAGE_BOOK_H_
+#ifndef GPU_AGENT_HEALTH_OUTAGE_BOOK_H_
+#define GPU_AGENT_HEALTH_OUTAGE_BOOK_H_
 
 #include <chrono>
 #include <map>
@@ -16,7 +16,7 @@
 #include "base/clock.h"
 #include "base/device_key.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 // One outage as others see it, and as it is carried from one watcher to the
 // next (a SIGHUP reload), so a reload never brings back a broken GPU.
@@ -67,6 +67,6 @@ class OutageBook {
   std::map<DeviceKey, Entry> entries_;
 };
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_NVML_OUTAGE_BOOK_H_
+#endif  // GPU_AGENT_HEALTH_OUTAGE_BOOK_H_

@@ -1,11 +1,11 @@
-#include "nvml/gpu_checks.h"
+#include "health/gpu_checks.h"
 
 #include <cstdio>
 
 #include "base/strings.h"
 #include "nvml/nvml_library.h"
 
-namespace gpu_agent::nvml {
+namespace gpu_agent::health {
 
 std::string_view CheckStateName(CheckState s) {
   switch (s) {
@@ -70,7 +70,7 @@ constexpr unsigned long long kSlowdownReasons = nvmlClocksEventReasonHwSlowdown 
 // when NVML does not support them.
 class Judging {
  public:
-  Judging(const NvmlLibrary& lib, CheckId id) : lib_(lib) { r_.id = id; }
+  Judging(const nvml::NvmlLibrary& lib, CheckId id) : lib_(lib) { r_.id = id; }
 
   template <typename T>
   void Raw(const std::string& query, const Answered<T>& a, const std::string& value) {
@@ -108,7 +108,7 @@ class Judging {
   }
 
  private:
-  const NvmlLibrary& lib_;
+  const nvml::NvmlLibrary& lib_;
   CheckResult r_;
 };
 
@@ -364,4 +364,4 @@ std::vector<CheckResult> GpuChecks::Judge(const GpuSample& s, const CheckSetting
   return out;
 }
 
-}  // namespace gpu_agent::nvml
+}  // namespace gpu_agent::health
