@@ -2,25 +2,6 @@
 
 namespace gpu_agent::health {
 
-std::string_view SeverityName(Severity s) {
-  switch (s) {
-    case Severity::kIgnore:
-      return "ignore";
-    case Severity::kDegraded:
-      return "degraded";
-    case Severity::kUnhealthy:
-      return "unhealthy";
-  }
-  return "ignore";
-}
-
-std::optional<Severity> ParseSeverity(std::string_view name) {
-  if (name == "ignore") return Severity::kIgnore;
-  if (name == "degraded") return Severity::kDegraded;
-  if (name == "unhealthy") return Severity::kUnhealthy;
-  return std::nullopt;
-}
-
 const std::array<CheckSpec, kCheckCount>& CheckSpecs() {
   // Defaults take a GPU out only for what breaks the jobs on it: memory the
   // driver could not repair, uncorrectable errors, a recovery action the

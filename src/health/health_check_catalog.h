@@ -12,14 +12,9 @@
 #include <string_view>
 #include <vector>
 
-namespace gpu_agent::health {
+#include "health/severity.h"
 
-// What a failing check does to its GPU. kUnhealthy: out of the allocatable
-// set, as a reset-class XID; kDegraded: still allocatable, but shown
-// (events, Node condition, metrics); kIgnore: shown only in the report.
-enum class Severity { kIgnore, kDegraded, kUnhealthy };
-std::string_view SeverityName(Severity s);
-std::optional<Severity> ParseSeverity(std::string_view name);
+namespace gpu_agent::health {
 
 enum class CheckId {
   kRowRemapPending,

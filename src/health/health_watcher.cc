@@ -18,18 +18,6 @@
 
 namespace gpu_agent::health {
 
-std::string_view CheckLevelName(CheckLevel l) {
-  switch (l) {
-    case CheckLevel::kOk:
-      return "ok";
-    case CheckLevel::kDegraded:
-      return "degraded";
-    case CheckLevel::kUnhealthy:
-      return "unhealthy";
-  }
-  return "ok";
-}
-
 struct HealthWatcher::State {
   State(std::shared_ptr<const nvml::NvmlLibrary> l, std::vector<std::string> u, HealthPolicy p,
         Callback cb, CheckCallback ccb, const Clock* c)
@@ -72,7 +60,7 @@ struct HealthWatcher::State {
   Clock::TimePoint next_poll;                 // the thread's alone
   // Each GPU's level on each check, and the GPUs with a check failing at
   // severity unhealthy (kept out whatever else shows); the thread's alone.
-  std::map<std::pair<std::string, CheckId>, CheckLevel> levels;
+  std::map<std::pair<std::string, CheckId>, Severity> levels;
   std::set<std::string> failing_unhealthy;
   // Checks an operator vouched past (SIGUSR1) while they failed: they hold
   // their GPU out again only once they have passed and fail anew.
@@ -103,18 +91,6 @@ struct HealthWatcher::State {
     std::lock_guard<std::mutex> lock(mu);
     --reports_in_flight;
     cv.notify_all();
-  }
-
-  static CheckLevel LevelOf(Severity s) {
-    switch (s) {
-      case Severity::kUnhealthy:
-        return CheckLevel::kUnhealthy;
-      case Severity::kDegraded:
-        return CheckLevel::kDegraded;
-      case Severity::kIgnore:
-        return CheckLevel::kOk;
-    }
-    return CheckLevel::kOk;
   }
 
   // One poll of every GPU's checks: levels updated and reported, a check
@@ -154,29 +130,29 @@ struct HealthWatcher::State {
       bool unhealthy = false;
       for (const CheckResult& r : v.results) {
         const CheckSpec& spec = Spec(r.id);
-        CheckLevel& level = levels[{v.uuid, r.id}];
-        CheckLevel now = level;
+        Severity& level = levels[{v.uuid, r.id}];
+        Severity now = level;
         if (r.state == CheckState::kFailing) {
-          now = LevelOf(policy.checks[r.id].severity);
+          now = policy.checks[r.id].severity;
         } else if (r.state == CheckState::kPass || r.state == CheckState::kBaseline ||
                    r.state == CheckState::kOff) {
-          now = CheckLevel::kOk;
+          now = Severity::kOk;
         }  // kUnknown: NVML did not answer this time; the level stands
         if (r.state != CheckState::kOff && r.state != CheckState::kUnknown) {
           statuses.push_back({v.uuid, r.id, now, r.value, r.number});
         }
         if (now != level) {
           changes.push_back({{v.uuid, r.id, now, r.value, r.number}, level});
-          Log(now == CheckLevel::kOk ? LogLevel::kInfo : LogLevel::kWarning,
-              now == CheckLevel::kOk ? "GPU health check passes again" : "GPU health check failing",
+          Log(now == Severity::kOk ? LogLevel::kInfo : LogLevel::kWarning,
+              now == Severity::kOk ? "GPU health check passes again" : "GPU health check failing",
               {{"uuid", v.uuid},
                {"check", std::string(spec.name)},
-               {"level", std::string(CheckLevelName(now))},
+               {"level", std::string(SeverityName(now))},
                {"value", r.value}});
           level = now;
         }
-        if (now != CheckLevel::kUnhealthy) vouched_checks.erase({v.uuid, r.id});
-        if (now == CheckLevel::kUnhealthy && vouched_checks.count({v.uuid, r.id}) == 0) {
+        if (now != Severity::kUnhealthy) vouched_checks.erase({v.uuid, r.id});
+        if (now == Severity::kUnhealthy && vouched_checks.count({v.uuid, r.id}) == 0) {
           unhealthy = true;
           // As a reset-class XID: each poll that still fails starts the
           // quiet period again. A GPU already held for a reset (an XID, or
@@ -312,7 +288,7 @@ struct HealthWatcher::State {
           // An operator's word, as for a reset-class XID: the checks that
           // fail now no longer hold the GPU out, until each has passed once.
           for (auto& [k, level] : levels) {
-            if (k.first == uuid && level == CheckLevel::kUnhealthy) vouched_checks.insert(k);
+            if (k.first == uuid && level == Severity::kUnhealthy) vouched_checks.insert(k);
           }
           failing_unhealthy.erase(uuid);
         } else {

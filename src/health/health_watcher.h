@@ -75,14 +75,10 @@ struct HealthChange {
   std::string check = "";  // the polled check that failed (its name), or ""
 };
 
-// A GPU's standing on one polled check, as the poller last judged it.
-enum class CheckLevel { kOk, kDegraded, kUnhealthy };
-std::string_view CheckLevelName(CheckLevel l);
-
 struct CheckStatus {
   std::string uuid;
   CheckId check;
-  CheckLevel level = CheckLevel::kOk;
+  Severity level = Severity::kOk;
   std::string value;  // what was judged, in words
   double number = 0;  // CheckResult::number (NaN when none)
 };
@@ -91,7 +87,7 @@ struct CheckStatus {
 // HealthChange.
 struct CheckChange {
   CheckStatus now;
-  CheckLevel before = CheckLevel::kOk;
+  Severity before = Severity::kOk;
 };
 
 class HealthWatcher {

@@ -341,7 +341,7 @@ TEST(ConfigTest, HealthChecksFromTheFile) {
   EXPECT_EQ(h.poll_interval, std::chrono::seconds(10));
   EXPECT_EQ(h.checks[health::CheckId::kTemperature].severity, health::Severity::kUnhealthy);
   EXPECT_EQ(h.checks[health::CheckId::kTemperature].threshold, 3);
-  EXPECT_EQ(h.checks[health::CheckId::kPcieWidth].severity, health::Severity::kIgnore);
+  EXPECT_EQ(h.checks[health::CheckId::kPcieWidth].severity, health::Severity::kOk);
   // A field left out keeps the catalog's default.
   EXPECT_EQ(h.checks[health::CheckId::kNvLink].severity, health::Severity::kUnhealthy);
   EXPECT_EQ(h.checks[health::CheckId::kNvLink].threshold, 2);

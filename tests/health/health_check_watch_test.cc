@@ -97,7 +97,7 @@ TEST_F(HealthCheckWatchTest, AHealthyNodeReportsNothing) {
   // Every GPU's judged checks are there to be shown (metrics, report).
   std::set<std::string> seen;
   for (const CheckStatus& s : watcher_->Checks()) {
-    EXPECT_EQ(s.level, CheckLevel::kOk);
+    EXPECT_EQ(s.level, Severity::kOk);
     seen.insert(s.uuid);
   }
   EXPECT_EQ(seen.size(), 8u);
@@ -113,8 +113,8 @@ TEST_F(HealthCheckWatchTest, DegradedReportsButLeavesTheGpuIn) {
   CheckChange c = CheckChanges()[0];
   EXPECT_EQ(c.now.uuid, uuids_[5]);
   EXPECT_EQ(c.now.check, CheckId::kPcieWidth);
-  EXPECT_EQ(c.now.level, CheckLevel::kDegraded);
-  EXPECT_EQ(c.before, CheckLevel::kOk);
+  EXPECT_EQ(c.now.level, Severity::kDegraded);
+  EXPECT_EQ(c.before, Severity::kOk);
   EXPECT_EQ(c.now.value, "x4 of x16");
   EXPECT_EQ(c.now.number, 4);
   Step(seconds(10));  // still degraded: no second report
@@ -123,14 +123,14 @@ TEST_F(HealthCheckWatchTest, DegradedReportsButLeavesTheGpuIn) {
   Send("set 5 pcieWidth 16");
   Step(seconds(10));
   ASSERT_TRUE(WaitFor([&] { return CheckChanges().size() == 2; }));
-  EXPECT_EQ(CheckChanges()[1].now.level, CheckLevel::kOk);
-  EXPECT_EQ(CheckChanges()[1].before, CheckLevel::kDegraded);
+  EXPECT_EQ(CheckChanges()[1].now.level, Severity::kOk);
+  EXPECT_EQ(CheckChanges()[1].before, Severity::kDegraded);
 }
 
 TEST_F(HealthCheckWatchTest, IgnoreShowsNothing) {
   Open("8-gpu-pcie.yaml");
   CheckSettings s = CheckSettings::Defaults();
-  s[CheckId::kPcieWidth].severity = Severity::kIgnore;
+  s[CheckId::kPcieWidth].severity = Severity::kOk;
   Start(s);
   Send("set 5 pcieWidth 4");
   Step(seconds(10));
@@ -214,7 +214,7 @@ TEST_F(HealthCheckWatchTest, AnOperatorsWordHoldsUntilTheCheckFailsAnew) {
   ASSERT_TRUE(WaitFor([&] {
     for (const CheckChange& c : CheckChanges()) {
       if (c.now.uuid == uuids_[1] && c.now.check == CheckId::kNvLink &&
-          c.now.level == CheckLevel::kOk) {
+          c.now.level == Severity::kOk) {
         return true;
       }
     }

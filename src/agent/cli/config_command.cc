@@ -84,7 +84,8 @@ std::string ConfigReport(LoadedConfig& loaded) {
       EmitLine(&out, 1, "checks:", origin);
       for (const health::CheckSpec& spec : health::CheckSpecs()) {
         const health::CheckSetting& set = loaded.config.health.checks[spec.id];
-        std::string line = StrCat(spec.name, ": {severity: ", health::SeverityName(set.severity));
+        std::string line =
+            StrCat(spec.name, ": {severity: ", health::SeveritySettingName(set.severity));
         if (spec.has_threshold) {
           char buf[32];
           std::snprintf(buf, sizeof buf, "%g", set.threshold);

@@ -18,8 +18,8 @@ using health::CheckState;
 std::string StateWord(const CheckResult& r, const health::CheckSettings& s) {
   if (r.state != CheckState::kFailing) return std::string(health::CheckStateName(r.state));
   const health::Severity sev = s[r.id].severity;
-  return sev == health::Severity::kIgnore ? "failing (ignored)"
-                                          : std::string(health::SeverityName(sev));
+  return sev == health::Severity::kOk ? "failing (ignored)"
+                                      : std::string(health::SeverityName(sev));
 }
 
 std::string ThresholdText(const health::CheckSpec& spec, const health::CheckSetting& set) {
@@ -33,11 +33,11 @@ std::string ThresholdText(const health::CheckSpec& spec, const health::CheckSett
 
 std::string GpuHealthWord(const GpuHealthReport& gpu, const health::CheckSettings& settings) {
   if (gpu.verdict.lost) return "unhealthy";
-  health::Severity worst = health::Severity::kIgnore;
+  health::Severity worst = health::Severity::kOk;
   for (const CheckResult& r : gpu.verdict.results) {
     if (r.state == CheckState::kFailing) worst = std::max(worst, settings[r.id].severity);
   }
-  return worst == health::Severity::kIgnore ? "healthy" : std::string(health::SeverityName(worst));
+  return worst == health::Severity::kOk ? "healthy" : std::string(health::SeverityName(worst));
 }
 
 std::string HealthAsTable(const HealthReport& r) {
@@ -106,7 +106,7 @@ std::string HealthAsJson(const HealthReport& r) {
       w.Key("state");
       str(StateWord(c, r.settings));
       w.Key("severity");
-      str(std::string(health::SeverityName(r.settings[c.id].severity)));
+      str(std::string(health::SeveritySettingName(r.settings[c.id].severity)));
       if (spec.has_threshold) {
         w.Key("threshold");
         w.Double(r.settings[c.id].threshold);
@@ -149,7 +149,7 @@ std::string HealthAsYaml(const HealthReport& r) {
       e << YAML::BeginMap << YAML::Key << "check" << YAML::Value << std::string(spec.name)
         << YAML::Key << "state" << YAML::Value << StateWord(c, r.settings) << YAML::Key
         << "severity" << YAML::Value
-        << std::string(health::SeverityName(r.settings[c.id].severity));
+        << std::string(health::SeveritySettingName(r.settings[c.id].severity));
       if (spec.has_threshold) {
         e << YAML::Key << "threshold" << YAML::Value << ThresholdText(spec, r.settings[c.id]);
       }

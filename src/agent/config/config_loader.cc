@@ -355,7 +355,7 @@ class YamlWalker {
         const YAML::Node& fv = field.second;
         if (key == "severity") {
           std::optional<health::Severity> sev =
-              fv.IsScalar() ? health::ParseSeverity(fv.Scalar()) : std::nullopt;
+              fv.IsScalar() ? health::ParseSeveritySetting(fv.Scalar()) : std::nullopt;
           if (!sev) {
             return Error(fv, NotOneOf(StrCat("health.checks.", name, ".severity"), fv,
                                       {"unhealthy", "degraded", "ignore"}));

@@ -24,7 +24,7 @@ std::string DraTaintEffect(const Config& config, std::string_view cause) {
       return "NoSchedule";
     case health::Severity::kDegraded:
       return "None";
-    case health::Severity::kIgnore:
+    case health::Severity::kOk:
       return "off";
   }
   return "NoSchedule";

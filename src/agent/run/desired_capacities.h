@@ -46,7 +46,7 @@ class DesiredCapacities {
 
   mutable std::mutex mu_;
   std::vector<deviceplugin::ResourceSpec> resources_;  // devices' health protected by mu_
-  deviceplugin::HealthLedger ledger_;                  // protected by mu_
+  health::HealthLedger ledger_;                        // protected by mu_
 };
 
 }  // namespace gpu_agent

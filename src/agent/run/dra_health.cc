@@ -102,7 +102,7 @@ void DraHealth::Change(const health::HealthChange& change) {
 void DraHealth::CheckChanged(const health::CheckChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string check(health::Spec(change.now.check).name);
-  if (change.now.level == health::CheckLevel::kDegraded) {
+  if (change.now.level == health::Severity::kDegraded) {
     degraded_[change.now.uuid][check] = change.now.value;
   } else if (auto it = degraded_.find(change.now.uuid); it != degraded_.end()) {
     it->second.erase(check);

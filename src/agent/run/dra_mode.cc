@@ -17,7 +17,6 @@
 #include "agent/plan/dra_plan.h"
 #include "agent/run/api_claim_reader.h"
 #include "agent/run/dra_health.h"
-#include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
 #include "agent/run/time_slice.h"
@@ -258,14 +257,11 @@ class DraMode : public Mode {
         catalog->devices, pool_,
         [config = gen.config()](std::string_view cause) { return DraTaintEffect(config, cause); },
         std::move(outages));
-    if (!ctx_.lib) return;
     DraHealth* state = health_state_.get();
-    health().Replace(health::HealthWatcher::Start(
-        ctx_.lib, gen.model.gpu_uuids, gen.model.initially_unhealthy,
-        HealthPolicyFrom(gen.config()),
-        [state](const health::HealthChange& change) { state->Change(change); }, std::move(carried),
-        Clock::Real(),
-        [state](const health::CheckChange& change) { state->CheckChanged(change); }));
+    health().Replace(
+        WatchHealth(gen, std::move(carried),
+                    {[state](const health::HealthChange& change) { state->Change(change); },
+                     [state](const health::CheckChange& change) { state->CheckChanged(change); }}));
   }
 
   // This instance publishes from now on (the handover's `lead`): the

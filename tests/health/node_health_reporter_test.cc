@@ -2,7 +2,7 @@
 // transition (at most one per GPU and check a minute, on a fake clock), the
 // GpuHealthy condition merged beside the kubelet's, and a server that
 // refuses events (said once, the rest goes on).
-#include "apiserver/node_health_reporter.h"
+#include "health/node_health_reporter.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
@@ -15,7 +15,7 @@
 #include "support/proxy_connection.h"
 #include "support/test_support.h"
 
-namespace gpu_agent::apiserver {
+namespace gpu_agent::health {
 namespace {
 
 using gpu_agent::testing::ApiServerStub;
@@ -40,7 +40,7 @@ class NodeHealthReporterTest : public ::testing::Test {
     server_.SetCondition(kNode, "Ready", "True");
   }
   void Start() {
-    absl::StatusOr<Connection> conn = gpu_agent::testing::ProxyConnection(server_.url());
+    absl::StatusOr<apiserver::Connection> conn = gpu_agent::testing::ProxyConnection(server_.url());
     ASSERT_TRUE(conn.ok()) << conn.status();
     NodeHealthReporterOptions o;
     o.node = kNode;
@@ -62,8 +62,8 @@ class NodeHealthReporterTest : public ::testing::Test {
     clock_.Advance(d);
     reporter_->Wake();
   }
-  static GpuHealthNote Note(const std::string& check, GpuHealthLevel level,
-                            const std::string& value, int index = 3) {
+  static GpuHealthNote Note(const std::string& check, Severity level, const std::string& value,
+                            int index = 3) {
     return {kUuid, index, check, level, value};
   }
 
@@ -78,7 +78,7 @@ TEST_F(NodeHealthReporterTest, ATransitionIsAnEventOnTheNodeAndTheCondition) {
   ASSERT_TRUE(WaitFor([&] { return server_.calls().count("get nodes") > 0; }));
   EXPECT_FALSE(WaitFor([&] { return server_.patch_count() > 0; }, std::chrono::milliseconds(200)))
       << server_.NodeJson(kNode);
-  reporter_->Note(Note("nvlink", GpuHealthLevel::kUnhealthy, "1 of 18 links down (4)"));
+  reporter_->Note(Note("nvlink", Severity::kUnhealthy, "1 of 18 links down (4)"));
   ASSERT_TRUE(WaitFor([&] { return server_.events().size() == 1; }));
   rapidjson::Document ev = Parse(server_.events()[0]);
   EXPECT_STREQ(ev["reason"].GetString(), "GpuUnhealthy");
@@ -102,11 +102,11 @@ TEST_F(NodeHealthReporterTest, ATransitionIsAnEventOnTheNodeAndTheCondition) {
 
 TEST_F(NodeHealthReporterTest, RecoveryIsAnEventAndTheConditionTurnsTrue) {
   Start();
-  reporter_->Note(Note("temperature", GpuHealthLevel::kDegraded, "88 C"));
+  reporter_->Note(Note("temperature", Severity::kDegraded, "88 C"));
   ASSERT_TRUE(WaitFor([&] { return ConditionStatus() == "False"; }));
   EXPECT_STREQ(Parse(server_.Condition(kNode, "GpuHealthy"))["reason"].GetString(), "GpuDegraded");
   Advance(seconds(61));
-  reporter_->Note(Note("temperature", GpuHealthLevel::kOk, "70 C"));
+  reporter_->Note(Note("temperature", Severity::kOk, "70 C"));
   ASSERT_TRUE(WaitFor([&] { return server_.events().size() == 2; }));
   rapidjson::Document ev = Parse(server_.events()[1]);
   EXPECT_STREQ(ev["reason"].GetString(), "GpuRecovered");
@@ -116,13 +116,13 @@ TEST_F(NodeHealthReporterTest, RecoveryIsAnEventAndTheConditionTurnsTrue) {
 
 TEST_F(NodeHealthReporterTest, AtMostOneEventPerGpuAndCheckAMinute) {
   Start();
-  reporter_->Note(Note("pcieWidth", GpuHealthLevel::kDegraded, "x8 of x16"));
+  reporter_->Note(Note("pcieWidth", Severity::kDegraded, "x8 of x16"));
   ASSERT_TRUE(WaitFor([&] { return server_.events().size() == 1; }));
   // Within the minute: back, then degraded again, then unhealthy.
-  reporter_->Note(Note("pcieWidth", GpuHealthLevel::kOk, "x16 of x16"));
-  reporter_->Note(Note("pcieWidth", GpuHealthLevel::kUnhealthy, "x4 of x16"));
+  reporter_->Note(Note("pcieWidth", Severity::kOk, "x16 of x16"));
+  reporter_->Note(Note("pcieWidth", Severity::kUnhealthy, "x4 of x16"));
   // Another check of the same GPU is its own.
-  reporter_->Note(Note("clockEvents", GpuHealthLevel::kDegraded, "power brake"));
+  reporter_->Note(Note("clockEvents", Severity::kDegraded, "power brake"));
   ASSERT_TRUE(WaitFor([&] { return server_.events().size() == 2; }));
   EXPECT_STREQ(Parse(server_.events()[1])["message"].GetString(),
                (std::string("GPU 3 (") + kUuid + "): clockEvents degraded: power brake").c_str());
@@ -134,8 +134,8 @@ TEST_F(NodeHealthReporterTest, AtMostOneEventPerGpuAndCheckAMinute) {
   rapidjson::Document ev = Parse(server_.events()[2]);
   EXPECT_STREQ(ev["reason"].GetString(), "GpuUnhealthy");  // where it ended
   // A flap that ends where it was gives no event.
-  reporter_->Note(Note("pcieWidth", GpuHealthLevel::kOk, "x16 of x16"));
-  reporter_->Note(Note("pcieWidth", GpuHealthLevel::kUnhealthy, "x4 of x16"));
+  reporter_->Note(Note("pcieWidth", Severity::kOk, "x16 of x16"));
+  reporter_->Note(Note("pcieWidth", Severity::kUnhealthy, "x4 of x16"));
   Advance(seconds(61));
   EXPECT_FALSE(
       WaitFor([&] { return server_.events().size() > 3; }, std::chrono::milliseconds(300)));
@@ -146,9 +146,9 @@ TEST_F(NodeHealthReporterTest, AServerThatRefusesEventsIsSaidOnceAndTheCondition
   server_.Forbid("create events");
   ::testing::internal::CaptureStderr();
   Start();
-  reporter_->Note(Note("nvlink", GpuHealthLevel::kUnhealthy, "1 of 18 links down (4)", 0));
-  reporter_->Note(Note("recoveryAction", GpuHealthLevel::kUnhealthy, "GPU reset", 1));
-  reporter_->Note(Note("xid", GpuHealthLevel::kUnhealthy, "XID 79", 2));
+  reporter_->Note(Note("nvlink", Severity::kUnhealthy, "1 of 18 links down (4)", 0));
+  reporter_->Note(Note("recoveryAction", Severity::kUnhealthy, "GPU reset", 1));
+  reporter_->Note(Note("xid", Severity::kUnhealthy, "XID 79", 2));
   ASSERT_TRUE(WaitFor([&] { return reporter_->stats().events_refused == 3; }));
   ASSERT_TRUE(WaitFor([&] { return ConditionStatus() == "False"; }));
   const std::string log = ::testing::internal::GetCapturedStderr();
@@ -181,4 +181,4 @@ TEST_F(NodeHealthReporterTest, AConditionTheServerRefusedIsTriedAgain) {
 }
 
 }  // namespace
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent::health

@@ -15,8 +15,8 @@
 // Knows nothing of NVML: the health watcher's reports arrive as plain
 // GpuHealthNotes. Thread-safe: Note() is called from the health thread and
 // never waits on the network; one thread of its own sends.
-#ifndef GPU_AGENT_APISERVER_NODE_HEALTH_REPORTER_H_
-#define GPU_AGENT_APISERVER_NODE_HEALTH_REPORTER_H_
+#ifndef GPU_AGENT_HEALTH_NODE_HEALTH_REPORTER_H_
+#define GPU_AGENT_HEALTH_NODE_HEALTH_REPORTER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -27,10 +27,9 @@
 #include "apiserver/connection.h"
 #include "apiserver/rest_client.h"
 #include "base/clock.h"
+#include "health/severity.h"
 
-namespace gpu_agent::apiserver {
-
-enum class GpuHealthLevel { kOk, kDegraded, kUnhealthy };
+namespace gpu_agent::health {
 
 // One GPU's standing on one check changed. `check` is a polled check's name,
 // or "xid" for an XID (or lost-GPU) outage of the whole GPU.
@@ -38,7 +37,7 @@ struct GpuHealthNote {
   std::string uuid;
   int index = -1;  // the GPU's NVML index, -1 when unknown
   std::string check;
-  GpuHealthLevel level = GpuHealthLevel::kOk;
+  Severity level = Severity::kOk;
   std::string value;  // what was judged, or the outage's reason
 };
 
@@ -49,7 +48,7 @@ struct NodeHealthReporterOptions {
   std::chrono::milliseconds event_interval{60000};
   // A condition the server did not take is tried again after this.
   std::chrono::milliseconds retry{10000};
-  RestOptions rest;
+  apiserver::RestOptions rest;
   const Clock* clock = Clock::Real();  // REQUIRES: outlives the reporter
 };
 
@@ -67,7 +66,7 @@ class NodeHealthReporter {
   // condition other than True there (an earlier agent's) is set right at
   // once; with none, nothing is written until a GPU's health changes.
   static absl::StatusOr<std::unique_ptr<NodeHealthReporter>> Start(
-      Connection connection, NodeHealthReporterOptions options);
+      apiserver::Connection connection, NodeHealthReporterOptions options);
   ~NodeHealthReporter();  // Stop()
 
   void Note(const GpuHealthNote& note);
@@ -94,6 +93,6 @@ std::string GpuHealthyConditionPatch(bool healthy, const std::string& reason,
                                      const std::string& message, const std::string& now,
                                      const std::string& transition);
 
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent::health
 
-#endif  // GPU_AGENT_APISERVER_NODE_HEALTH_REPORTER_H_
+#endif  // GPU_AGENT_HEALTH_NODE_HEALTH_REPORTER_H_

@@ -1,4 +1,4 @@
-#include "apiserver/node_health_reporter.h"
+#include "health/node_health_reporter.h"
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -18,7 +18,7 @@
 #include "base/strings.h"
 #include "base/thread_name.h"
 
-namespace gpu_agent::apiserver {
+namespace gpu_agent::health {
 namespace {
 
 using Key = std::pair<std::string, std::string>;  // uuid, check
@@ -30,18 +30,6 @@ std::string Rfc3339Now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-const char* LevelWord(GpuHealthLevel l) {
-  switch (l) {
-    case GpuHealthLevel::kOk:
-      return "ok";
-    case GpuHealthLevel::kDegraded:
-      return "degraded";
-    case GpuHealthLevel::kUnhealthy:
-      return "unhealthy";
-  }
-  return "ok";
 }
 
 std::string GpuName(const GpuHealthNote& n) {
@@ -130,16 +118,16 @@ std::string GpuHealthyConditionPatch(bool healthy, const std::string& reason,
 }
 
 struct NodeHealthReporter::State {
-  State(std::unique_ptr<RestClient> r, NodeHealthReporterOptions o)
+  State(std::unique_ptr<apiserver::RestClient> r, NodeHealthReporterOptions o)
       : rest(std::move(r)), options(std::move(o)), clock(options.clock) {}
 
-  const std::unique_ptr<RestClient> rest;
+  const std::unique_ptr<apiserver::RestClient> rest;
   const NodeHealthReporterOptions options;
   const Clock* const clock;
 
   struct Track {
     GpuHealthNote now;                           // the latest note
-    GpuHealthLevel sent = GpuHealthLevel::kOk;   // what the last event said
+    Severity sent = Severity::kOk;               // what the last event said
     std::optional<Clock::TimePoint> last_event;  // when it was sent
     bool dirty = false;                          // `now` not yet told
   };
@@ -162,7 +150,7 @@ struct NodeHealthReporter::State {
   // an agent before this one) is set right; with none, nothing is written
   // until a GPU fails a check. An unreadable Node is written to.
   void ReadStartingCondition() {
-    absl::StatusOr<HttpResponse> r = rest->Get(StrCat("/api/v1/nodes/", options.node));
+    absl::StatusOr<apiserver::HttpResponse> r = rest->Get(StrCat("/api/v1/nodes/", options.node));
     bool stale = true;
     if (r.ok() && r->status == 200) {
       rapidjson::Document d;
@@ -187,7 +175,7 @@ struct NodeHealthReporter::State {
     std::unique_lock<std::mutex> lock(mu);
     while (!stop) {
       const Clock::TimePoint now = clock->Now();
-      std::vector<std::pair<GpuHealthNote, GpuHealthLevel>> to_send;  // note, level before
+      std::vector<std::pair<GpuHealthNote, Severity>> to_send;  // note, level before
       std::optional<Clock::TimePoint> next;
       auto sooner = [&](Clock::TimePoint t) { next = next ? std::min(*next, t) : t; };
       for (auto& [key, t] : tracks) {
@@ -211,7 +199,7 @@ struct NodeHealthReporter::State {
         write_condition = true;
         condition_dirty = false;
         for (const auto& [key, t] : tracks) {
-          if (t.now.level != GpuHealthLevel::kOk) failing.push_back(t.now);
+          if (t.now.level != Severity::kOk) failing.push_back(t.now);
         }
       } else if (condition_dirty) {
         sooner(*condition_retry_at);
@@ -240,18 +228,18 @@ struct NodeHealthReporter::State {
     }
   }
 
-  void SendEvent(const GpuHealthNote& n, GpuHealthLevel before) {
+  void SendEvent(const GpuHealthNote& n, Severity before) {
     std::string reason, type;
     std::string message;
-    if (n.level == GpuHealthLevel::kOk) {
+    if (n.level == Severity::kOk) {
       reason = "GpuRecovered";
       type = "Normal";
-      message = StrCat(GpuName(n), ": ", n.check, " passes again (was ", LevelWord(before), ")");
+      message = StrCat(GpuName(n), ": ", n.check, " passes again (was ", SeverityName(before), ")");
       if (!n.value.empty()) StrAppend(&message, ": ", n.value);
     } else {
-      reason = n.level == GpuHealthLevel::kUnhealthy ? "GpuUnhealthy" : "GpuDegraded";
+      reason = n.level == Severity::kUnhealthy ? "GpuUnhealthy" : "GpuDegraded";
       type = "Warning";
-      message = StrCat(GpuName(n), ": ", n.check, " ", LevelWord(n.level), ": ", n.value);
+      message = StrCat(GpuName(n), ": ", n.check, " ", SeverityName(n.level), ": ", n.value);
     }
     const std::string& node = options.node;
     const std::string name = StrCat(node, ".gpu-agent.",
@@ -261,7 +249,7 @@ struct NodeHealthReporter::State {
                                         static_cast<int64_t>(++serial));
     const std::string body =
         NodeEventJson(node, options.event_namespace, name, reason, type, message, Rfc3339Now());
-    absl::StatusOr<HttpResponse> r =
+    absl::StatusOr<apiserver::HttpResponse> r =
         rest->Post(StrCat("/api/v1/namespaces/", options.event_namespace, "/events"), body,
                    "application/json", /*repeatable=*/true);  // a duplicate event beats a lost one
     const int code = r.ok() ? r->status : 0;
@@ -273,7 +261,7 @@ struct NodeHealthReporter::State {
     ++stats.events_refused;
     if (said_event_error.insert(code).second) {
       const std::string why =
-          r.ok() ? std::string(ExplainAnswer(*r, node, "create events", body).message())
+          r.ok() ? std::string(apiserver::ExplainAnswer(*r, node, "create events", body).message())
                  : std::string(r.status().message());
       LogWarning(
           "the API server did not take a GPU health event; going on without it (said once "
@@ -294,9 +282,9 @@ struct NodeHealthReporter::State {
     } else {
       bool unhealthy = false;
       for (const GpuHealthNote& n : failing) {
-        unhealthy |= n.level == GpuHealthLevel::kUnhealthy;
+        unhealthy |= n.level == Severity::kUnhealthy;
         StrAppend(&message, message.empty() ? "" : "; ", GpuName(n), ": ", n.check, " ",
-                  LevelWord(n.level), " (", n.value, ")");
+                  SeverityName(n.level), " (", n.value, ")");
       }
       reason = unhealthy ? "GpuUnhealthy" : "GpuDegraded";
       if (message.size() > 1024) message = message.substr(0, 1021) + "...";
@@ -307,7 +295,7 @@ struct NodeHealthReporter::State {
     if (transition_time.empty() || healthy != written_healthy) transition_time = now;
     const std::string body =
         GpuHealthyConditionPatch(healthy, reason, message, now, transition_time);
-    absl::StatusOr<HttpResponse> r =
+    absl::StatusOr<apiserver::HttpResponse> r =
         rest->Patch(StrCat("/api/v1/nodes/", options.node, "/status"), body,
                     "application/strategic-merge-patch+json", /*repeatable=*/true);
     const int code = r.ok() ? r->status : 0;
@@ -322,7 +310,8 @@ struct NodeHealthReporter::State {
     if (said_condition_error.insert(code).second) {
       const std::string why =
           r.ok()
-              ? std::string(ExplainAnswer(*r, options.node, "patch nodes/status", body).message())
+              ? std::string(apiserver::ExplainAnswer(*r, options.node, "patch nodes/status", body)
+                                .message())
               : std::string(r.status().message());
       LogWarning(
           "could not write the Node's GpuHealthy condition; trying again (said once per "
@@ -334,12 +323,12 @@ struct NodeHealthReporter::State {
 };
 
 absl::StatusOr<std::unique_ptr<NodeHealthReporter>> NodeHealthReporter::Start(
-    Connection connection, NodeHealthReporterOptions options) {
+    apiserver::Connection connection, NodeHealthReporterOptions options) {
   if (options.node.empty()) {
     return absl::InvalidArgumentError("GPU health events need this node's name");
   }
-  absl::StatusOr<std::unique_ptr<RestClient>> rest =
-      RestClient::Create(std::move(connection), options.rest);
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
+      apiserver::RestClient::Create(std::move(connection), options.rest);
   if (!rest.ok()) return rest.status();
   auto state = std::make_shared<State>(*std::move(rest), std::move(options));
   std::thread([state] {
@@ -379,4 +368,4 @@ NodeHealthReporterStats NodeHealthReporter::stats() const {
   return state_->stats;
 }
 
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent::health

@@ -1,15 +1,15 @@
-#include "agent/run/health_slot.h"
+#include "health/health_slot.h"
 
-namespace gpu_agent {
+namespace gpu_agent::health {
 
-std::vector<health::HealthWatcher::Outage> HealthSlot::StopForReplacement() {
+std::vector<HealthWatcher::Outage> HealthSlot::StopForReplacement() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!watcher_) return {};
   watcher_->Stop();  // no outage after this read goes missing
   return watcher_->Outages();
 }
 
-void HealthSlot::Replace(std::unique_ptr<health::HealthWatcher> next) {
+void HealthSlot::Replace(std::unique_ptr<HealthWatcher> next) {
   std::lock_guard<std::mutex> lock(mu_);
   if (watcher_) {
     watcher_->Stop();
@@ -44,14 +44,14 @@ std::map<int, uint64_t> HealthSlot::XidCounts() const {
   return out;
 }
 
-std::vector<health::CheckStatus> HealthSlot::Checks() const {
+std::vector<CheckStatus> HealthSlot::Checks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return watcher_ ? watcher_->Checks() : std::vector<health::CheckStatus>{};
+  return watcher_ ? watcher_->Checks() : std::vector<CheckStatus>{};
 }
 
-std::vector<health::HealthWatcher::Outage> HealthSlot::Outages() const {
+std::vector<HealthWatcher::Outage> HealthSlot::Outages() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return watcher_ ? watcher_->Outages() : std::vector<health::HealthWatcher::Outage>{};
+  return watcher_ ? watcher_->Outages() : std::vector<HealthWatcher::Outage>{};
 }
 
 uint64_t HealthSlot::Polls() const {
@@ -64,4 +64,4 @@ uint64_t HealthSlot::PollCalls() const {
   return replaced_poll_calls_ + (watcher_ ? watcher_->PollCalls() : 0);
 }
 
-}  // namespace gpu_agent
+}  // namespace gpu_agent::health
