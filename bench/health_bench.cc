@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "health/health_poller.h"
+#include "health/health_watcher.h"
 #include "nvml/gpu_handles.h"
-#include "nvml/health_poller.h"
-#include "nvml/health_watcher.h"
 #include "nvml/inventory.h"
 #include "nvml/nvml_library.h"
 #include "support/test_support.h"
@@ -73,8 +73,8 @@ void PollCost(const std::string& fixture, const std::string& what, int polls,
               std::vector<Row>* rows) {
   Nvml n(fixture);
   nvml::GpuHandles handles(*n.lib, n.uuids);
-  nvml::HealthPoller poller(*n.lib, &handles, n.uuids, nvml::CheckSettings::Defaults(),
-                            Clock::Real(), /*log_off=*/false);
+  health::HealthPoller poller(*n.lib, &handles, n.uuids, health::CheckSettings::Defaults(),
+                              Clock::Real(), /*log_off=*/false);
   poller.Poll();  // discovery
   const uint64_t before = poller.poll_calls();
   std::vector<double> us;
@@ -101,7 +101,7 @@ void PollCost(const std::string& fixture, const std::string& what, int polls,
 // XID written -> the watcher's report, p50/p99/max in ms.
 std::vector<double> XidLatency(bool polling, int xids) {
   Nvml n("8-gpu-pcie.yaml");
-  nvml::HealthPolicy policy;
+  health::HealthPolicy policy;
   policy.recovery_period = std::chrono::milliseconds(1);  // back at once, for the next XID
   policy.reset_xids.clear();
   policy.wait_timeout = std::chrono::milliseconds(200);
@@ -111,7 +111,7 @@ std::vector<double> XidLatency(bool polling, int xids) {
   std::vector<Clock_::time_point> seen;
   int back = 0;
   auto watcher =
-      nvml::HealthWatcher::Start(n.lib, n.uuids, {}, policy, [&](const nvml::HealthChange& c) {
+      health::HealthWatcher::Start(n.lib, n.uuids, {}, policy, [&](const health::HealthChange& c) {
         std::lock_guard<std::mutex> lock(mu);
         if (c.healthy) {
           ++back;

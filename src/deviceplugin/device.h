@@ -22,7 +22,7 @@ struct PluginDevice {
   int numa_node = -1;  // -1: not reported
   // e.g. "/dev/nvidia3", "/dev/nvidia-caps/nvidia-cap21" (without the dev root)
   std::vector<std::string> device_nodes;
-  // As the health watcher last reported it (see HealthLedger); as NVML
+  // As the health watcher last reported it (see health/health_ledger.h); as NVML
   // answered at discovery until it reports.
   bool healthy = true;
 };

@@ -41,7 +41,7 @@ bool DevicePublisher::SetHealth(const DeviceKey& key, bool healthy) {
     std::lock_guard<std::mutex> lock(snapshot_mu_);
     if (!ledger_.Set(key, healthy)) return false;
     auto next = std::make_shared<DeviceSnapshot>(*snapshot_);
-    if (!ledger_.Apply(&next->devices)) return false;
+    if (!ApplyHealth(ledger_, &next->devices)) return false;
     ++next->version;
     snapshot_ = std::move(next);
   }

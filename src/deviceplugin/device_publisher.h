@@ -73,7 +73,7 @@ class DevicePublisher {
 
   mutable std::mutex snapshot_mu_;
   std::shared_ptr<const DeviceSnapshot> snapshot_;  // protected by snapshot_mu_
-  HealthLedger ledger_;                             // protected by snapshot_mu_
+  health::HealthLedger ledger_;                     // protected by snapshot_mu_
 
   mutable std::mutex subscribers_mu_;
   std::vector<std::weak_ptr<Subscriber>> subscribers_;  // protected by subscribers_mu_

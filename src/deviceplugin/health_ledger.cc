@@ -4,15 +4,10 @@
 
 namespace gpu_agent::deviceplugin {
 
-bool HealthLedger::Healthy(const PluginDevice& device) const {
-  return std::none_of(out_.begin(), out_.end(),
-                      [&device](const DeviceKey& out) { return out.Covers(device.key); });
-}
-
-bool HealthLedger::Apply(std::vector<PluginDevice>* devices) const {
+bool ApplyHealth(const health::HealthLedger& ledger, std::vector<PluginDevice>* devices) {
   bool changed = false;
   for (PluginDevice& d : *devices) {
-    const bool healthy = Healthy(d);
+    const bool healthy = ledger.Healthy(d.key);
     changed = changed || d.healthy != healthy;
     d.healthy = healthy;
   }

@@ -339,13 +339,13 @@ TEST(ConfigTest, HealthChecksFromTheFile) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const Config::Health& h = loaded->config.health;
   EXPECT_EQ(h.poll_interval, std::chrono::seconds(10));
-  EXPECT_EQ(h.checks[nvml::CheckId::kTemperature].severity, nvml::Severity::kUnhealthy);
-  EXPECT_EQ(h.checks[nvml::CheckId::kTemperature].threshold, 3);
-  EXPECT_EQ(h.checks[nvml::CheckId::kPcieWidth].severity, nvml::Severity::kIgnore);
+  EXPECT_EQ(h.checks[health::CheckId::kTemperature].severity, health::Severity::kUnhealthy);
+  EXPECT_EQ(h.checks[health::CheckId::kTemperature].threshold, 3);
+  EXPECT_EQ(h.checks[health::CheckId::kPcieWidth].severity, health::Severity::kOk);
   // A field left out keeps the catalog's default.
-  EXPECT_EQ(h.checks[nvml::CheckId::kNvLink].severity, nvml::Severity::kUnhealthy);
-  EXPECT_EQ(h.checks[nvml::CheckId::kNvLink].threshold, 2);
-  EXPECT_EQ(h.checks[nvml::CheckId::kEccUncorrectable].threshold, 1);
+  EXPECT_EQ(h.checks[health::CheckId::kNvLink].severity, health::Severity::kUnhealthy);
+  EXPECT_EQ(h.checks[health::CheckId::kNvLink].threshold, 2);
+  EXPECT_EQ(h.checks[health::CheckId::kEccUncorrectable].threshold, 1);
 }
 
 // `gpu-agent config` shows every check's setting, where it came from, in a
@@ -366,13 +366,13 @@ TEST(ConfigTest, ConfigReportShowsEveryHealthCheckAndReadsBack) {
 TEST(ConfigTest, HealthCheckDefaultsTakeNoGpuForWhatDoesNotBreakJobs) {
   auto loaded = LoadText("version: v1\n");
   ASSERT_TRUE(loaded.ok());
-  const nvml::CheckSettings& c = loaded->config.health.checks;
+  const health::CheckSettings& c = loaded->config.health.checks;
   EXPECT_EQ(loaded->config.health.poll_interval, std::chrono::seconds(30));
-  for (nvml::CheckId id :
-       {nvml::CheckId::kTemperature, nvml::CheckId::kClockEvents, nvml::CheckId::kPcieWidth,
-        nvml::CheckId::kPcieGeneration, nvml::CheckId::kPcieReplays,
-        nvml::CheckId::kRowRemapPending, nvml::CheckId::kRetiredPagesPending}) {
-    EXPECT_EQ(c[id].severity, nvml::Severity::kDegraded) << nvml::Spec(id).name;
+  for (health::CheckId id :
+       {health::CheckId::kTemperature, health::CheckId::kClockEvents, health::CheckId::kPcieWidth,
+        health::CheckId::kPcieGeneration, health::CheckId::kPcieReplays,
+        health::CheckId::kRowRemapPending, health::CheckId::kRetiredPagesPending}) {
+    EXPECT_EQ(c[id].severity, health::Severity::kDegraded) << health::Spec(id).name;
   }
 }
 
@@ -410,7 +410,7 @@ TEST(ConfigTest, DraTaintEffectsAndThePodUid) {
   EXPECT_EQ(DraTaintEffect(c, "temperature"), "NoSchedule");  // made unhealthy above
   EXPECT_EQ(DraTaintEffect(c, "pcieReplays"), "None");
   EXPECT_EQ(DraTaintEffect(c, "pcieWidth"), "off");
-  EXPECT_EQ(DraTaintCauses().size(), 2 + nvml::kCheckCount);
+  EXPECT_EQ(DraTaintCauses().size(), 2 + health::kCheckCount);
 }
 
 TEST(ConfigTest, MissingFile) {

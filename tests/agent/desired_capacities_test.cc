@@ -6,7 +6,7 @@
 
 #include "base/device_key.h"
 #include "deviceplugin/device.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 namespace {
@@ -51,8 +51,8 @@ ResourcePlan Plan() {
   return plan;
 }
 
-nvml::HealthChange Change(DeviceKey key, bool healthy) {
-  nvml::HealthChange c;
+health::HealthChange Change(DeviceKey key, bool healthy) {
+  health::HealthChange c;
   c.key = std::move(key);
   c.healthy = healthy;
   c.reason = healthy ? "recovered" : "XID 79";

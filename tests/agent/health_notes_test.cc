@@ -1,11 +1,11 @@
-// What the health watcher's reports become on the Node (agent/run/
-// health_notes.h), against the API server stand-in: an XID outage is told
-// as check "xid" and its return as a recovery; an outage a polled check
-// caused is told once, by the check; nothing is sent where events are off.
-#include "agent/run/health_notes.h"
-
+// What the health watcher's reports become on the Node (health/
+// health_notes.h, started by agent/run/health_wiring.h), against the API
+// server stand-in: an XID outage is told as check "xid" and its return as a
+// recovery; an outage a polled check caused is told once, by the check;
+// nothing is sent where events are off.
 #include <gtest/gtest.h>
 
+#include "agent/run/health_wiring.h"
 #include "api_server_stub.h"
 #include "support/test_support.h"
 
@@ -20,12 +20,13 @@ constexpr char kUuid[] = "GPU-3b0e2482-5b11-5d2c-928f-0dd79ad9a0f2";
 class HealthNotesTest : public ::testing::Test {
  protected:
   void SetUp() override { api_.AddNode("n1"); }
-  std::shared_ptr<HealthNotes> Start(const std::string& setting, bool static_mode) {
+  std::shared_ptr<health::HealthNotes> Start(const std::string& setting, bool static_mode) {
     Config c;
     c.node_name = "n1";
     c.api_server.proxy = api_.url();
     c.health.node_events = setting;
-    std::shared_ptr<HealthNotes> notes = HealthNotes::Start(c, static_mode);
+    std::shared_ptr<health::HealthNotes> notes =
+        StartHealthNotes(c, static_mode ? "static" : "plugin");
     nvml::Inventory inv;
     nvml::GpuRecord g;
     g.index = 5;
@@ -40,8 +41,8 @@ class HealthNotesTest : public ::testing::Test {
 TEST_F(HealthNotesTest, AnOutageACheckCausedIsToldOnceByTheCheck) {
   auto notes = Start("auto", /*static_mode=*/true);
   ASSERT_TRUE(notes->on());
-  nvml::CheckChange c;
-  c.now = {kUuid, nvml::CheckId::kNvLink, nvml::CheckLevel::kUnhealthy, "1 of 18 links down (4)",
+  health::CheckChange c;
+  c.now = {kUuid, health::CheckId::kNvLink, health::Severity::kUnhealthy, "1 of 18 links down (4)",
            1};
   notes->OnCheck(c);
   notes->OnChange(

@@ -36,46 +36,36 @@ std::string Health(const std::vector<PluginDevice>& devices) {
   return out;
 }
 
-TEST(HealthLedgerTest, SetSaysWhetherTheOutagesChanged) {
-  HealthLedger ledger;
-  EXPECT_FALSE(ledger.Set(DeviceKey::Gpu("GPU-0"), true));  // was never out
-  EXPECT_TRUE(ledger.Set(DeviceKey::Gpu("GPU-0"), false));
-  EXPECT_FALSE(ledger.Set(DeviceKey::Gpu("GPU-0"), false));  // out already
-  EXPECT_TRUE(ledger.Set({"GPU-0", 1, 0}, false));           // an instance is a key of its own
-  EXPECT_TRUE(ledger.Set(DeviceKey::Gpu("GPU-0"), true));
-  EXPECT_FALSE(ledger.Set(DeviceKey::Gpu("GPU-0"), true));
-}
-
-TEST(HealthLedgerTest, ApplyMarksEveryDeviceAnOutageCovers) {
+TEST(ApplyHealthTest, MarksEveryDeviceAnOutageCovers) {
   std::vector<PluginDevice> devices = Devices();
-  HealthLedger ledger;
-  EXPECT_FALSE(ledger.Apply(&devices));  // nothing out, all healthy already
+  health::HealthLedger ledger;
+  EXPECT_FALSE(ApplyHealth(ledger, &devices));  // nothing out, all healthy already
   ledger.Set(DeviceKey::Gpu("GPU-0"), false);
-  EXPECT_TRUE(ledger.Apply(&devices));
+  EXPECT_TRUE(ApplyHealth(ledger, &devices));
   EXPECT_EQ(Health(devices), "UUHH");  // both replicas go
-  EXPECT_FALSE(ledger.Apply(&devices));
+  EXPECT_FALSE(ApplyHealth(ledger, &devices));
   ledger.Set({"GPU-1", 2, 0}, false);  // an instance-scoped XID
-  EXPECT_TRUE(ledger.Apply(&devices));
+  EXPECT_TRUE(ApplyHealth(ledger, &devices));
   EXPECT_EQ(Health(devices), "UUHU");
   ledger.Set(DeviceKey::Gpu("GPU-1"), false);  // the GPU under it
   ledger.Set(DeviceKey::Gpu("GPU-0"), true);
-  EXPECT_TRUE(ledger.Apply(&devices));
+  EXPECT_TRUE(ApplyHealth(ledger, &devices));
   EXPECT_EQ(Health(devices), "HHUU");
   ledger.Set(DeviceKey::Gpu("GPU-1"), true);  // the instance stays out
-  EXPECT_TRUE(ledger.Apply(&devices));
+  EXPECT_TRUE(ApplyHealth(ledger, &devices));
   EXPECT_EQ(Health(devices), "HHHU");
-  EXPECT_TRUE(ledger.Healthy(devices[2]));
-  EXPECT_FALSE(ledger.Healthy(devices[3]));
+  EXPECT_TRUE(ledger.Healthy(devices[2].key));
+  EXPECT_FALSE(ledger.Healthy(devices[3].key));
 }
 
-TEST(HealthLedgerTest, ApplyOverridesHealthFromDiscovery) {
+TEST(ApplyHealthTest, OverridesHealthFromDiscovery) {
   std::vector<PluginDevice> devices = Devices();
   devices[0].healthy = devices[1].healthy = false;  // GPU-0 lost at discovery
-  HealthLedger ledger;
+  health::HealthLedger ledger;
   ledger.Set(DeviceKey::Gpu("GPU-0"), false);  // the watcher reports it
-  EXPECT_FALSE(ledger.Apply(&devices));
+  EXPECT_FALSE(ApplyHealth(ledger, &devices));
   ledger.Set(DeviceKey::Gpu("GPU-0"), true);  // and its return
-  EXPECT_TRUE(ledger.Apply(&devices));
+  EXPECT_TRUE(ApplyHealth(ledger, &devices));
   EXPECT_EQ(Health(devices), "HHHH");
 }
 

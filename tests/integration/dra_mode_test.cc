@@ -348,6 +348,25 @@ TEST_F(DraModeTest, AnUnhealthyGpuIsRefusedAtPrepareLeavesTheSlicesAndIsReported
   }
 }
 
+// health.nodeEvents works in DRA mode as in the others: with it on, a GPU
+// that goes unhealthy is an Event on the Node and turns the GpuHealthy
+// condition False.
+TEST_F(DraModeTest, NodeEventsOnPostsANodeEventWhenAGpuGoesUnhealthy) {
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet, {{"--health-node-events", "on"}}));
+  ASSERT_TRUE(WaitFor([&] {
+    return Log().find("GPU health events go on the Node") != std::string::npos;
+  })) << Log();
+  ASSERT_TRUE(WaitFor([&] { return Exists(dir_.Join("nvml.ctl")); }));
+  ASSERT_TRUE(WriteFifo(dir_.Join("nvml.ctl"), "xid 1 79"));  // GPU 1 fell off the bus
+  ASSERT_TRUE(WaitFor([&] { return api_.events().size() == 1; })) << Log();
+  EXPECT_NE(api_.events()[0].find("GPU 1 (GPU-"), std::string::npos) << api_.events()[0];
+  EXPECT_NE(api_.events()[0].find("xid unhealthy"), std::string::npos) << api_.events()[0];
+  ASSERT_TRUE(WaitFor([&] {
+    return api_.Condition(kNode, "GpuHealthy").find("\"status\":\"False\"") != std::string::npos;
+  })) << Log();
+}
+
 // The taints of device `name` in the node's slices, as "key=value:effect".
 std::vector<std::string> TaintsOf(ApiServerStub& api, const std::string& name) {
   std::vector<std::string> out;

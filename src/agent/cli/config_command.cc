@@ -12,7 +12,7 @@
 #include "agent/plan/nvml_start.h"
 #include "base/exit_code.h"
 #include "base/strings.h"
-#include "nvml/health_check_catalog.h"
+#include "health/health_check_catalog.h"
 
 namespace gpu_agent {
 namespace {
@@ -82,9 +82,10 @@ std::string ConfigReport(LoadedConfig& loaded) {
       // health.checks.<name>: {severity, threshold}, every check.
       const std::string origin = OriginText(loaded, "health.checks");
       EmitLine(&out, 1, "checks:", origin);
-      for (const nvml::CheckSpec& spec : nvml::CheckSpecs()) {
-        const nvml::CheckSetting& set = loaded.config.health.checks[spec.id];
-        std::string line = StrCat(spec.name, ": {severity: ", nvml::SeverityName(set.severity));
+      for (const health::CheckSpec& spec : health::CheckSpecs()) {
+        const health::CheckSetting& set = loaded.config.health.checks[spec.id];
+        std::string line =
+            StrCat(spec.name, ": {severity: ", health::SeveritySettingName(set.severity));
         if (spec.has_threshold) {
           char buf[32];
           std::snprintf(buf, sizeof buf, "%g", set.threshold);

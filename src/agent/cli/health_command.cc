@@ -7,8 +7,8 @@
 #include "base/clock.h"
 #include "base/exit_code.h"
 #include "base/strings.h"
+#include "health/health_poller.h"
 #include "nvml/gpu_handles.h"
-#include "nvml/health_poller.h"
 #include "nvml/inventory.h"
 
 namespace gpu_agent {
@@ -25,10 +25,10 @@ int HealthCommand(const LoadedConfig& loaded, const std::string& output) {
     if (!g.uuid.empty()) uuids.push_back(g.uuid);
   }
   nvml::GpuHandles handles(*found->lib, uuids);
-  nvml::HealthPoller poller(*found->lib, &handles, uuids, loaded.config.health.checks,
-                            Clock::Real(), /*log_off=*/false);
+  health::HealthPoller poller(*found->lib, &handles, uuids, loaded.config.health.checks,
+                              Clock::Real(), /*log_off=*/false);
   poller.set_call_budget(SIZE_MAX);  // one report: every link
-  std::vector<nvml::GpuVerdict> verdicts = poller.Poll();
+  std::vector<health::GpuVerdict> verdicts = poller.Poll();
   HealthReport report;
   report.driver_version = inv.driver_version;
   report.settings = loaded.config.health.checks;
@@ -40,7 +40,7 @@ int HealthCommand(const LoadedConfig& loaded, const std::string& output) {
     gr.name = g.name;
     gr.verdict.uuid = g.uuid;
     gr.verdict.lost = g.lost;
-    for (nvml::GpuVerdict& v : verdicts) {
+    for (health::GpuVerdict& v : verdicts) {
       if (v.uuid != g.uuid) continue;
       gr.verdict = std::move(v);
       if (!gr.verdict.results.empty()) ++polled;

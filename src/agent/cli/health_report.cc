@@ -11,18 +11,18 @@
 namespace gpu_agent {
 namespace {
 
-using nvml::CheckResult;
-using nvml::CheckState;
+using health::CheckResult;
+using health::CheckState;
 
 // The state a report shows: "failing" becomes the severity it carries.
-std::string StateWord(const CheckResult& r, const nvml::CheckSettings& s) {
-  if (r.state != CheckState::kFailing) return std::string(nvml::CheckStateName(r.state));
-  const nvml::Severity sev = s[r.id].severity;
-  return sev == nvml::Severity::kIgnore ? "failing (ignored)"
-                                        : std::string(nvml::SeverityName(sev));
+std::string StateWord(const CheckResult& r, const health::CheckSettings& s) {
+  if (r.state != CheckState::kFailing) return std::string(health::CheckStateName(r.state));
+  const health::Severity sev = s[r.id].severity;
+  return sev == health::Severity::kOk ? "failing (ignored)"
+                                      : std::string(health::SeverityName(sev));
 }
 
-std::string ThresholdText(const nvml::CheckSpec& spec, const nvml::CheckSetting& set) {
+std::string ThresholdText(const health::CheckSpec& spec, const health::CheckSetting& set) {
   if (!spec.has_threshold) return "";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", set.threshold);
@@ -31,13 +31,13 @@ std::string ThresholdText(const nvml::CheckSpec& spec, const nvml::CheckSetting&
 
 }  // namespace
 
-std::string GpuHealthWord(const GpuHealthReport& gpu, const nvml::CheckSettings& settings) {
+std::string GpuHealthWord(const GpuHealthReport& gpu, const health::CheckSettings& settings) {
   if (gpu.verdict.lost) return "unhealthy";
-  nvml::Severity worst = nvml::Severity::kIgnore;
+  health::Severity worst = health::Severity::kOk;
   for (const CheckResult& r : gpu.verdict.results) {
     if (r.state == CheckState::kFailing) worst = std::max(worst, settings[r.id].severity);
   }
-  return worst == nvml::Severity::kIgnore ? "healthy" : std::string(nvml::SeverityName(worst));
+  return worst == health::Severity::kOk ? "healthy" : std::string(health::SeverityName(worst));
 }
 
 std::string HealthAsTable(const HealthReport& r) {
@@ -50,7 +50,7 @@ std::string HealthAsTable(const HealthReport& r) {
     if (!g.error.empty()) StrAppend(&out, "  error: ", g.error, "\n");
     std::vector<std::vector<std::string>> rows;
     for (const CheckResult& c : g.verdict.results) {
-      const nvml::CheckSpec& spec = nvml::Spec(c.id);
+      const health::CheckSpec& spec = health::Spec(c.id);
       std::string what = c.value;
       if (!c.detail.empty()) StrAppend(&what, what.empty() ? "" : "; ", c.detail);
       rows.push_back({std::string(spec.name), StateWord(c, r.settings), what});
@@ -99,14 +99,14 @@ std::string HealthAsJson(const HealthReport& r) {
     w.Key("checks");
     w.StartArray();
     for (const CheckResult& c : g.verdict.results) {
-      const nvml::CheckSpec& spec = nvml::Spec(c.id);
+      const health::CheckSpec& spec = health::Spec(c.id);
       w.StartObject();
       w.Key("check");
       str(std::string(spec.name));
       w.Key("state");
       str(StateWord(c, r.settings));
       w.Key("severity");
-      str(std::string(nvml::SeverityName(r.settings[c.id].severity)));
+      str(std::string(health::SeveritySettingName(r.settings[c.id].severity)));
       if (spec.has_threshold) {
         w.Key("threshold");
         w.Double(r.settings[c.id].threshold);
@@ -145,10 +145,11 @@ std::string HealthAsYaml(const HealthReport& r) {
     if (!g.error.empty()) e << YAML::Key << "error" << YAML::Value << g.error;
     e << YAML::Key << "checks" << YAML::Value << YAML::BeginSeq;
     for (const CheckResult& c : g.verdict.results) {
-      const nvml::CheckSpec& spec = nvml::Spec(c.id);
+      const health::CheckSpec& spec = health::Spec(c.id);
       e << YAML::BeginMap << YAML::Key << "check" << YAML::Value << std::string(spec.name)
         << YAML::Key << "state" << YAML::Value << StateWord(c, r.settings) << YAML::Key
-        << "severity" << YAML::Value << std::string(nvml::SeverityName(r.settings[c.id].severity));
+        << "severity" << YAML::Value
+        << std::string(health::SeveritySettingName(r.settings[c.id].severity));
       if (spec.has_threshold) {
         e << YAML::Key << "threshold" << YAML::Value << ThresholdText(spec, r.settings[c.id]);
       }

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "nvml/health_check_catalog.h"
-#include "nvml/health_poller.h"
+#include "health/health_check_catalog.h"
+#include "health/health_poller.h"
 
 namespace gpu_agent {
 
@@ -15,20 +15,20 @@ struct GpuHealthReport {
   unsigned index = 0;
   std::string uuid;
   std::string name;
-  nvml::GpuVerdict verdict;
+  health::GpuVerdict verdict;
   std::string error;  // the GPU could not be read (then no checks)
 };
 
 struct HealthReport {
   std::string driver_version;
-  nvml::CheckSettings settings;
+  health::CheckSettings settings;
   std::vector<GpuHealthReport> gpus;
   double poll_calls_per_gpu = 0;  // NVML calls of the poll, per GPU polled
 };
 
 // "healthy", "degraded" or "unhealthy": the worst severity among the GPU's
 // failing checks (severity ignore counts for nothing); a lost GPU is unhealthy.
-std::string GpuHealthWord(const GpuHealthReport& gpu, const nvml::CheckSettings& settings);
+std::string GpuHealthWord(const GpuHealthReport& gpu, const health::CheckSettings& settings);
 
 std::string HealthAsTable(const HealthReport& r);
 std::string HealthAsJson(const HealthReport& r);

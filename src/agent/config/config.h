@@ -11,7 +11,7 @@
 
 #include "base/duration.h"
 #include "base/file_util.h"
-#include "nvml/health_check_catalog.h"
+#include "health/health_check_catalog.h"
 
 namespace gpu_agent {
 
@@ -147,7 +147,7 @@ struct Config {
     // XIDs that always do, even when listed above (DP_ENABLE_HEALTHCHECKS).
     std::vector<int> critical_xids;
     // Back only with NVML's evidence of a reset, or SIGUSR1 (see
-    // nvml::HealthPolicy::reset_xids for where the list comes from).
+    // health::HealthPolicy::reset_xids for where the list comes from).
     std::vector<int> reset_xids = {48, 63, 64, 74, 79, 92, 95, 119, 120, 154};
     // A GPU marked unhealthy comes back after this long with no critical XID
     // and NVML answering for it. 0 keeps it out until restart.
@@ -159,7 +159,7 @@ struct Config {
     // action) read every GPU.
     Duration poll_interval = std::chrono::seconds(30);
     // health.checks.<name>: {severity, threshold}; the catalog's defaults.
-    nvml::CheckSettings checks = nvml::CheckSettings::Defaults();
+    health::CheckSettings checks = health::CheckSettings::Defaults();
     // Events on the Node and its GpuHealthy condition: auto (static mode
     // yes, plugin mode no: it has no API connection unless given one), on,
     // off.

@@ -298,7 +298,7 @@ const std::vector<Setting>& Table() {
        {"auto", "on", "off"},
        "a Kubernetes Event on the Node for each GPU health transition and the Node condition "
        "GpuHealthy (RBAC: events create, nodes/status patch); auto: in static mode, on; in "
-       "plugin mode, off (on needs nodeName and an API connection)",
+       "plugin and DRA modes, off (on needs nodeName and an API connection)",
        FIELD(health.node_events)},
       {"kubelet.socket",
        "kubelet-socket",

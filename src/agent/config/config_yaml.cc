@@ -325,15 +325,15 @@ class YamlWalker {
                                "threshold}, not ",
                                Describe(map)));
     }
-    nvml::CheckSettings& checks = out_->config.health.checks;
+    health::CheckSettings& checks = out_->config.health.checks;
     GA_RETURN_IF_ERROR(NoDuplicateKeys(map, " in health.checks"));
     for (const auto& kv : map) {
       const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "";
-      const nvml::CheckSpec* spec = nvml::FindCheck(name);
+      const health::CheckSpec* spec = health::FindCheck(name);
       if (spec == nullptr) {
         // A check that does not exist would silently do nothing: refused.
         return Error(kv.first,
-                     UnknownName("unknown health check", name, nvml::CheckNames(), "checks"));
+                     UnknownName("unknown health check", name, health::CheckNames(), "checks"));
       }
       const YAML::Node& v = kv.second;
       if (v.IsNull()) continue;
@@ -343,14 +343,14 @@ class YamlWalker {
                                "threshold, not ",
                                Describe(v)));
       }
-      nvml::CheckSetting& setting = checks[spec->id];
+      health::CheckSetting& setting = checks[spec->id];
       GA_RETURN_IF_ERROR(NoDuplicateKeys(v, StrCat(" in health.checks.", name)));
       for (const auto& field : v) {
         const std::string key = field.first.IsScalar() ? field.first.Scalar() : "";
         const YAML::Node& fv = field.second;
         if (key == "severity") {
-          std::optional<nvml::Severity> sev =
-              fv.IsScalar() ? nvml::ParseSeverity(fv.Scalar()) : std::nullopt;
+          std::optional<health::Severity> sev =
+              fv.IsScalar() ? health::ParseSeveritySetting(fv.Scalar()) : std::nullopt;
           if (!sev) {
             return Error(fv, NotOneOf(StrCat("health.checks.", name, ".severity"), fv,
                                       {"unhealthy", "degraded", "ignore"}));

@@ -1,12 +1,12 @@
 #include "agent/config/dra_taints.h"
 
-#include "nvml/health_check_catalog.h"
+#include "health/health_check_catalog.h"
 
 namespace gpu_agent {
 
 std::vector<std::string> DraTaintCauses() {
   std::vector<std::string> out = {"lost", "xid"};
-  for (const std::string& name : nvml::CheckNames()) out.push_back(name);
+  for (const std::string& name : health::CheckNames()) out.push_back(name);
   return out;
 }
 
@@ -16,15 +16,15 @@ std::string DraTaintEffect(const Config& config, std::string_view cause) {
   }
   if (cause == "lost") return "NoExecute";
   if (cause == "xid") return "NoSchedule";
-  const nvml::CheckSpec* spec = nvml::FindCheck(cause);
+  const health::CheckSpec* spec = health::FindCheck(cause);
   if (spec == nullptr) return "NoSchedule";
-  if (spec->id == nvml::CheckId::kRecoveryAction) return "NoExecute";
+  if (spec->id == health::CheckId::kRecoveryAction) return "NoExecute";
   switch (config.health.checks[spec->id].severity) {
-    case nvml::Severity::kUnhealthy:
+    case health::Severity::kUnhealthy:
       return "NoSchedule";
-    case nvml::Severity::kDegraded:
+    case health::Severity::kDegraded:
       return "None";
-    case nvml::Severity::kIgnore:
+    case health::Severity::kOk:
       return "off";
   }
   return "NoSchedule";

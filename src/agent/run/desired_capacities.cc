@@ -12,10 +12,10 @@ apiserver::Capacities DesiredCapacities::Value() const {
   return Count();
 }
 
-apiserver::Capacities DesiredCapacities::Apply(const nvml::HealthChange& change) {
+apiserver::Capacities DesiredCapacities::Apply(const health::HealthChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ledger_.Set(change.key, change.healthy)) {
-    for (deviceplugin::ResourceSpec& r : resources_) ledger_.Apply(&r.devices);
+    for (deviceplugin::ResourceSpec& r : resources_) deviceplugin::ApplyHealth(ledger_, &r.devices);
   }
   return Count();
 }

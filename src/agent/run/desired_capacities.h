@@ -14,7 +14,7 @@
 #include "apiserver/capacity_reconciler.h"
 #include "deviceplugin/device.h"
 #include "deviceplugin/health_ledger.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 
@@ -31,7 +31,7 @@ class DesiredCapacities {
   apiserver::Capacities Value() const;
 
   // Records a report of the health watcher; returns the count after it.
-  apiserver::Capacities Apply(const nvml::HealthChange& change);
+  apiserver::Capacities Apply(const health::HealthChange& change);
 
   // What to start the health watcher with.
   const std::vector<std::string>& uuids() const { return uuids_; }
@@ -46,7 +46,7 @@ class DesiredCapacities {
 
   mutable std::mutex mu_;
   std::vector<deviceplugin::ResourceSpec> resources_;  // devices' health protected by mu_
-  deviceplugin::HealthLedger ledger_;                  // protected by mu_
+  health::HealthLedger ledger_;                        // protected by mu_
 };
 
 }  // namespace gpu_agent

@@ -4,7 +4,7 @@
 
 #include "base/strings.h"
 #include "dra/resource_slice.h"
-#include "nvml/health_check_catalog.h"
+#include "health/health_check_catalog.h"
 
 namespace gpu_agent {
 
@@ -53,11 +53,11 @@ std::string CauseOf(bool lost, int xid, const std::string& check) {
 
 }  // namespace
 
-DraHealth::Outage DraHealth::OutageOf(const nvml::HealthChange& change) {
+DraHealth::Outage DraHealth::OutageOf(const health::HealthChange& change) {
   return {change.key, change.reason, CauseOf(change.lost, change.xid, change.check)};
 }
 
-DraHealth::Outage DraHealth::OutageOf(const nvml::Outage& carried) {
+DraHealth::Outage DraHealth::OutageOf(const health::Outage& carried) {
   return {carried.key, carried.reason, CauseOf(carried.was_lost, carried.xid, carried.check)};
 }
 
@@ -92,17 +92,17 @@ void DraHealth::SetDevices(std::vector<dra::DraDevice> devices, const std::strin
   PublishLocked();
 }
 
-void DraHealth::Change(const nvml::HealthChange& change) {
+void DraHealth::Change(const health::HealthChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
   std::erase_if(outages_, [&](const Outage& o) { return o.key == change.key; });
   if (!change.healthy) outages_.push_back(OutageOf(change));
   PublishLocked();
 }
 
-void DraHealth::CheckChanged(const nvml::CheckChange& change) {
+void DraHealth::CheckChanged(const health::CheckChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string check(nvml::Spec(change.now.check).name);
-  if (change.now.level == nvml::CheckLevel::kDegraded) {
+  const std::string check(health::Spec(change.now.check).name);
+  if (change.now.level == health::Severity::kDegraded) {
     degraded_[change.now.uuid][check] = change.now.value;
   } else if (auto it = degraded_.find(change.now.uuid); it != degraded_.end()) {
     it->second.erase(check);
@@ -185,7 +185,7 @@ std::map<std::string, DraTaint> DraHealth::TaintsLocked() const {
     // A degraded check reads the whole GPU: its MIG devices share it.
     auto degraded = degraded_.find(d.key.uuid);
     if (degraded == degraded_.end()) continue;
-    for (const nvml::CheckSpec& spec : nvml::CheckSpecs()) {
+    for (const health::CheckSpec& spec : health::CheckSpecs()) {
       const std::string check(spec.name);
       if (degraded->second.count(check) == 0 || effect(check) == "off") continue;
       out[d.name] = taint(StrCat(driver_, "/degraded"), dra::TaintValue(check), effect(check));

@@ -24,7 +24,7 @@
 #include "dra/device_taint.h"
 #include "dra/dra_device.h"
 #include "dra/dra_server.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 
@@ -55,8 +55,8 @@ class DraHealth {
     std::string reason;
     std::string cause;  // "lost", "xid" or a check's name
   };
-  static Outage OutageOf(const nvml::HealthChange& change);
-  static Outage OutageOf(const nvml::Outage& carried);
+  static Outage OutageOf(const health::HealthChange& change);
+  static Outage OutageOf(const health::Outage& carried);
 
   // The publisher is handed each change of what is published; null: none.
   void SetPublisher(apiserver::SlicePublisher* publisher);
@@ -68,8 +68,8 @@ class DraHealth {
   void SetDevices(std::vector<dra::DraDevice> devices, const std::string& pool, EffectOf effect_of,
                   std::vector<Outage> outages);
   // The health watcher's reports.
-  void Change(const nvml::HealthChange& change);
-  void CheckChanged(const nvml::CheckChange& change);
+  void Change(const health::HealthChange& change);
+  void CheckChanged(const health::CheckChange& change);
   size_t unhealthy() const;
 
  private:

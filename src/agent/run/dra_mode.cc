@@ -17,7 +17,6 @@
 #include "agent/plan/dra_plan.h"
 #include "agent/run/api_claim_reader.h"
 #include "agent/run/dra_health.h"
-#include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
 #include "agent/run/time_slice.h"
@@ -32,7 +31,7 @@
 #include "dra/dra_server.h"
 #include "dra/handover.h"
 #include "dra/resource_slice.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 namespace {
@@ -156,7 +155,7 @@ class DraMode : public Mode {
           "the changed ones");
     }
     ApplyNfdOutput(next.config(), next.labels.labels);
-    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     Serve(next, std::move(carried));
     return absl::OkStatus();
   }
@@ -245,7 +244,7 @@ class DraMode : public Mode {
  private:
   // Hands the generation's devices to prepare and the health stream, and
   // starts its health watcher carrying `carried`.
-  void Serve(const Generation& gen, std::vector<nvml::HealthWatcher::Outage> carried) {
+  void Serve(const Generation& gen, std::vector<health::HealthWatcher::Outage> carried) {
     std::shared_ptr<const dra::DeviceCatalog> catalog = CatalogOf(gen);
     LogInfo("DRA devices", {{"devices", StrCat(catalog->devices.size())}, {"pool", pool_}});
     preparer_->SetCatalog(catalog);
@@ -258,13 +257,11 @@ class DraMode : public Mode {
         catalog->devices, pool_,
         [config = gen.config()](std::string_view cause) { return DraTaintEffect(config, cause); },
         std::move(outages));
-    if (!ctx_.lib) return;
     DraHealth* state = health_state_.get();
-    health().Replace(nvml::HealthWatcher::Start(
-        ctx_.lib, gen.model.gpu_uuids, gen.model.initially_unhealthy,
-        HealthPolicyFrom(gen.config()),
-        [state](const nvml::HealthChange& change) { state->Change(change); }, std::move(carried),
-        Clock::Real(), [state](const nvml::CheckChange& change) { state->CheckChanged(change); }));
+    health().Replace(
+        WatchHealth(gen, std::move(carried),
+                    {[state](const health::HealthChange& change) { state->Change(change); },
+                     [state](const health::CheckChange& change) { state->CheckChanged(change); }}));
   }
 
   // This instance publishes from now on (the handover's `lead`): the

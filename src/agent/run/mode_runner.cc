@@ -1,12 +1,13 @@
 #include "agent/run/mode_runner.h"
 
-#include "agent/run/health_metrics.h"
+#include "agent/run/health_wiring.h"
 #include "agent/run/metrics_server.h"
 #include "agent/run/reload.h"
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/version.h"
+#include "health/health_metrics.h"
 
 namespace gpu_agent {
 
@@ -15,7 +16,29 @@ void RenderBuildInfo(PromText* p, const std::string& mode) {
   p->Sample("gpu_agent_build_info", {{"version", kVersion}, {"mode", mode}}, 1);
 }
 
-int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
+std::unique_ptr<health::HealthWatcher> Mode::WatchHealth(const Generation& gen,
+                                                         std::vector<health::Outage> carried,
+                                                         HealthListener listener) {
+  std::shared_ptr<health::HealthNotes> notes = notes_;
+  if (notes) notes->SetGpus(gen.inventory);
+  if (!lib_) return nullptr;
+  return health::HealthWatcher::Start(
+      lib_, gen.model.gpu_uuids, gen.model.initially_unhealthy, HealthPolicyFrom(gen.config()),
+      [notes, on_change = std::move(listener.on_change)](const health::HealthChange& c) {
+        if (on_change) on_change(c);
+        if (notes) notes->OnChange(c);
+      },
+      std::move(carried), Clock::Real(),
+      [notes, on_check = std::move(listener.on_check)](const health::CheckChange& c) {
+        if (on_check) on_check(c);
+        if (notes) notes->OnCheck(c);
+      });
+}
+
+namespace {
+
+// Serves `gen` and its reloads until a stop; the notes are the caller's.
+int Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
   if (absl::Status s = mode.Start(*gen); !s.ok()) {
     LogError(StrCat("cannot start ", mode.name(), " mode"), {{"error", std::string(s.message())}});
     mode.Stop(*gen);
@@ -32,8 +55,8 @@ int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode&
     for (const auto& [xid, n] : mode.health().XidCounts()) {
       p.Sample("gpu_agent_xid_events_total", {{"xid", StrCat(xid)}}, static_cast<double>(n));
     }
-    const HealthSlot& h = mode.health();
-    RenderHealthMetrics(h.Checks(), h.Outages(), h.Polls(), h.PollCalls(), &p);
+    const health::HealthSlot& h = mode.health();
+    health::RenderHealthMetrics(h.Checks(), h.Outages(), h.Polls(), h.PollCalls(), &p);
     return p.str();
   };
   handlers.ready = [&mode](std::string* why) { return mode.Ready(why); };
@@ -61,6 +84,16 @@ int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode&
   }
   if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
   mode.Stop(*gen);
+  return code;
+}
+
+}  // namespace
+
+int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
+  mode.lib_ = ctx.lib;
+  mode.notes_ = StartHealthNotes(gen->config(), mode.name());
+  const int code = Serve(ctx, std::move(gen), mode);
+  mode.notes_->Stop();  // after the mode, whose watcher is stopped
   return code;
 }
 

@@ -2,21 +2,31 @@
 // probes, the reload loop and the stop order are written here once; plugin,
 // static and DRA mode fill in a Mode.
 //
-// Order: Start(first generation) -> metrics server (/metrics, /readyz,
+// Health is wired here once for every mode: the Node's health events and
+// condition (health.nodeEvents) start before the mode and stop after it,
+// and each watcher a mode starts (WatchHealth) reports to them as well as to
+// the mode.
+//
+// Order: notes -> Start(first generation) -> metrics server (/metrics, /readyz,
 // /healthz) -> for each reload asked for: the next generation built
 // (reload.h), its warnings logged, Reload(running, next) -> on SIGTERM or
-// SIGINT: metrics server stopped (no scrape sees the teardown), then Stop.
+// SIGINT: metrics server stopped (no scrape sees the teardown), then Stop,
+// then the notes.
 #ifndef GPU_AGENT_AGENT_RUN_MODE_RUNNER_H_
 #define GPU_AGENT_AGENT_RUN_MODE_RUNNER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "agent/plan/generation.h"
-#include "agent/run/health_slot.h"
 #include "agent/run/mode_context.h"
 #include "base/prom_text.h"
+#include "health/health_notes.h"
+#include "health/health_slot.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 
@@ -47,10 +57,31 @@ class Mode {
   virtual bool Alive(std::string* why) = 0;
 
   // The health watcher the mode runs (set by Start and Reload).
-  HealthSlot& health() { return health_; }
+  health::HealthSlot& health() { return health_; }
+
+ protected:
+  // What the mode does with the health watcher's reports (either may be
+  // empty). Called on the watcher's thread.
+  struct HealthListener {
+    std::function<void(const health::HealthChange&)> on_change;
+    std::function<void(const health::CheckChange&)> on_check;
+  };
+
+  // Starts the health watcher of `gen`'s GPUs (null without NVML), with
+  // the outages `carried` from the one before: its reports go to `listener`,
+  // then to the Node's events and condition. The mode puts it in health()
+  // when it is ready for it.
+  std::unique_ptr<health::HealthWatcher> WatchHealth(const Generation& gen,
+                                                     std::vector<health::Outage> carried,
+                                                     HealthListener listener);
 
  private:
-  HealthSlot health_;
+  friend int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode);
+
+  health::HealthSlot health_;
+  // Set by RunMode before Start.
+  std::shared_ptr<const nvml::NvmlLibrary> lib_;
+  std::shared_ptr<health::HealthNotes> notes_;
 };
 
 // Runs `mode` from `gen` until a stop; returns the exit code.

@@ -8,8 +8,6 @@
 #include "agent/config/api_connection.h"
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/cdi_plan.h"
-#include "agent/run/health_notes.h"
-#include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
 #include "apiserver/connection.h"
@@ -18,7 +16,7 @@
 #include "base/strings.h"
 #include "cdi/spec_file.h"
 #include "deviceplugin/plugin_supervisor.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 namespace {
@@ -96,23 +94,14 @@ std::vector<ResourceRuntime> MakeRuntimes(const ResourcePlan& plan) {
   return out;
 }
 
-// `carried`: what the previous watcher had out (a reload keeps it out).
-std::unique_ptr<nvml::HealthWatcher> WatchHealth(
-    const std::shared_ptr<const nvml::NvmlLibrary>& lib, const Config& config,
-    const DeviceModel& model, const std::vector<ResourceRuntime>& runtimes,
-    const std::shared_ptr<HealthNotes>& notes,
-    std::vector<nvml::HealthWatcher::Outage> carried = {}) {
-  if (!lib) return nullptr;
+// Where the health watcher's reports go: every resource's publisher.
+std::function<void(const health::HealthChange&)> PublishHealth(
+    const std::vector<ResourceRuntime>& runtimes) {
   std::vector<std::shared_ptr<DevicePublisher>> publishers;
   for (const ResourceRuntime& r : runtimes) publishers.push_back(r.publisher);
-  return nvml::HealthWatcher::Start(
-      lib, model.gpu_uuids, model.initially_unhealthy, HealthPolicyFrom(config),
-      [publishers, notes](const nvml::HealthChange& change) {
-        for (const auto& p : publishers) p->SetHealth(change.key, change.healthy);
-        notes->OnChange(change);
-      },
-      std::move(carried), Clock::Real(),
-      [notes](const nvml::CheckChange& change) { notes->OnCheck(change); });
+  return [publishers](const health::HealthChange& change) {
+    for (const auto& p : publishers) p->SetHealth(change.key, change.healthy);
+  };
 }
 
 deviceplugin::SupervisorOptions SupervisorFrom(const Config& c) {
@@ -164,9 +153,7 @@ class PluginMode : public Mode {
     ApplyNfdOutput(gen.config(), gen.labels.labels);
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(gen.plan);
     // Health first: by the time the kubelet sees a device, its XIDs count.
-    notes_ = HealthNotes::Start(gen.config(), /*static_mode=*/false);
-    notes_->SetGpus(gen.inventory);
-    health().Replace(WatchHealth(ctx_.lib, gen.config(), gen.model, runtimes, notes_));
+    health().Replace(WatchHealth(gen, {}, {PublishHealth(runtimes), nullptr}));
     {
       std::lock_guard<std::mutex> lock(mu_);
       runtimes_ = runtimes;
@@ -201,11 +188,10 @@ class PluginMode : public Mode {
     // to swap them, never across the supervisor's Reload (which stops the
     // old servers, waiting for their streams to end). The old watcher,
     // stopped, stays readable until it is replaced.
-    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(next.plan);
-    notes_->SetGpus(next.inventory);
-    std::unique_ptr<nvml::HealthWatcher> watcher =
-        WatchHealth(ctx_.lib, next.config(), next.model, runtimes, notes_, std::move(carried));
+    std::unique_ptr<health::HealthWatcher> watcher =
+        WatchHealth(next, std::move(carried), {PublishHealth(runtimes), nullptr});
     if (absl::Status s = supervisor_->Reload(runtimes); !s.ok()) {
       LogError("serving the reloaded resources failed; trying again",
                {{"error", std::string(s.message())}});
@@ -219,7 +205,6 @@ class PluginMode : public Mode {
   void Stop(const Generation& /*last*/) override {
     if (label_watch_) label_watch_->Stop();
     health().Stop();
-    if (notes_) notes_->Stop();
     ctx_.events->Drive(nullptr);
     if (supervisor_) supervisor_->Stop();
     cdi_spec_.Remove();
@@ -247,7 +232,6 @@ class PluginMode : public Mode {
   cdi::SpecFile cdi_spec_;
   std::unique_ptr<deviceplugin::PluginSupervisor> supervisor_;  // set by Start
   std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;      // null without a node config
-  std::shared_ptr<HealthNotes> notes_;                          // set by Start
   std::mutex mu_;
   std::vector<ResourceRuntime> runtimes_;  // protected by mu_: what is served
 };

@@ -1,15 +1,16 @@
 #include "agent/run/static_mode.h"
 
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "agent/config/api_connection.h"
 #include "agent/labels/gpu_labels.h"
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/resource_plan.h"
 #include "agent/run/desired_capacities.h"
-#include "agent/run/health_notes.h"
-#include "agent/run/health_policy.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
 #include "apiserver/capacity_reconciler.h"
@@ -17,7 +18,7 @@
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/strings.h"
-#include "nvml/health_watcher.h"
+#include "health/health_watcher.h"
 
 namespace gpu_agent {
 namespace {
@@ -128,15 +129,18 @@ bool StaticReady(const Running& r, std::string* why) {
   return true;
 }
 
+// Starts the health watcher, its reports going to the function given.
+using StartWatcher = std::function<std::unique_ptr<health::HealthWatcher>(
+    std::function<void(const health::HealthChange&)>)>;
+
 // `retired`: resources an earlier config kept that this one does not; they
-// are set to 0 rather than left at their old counts. `carried`: what the
-// earlier health watcher had out, which stays out.
+// are set to 0 rather than left at their old counts. `watch` starts the
+// generation's health watcher (carrying what the earlier one had out, which
+// stays out).
 absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
-                      const apiserver::Capacities& retired,
-                      std::vector<nvml::HealthWatcher::Outage> carried, HealthSlot* health,
-                      const std::shared_ptr<HealthNotes>& notes, Running* out) {
+                      const apiserver::Capacities& retired, const StartWatcher& watch,
+                      health::HealthSlot* health, Running* out) {
   const Config& config = gen.config();
-  const std::shared_ptr<const nvml::NvmlLibrary>& lib = ctx.lib;
   NodeConfigSelector* node_config = ctx.node_config;
   absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
   if (!conn.ok()) return conn.status();
@@ -147,16 +151,8 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   // counted out from the first PATCH on. Later reports reach the reconciler
   // once it runs.
   auto sink = std::make_shared<ReconcilerSink>();
-  notes->SetGpus(gen.inventory);
-  health->Replace(lib ? nvml::HealthWatcher::Start(
-                            lib, d->uuids(), d->initially_unhealthy(), HealthPolicyFrom(config),
-                            [sink, d, notes](const nvml::HealthChange& c) {
-                              sink->SetDesired(d->Apply(c));
-                              notes->OnChange(c);
-                            },
-                            std::move(carried), Clock::Real(),
-                            [notes](const nvml::CheckChange& c) { notes->OnCheck(c); })
-                      : nullptr);
+  health->Replace(
+      watch([sink, d](const health::HealthChange& c) { sink->SetDesired(d->Apply(c)); }));
   const apiserver::Capacities counted = d->Value();
   apiserver::Capacities desired = counted;
   if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
@@ -222,8 +218,7 @@ class StaticMode : public Mode {
           "from the downward API: spec.nodeName)");
     }
     std::lock_guard<std::mutex> lock(mu_);
-    notes_ = HealthNotes::Start(gen.config(), /*static_mode=*/true);
-    return StartAll(ctx_, gen, {}, {}, &health(), notes_, &running_);
+    return StartAll(ctx_, gen, {}, Watcher(gen, {}), &health(), &running_);
   }
 
   // The lock is held across the whole swap: a scrape waits for the new
@@ -232,14 +227,13 @@ class StaticMode : public Mode {
     std::lock_guard<std::mutex> lock(mu_);
     const apiserver::Capacities before =
         running_.reconciler ? running_.reconciler->desired() : apiserver::Capacities{};
-    std::vector<nvml::HealthWatcher::Outage> carried = health().StopForReplacement();
+    std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     StopReconciler(&running_, false);
-    return StartAll(ctx_, next, before, std::move(carried), &health(), notes_, &running_);
+    return StartAll(ctx_, next, before, Watcher(next, std::move(carried)), &health(), &running_);
   }
 
   void Stop(const Generation& last) override {
     health().Stop();
-    if (notes_) notes_->Stop();
     std::lock_guard<std::mutex> lock(mu_);
     StopReconciler(&running_, last.config().static_mode.remove_on_exit);
   }
@@ -257,10 +251,16 @@ class StaticMode : public Mode {
   bool Alive(std::string* /*why*/) override { return true; }  // the watcher is asked apart
 
  private:
+  // `gen`'s health watcher, carrying `carried`.
+  StartWatcher Watcher(const Generation& gen, std::vector<health::Outage> carried) {
+    return [this, &gen, carried = std::move(carried)](auto on_change) mutable {
+      return WatchHealth(gen, std::move(carried), {std::move(on_change), nullptr});
+    };
+  }
+
   const ModeContext& ctx_;
   std::mutex mu_;
-  Running running_;                     // protected by mu_
-  std::shared_ptr<HealthNotes> notes_;  // set by Start
+  Running running_;  // protected by mu_
 };
 
 }  // namespace

@@ -1,0 +1,67 @@
+#include "health/health_slot.h"
+
+namespace gpu_agent::health {
+
+std::vector<HealthWatcher::Outage> HealthSlot::StopForReplacement() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!watcher_) return {};
+  watcher_->Stop();  // no outage after this read goes missing
+  return watcher_->Outages();
+}
+
+void HealthSlot::Replace(std::unique_ptr<HealthWatcher> next) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (watcher_) {
+    watcher_->Stop();
+    for (const auto& [xid, n] : watcher_->XidCounts()) replaced_xids_[xid] += n;
+    replaced_polls_ += watcher_->Polls();
+    replaced_poll_calls_ += watcher_->PollCalls();
+  }
+  watcher_ = std::move(next);
+}
+
+void HealthSlot::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (watcher_) watcher_->Stop();
+}
+
+void HealthSlot::OperatorVouches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (watcher_) watcher_->OperatorVouches();
+}
+
+bool HealthSlot::Alive(std::string* why) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !watcher_ || watcher_->Alive(why);
+}
+
+std::map<int, uint64_t> HealthSlot::XidCounts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, uint64_t> out = replaced_xids_;
+  if (watcher_) {
+    for (const auto& [xid, n] : watcher_->XidCounts()) out[xid] += n;
+  }
+  return out;
+}
+
+std::vector<CheckStatus> HealthSlot::Checks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watcher_ ? watcher_->Checks() : std::vector<CheckStatus>{};
+}
+
+std::vector<HealthWatcher::Outage> HealthSlot::Outages() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watcher_ ? watcher_->Outages() : std::vector<HealthWatcher::Outage>{};
+}
+
+uint64_t HealthSlot::Polls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replaced_polls_ + (watcher_ ? watcher_->Polls() : 0);
+}
+
+uint64_t HealthSlot::PollCalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replaced_poll_calls_ + (watcher_ ? watcher_->PollCalls() : 0);
+}
+
+}  // namespace gpu_agent::health

@@ -1,0 +1,371 @@
+#include "health/node_health_reporter.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <condition_variable>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "apiserver/node_client.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/thread_name.h"
+
+namespace gpu_agent::health {
+namespace {
+
+using Key = std::pair<std::string, std::string>;  // uuid, check
+
+std::string Rfc3339Now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string GpuName(const GpuHealthNote& n) {
+  return n.index >= 0 ? StrCat("GPU ", n.index, " (", n.uuid, ")") : StrCat("GPU ", n.uuid);
+}
+
+class Json {
+ public:
+  Json() : w_(buf_) {}
+  rapidjson::Writer<rapidjson::StringBuffer>& w() { return w_; }
+  void Str(const char* key, const std::string& v) {
+    w_.Key(key);
+    w_.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+  }
+  std::string Done() { return std::string(buf_.GetString(), buf_.GetSize()); }
+
+ private:
+  rapidjson::StringBuffer buf_;
+  rapidjson::Writer<rapidjson::StringBuffer> w_;
+};
+
+}  // namespace
+
+std::string NodeEventJson(const std::string& node, const std::string& ns, const std::string& name,
+                          const std::string& reason, const std::string& type,
+                          const std::string& message, const std::string& now) {
+  Json j;
+  auto& w = j.w();
+  w.StartObject();
+  j.Str("apiVersion", "v1");
+  j.Str("kind", "Event");
+  w.Key("metadata");
+  w.StartObject();
+  j.Str("name", name);
+  j.Str("namespace", ns);
+  w.EndObject();
+  // As the kubelet refers to its Node (kubectl describe node finds events
+  // by this reference: the UID is the node's name).
+  w.Key("involvedObject");
+  w.StartObject();
+  j.Str("apiVersion", "v1");
+  j.Str("kind", "Node");
+  j.Str("name", node);
+  j.Str("uid", node);
+  w.EndObject();
+  j.Str("reason", reason);
+  j.Str("message", message);
+  j.Str("type", type);
+  w.Key("source");
+  w.StartObject();
+  j.Str("component", "gpu-agent");
+  j.Str("host", node);
+  w.EndObject();
+  j.Str("reportingComponent", "gpu-agent");
+  j.Str("reportingInstance", node);
+  j.Str("firstTimestamp", now);
+  j.Str("lastTimestamp", now);
+  w.Key("count");
+  w.Int(1);
+  w.EndObject();
+  return j.Done();
+}
+
+std::string GpuHealthyConditionPatch(bool healthy, const std::string& reason,
+                                     const std::string& message, const std::string& now,
+                                     const std::string& transition) {
+  Json j;
+  auto& w = j.w();
+  w.StartObject();
+  w.Key("status");
+  w.StartObject();
+  w.Key("conditions");
+  w.StartArray();
+  w.StartObject();
+  j.Str("type", "GpuHealthy");
+  j.Str("status", healthy ? "True" : "False");
+  j.Str("reason", reason);
+  j.Str("message", message);
+  j.Str("lastHeartbeatTime", now);
+  j.Str("lastTransitionTime", transition);
+  w.EndObject();
+  w.EndArray();
+  w.EndObject();
+  w.EndObject();
+  return j.Done();
+}
+
+struct NodeHealthReporter::State {
+  State(std::unique_ptr<apiserver::RestClient> r, NodeHealthReporterOptions o)
+      : rest(std::move(r)), options(std::move(o)), clock(options.clock) {}
+
+  const std::unique_ptr<apiserver::RestClient> rest;
+  const NodeHealthReporterOptions options;
+  const Clock* const clock;
+
+  struct Track {
+    GpuHealthNote now;                           // the latest note
+    Severity sent = Severity::kOk;               // what the last event said
+    std::optional<Clock::TimePoint> last_event;  // when it was sent
+    bool dirty = false;                          // `now` not yet told
+  };
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;              // protected by mu
+  std::map<Key, Track> tracks;    // protected by mu
+  bool condition_dirty = false;   // protected by mu
+  NodeHealthReporterStats stats;  // protected by mu
+  // The sending thread's alone.
+  std::optional<Clock::TimePoint> condition_retry_at;
+  std::set<int> said_event_error, said_condition_error;
+  std::string written_condition;  // "True"/"False" + message last written
+  bool written_healthy = true;
+  std::string transition_time;
+  uint64_t serial = 0;
+
+  // At start: a GpuHealthy condition other than True on the Node (left by
+  // an agent before this one) is set right; with none, nothing is written
+  // until a GPU fails a check. An unreadable Node is written to.
+  void ReadStartingCondition() {
+    absl::StatusOr<apiserver::HttpResponse> r = rest->Get(StrCat("/api/v1/nodes/", options.node));
+    bool stale = true;
+    if (r.ok() && r->status == 200) {
+      rapidjson::Document d;
+      const bool parsed = json::Parse(r->body, "the API server's Node", &d).ok();
+      stale = false;
+      if (parsed && d.IsObject() && d.HasMember("status") && d["status"].IsObject() &&
+          d["status"].HasMember("conditions") && d["status"]["conditions"].IsArray()) {
+        for (const auto& c : d["status"]["conditions"].GetArray()) {
+          if (c.IsObject() && c.HasMember("type") && c["type"] == "GpuHealthy") {
+            stale = !(c.HasMember("status") && c["status"] == "True");
+            written_healthy = !stale;
+          }
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (stale) condition_dirty = true;
+  }
+
+  void Run() {
+    ReadStartingCondition();
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop) {
+      const Clock::TimePoint now = clock->Now();
+      std::vector<std::pair<GpuHealthNote, Severity>> to_send;  // note, level before
+      std::optional<Clock::TimePoint> next;
+      auto sooner = [&](Clock::TimePoint t) { next = next ? std::min(*next, t) : t; };
+      for (auto& [key, t] : tracks) {
+        if (!t.dirty) continue;
+        if (t.last_event && *t.last_event + options.event_interval > now) {
+          sooner(*t.last_event + options.event_interval);
+          continue;
+        }
+        t.dirty = false;
+        if (t.now.level == t.sent) {
+          ++stats.events_coalesced;  // undone within the minute: nothing to tell
+          continue;
+        }
+        to_send.push_back({t.now, t.sent});
+        t.sent = t.now.level;
+        t.last_event = now;
+      }
+      bool write_condition = false;
+      std::vector<GpuHealthNote> failing;
+      if (condition_dirty && (!condition_retry_at || *condition_retry_at <= now)) {
+        write_condition = true;
+        condition_dirty = false;
+        for (const auto& [key, t] : tracks) {
+          if (t.now.level != Severity::kOk) failing.push_back(t.now);
+        }
+      } else if (condition_dirty) {
+        sooner(*condition_retry_at);
+      }
+      if (!to_send.empty() || write_condition) {
+        lock.unlock();
+        for (const auto& [note, before] : to_send) SendEvent(note, before);
+        bool ok = true;
+        if (write_condition) ok = WriteCondition(failing);
+        lock.lock();
+        if (write_condition && !ok) {
+          condition_dirty = true;
+          // From the attempt's start, as read before it: a clock that moved
+          // while the answer came (a test's, once the error is counted)
+          // must not push the retry past its due time.
+          condition_retry_at = now + options.retry;
+        } else if (write_condition) {
+          condition_retry_at.reset();
+        }
+        continue;  // look again: notes may have come meanwhile
+      }
+      // Waits are real; a fake clock is looked at again on Wake() or within 1 s.
+      std::chrono::milliseconds wait(1000);
+      if (next) wait = std::min(wait, std::max(clock->Until(*next), std::chrono::milliseconds(1)));
+      cv.wait_for(lock, wait);
+    }
+  }
+
+  void SendEvent(const GpuHealthNote& n, Severity before) {
+    std::string reason, type;
+    std::string message;
+    if (n.level == Severity::kOk) {
+      reason = "GpuRecovered";
+      type = "Normal";
+      message = StrCat(GpuName(n), ": ", n.check, " passes again (was ", SeverityName(before), ")");
+      if (!n.value.empty()) StrAppend(&message, ": ", n.value);
+    } else {
+      reason = n.level == Severity::kUnhealthy ? "GpuUnhealthy" : "GpuDegraded";
+      type = "Warning";
+      message = StrCat(GpuName(n), ": ", n.check, " ", SeverityName(n.level), ": ", n.value);
+    }
+    const std::string& node = options.node;
+    const std::string name = StrCat(node, ".gpu-agent.",
+                                    std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                            .count() +
+                                        static_cast<int64_t>(++serial));
+    const std::string body =
+        NodeEventJson(node, options.event_namespace, name, reason, type, message, Rfc3339Now());
+    absl::StatusOr<apiserver::HttpResponse> r =
+        rest->Post(StrCat("/api/v1/namespaces/", options.event_namespace, "/events"), body,
+                   "application/json", /*repeatable=*/true);  // a duplicate event beats a lost one
+    const int code = r.ok() ? r->status : 0;
+    std::lock_guard<std::mutex> lock(mu);
+    if (code == 201 || code == 200) {
+      ++stats.events_sent;
+      return;
+    }
+    ++stats.events_refused;
+    if (said_event_error.insert(code).second) {
+      const std::string why =
+          r.ok() ? std::string(apiserver::ExplainAnswer(*r, node, "create events", body).message())
+                 : std::string(r.status().message());
+      LogWarning(
+          "the API server did not take a GPU health event; going on without it (said once "
+          "per answer code)",
+          {{"reason", reason},
+           {"code", StrCat(code)},
+           {"rbac", "events: create (in namespace " + options.event_namespace + ")"},
+           {"error", why}});
+    }
+  }
+
+  bool WriteCondition(const std::vector<GpuHealthNote>& failing) {
+    const bool healthy = failing.empty();
+    std::string message, reason;
+    if (healthy) {
+      reason = "GpuChecksPass";
+      message = "no GPU health check is failing";
+    } else {
+      bool unhealthy = false;
+      for (const GpuHealthNote& n : failing) {
+        unhealthy |= n.level == Severity::kUnhealthy;
+        StrAppend(&message, message.empty() ? "" : "; ", GpuName(n), ": ", n.check, " ",
+                  SeverityName(n.level), " (", n.value, ")");
+      }
+      reason = unhealthy ? "GpuUnhealthy" : "GpuDegraded";
+      if (message.size() > 1024) message = message.substr(0, 1021) + "...";
+    }
+    const std::string key = StrCat(healthy ? "True" : "False", reason, message);
+    if (key == written_condition) return true;
+    const std::string now = Rfc3339Now();
+    if (transition_time.empty() || healthy != written_healthy) transition_time = now;
+    const std::string body =
+        GpuHealthyConditionPatch(healthy, reason, message, now, transition_time);
+    absl::StatusOr<apiserver::HttpResponse> r =
+        rest->Patch(StrCat("/api/v1/nodes/", options.node, "/status"), body,
+                    "application/strategic-merge-patch+json", /*repeatable=*/true);
+    const int code = r.ok() ? r->status : 0;
+    std::lock_guard<std::mutex> lock(mu);
+    if (code == 200) {
+      ++stats.condition_writes;
+      written_condition = key;
+      written_healthy = healthy;
+      return true;
+    }
+    ++stats.condition_errors;
+    if (said_condition_error.insert(code).second) {
+      const std::string why =
+          r.ok()
+              ? std::string(apiserver::ExplainAnswer(*r, options.node, "patch nodes/status", body)
+                                .message())
+              : std::string(r.status().message());
+      LogWarning(
+          "could not write the Node's GpuHealthy condition; trying again (said once per "
+          "answer code)",
+          {{"node", options.node}, {"code", StrCat(code)}, {"error", why}});
+    }
+    return false;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<NodeHealthReporter>> NodeHealthReporter::Start(
+    apiserver::Connection connection, NodeHealthReporterOptions options) {
+  if (options.node.empty()) {
+    return absl::InvalidArgumentError("GPU health events need this node's name");
+  }
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
+      apiserver::RestClient::Create(std::move(connection), options.rest);
+  if (!rest.ok()) return rest.status();
+  auto state = std::make_shared<State>(*std::move(rest), std::move(options));
+  std::thread([state] {
+    NameThisThread("node-health");
+    state->Run();
+  }).detach();
+  return std::unique_ptr<NodeHealthReporter>(new NodeHealthReporter(state));
+}
+
+NodeHealthReporter::~NodeHealthReporter() { Stop(); }
+
+void NodeHealthReporter::Note(const GpuHealthNote& note) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  State::Track& t = state_->tracks[{note.uuid, note.check}];
+  if (t.dirty && t.now.level != note.level) ++state_->stats.events_coalesced;
+  t.now = note;
+  t.dirty = true;
+  state_->condition_dirty = true;
+  state_->cv.notify_all();
+}
+
+void NodeHealthReporter::Wake() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->cv.notify_all();
+}
+
+void NodeHealthReporter::Stop() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->stop = true;
+  state_->cv.notify_all();
+  // The thread holds its own reference; a request in flight ends within the
+  // REST client's timeouts and then the thread sees `stop`.
+}
+
+NodeHealthReporterStats NodeHealthReporter::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->stats;
+}
+
+}  // namespace gpu_agent::health
