@@ -10,18 +10,18 @@
 // only the synchronous server's request threads, which the agent does not
 // use).
 //
-// So the gpu-agent executable (only it: this file is not in the library the
-// tests link) defines gRPC's own two entry points of src/core/lib/gpr/
-// cpu_linux.cc, and only gRPC's question gets the capped answer:
-// std::thread::hardware_concurrency(), sysconf and every other library see
-// the machine's real count. gRPC is linked from Debian's static archives
+// So the gpu-agent executable defines gRPC's own two entry points of
+// src/core/lib/gpr/cpu_linux.cc, and only gRPC's question gets the capped
+// answer: std::thread::hardware_concurrency(), sysconf and every other
+// library see the machine's real count. gRPC is linked from Debian's static archives
 // (gpu_agent_deps), where cpu_linux.cc.o defines exactly these two
 // functions and nothing else outside it; with both defined here the linker
 // never pulls that member in. Should a later gRPC add a symbol to it that
 // something needs, the link fails with a duplicate definition rather than
 // running with two answers. Against shared gRPC libraries (GPU_AGENT_STATIC_DEPS
 // off) the executable's definitions take precedence over libgpr's in the
-// same way.
+// same way. Every test binary links this file too (gpu_agent_grpc_sizing),
+// so gRPC in a test runs the pools users get.
 #include <grpc/support/cpu.h>
 #include <sched.h>
 #include <unistd.h>

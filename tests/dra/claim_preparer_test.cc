@@ -651,7 +651,10 @@ TEST_F(ClaimPreparerTest, TwoInstancesShareTheCheckpointUnderItsLock) {
     other->Unprepare({{"ns", "u3", "three"}});
     done = true;
   });
-  gpu_agent::testing::MeasurementWindow(std::chrono::milliseconds(100));
+  // Blocked on the lock (the kernel lists its request behind ours), not
+  // merely not yet done.
+  EXPECT_TRUE(gpu_agent::testing::WaitFor(
+      [&] { return gpu_agent::testing::SomeoneWaitsForLock(options_.lock_file); }));
   EXPECT_FALSE(done);
   EXPECT_TRUE(PathExists(preparer_->SpecPath("u3")));
   (*held)->Unlock();

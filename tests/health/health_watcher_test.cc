@@ -421,23 +421,30 @@ TEST_F(HealthWatcherTest, InitiallyUnhealthyGpuIsReportedAndProbed) {
 TEST_F(HealthWatcherTest, FailingWaitBacksOffInsteadOfSpinning) {
   HealthPolicy policy;
   StartWatcher(policy);
+  // The first poll (its drains of the event set after each GPU) is done:
+  // from here each turn of the loop makes one wait.
+  ASSERT_TRUE(WaitFor([&] { return watcher_->Polls() >= 1; }));
   rusage before{};
   ::getrusage(RUSAGE_SELF, &before);
-  Send("wait-error 999 1000000");
-  // Let the loop run against a failing wait for a while, then check the CPU
-  // it burnt: a spinning loop would use the whole window.
-  gpu_agent::testing::MeasurementWindow(std::chrono::milliseconds(1000));
+  const auto sent = std::chrono::steady_clock::now();
+  // Three failing waits, then an XID (one that leaves the GPU answering):
+  // it is seen only once the loop has come through the failures, after
+  // backing off 100, 200 and 400 ms; a spinning loop comes through them at
+  // once, burning the CPU.
+  Send("wait-error 999 3");
+  Send("xid 0 94");
+  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }, std::chrono::seconds(15)));
+  const auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_NE(Changes()[0].reason.find("XID 94"), std::string::npos) << Changes()[0].reason;
   rusage after{};
   ::getrusage(RUSAGE_SELF, &after);
   auto ms = [](const rusage& r) {
     return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000 +
            (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000;
   };
+  EXPECT_GE(took, std::chrono::milliseconds(700)) << "the failing waits were not backed off";
   // WaitFor itself polls every 2 ms; allow for that, not for a spin.
   EXPECT_LT(ms(after) - ms(before), 300);
-  Send("wait-error 0 0");
-  Send("xid 0 79");
-  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }, std::chrono::seconds(15)));
 }
 
 TEST_F(HealthWatcherTest, NoReportsAfterStop) {

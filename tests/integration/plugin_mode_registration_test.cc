@@ -159,9 +159,14 @@ TEST_F(PluginModeTest, WaitsForAMissingKubeletWithoutSpinning) {
   StartAgent({}, FixturePath("8-gpu-nvlink.yaml"), {}, /*start_sim=*/false);
   ASSERT_TRUE(agent_->WaitForStderr("waiting for the kubelet")) << Dump();
   const long ticks = CpuTicks(agent_->pid());
-  // Over a second and a half of waiting the agent may retry a few times;
-  // a spinning loop would burn ~150 ticks.
-  MeasurementWindow(std::chrono::milliseconds(1500));
+  // Waiting is sleeping: every thread of the agent blocked, seen so in 50
+  // looks in a row (a retry now and then may wake one). A spinning loop
+  // is running whenever it is looked at, and burns ~100 ticks a second.
+  int asleep = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    asleep = AllThreadsAsleep(agent_->pid()) ? asleep + 1 : 0;
+    return asleep >= 50;
+  })) << Dump();
   EXPECT_LT(CpuTicks(agent_->pid()) - ticks, 10);
   // The kubelet arrives: inotify sees kubelet.sock, registration follows.
   ASSERT_TRUE(sim_.Start());

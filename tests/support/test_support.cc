@@ -331,6 +331,41 @@ long CpuTicks(pid_t pid) {
   return utime + stime;
 }
 
+bool AllThreadsAsleep(pid_t pid) {
+  std::error_code ec;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  bool any = false;
+  for (const auto& entry : std::filesystem::directory_iterator(task, ec)) {
+    const std::string stat = ReadFile(entry.path().string() + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) continue;  // ended meanwhile
+    // R: running or runnable. S, D: blocked. Anything else (stopped,
+    // ending) is not running either.
+    if (stat[close + 2] == 'R') return false;
+    any = true;
+  }
+  return any && !ec;
+}
+
+bool SomeoneWaitsForLock(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  // /proc/locks: "1: FLOCK  ADVISORY  WRITE 2617 fe:00:10952768 0 EOF",
+  // each request blocked behind it as "1: -> FLOCK ...".
+  const std::string inode = ":" + std::to_string(st.st_ino);
+  std::istringstream locks(ReadFile("/proc/locks"));
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream fields(line);
+    std::string f;
+    bool waiter = false;
+    while (fields >> f) {
+      if (f == "->") waiter = true;
+      if (waiter && f.size() > inode.size() && f.ends_with(inode)) return true;
+    }
+  }
+  return false;
+}
+
 bool WriteFifo(const std::string& path, const std::string& line) {
   int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;

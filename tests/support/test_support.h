@@ -46,9 +46,11 @@ std::string ReadFile(const std::string& path);
 bool WaitFor(const std::function<bool()>& condition,
              std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-// Lets `window` pass, for tests that measure what a process does while left
-// alone (CPU burnt, requests sent). Never a way to wait for something:
-// use WaitFor for that.
+// Lets `window` pass: for bench/ only, whose programs measure what a
+// process does over a stretch of time (CPU burnt, requests sent, memory).
+// Tests never use it (the no_measurement_windows_in_tests test checks):
+// they wait on a condition with WaitFor, or drive the code to where it
+// would act and assert on a counter.
 void MeasurementWindow(std::chrono::milliseconds window);
 
 // Writes the sysfs files (NUMA nodes) the NVML stand-in's `fixture`
@@ -124,6 +126,12 @@ int CountThreads(pid_t pid);
 // Each thread's name (/proc/PID/task/*/comm), one entry per thread.
 std::vector<std::string> ThreadNames(pid_t pid);
 long CpuTicks(pid_t pid);  // user + system, in clock ticks
+// Whether no thread of `pid` is running or runnable now: each is blocked
+// (in poll, a futex, a sleep). A spinning thread never is.
+bool AllThreadsAsleep(pid_t pid);
+// Whether a lock request on the file at `path` (flock or fcntl) is blocked
+// behind a lock someone else holds, as /proc/locks lists it.
+bool SomeoneWaitsForLock(const std::string& path);
 
 // Writes one line to a FIFO without blocking; false if no reader has it open.
 bool WriteFifo(const std::string& path, const std::string& line);
