@@ -4,6 +4,7 @@
 #include <set>
 
 #include "apiserver/node_client.h"
+#include "base/backoff.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -197,12 +198,6 @@ std::chrono::milliseconds CapacityReconciler::QuietBound() const {
   return std::max(options_.resync * 3 / 2, options_.watch_timeout * 2);
 }
 
-std::chrono::milliseconds CapacityReconciler::Backoff(int failures) const {
-  auto d = options_.backoff_initial;
-  for (int i = 1; i < failures && d < options_.backoff_max; ++i) d *= 2;
-  return Jitter(std::min(d, options_.backoff_max));
-}
-
 void CapacityReconciler::Observe(NodeView node) {
   if (options_.on_node) options_.on_node(node);
   std::lock_guard<std::mutex> lock(mu_);
@@ -250,7 +245,10 @@ void CapacityReconciler::Observe(NodeView node) {
 }
 
 void CapacityReconciler::Loop() {
-  int failures = 0;  // reconciles in a row that failed
+  // Reconciles in a row that failed: backoff_initial, doubling up to
+  // backoff_max; a success starts it over.
+  gpu_agent::Backoff failures =
+      gpu_agent::Backoff::Doubling(options_.backoff_initial, options_.backoff_max);
   // The first reconcile starts from the watch's LIST; this timer only
   // re-reads the Node, rarely.
   auto next_resync = options_.clock->Now() + Spread(options_.resync, 0.5, 1.5);
@@ -267,12 +265,12 @@ void CapacityReconciler::Loop() {
     absl::Status s = ReconcileOnce(timer ? std::nullopt : std::move(view));
     lock.lock();
     if (s.ok()) {
-      failures = 0;
+      failures.Reset();
       next_resync = options_.clock->Now() + Spread(options_.resync, 0.5, 1.5);
       continue;
     }
     ++stats_.errors;
-    const auto wait = Backoff(++failures);
+    const auto wait = failures.Next();
     LogWarning("could not reconcile node capacity; will retry",
                {{"node", options_.node},
                 {"error", std::string(s.message())},
@@ -289,11 +287,12 @@ absl::Status CapacityReconciler::Stop(bool remove) {
     stop_ = true;
   }
   cv_.notify_all();
-  // The watch's Stop cancels requests of rest_ until the watch is out: the
-  // loop's request too. (No watch ran if Start() failed.)
+  // The watch's Stop cancels requests of rest_: the loop's request too.
+  // (No watch ran if Start() failed.)
   if (watch_) watch_->Stop();
   if (loop_.joinable()) loop_.join();
   if (!remove) return absl::OkStatus();
+  if (rest_) rest_->Resume();
   NodeClient client(rest_.get(), options_.node);
   std::set<std::string> resources;
   for (const auto& [r, v] : desired()) resources.insert(r);

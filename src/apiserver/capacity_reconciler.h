@@ -135,8 +135,6 @@ class CapacityReconciler {
   const Labels* ActiveLabels() const;
   // Logs, once per key, keys another writer holds.
   void ReportForeign(const std::vector<std::string>& keys);
-  // The wait before the next attempt after `failures` failed ones in a row.
-  std::chrono::milliseconds Backoff(int failures) const;
 
   const Connection connection_;
   const ReconcilerOptions options_;

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "apiserver/discovery.h"
-#include "apiserver/line_buffer.h"
 #include "apiserver/node.h"
 #include "apiserver/node_watch.h"
+#include "apiserver/status.h"
 #include "base/backoff.h"
 #include "base/duration.h"
 #include "base/json.h"
@@ -74,10 +74,6 @@ int64_t PoolGeneration(const rapidjson::Value& slice) {
   return g && g->IsInt64() ? g->GetInt64() : 0;
 }
 
-std::string StatusMessage(const HttpResponse& r) {
-  return StrCat(r.status, ": ", json::MessageOf(r.body));
-}
-
 // How long a server has answered nothing but 403: from the first 403 of a
 // run; any other answer (or Reset) starts it over.
 class ForbiddenSpell {
@@ -117,10 +113,6 @@ std::string Refusal(const HttpResponse& r, const char* verb,
                 " on resourceslices of resource.k8s.io; see manifests/dra/agent/rbac.yaml)");
 }
 
-// A watch that ends sooner than this with no event ended at once: a
-// failure, backed off.
-constexpr std::chrono::seconds kShortestWatch{1};
-
 // A Retry-After past this is taken as the server's mistake.
 constexpr Ms kMaxRetryAfter = std::chrono::minutes(5);
 
@@ -139,25 +131,23 @@ absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line) {
   }
   SliceWatchEvent out;
   out.type.assign(type->GetString(), type->GetStringLength());
+  out.object = json::Serialize(*object);
   if (out.type == "ERROR") {
-    const rapidjson::Value* code = Member(*object, "code");
-    out.code = code != nullptr && code->IsInt() ? code->GetInt() : 0;
+    out.code = ReadStatus(out.object).code;
   } else {
     out.name = StringAt(*object, "metadata", "name");
     out.resource_version = StringAt(*object, "metadata", "resourceVersion");
     out.driver = SpecString(*object, "driver");
     out.node_name = SpecString(*object, "nodeName");
   }
-  out.object = json::Serialize(*object);
   return out;
 }
 
-// What the thread knows: the slices on the server (by name, as last seen),
-// the version to watch from, and what is wanted.
+// What the thread knows: the slices on the server (by name, as last seen)
+// and what is wanted.
 class SlicePublisher::State {
  public:
   std::map<std::string, std::string> have;  // name -> object JSON
-  std::string version;
   std::map<std::string, std::string> want;  // name -> object JSON
   int64_t generation = 0;                   // 0: not yet decided
 
@@ -208,7 +198,11 @@ struct SlicePublisher::TaintProbe {
   // Asked with a None taint beside the NoSchedule one; a server that
   // refuses that (a 1.33 to 1.35 one with taints on) is asked again without.
   bool with_none = true;
-  Ms backoff{0};
+  // Up to the watch's own timeout: a probe that keeps failing (a role that
+  // stays without the right) costs one request a watch.
+  explicit TaintProbe(const SlicePublisherOptions& o)
+      : backoff(Backoff::Doubling(o.backoff_initial, o.watch_timeout)) {}
+  Backoff backoff;
   std::chrono::steady_clock::time_point due;
   std::string last_failure;  // the kind of the last failure, logged once
   ForbiddenSpell forbidden;  // the probe's 403s in a row
@@ -228,22 +222,18 @@ absl::StatusOr<std::unique_ptr<SlicePublisher>> SlicePublisher::Start(const Conn
   p->thread_ = std::thread([raw] {
     NameThisThread("dra-slices");
     raw->Run();
-    {
-      std::lock_guard<std::mutex> lock(raw->mu_);
-      raw->done_ = true;
-    }
-    raw->cv_.notify_all();
-  });
-  p->kicker_ = std::thread([raw] {
-    NameThisThread("dra-slices-kick");
-    raw->Kick();
   });
   return p;
 }
 
 SlicePublisher::SlicePublisher(SlicePublisherOptions options, std::unique_ptr<RestClient> rest,
                                std::unique_ptr<RestClient> watch)
-    : options_(std::move(options)), rest_(std::move(rest)), watch_(std::move(watch)) {}
+    : options_(std::move(options)),
+      rest_(std::move(rest)),
+      watch_(std::move(watch)),
+      reflector_(std::make_unique<Reflector>(ReflectorOptionsFor(options_),
+                                             static_cast<ReflectorHandler*>(this), rest_.get(),
+                                             watch_.get(), &stats_)) {}
 
 SlicePublisher::~SlicePublisher() { Stop(); }
 
@@ -253,8 +243,8 @@ void SlicePublisher::Stop() {
     stopped_ = true;
   }
   cv_.notify_all();
+  reflector_->Cancel();  // the request in progress ends, and one just starting
   if (thread_.joinable()) thread_.join();
-  if (kicker_.joinable()) kicker_.join();
 }
 
 void SlicePublisher::SetDesired(SliceBuilder desired) {
@@ -263,23 +253,9 @@ void SlicePublisher::SetDesired(SliceBuilder desired) {
     desired_ = std::move(desired);
     changed_ = true;
   }
-  cv_.notify_all();  // a watch in progress is cancelled by Kick
-}
-
-void SlicePublisher::Kick() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [this] { return done_ || stopped_ || (changed_ && watching_); });
-    if (done_) return;
-    // A cancel can land just before the loop opens its stream (or, on a
-    // stop, a request): repeated until the loop is out of it.
-    const bool all = stopped_;
-    lock.unlock();
-    watch_->Cancel();
-    if (all) rest_->Cancel();
-    lock.lock();
-    cv_.wait_for(lock, Ms(50), [this] { return done_ || (!stopped_ && !watching_); });
-  }
+  cv_.notify_all();
+  // The watch in progress, or the next, ends: Sync publishes the change.
+  reflector_->Interrupt();
 }
 
 bool SlicePublisher::Stopped() {
@@ -293,36 +269,19 @@ bool SlicePublisher::Pause(Ms d) {
   return !stopped_;
 }
 
-bool SlicePublisher::PauseUntilStopped(Ms d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [this] { return stopped_; });
-  return !stopped_;
-}
-
 bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
   context->api_version = options_.api_version;
   Backoff backoff(options_.backoff_initial, options_.backoff_max);
   while (context->api_version.empty()) {
-    absl::StatusOr<HttpResponse> r = rest_->Get("/apis/resource.k8s.io");
-    std::string why;
-    if (!r.ok()) {
-      why = std::string(r.status().message());
-    } else if (r->status != 200) {
-      why = StrCat("GET /apis/resource.k8s.io answered ", StatusMessage(*r),
-                   " (DRA needs Kubernetes 1.32 or later)");
-    } else if (absl::StatusOr<std::string> v =
-                   PickServedVersion(r->body, "resource.k8s.io", {"v1", "v1beta2", "v1beta1"});
-               v.ok()) {
+    absl::StatusOr<std::string> v = DiscoverResourceApiVersion(rest_.get());
+    if (v.ok()) {
       context->api_version = *v;
-    } else {
-      why = std::string(v.status().message());
+      break;
     }
-    if (!why.empty()) {
-      ++stats_.errors;
-      LogWarning("ResourceSlices: cannot tell which resource.k8s.io version to use; retrying",
-                 {{"error", why}});
-      if (!Pause(backoff.Next())) return false;
-    }
+    ++stats_.errors;
+    LogWarning("ResourceSlices: cannot tell which resource.k8s.io version to use; retrying",
+               {{"error", std::string(v.status().message())}});
+    if (!Pause(backoff.Next())) return false;
   }
   if (std::string why; !ReadNodeUid(&context->node_uid, &why)) {
     // The slices go out without an owner (the kubelet still removes them);
@@ -332,7 +291,6 @@ bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
         "can be read",
         {{"node", options_.node}, {"error", why}});
   }
-  probe->backoff = options_.backoff_initial;
   if (options_.probe_device_taints) {
     AskAboutTaints(context->api_version, probe);
   } else {
@@ -452,14 +410,11 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
   }
   if (Stopped()) return;  // cut off by the stop: nothing to report
   ++stats_.errors;
-  Ms wait = std::chrono::duration_cast<Ms>(Jitter(probe->backoff));
+  Ms wait = probe->backoff.Next();
   if (retry_after_s >= 0) {
     wait = std::max(wait, std::min<Ms>(std::chrono::seconds(retry_after_s), kMaxRetryAfter));
   }
   probe->due = std::chrono::steady_clock::now() + wait;
-  // Up to the watch's own timeout: a probe that keeps failing (a role that
-  // stays without the right) costs one request a watch.
-  probe->backoff = std::min(probe->backoff * 2, options_.watch_timeout);
   // The same failure again is not news: one warning, then debug lines.
   const bool repeat = kind == probe->last_failure;
   probe->last_failure = kind;
@@ -469,365 +424,289 @@ void SlicePublisher::AskAboutTaints(const std::string& api_version, TaintProbe* 
       {{"node", options_.node}, {"error", failure}, {"retry_in", FormatDuration(wait)}});
 }
 
-void SlicePublisher::Run() {
+// What the watch thread holds between the reflector's calls.
+struct SlicePublisher::Loop {
+  explicit Loop(const SlicePublisherOptions& o)
+      : probe(o),
+        repairs(o.backoff_initial, o.backoff_max, /*first=*/Ms(0)),
+        owner_backoff(Backoff::Doubling(o.backoff_initial, o.watch_timeout)) {}
   SliceContext context;
   TaintProbe probe;
-  if (!Discover(&context, &probe)) return;
-  const std::string base = StrCat("/apis/resource.k8s.io/", context.api_version, "/resourceslices");
-  const std::string selector =
-      StrCat("fieldSelector=spec.nodeName%3D", options_.node, "%2Cspec.driver%3D", options_.driver);
-  const std::string list_path = StrCat(base, "?", selector);
   State s;
-  bool listed = false;
-  // base/backoff's rule: each starts over only after a quiet stretch, never
-  // on a success alone, so a server that fails the step after a good one
-  // (a list, then a watch answered 410 at once) cannot drive a storm.
-  // Failed requests:
-  Backoff backoff(options_.backoff_initial, options_.backoff_max);
-  // Lists after a watch the server no longer had the version of: the first
-  // at once (a server restart, an old version), the next ones backed off.
-  Backoff relists(options_.backoff_initial, options_.backoff_max, /*first=*/Ms(0));
-  // Writes after a watch event showed a slice changed by someone else: the
-  // first at once, a fight backed off.
-  Backoff repairs(options_.backoff_initial, options_.backoff_max, /*first=*/Ms(0));
-  // A failed request: logged, then everything is listed again after `wait`
-  // (the next of `backoff` when not given), or after the server's
-  // Retry-After when that is longer.
-  auto fail = [&](const std::string& what, const std::string& why, int retry_after_s = -1,
-                  std::optional<Ms> given = std::nullopt) {
-    ++stats_.errors;
-    stats_.in_sync = false;
-    Ms wait = given ? *given : backoff.Next();
-    if (retry_after_s >= 0) {
-      wait = std::max(wait, std::min<Ms>(std::chrono::seconds(retry_after_s), kMaxRetryAfter));
-    }
-    LogWarning("ResourceSlices: " + what + "; retrying", {{"node", options_.node},
-                                                          {"driver", options_.driver},
-                                                          {"error", why},
-                                                          {"retry_in", FormatDuration(wait)}});
-    listed = false;
-    // Only a stop ends the wait early: a change meanwhile (a health flap,
-    // a reload) is published after it, or every change would be a request
-    // to a server that asked to be left alone.
-    return PauseUntilStopped(wait);
-  };
-  // While the Node's UID is unknown (its GET failed at the start), it is
-  // asked again before a watch once this is due, with a backoff of its own;
-  // the watches are kept no longer than the wait meanwhile.
-  Ms owner_backoff = options_.backoff_initial;
-  auto owner_due = std::chrono::steady_clock::now() + Jitter(owner_backoff);
+  std::string base;       // /apis/resource.k8s.io/<version>/resourceslices
+  std::string list_path;  // ... with the node's and driver's field selector
   // The server's 403s in a row (a list that succeeds ends them).
   ForbiddenSpell forbidden;
-  // A request the server refused or that got no answer.
-  auto fail_request = [&](const std::string& what, const absl::StatusOr<HttpResponse>& r,
-                          const char* verb) {
-    return fail(what,
-                r.ok()
-                    ? Refusal(*r, verb, forbidden.Answered(r->status), options_.forbidden_for_good)
-                    : std::string(r.status().message()),
-                r.ok() ? r->retry_after_s : -1);
-  };
-  // The builder as it is now; `take_change`: a change posted meanwhile is
-  // in what it builds, so it is taken.
-  auto builder = [&](bool take_change) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (take_change) changed_ = false;
-    return desired_;
-  };
-  // The desired slices: what `build` makes at `generation`.
-  auto want_at = [&](const SliceBuilder& build, int64_t generation) {
-    context.generation = generation;
-    s.Want(build(context));
+  // Writes after a watch event showed a slice changed by someone else: the
+  // first at once, a fight backed off.
+  Backoff repairs;
+  bool repair = false;  // a watch event showed one
+  // While the Node's UID is unknown (its GET failed at the start), it is
+  // asked again before a watch once this is due, with a backoff of its own
+  // up to the watch's timeout (a Node that stays unreadable, for a role
+  // without `get nodes` or a wrong node name, costs one GET a watch); the
+  // watches are kept no longer than the wait meanwhile.
+  Backoff owner_backoff;
+  std::chrono::steady_clock::time_point owner_due;
+};
+
+ReflectorOptions SlicePublisher::ReflectorOptionsFor(const SlicePublisherOptions& o) {
+  ReflectorOptions r;
+  r.watch_timeout = o.watch_timeout;
+  r.backoff_initial = o.backoff_initial;
+  r.backoff_max = o.backoff_max;
+  // Any failure lists everything again: the slices are written from what
+  // the server holds.
+  r.relist_after_failure = true;
+  r.log_prefix = "ResourceSlices: ";
+  r.watch_name = "the watch";
+  r.watch_refused = "cannot watch them";
+  r.log_fields = {{"node", o.node}, {"driver", o.driver}};
+  return r;
+}
+
+void SlicePublisher::Run() {
+  loop_ = std::make_unique<Loop>(options_);
+  if (!Discover(&loop_->context, &loop_->probe)) return;
+  loop_->owner_due = std::chrono::steady_clock::now() + loop_->owner_backoff.Next();
+  loop_->base = StrCat("/apis/resource.k8s.io/", loop_->context.api_version, "/resourceslices");
+  loop_->list_path = StrCat(loop_->base, "?fieldSelector=spec.nodeName%3D", options_.node,
+                            "%2Cspec.driver%3D", options_.driver);
+  reflector_->Run();
+}
+
+void SlicePublisher::OnFailure() {
+  ++stats_.errors;
+  stats_.in_sync = false;
+}
+
+ReflectorFailure SlicePublisher::RequestFailed(const std::string& what,
+                                               const absl::StatusOr<HttpResponse>& r,
+                                               const char* verb) {
+  if (!r.ok()) return {what, std::string(r.status().message())};
+  return {what,
+          Refusal(*r, verb, loop_->forbidden.Answered(r->status), options_.forbidden_for_good),
+          r->retry_after_s};
+}
+
+SliceBuilder SlicePublisher::Builder(bool take_change) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (take_change) changed_ = false;
+  return desired_;
+}
+
+void SlicePublisher::WantAt(const SliceBuilder& build, int64_t generation) {
+  loop_->context.generation = generation;
+  loop_->s.Want(build(loop_->context));
+  stats_.generation = loop_->s.generation;
+}
+
+bool SlicePublisher::TakeDesired() {
+  State& s = loop_->s;
+  const SliceBuilder build = Builder(/*take_change=*/true);
+  loop_->context.generation = s.generation;
+  if (s.Wants(build(loop_->context))) return false;
+  ++s.generation;
+  WantAt(build, s.generation);
+  return true;
+}
+
+std::optional<ReflectorFailure> SlicePublisher::List(std::string* version) {
+  State& s = loop_->s;
+  absl::StatusOr<HttpResponse> r = rest_->Get(loop_->list_path);
+  if (!r.ok() || r->status != 200) return RequestFailed("cannot list them", r, "list");
+  rapidjson::Document d;
+  const absl::Status parsed = json::Parse(r->body, "the ResourceSlice list", &d);
+  const rapidjson::Value* items = Member(d, "items");
+  if (!parsed.ok() || items == nullptr || !items->IsArray()) {
+    return ReflectorFailure{"cannot list them", parsed.ok() ? "the answer is not a list"
+                                                            : std::string(parsed.message())};
+  }
+  s.have.clear();
+  int64_t highest = 0;
+  size_t others = 0;
+  for (const auto& item : items->GetArray()) {
+    // Only this node's slices of this driver are the agent's to keep (or
+    // delete): a server or proxy that ignored the field selector must not
+    // make it touch another node's.
+    if (SpecString(item, "driver") != options_.driver ||
+        SpecString(item, "nodeName") != options_.node) {
+      ++others;
+      continue;
+    }
+    s.have[StringAt(item, "metadata", "name")] = json::Serialize(item);
+    highest = std::max(highest, PoolGeneration(item));
+  }
+  if (others > 0) {
+    LogWarning(
+        "ResourceSlices: the list held slices of another node or driver (the server ignored the "
+        "field selector); left alone",
+        {{"node", options_.node}, {"driver", options_.driver}, {"others", StrCat(others)}});
+  }
+  *version = StringAt(d, "metadata", "resourceVersion");
+  loop_->forbidden.Reset();
+  if (s.generation == 0) {
+    // First list: slices already as wanted keep their generation;
+    // otherwise the next one is published.
+    const SliceBuilder build = Builder(/*take_change=*/true);
+    WantAt(build, std::max<int64_t>(highest, 1));
+    s.generation = s.AllMatch() ? loop_->context.generation : highest + 1;
+    if (s.generation != loop_->context.generation) WantAt(build, s.generation);
     stats_.generation = s.generation;
-  };
-  // A change posted (or a context changed): the builder's slices under the
-  // next generation where they differ from those wanted. Input that makes
-  // the same slices (an unhealthy device's new reason where taints are
-  // dropped and it is not in them) publishes nothing. Whether they differ.
-  auto take_desired = [&] {
-    const SliceBuilder build = builder(/*take_change=*/true);
-    context.generation = s.generation;
-    if (s.Wants(build(context))) return false;
-    ++s.generation;
-    want_at(build, s.generation);
-    return true;
-  };
-  // A slice of this node and driver: the only ones the agent keeps.
-  auto ours = [&](const rapidjson::Value& slice) {
-    return SpecString(slice, "driver") == options_.driver &&
-           SpecString(slice, "nodeName") == options_.node;
-  };
-  // A watch is kept no longer than until `due` (a retry's).
-  auto watch_until = [](std::chrono::seconds timeout, std::chrono::steady_clock::time_point due) {
-    return std::min(
-        timeout, std::chrono::ceil<std::chrono::seconds>(due - std::chrono::steady_clock::now()));
-  };
-  while (!Stopped()) {
-    if (!listed) {
-      ++stats_.lists;
-      absl::StatusOr<HttpResponse> r = rest_->Get(list_path);
-      if (!r.ok() || r->status != 200) {
-        if (!fail_request("cannot list them", r, "list")) return;
-        continue;
-      }
-      rapidjson::Document d;
-      const absl::Status parsed = json::Parse(r->body, "the ResourceSlice list", &d);
-      const rapidjson::Value* items = Member(d, "items");
-      if (!parsed.ok() || items == nullptr || !items->IsArray()) {
-        if (!fail("cannot list them",
-                  parsed.ok() ? "the answer is not a list" : std::string(parsed.message()))) {
-          return;
-        }
-        continue;
-      }
-      s.have.clear();
-      int64_t highest = 0;
-      size_t others = 0;
-      for (const auto& item : items->GetArray()) {
-        // Only this node's slices of this driver are the agent's to keep
-        // (or delete): a server or proxy that ignored the field selector
-        // must not make it touch another node's.
-        if (!ours(item)) {
-          ++others;
-          continue;
-        }
-        s.have[StringAt(item, "metadata", "name")] = json::Serialize(item);
-        highest = std::max(highest, PoolGeneration(item));
-      }
-      if (others > 0) {
-        LogWarning(
-            "ResourceSlices: the list held slices of another node or driver (the server ignored "
-            "the field selector); left alone",
-            {{"node", options_.node}, {"driver", options_.driver}, {"others", StrCat(others)}});
-      }
-      s.version = StringAt(d, "metadata", "resourceVersion");
-      listed = true;
-      forbidden.Reset();
-      if (s.generation == 0) {
-        // First list: slices already as wanted keep their generation;
-        // otherwise the next one is published.
-        const SliceBuilder build = builder(/*take_change=*/true);
-        want_at(build, std::max<int64_t>(highest, 1));
-        s.generation = s.AllMatch() ? context.generation : highest + 1;
-        if (s.generation != context.generation) want_at(build, s.generation);
-        stats_.generation = s.generation;
-      }
-    }
-    bool change_posted;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      change_posted = changed_;
-    }
-    if (change_posted) take_desired();
-    // Reconcile: create, replace and delete what differs.
-    bool ok = true;
-    for (const auto& [name, json] : s.want) {
-      if (s.Matches(name)) continue;
-      auto have = s.have.find(name);
-      absl::StatusOr<HttpResponse> r;
-      if (have == s.have.end()) {
-        r = rest_->Post(base, json);
-        ++stats_.creates;
-      } else {
-        rapidjson::Document body = ParseHeld(json);
-        const std::string rv = StringAt(ParseHeld(have->second), "metadata", "resourceVersion");
-        body["metadata"].AddMember("resourceVersion",
-                                   rapidjson::Value(rv.c_str(), body.GetAllocator()),
-                                   body.GetAllocator());
-        r = rest_->Put(StrCat(base, "/", EscapePathSegment(name)), json::Serialize(body));
-        ++stats_.updates;
-      }
-      if (!r.ok() || (r->status != 200 && r->status != 201)) {
-        // A 409 (someone else created or changed it) is settled by the list
-        // that follows.
-        ok = false;
-        const char* verb = have == s.have.end() ? "create" : "update";
-        if (!fail_request(StrCat("cannot ", verb, " ", name), r, verb)) return;
-        break;
-      }
-      // As the server now holds it (within base/json's bounds); an answer
-      // that cannot be read leaves the state unknown: listed again.
-      rapidjson::Document stored;
-      if (!json::Parse(r->body, "the stored ResourceSlice", &stored).ok() || !stored.IsObject()) {
-        s.have.erase(name);
-        listed = false;
-        break;
-      }
-      s.have[name] = json::Serialize(stored);
-    }
-    if (!ok) continue;
-    for (auto it = s.have.begin(); it != s.have.end();) {
-      if (s.want.count(it->first)) {
-        ++it;
-        continue;
-      }
-      ++stats_.deletes;
-      absl::StatusOr<HttpResponse> r =
-          rest_->Delete(StrCat(base, "/", EscapePathSegment(it->first)));
-      if (!r.ok() || (r->status != 200 && r->status != 404)) {
-        ok = false;
-        if (!fail_request(StrCat("cannot delete ", it->first), r, "delete")) return;
-        break;
-      }
-      it = s.have.erase(it);
-    }
-    if (!ok) continue;
-    stats_.in_sync = true;
-    if (!probe.answered && std::chrono::steady_clock::now() >= probe.due) {
-      AskAboutTaints(context.api_version, &probe);
-      if (Stopped()) return;
-      if (probe.kept) {
-        // Unhealthy devices stay in the slices, tainted, from now on.
-        context.device_taints = true;
-        context.none_taint_effect = probe.none;
-        if (take_desired()) continue;
-      }
-    }
-    if (context.node_uid.empty() && std::chrono::steady_clock::now() >= owner_due) {
-      if (std::string why; ReadNodeUid(&context.node_uid, &why)) {
-        // The same slices with their owner: replaced, same generation.
-        LogInfo("ResourceSlices: read the Node's UID; the slices get their owner",
-                {{"node", options_.node}});
-        want_at(builder(/*take_change=*/false), s.generation);
-        continue;
-      } else {
-        // Up to the watch's own timeout: a Node that stays unreadable (a
-        // role without `get nodes`, a wrong node name) costs one GET a watch.
-        owner_backoff = std::min(owner_backoff * 2, options_.watch_timeout);
-        const Ms wait = std::chrono::duration_cast<Ms>(Jitter(owner_backoff));
-        owner_due = std::chrono::steady_clock::now() + wait;
-        LogWarning(
-            "ResourceSlices: still cannot read the Node for its UID; the slices stay without an "
-            "owner",
-            {{"node", options_.node}, {"error", why}, {"retry_in", FormatDuration(wait)}});
-      }
-    }
-    // Watch from the list's version (or the last event's) until an event
-    // shows a difference, the server ends the watch, or a change or a stop
-    // cancels it.
-    auto timeout =
-        std::chrono::duration_cast<std::chrono::seconds>(Spread(options_.watch_timeout, 1.0, 2.0));
-    if (context.node_uid.empty()) timeout = watch_until(timeout, owner_due);
-    if (!probe.answered) timeout = watch_until(timeout, probe.due);
-    const std::string watch_path =
-        StrCat(list_path,
-               "&watch=1&allowWatchBookmarks=true&resourceVersion=", EscapePathSegment(s.version),
-               "&timeoutSeconds=", std::max<int64_t>(1, timeout.count()));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return;
-      if (changed_) continue;
-      watching_ = true;
-    }
-    ++stats_.watches;
-    LineBuffer buffer;
-    bool repair = false, expired = false;
-    const auto watch_started = std::chrono::steady_clock::now();
-    std::string error_event;
-    std::string head;  // the answer's start: a refusal's Status
-    int retry_after_s = -1;
-    constexpr size_t kHead = 1024;
-    auto on_chunk = [&](std::string_view chunk) {
-      if (Stopped()) return false;
-      if (head.size() < kHead) head.append(chunk.substr(0, kHead - head.size()));
-      buffer.Append(chunk);
-      while (std::optional<std::string> line = buffer.NextLine()) {
-        absl::StatusOr<SliceWatchEvent> ev = ParseSliceWatchEvent(*line);
-        if (!ev.ok()) continue;
-        if (ev->type == "ERROR") {
-          if (ev->code == 410) {
-            expired = true;
-          } else {
-            error_event = ev->object;
-          }
-          return false;
-        }
-        if (!ev->resource_version.empty()) s.version = ev->resource_version;
-        if (ev->type == "BOOKMARK") continue;
-        if (ev->driver != options_.driver || ev->node_name != options_.node) continue;
-        const std::string& name = ev->name;
-        if (ev->type == "DELETED") {
-          s.have.erase(name);
-        } else {
-          s.have[name] = std::move(ev->object);
-        }
-        if (!s.Matches(name)) {
-          repair = true;
-          return false;
-        }
-      }
-      if (buffer.pending() > kMaxObjectBytes) {
-        error_event = StrCat("a watch event over the ", kMaxObjectBytes, "-byte limit");
-        return false;
-      }
-      return true;
-    };
-    absl::StatusOr<int> status =
-        watch_->Stream(watch_path, std::chrono::seconds(std::max<int64_t>(1, timeout.count())),
-                       on_chunk, &retry_after_s);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      watching_ = false;
-    }
-    cv_.notify_all();
-    if (Stopped()) return;
-    if (status.ok() && *status == 410) expired = true;  // as an answer, not an event
-    if (expired) {
-      ++stats_.watch_expired;
-      if (const Ms wait = relists.Next(); wait.count() > 0) {
-        if (!fail("the watch expired again soon after a list", "410 Gone", retry_after_s, wait)) {
-          return;
-        }
-        continue;
-      }
-      listed = false;  // list again, at once
-      continue;
-    }
-    if (repair) {
-      ++stats_.repairs;
-      stats_.in_sync = false;
-      if (const Ms wait = repairs.Next(); wait.count() > 0) {
-        // Someone keeps changing the slices back: a fight is not fought at
-        // the speed of the watch.
-        LogWarning("ResourceSlices: a slice was changed by someone else again; writing it back",
-                   {{"node", options_.node},
-                    {"driver", options_.driver},
-                    {"retry_in", FormatDuration(wait)}});
-        if (!PauseUntilStopped(wait)) return;
-      }
-      continue;
-    }
-    if (!error_event.empty()) {
-      if (!fail("the watch failed", error_event)) return;
-      continue;
-    }
-    if (!status.ok()) {
-      // A change cancels the watch: not a failure.
-      bool changed;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        changed = changed_;
-      }
-      if (changed) continue;
-      if (!fail("the watch broke off", std::string(status.status().message()))) return;
-      continue;
-    }
-    if (*status != 200) {
-      if (!fail("cannot watch them",
-                Refusal(HttpResponse{*status, head}, "watch", forbidden.Answered(*status),
-                        options_.forbidden_for_good),
-                retry_after_s)) {
-        return;
-      }
-      continue;
-    }
-    // A server (or a proxy) that ends every watch at once (with or without
-    // an event in it) would otherwise be watched again at once, for good;
-    // a watch the server keeps ends at its timeout.
-    if (std::chrono::steady_clock::now() - watch_started < kShortestWatch) {
-      if (!fail("the watch ended at once", "the server closed it within a second")) return;
+  }
+  return std::nullopt;
+}
+
+ReflectorHandler::Next SlicePublisher::Sync(std::optional<ReflectorFailure>* failure) {
+  if (loop_->repair) {
+    loop_->repair = false;
+    ++stats_.repairs;
+    stats_.in_sync = false;
+    if (const Ms wait = loop_->repairs.Next(); wait.count() > 0) {
+      // Someone keeps changing the slices back: a fight is not fought at
+      // the speed of the watch.
+      LogWarning("ResourceSlices: a slice was changed by someone else again; writing it back",
+                 {{"node", options_.node},
+                  {"driver", options_.driver},
+                  {"retry_in", FormatDuration(wait)}});
+      if (!reflector_->Wait(wait)) return Next::kWatch;
     }
   }
+  bool change_posted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    change_posted = changed_;
+  }
+  if (change_posted) TakeDesired();
+  if (const Next n = Reconcile(failure); *failure || n != Next::kWatch) return n;
+  stats_.in_sync = true;
+  return AskAgain();
+}
+
+ReflectorHandler::Next SlicePublisher::Reconcile(std::optional<ReflectorFailure>* failure) {
+  State& s = loop_->s;
+  // Create and replace what differs.
+  for (const auto& [name, json] : s.want) {
+    if (s.Matches(name)) continue;
+    auto have = s.have.find(name);
+    absl::StatusOr<HttpResponse> r;
+    if (have == s.have.end()) {
+      r = rest_->Post(loop_->base, json);
+      ++stats_.creates;
+    } else {
+      rapidjson::Document body = ParseHeld(json);
+      const std::string rv = StringAt(ParseHeld(have->second), "metadata", "resourceVersion");
+      body["metadata"].AddMember("resourceVersion",
+                                 rapidjson::Value(rv.c_str(), body.GetAllocator()),
+                                 body.GetAllocator());
+      r = rest_->Put(StrCat(loop_->base, "/", EscapePathSegment(name)), json::Serialize(body));
+      ++stats_.updates;
+    }
+    if (!r.ok() || (r->status != 200 && r->status != 201)) {
+      // A 409 (someone else created or changed it) is settled by the list
+      // that follows.
+      const char* verb = have == s.have.end() ? "create" : "update";
+      *failure = RequestFailed(StrCat("cannot ", verb, " ", name), r, verb);
+      return Next::kList;
+    }
+    // As the server now holds it (within base/json's bounds); an answer
+    // that cannot be read leaves the state unknown: listed again.
+    rapidjson::Document stored;
+    if (!json::Parse(r->body, "the stored ResourceSlice", &stored).ok() || !stored.IsObject()) {
+      s.have.erase(name);
+      return Next::kList;
+    }
+    s.have[name] = json::Serialize(stored);
+  }
+  // Delete what is not wanted.
+  for (auto it = s.have.begin(); it != s.have.end();) {
+    if (s.want.count(it->first)) {
+      ++it;
+      continue;
+    }
+    ++stats_.deletes;
+    absl::StatusOr<HttpResponse> r =
+        rest_->Delete(StrCat(loop_->base, "/", EscapePathSegment(it->first)));
+    if (!r.ok() || (r->status != 200 && r->status != 404)) {
+      *failure = RequestFailed(StrCat("cannot delete ", it->first), r, "delete");
+      return Next::kList;
+    }
+    it = s.have.erase(it);
+  }
+  return Next::kWatch;
+}
+
+ReflectorHandler::Next SlicePublisher::AskAgain() {
+  SliceContext& context = loop_->context;
+  TaintProbe& probe = loop_->probe;
+  if (!probe.answered && std::chrono::steady_clock::now() >= probe.due) {
+    AskAboutTaints(context.api_version, &probe);
+    if (Stopped()) return Next::kWatch;
+    if (probe.kept) {
+      // Unhealthy devices stay in the slices, tainted, from now on.
+      context.device_taints = true;
+      context.none_taint_effect = probe.none;
+      if (TakeDesired()) return Next::kSyncAgain;
+    }
+  }
+  if (context.node_uid.empty() && std::chrono::steady_clock::now() >= loop_->owner_due) {
+    if (std::string why; ReadNodeUid(&context.node_uid, &why)) {
+      // The same slices with their owner: replaced, same generation.
+      LogInfo("ResourceSlices: read the Node's UID; the slices get their owner",
+              {{"node", options_.node}});
+      WantAt(Builder(/*take_change=*/false), loop_->s.generation);
+      return Next::kSyncAgain;
+    } else {
+      const Ms wait = loop_->owner_backoff.Next();
+      loop_->owner_due = std::chrono::steady_clock::now() + wait;
+      LogWarning(
+          "ResourceSlices: still cannot read the Node for its UID; the slices stay without an "
+          "owner",
+          {{"node", options_.node}, {"error", why}, {"retry_in", FormatDuration(wait)}});
+    }
+  }
+  return Next::kWatch;
+}
+
+std::chrono::seconds SlicePublisher::WatchFor(std::chrono::seconds drawn) {
+  // A watch is kept no longer than until a retry of the probe or of the
+  // owner's read falls due.
+  auto until = [&](std::chrono::steady_clock::time_point due) {
+    drawn = std::min(
+        drawn, std::chrono::ceil<std::chrono::seconds>(due - std::chrono::steady_clock::now()));
+  };
+  if (loop_->context.node_uid.empty()) until(loop_->owner_due);
+  if (!loop_->probe.answered) until(loop_->probe.due);
+  return drawn;
+}
+
+std::string SlicePublisher::WatchPath(const std::string& version, std::chrono::seconds timeout) {
+  return StrCat(loop_->list_path,
+                "&watch=1&allowWatchBookmarks=true&resourceVersion=", EscapePathSegment(version),
+                "&timeoutSeconds=", timeout.count());
+}
+
+bool SlicePublisher::OnEvent(ObjectEvent event) {
+  State& s = loop_->s;
+  const rapidjson::Document object = ParseHeld(event.object);
+  if (SpecString(object, "driver") != options_.driver ||
+      SpecString(object, "nodeName") != options_.node) {
+    return true;
+  }
+  const std::string name = StringAt(object, "metadata", "name");
+  if (event.type == ObjectEvent::Type::kDeleted) {
+    s.have.erase(name);
+  } else {
+    s.have[name] = std::move(event.object);
+  }
+  if (s.Matches(name)) return true;
+  loop_->repair = true;  // Sync writes it back
+  return false;
+}
+
+std::string SlicePublisher::Refused(int status, const std::string& head) {
+  return Refusal(HttpResponse{status, head}, "watch", loop_->forbidden.Answered(status),
+                 options_.forbidden_for_good);
 }
 
 }  // namespace gpu_agent::apiserver

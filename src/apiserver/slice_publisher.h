@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -35,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "apiserver/connection.h"
+#include "apiserver/reflector.h"
 #include "apiserver/rest_client.h"
 
 namespace gpu_agent::apiserver {
@@ -81,10 +83,9 @@ struct SliceContext {
 // metadata.name and spec.pool.generation = `generation`.
 using SliceBuilder = std::function<std::vector<std::string>(const SliceContext&)>;
 
-struct SlicePublisherStats {
-  std::atomic<uint64_t> lists{0};
-  std::atomic<uint64_t> watches{0};
-  std::atomic<uint64_t> watch_expired{0};  // 410 Gone
+// The reflector's counters (lists, watches, watch_expired: 410 Gone,
+// watch_failures) and the publisher's.
+struct SlicePublisherStats : ReflectorStats {
   std::atomic<uint64_t> creates{0};
   std::atomic<uint64_t> updates{0};
   std::atomic<uint64_t> deletes{0};
@@ -107,13 +108,13 @@ struct SliceWatchEvent {
 // Errors: not JSON within the bounds, no string `type`, or no `object`.
 absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line);
 
-class SlicePublisher {
+class SlicePublisher : private ReflectorHandler {
  public:
   static absl::StatusOr<std::unique_ptr<SlicePublisher>> Start(const Connection& connection,
                                                                const RestOptions& rest,
                                                                SlicePublisherOptions options,
                                                                SliceBuilder desired);
-  ~SlicePublisher();
+  ~SlicePublisher() override;
   // Ends the watch and the thread. The slices stay: the kubelet removes
   // them when the driver has been gone a while.
   void Stop();
@@ -126,9 +127,8 @@ class SlicePublisher {
  private:
   SlicePublisher(SlicePublisherOptions options, std::unique_ptr<RestClient> rest,
                  std::unique_ptr<RestClient> watch);
+  static ReflectorOptions ReflectorOptionsFor(const SlicePublisherOptions& o);
   void Run();
-  // Cancels the watch when a change or a stop must end it.
-  void Kick();
   struct TaintProbe;
   // The served version of resource.k8s.io and the Node's UID, asked until
   // the version is known, and whether taints are kept (asked once here);
@@ -141,26 +141,49 @@ class SlicePublisher {
   void AskAboutTaints(const std::string& api_version, TaintProbe* probe);
   // Waits `d` unless stopped or given new slices; false when stopped.
   bool Pause(std::chrono::milliseconds d);
-  // The same, but only a stop ends it early (a change waits it out).
-  bool PauseUntilStopped(std::chrono::milliseconds d);
   bool Stopped();
 
+  // The reflector's calls, on the thread (reflector.h).
+  std::optional<ReflectorFailure> List(std::string* version) override;
+  Next Sync(std::optional<ReflectorFailure>* failure) override;
+  std::string WatchPath(const std::string& version, std::chrono::seconds timeout) override;
+  std::chrono::seconds WatchFor(std::chrono::seconds drawn) override;
+  bool OnEvent(ObjectEvent event) override;
+  std::string Refused(int status, const std::string& head) override;
+  void OnFailure() override;
+  // Sync's parts: create, replace and delete what differs; then the probe
+  // and the owner's read when due.
+  Next Reconcile(std::optional<ReflectorFailure>* failure);
+  Next AskAgain();
+  // A request refused or unanswered, as a failure.
+  ReflectorFailure RequestFailed(const std::string& what, const absl::StatusOr<HttpResponse>& r,
+                                 const char* verb);
+  // The builder as it is now; `take_change`: a change posted meanwhile is
+  // in what it builds, so it is taken.
+  SliceBuilder Builder(bool take_change);
+  // The desired slices: what `build` makes at `generation`.
+  void WantAt(const SliceBuilder& build, int64_t generation);
+  // A change posted (or a context changed): the builder's slices under the
+  // next generation where they differ from those wanted. Input that makes
+  // the same slices publishes nothing. Whether they differ.
+  bool TakeDesired();
+
   class State;
+  struct Loop;
 
   const SlicePublisherOptions options_;
   const std::unique_ptr<RestClient> rest_;
   const std::unique_ptr<RestClient> watch_;
   SlicePublisherStats stats_;
+  const std::unique_ptr<Reflector> reflector_;
+  std::unique_ptr<Loop> loop_;  // the thread's
   std::thread thread_;
-  std::thread kicker_;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopped_ = false;   // protected by mu_
-  bool changed_ = false;   // protected by mu_: SetDesired since the last reconcile
-  bool watching_ = false;  // protected by mu_: a watch stream is open (or opening)
-  bool done_ = false;      // protected by mu_: Run has returned
-  SliceBuilder desired_;   // protected by mu_
+  bool stopped_ = false;  // protected by mu_
+  bool changed_ = false;  // protected by mu_: SetDesired since the last reconcile
+  SliceBuilder desired_;  // protected by mu_
 };
 
 }  // namespace gpu_agent::apiserver
