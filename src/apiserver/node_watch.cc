@@ -35,6 +35,7 @@ ReflectorOptions ReflectorOptionsFor(const NodeWatchOptions& o) {
   r.log_prefix = o.log_prefix;
   r.watch_name = "node watch";
   r.watch_refused = "node watch failed";
+  r.log_repeated_expiry = false;
   r.log_fields = {{"node", o.node}};
   return r;
 }

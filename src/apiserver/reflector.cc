@@ -65,10 +65,14 @@ void Reflector::Cancel() {
 }
 
 void Reflector::Interrupt() {
-  std::lock_guard<std::mutex> lock(mu_);
-  interrupted_ = true;
-  // Under mu_: Run resumes the watch client under it too, before Sync, so a
-  // cancel meant for the next watch is never undone.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    interrupted_ = true;
+  }
+  // Outside mu_ (a cancel may wait out a connect in progress). Sticky: the
+  // watch in progress ends, or the next one at its start; Run takes a
+  // cancelled watch for an interrupt, so one that lands after Run resumed
+  // the client costs one more Sync, never a lost change.
   watch_->Cancel();
 }
 
@@ -155,7 +159,8 @@ void Reflector::Run() {
     if (Cancelled()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (interrupted_) continue;  // the owner's: Sync runs at once
+      // The owner's: Sync runs at once.
+      if (interrupted_ || end.status.status().code() == absl::StatusCode::kCancelled) continue;
     }
     if (end.expired) {
       // The server no longer holds `from`: list again, at once the first
@@ -163,9 +168,13 @@ void Reflector::Run() {
       ++stats_->watch_expired;
       listed = false;
       if (const Ms w = relists.Next(); w.count() > 0) {
-        fail({options_.watch_name + " expired again soon after a list", "410 Gone",
-              end.retry_after_s},
-             w);
+        if (options_.log_repeated_expiry) {
+          fail({options_.watch_name + " expired again soon after a list",
+                "the server no longer has the version (410) again", end.retry_after_s},
+               w);
+        } else {
+          wait = w;
+        }
         continue;
       }
       Warn(options_.watch_name +

@@ -48,6 +48,10 @@ struct ReflectorOptions {
   // After any failure, LIST again (an owner that writes starts over from
   // what the server holds) rather than watch on from the last version.
   bool relist_after_failure = false;
+  // A 410 again soon after a list (a server or proxy that expires every
+  // watch) is logged and counted as a failure; otherwise it is only waited
+  // out, and the first 410's warning stays the one line about it.
+  bool log_repeated_expiry = true;
   // Starts every log line ("node config: ", "ResourceSlices: ").
   std::string log_prefix;
   // The watch in log lines: "<watch_name> broke off; retrying".
