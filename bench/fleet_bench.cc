@@ -35,8 +35,8 @@
 
 #include "api_server_stub.h"
 #include "apiserver/connection.h"
-#include "apiserver/slice_publisher.h"
 #include "base/log.h"
+#include "dra/slice_publisher.h"
 #include "support/agent_env.h"
 
 namespace gpu_agent::testing {
@@ -120,8 +120,8 @@ std::vector<int> Buckets(const std::vector<ApiServerStub::Request>& log, Clock::
 }
 
 // One node's slice: two devices, as the agent builds it (fewer attributes).
-apiserver::SliceBuilder OneSlice(const std::string& node) {
-  return [node](const apiserver::SliceContext& c) {
+dra::SliceBuilder OneSlice(const std::string& node) {
+  return [node](const dra::SliceContext& c) {
     const std::string driver = "gpu.gpu-agent.github.io";
     return std::vector<std::string>{
         R"({"apiVersion":"resource.k8s.io/)" + c.api_version +
@@ -152,18 +152,18 @@ bool MeasureSliceUpkeep(int nodes, int steady_seconds, bool smoke, SliceUpkeep* 
     std::fprintf(stderr, "fleet_bench: %s\n", std::string(conn.status().message()).c_str());
     return false;
   }
-  std::vector<std::unique_ptr<apiserver::SlicePublisher>> publishers;
+  std::vector<std::unique_ptr<dra::SlicePublisher>> publishers;
   const auto start = Clock::now();
   for (int i = 0; i < nodes; ++i) {
     const std::string node = "node-" + std::to_string(i);
     api.AddNode(node);
-    apiserver::SlicePublisherOptions o;
+    dra::SlicePublisherOptions o;
     o.api_version = "v1";
     o.driver = "gpu.gpu-agent.github.io";
     o.node = node;
     o.watch_timeout = std::chrono::seconds(10);  // 10 min, 60 times shorter
-    absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> p =
-        apiserver::SlicePublisher::Start(*conn, apiserver::RestOptions{}, o, OneSlice(node));
+    absl::StatusOr<std::unique_ptr<dra::SlicePublisher>> p =
+        dra::SlicePublisher::Start(*conn, apiserver::RestOptions{}, o, OneSlice(node));
     if (!p.ok()) {
       std::fprintf(stderr, "fleet_bench: %s\n", std::string(p.status().message()).c_str());
       return false;

@@ -2,6 +2,7 @@
 
 #include <rapidjson/document.h>
 
+#include "apiserver/status.h"
 #include "base/json.h"
 #include "base/strings.h"
 
@@ -146,9 +147,9 @@ absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
   WatchEvent ev;
   if (type == "ERROR") {
     ev.type = WatchEvent::Type::kError;
-    auto code = obj->value.FindMember("code");
-    ev.code = code != obj->value.MemberEnd() && code->value.IsInt() ? code->value.GetInt() : 0;
-    ev.message = StringMember(obj->value, "message");
+    const ApiStatus status = ReadStatus(json::Serialize(obj->value));
+    ev.code = status.code;
+    ev.message = status.message;
     return ev;
   }
   ev.resource_version = ResourceVersionOf(obj->value);

@@ -1,7 +1,7 @@
 #include "apiserver/node_client.h"
 
 #include "absl/strings/cord.h"
-#include "base/json.h"
+#include "apiserver/status.h"
 #include "base/strings.h"
 #include "base/text.h"
 
@@ -10,7 +10,7 @@ namespace gpu_agent::apiserver {
 absl::Status ExplainAnswer(const HttpResponse& r, const std::string& node, const std::string& verb,
                            const std::string& sent) {
   if (r.status >= 200 && r.status < 300) return absl::OkStatus();
-  const std::string msg = json::MessageOf(r.body);
+  const std::string msg = ReadStatus(r.body).message;
   switch (r.status) {
     case 401:
       return absl::UnauthenticatedError(

@@ -1,33 +1,22 @@
-// One Node watched the way client-go's reflector does it, for the capacity
-// reconciler and plugin mode's per-node config label alike: LIST the Node by
-// name (the list's resourceVersion is the server's current revision), WATCH
-// from there, and take every later version from the watch's own events and
-// bookmarks, never from the Node's own resourceVersion (a quiet Node keeps
-// it until it falls out of the API server's watch window, and every watch
-// from it then answers 410 Gone).
-//
-// A 410 means list again: at once the first time, after a backoff if it
-// happens again before a good watch. A watch that fails, answers an error
-// or ends at once backs off with jitter; a connection that breaks off is
-// opened again after a delay spread over reconnect_spread, so a fleet does
-// not reconnect in the same second. Watch timeouts are drawn at random, so
-// a fleet started together does not stay in step.
+// One Node watched through apiserver/reflector.h, for the capacity
+// reconciler and plugin mode's per-node config label alike: LIST the Node
+// by name, WATCH from the list's version, list again on 410 Gone, back off
+// with jitter after failures, spread reconnects and watch timeouts.
 #ifndef GPU_AGENT_APISERVER_NODE_WATCH_H_
 #define GPU_AGENT_APISERVER_NODE_WATCH_H_
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "apiserver/connection.h"
 #include "apiserver/node.h"
+#include "apiserver/reflector.h"
 #include "apiserver/rest_client.h"
 
 namespace gpu_agent::apiserver {
@@ -67,14 +56,7 @@ absl::StatusOr<NodeWatchClients> CreateNodeWatchClients(const Connection& connec
                                                         const RestOptions& rest,
                                                         std::chrono::milliseconds watch_timeout);
 
-struct NodeWatchStats {
-  std::atomic<uint64_t> lists{0};
-  std::atomic<uint64_t> watches{0};
-  // Watches answered 410 Gone: the version was older than the server keeps.
-  std::atomic<uint64_t> watch_expired{0};
-  // Watches that failed, answered an error, or ended at once.
-  std::atomic<uint64_t> watch_failures{0};
-};
+using NodeWatchStats = ReflectorStats;
 
 // Called on the watch thread; none may block for long.
 struct NodeWatchCallbacks {
@@ -86,33 +68,28 @@ struct NodeWatchCallbacks {
   std::function<void()> on_in_sync;
 };
 
-class NodeWatch {
+class NodeWatch : private ReflectorHandler {
  public:
   // `rest` and `watch_rest` (see NodeWatchClients) and `stats` (null: none
   // kept) must outlive the NodeWatch. Starts the watch thread.
   NodeWatch(NodeWatchOptions options, RestClient* rest, RestClient* watch_rest,
             NodeWatchCallbacks callbacks, NodeWatchStats* stats);
-  ~NodeWatch();  // Stop()
+  ~NodeWatch() override;  // Stop()
   // Ends the watch thread, cancelling requests of both clients (those of
-  // other users of `rest` too) until it is out.
+  // other users of `rest` too: RestClient::Cancel stays until Resume).
   void Stop();
 
  private:
-  void Loop();
-  // Waits `d` unless stopped; false when stopped.
-  bool Wait(std::chrono::milliseconds d);
-  bool Stopped();
+  std::optional<ReflectorFailure> List(std::string* version) override;
+  std::string WatchPath(const std::string& version, std::chrono::seconds timeout) override;
+  bool OnEvent(ObjectEvent event) override;
+  void InSync() override;
 
   const NodeWatchOptions options_;
   RestClient* const rest_;
-  RestClient* const watch_rest_;
   const NodeWatchCallbacks callbacks_;
-  NodeWatchStats own_stats_;
-  NodeWatchStats* const stats_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // protected by mu_
-  bool done_ = false;  // protected by mu_: the loop returned
+  bool may_list_ = true;  // used by the watch thread only
+  Reflector reflector_;
   std::thread thread_;
 };
 

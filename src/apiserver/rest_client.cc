@@ -3,9 +3,11 @@
 #ifndef CPPHTTPLIB_OPENSSL_SUPPORT
 #error "cpp-httplib must be compiled with CPPHTTPLIB_OPENSSL_SUPPORT (use PkgConfig::HTTPLIB)"
 #endif
+#include <fcntl.h>
 #include <httplib.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,10 +75,32 @@ int RetryAfterSeconds(const httplib::Response& res) {
   return std::stoi(v);
 }
 
+// Makes a socket that is about to connect fail to: the descriptor now
+// names /dev/null (the number stays httplib's to close), so connect()
+// answers ENOTSOCK and nothing reaches the network.
+void SpoilSocket(int fd) {
+  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) {
+    ::shutdown(fd, SHUT_RDWR);  // the fallback: the connection ends on its first read
+    return;
+  }
+  ::dup3(null_fd, fd, O_CLOEXEC);
+  ::close(null_fd);
+}
+
 }  // namespace
 
 RestClient::RestClient(Connection c, RestOptions o, std::unique_ptr<httplib::Client> client)
-    : connection_(std::move(c)), options_(std::move(o)), client_(std::move(client)) {}
+    : connection_(std::move(c)), options_(std::move(o)), client_(std::move(client)) {
+  // httplib opens a connection (and calls this) under the lock that stop()
+  // takes, and marks the request in flight under it: a Cancel either finds
+  // the request in flight (stop() shuts its socket) or comes before its
+  // connection (spoiled here). Nothing in between.
+  client_->set_socket_options([this](int fd) {
+    std::lock_guard<std::mutex> lock(cancel_mu_);
+    if (cancelled_) SpoilSocket(fd);
+  });
+}
 
 RestClient::~RestClient() = default;
 
@@ -164,6 +188,7 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
   const std::string full = connection_.endpoint.path_prefix + path;
   bool token_reread = false, resent = false;
   for (;;) {
+    if (cancelled()) return CancelledError();
     absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
     if (!headers.ok()) return headers.status();
     // Every answer's body goes through the cap as it arrives, whatever the
@@ -192,6 +217,7 @@ absl::StatusOr<HttpResponse> RestClient::Send(const std::string& method, const s
                                                  " to ", method, " ", path, " is over ",
                                                  options_.max_body_bytes, " bytes; refused"));
     }
+    if (!res && cancelled()) return CancelledError();
     if (!res) {
       // Cut off well before the read timeout: the connection was closed, not
       // slow. httplib has closed it; the next request opens a new one.
@@ -251,6 +277,7 @@ absl::StatusOr<int> RestClient::Stream(const std::string& path, std::chrono::sec
                                        const std::function<bool(std::string_view)>& on_chunk,
                                        int* retry_after_s) {
   if (retry_after_s) *retry_after_s = -1;
+  if (cancelled()) return CancelledError();
   absl::StatusOr<httplib::Headers> headers = RequestHeaders(connection_, options_);
   if (!headers.ok()) return headers.status();
   // The read timeout bounds a silent server; this bounds one that keeps
@@ -277,6 +304,7 @@ absl::StatusOr<int> RestClient::Stream(const std::string& path, std::chrono::sec
                " more); the agent closed it"));
   }
   if (stopped) return res ? res->status : 200;
+  if (!res && cancelled()) return CancelledError();
   if (!res) {
     return absl::UnavailableError(
         TransportError(connection_, res.error(), client_->get_openssl_verify_result()));
@@ -286,7 +314,27 @@ absl::StatusOr<int> RestClient::Stream(const std::string& path, std::chrono::sec
   return res->status;
 }
 
-void RestClient::Cancel() { client_->stop(); }
+void RestClient::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(cancel_mu_);
+    cancelled_ = true;
+  }
+  client_->stop();
+}
+
+void RestClient::Resume() {
+  std::lock_guard<std::mutex> lock(cancel_mu_);
+  cancelled_ = false;
+}
+
+bool RestClient::cancelled() const {
+  std::lock_guard<std::mutex> lock(cancel_mu_);
+  return cancelled_;
+}
+
+absl::Status RestClient::CancelledError() const {
+  return absl::CancelledError(StrCat("the request to ", connection_.description, " was cancelled"));
+}
 
 std::string EscapePathSegment(std::string_view s) {
   std::string out;

@@ -82,8 +82,15 @@ class RestClient {
   // Requests sent again on a new connection after one was cut off.
   uint64_t resent() const { return resent_.load(); }
 
-  // Aborts a Stream in progress from another thread.
+  // From another thread: ends the request in progress, and makes every
+  // later one fail at once (kCancelled) until Resume(). A request that is
+  // just starting (between its caller's last look at a stop flag and its
+  // connection) is ended as promptly: whether its socket is new or kept
+  // alive, it cannot slip past a Cancel. Cheap when nothing is in flight.
   void Cancel();
+  // Requests are sent again (after a Cancel that ended one watch, say).
+  void Resume();
+  bool cancelled() const;
 
   const Connection& connection() const { return connection_; }
 
@@ -97,6 +104,12 @@ class RestClient {
   const RestOptions options_;
   std::unique_ptr<httplib::Client> client_;
   void CountError(int code);
+  // The error of a request cancelled before or while it ran.
+  absl::Status CancelledError() const;
+  // Taken by Cancel, and by httplib while it holds its socket lock to
+  // open a connection: a connection opened after a Cancel fails at once.
+  mutable std::mutex cancel_mu_;
+  bool cancelled_ = false;  // protected by cancel_mu_
   mutable std::mutex errors_mu_;
   std::map<int, uint64_t> errors_;  // protected by errors_mu_
   std::atomic<uint64_t> resent_{0};

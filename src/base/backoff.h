@@ -23,6 +23,12 @@ class Backoff {
   Backoff(Duration initial, Duration max, Duration first = Duration(-1),
           Duration quiet = Duration(0), const Clock* clock = Clock::Real());
 
+  // Waits `initial`, then twice the last up to `max`, jittered: the plain
+  // doubling retry (the first try after a quiet stretch waits `initial`).
+  static Backoff Doubling(Duration initial, Duration max, const Clock* clock = Clock::Real()) {
+    return Backoff(2 * initial, max, initial, Duration(0), clock);
+  }
+
   // The wait before the next try, and the sequence one step on.
   Duration Next();
   // Starts the sequence over (an operator's reload, say).

@@ -149,10 +149,13 @@ std::string FormatLogLine(LogFormat format, LogLevel level, std::string_view tim
 }
 
 void Log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) {
+  Log(level, message, std::span<const LogField>(fields.begin(), fields.size()));
+}
+
+void Log(LogLevel level, std::string_view message, std::span<const LogField> fields) {
   if (!LogEnabled(level)) return;
   const std::string line =
-      FormatLogLine(static_cast<LogFormat>(g_format.load()), level, Timestamp(), message,
-                    std::span<const LogField>(fields.begin(), fields.size()));
+      FormatLogLine(static_cast<LogFormat>(g_format.load()), level, Timestamp(), message, fields);
   std::lock_guard<std::mutex> lock(g_write_mu);
   // One write(2) per line keeps lines whole even across processes sharing stderr.
   size_t off = 0;

@@ -28,6 +28,8 @@ using LogField = std::pair<std::string_view, std::string>;
 // Writes one line: "<time> <LEVEL> <message> key=value ..." in text form, or a
 // JSON object with ts, level, msg and the fields. Never log secrets here.
 void Log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields = {});
+// The same with fields gathered at run time.
+void Log(LogLevel level, std::string_view message, std::span<const LogField> fields);
 
 // The line Log writes, newline included. In JSON form every string is valid
 // UTF-8 (other bytes become U+FFFD), so the line is valid JSON whatever the

@@ -17,8 +17,8 @@ constexpr char kDriver[] = "gpu.gpu-agent.github.io";
 
 // Device name -> its taint as "key=value:effect" ("" for none), of the
 // slices `builder` makes for `context`.
-std::map<std::string, std::string> Published(const apiserver::SliceBuilder& builder,
-                                             const apiserver::SliceContext& context) {
+std::map<std::string, std::string> Published(const dra::SliceBuilder& builder,
+                                             const dra::SliceContext& context) {
   std::map<std::string, std::string> out;
   for (const std::string& json : builder(context)) {
     rapidjson::Document d;
@@ -47,8 +47,8 @@ TEST(DraHealthSlicesTest, EachTaintWhereTheServerKeepsItElseTheDeviceLeavesOrSta
       // dra.taints: off for its cause.
       {"gpu-2", {{unhealthy, "XID-48", dra::TaintEffect::kNoSchedule}, false}},
   };
-  const apiserver::SliceBuilder b = SlicesOf(devices, taints, kDriver, "node-a");
-  apiserver::SliceContext c;
+  const dra::SliceBuilder b = SlicesOf(devices, taints, kDriver, "node-a");
+  dra::SliceContext c;
   c.device_taints = true;
   c.none_taint_effect = true;  // 1.36
   EXPECT_EQ(Published(b, c), (std::map<std::string, std::string>{

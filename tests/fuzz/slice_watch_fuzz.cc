@@ -10,12 +10,13 @@
 #include <string>
 
 #include "apiserver/line_buffer.h"
-#include "apiserver/slice_publisher.h"
 #include "base/json.h"
+#include "dra/slice_set.h"
 #include "fuzz_support.h"
 
 using namespace gpu_agent;
 using namespace gpu_agent::apiserver;
+using namespace gpu_agent::dra;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body = fuzz::AsView(data, size);

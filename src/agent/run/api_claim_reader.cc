@@ -40,18 +40,16 @@ absl::StatusOr<dra::ClaimReader::Answer> ApiClaimReader::GetClaim(const std::str
 }
 
 void ApiClaimReader::Cancel() {
-  std::unique_lock<std::mutex> lock(flight_mu_);
-  stopping_ = true;
-  flight_cv_.notify_all();
-  // A cut-off GET is sent once more at once (RestClient), and a cancel
-  // can land just before a request opens its connection: repeated until
-  // the GETs are out.
-  while (in_flight_ > 0) {
-    lock.unlock();
-    for (const auto& c : clients_) c->Cancel();
-    lock.lock();
-    flight_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return in_flight_ == 0; });
+  {
+    std::lock_guard<std::mutex> lock(flight_mu_);
+    stopping_ = true;
   }
+  flight_cv_.notify_all();
+  // Sticky (RestClient::Cancel): a GET in progress, or one just starting,
+  // ends at once, and none starts after.
+  for (const auto& c : clients_) c->Cancel();
+  std::unique_lock<std::mutex> lock(flight_mu_);
+  flight_cv_.wait(lock, [this] { return in_flight_ == 0; });
 }
 
 absl::StatusOr<std::string> ApiClaimReader::Version() {
@@ -63,22 +61,13 @@ absl::StatusOr<std::string> ApiClaimReader::Version() {
     if (stopping_) return absl::UnavailableError("the agent is stopping");
     ++in_flight_;
   }
-  absl::StatusOr<apiserver::HttpResponse> r = discovery_->Get("/apis/resource.k8s.io");
+  absl::StatusOr<std::string> v = apiserver::DiscoverResourceApiVersion(discovery_);
   {
     std::lock_guard<std::mutex> flight(flight_mu_);
     --in_flight_;
   }
   flight_cv_.notify_all();
-  if (!r.ok()) return r.status();
-  if (r->status != 200) {
-    return absl::UnavailableError(
-        StrCat("the API server serves no resource.k8s.io group (GET /apis/resource.k8s.io "
-               "answered ",
-               r->status, "); DRA needs Kubernetes 1.32 or later"));
-  }
-  absl::StatusOr<std::string> v =
-      apiserver::PickServedVersion(r->body, "resource.k8s.io", {"v1", "v1beta2", "v1beta1"});
-  if (!v.ok()) return absl::UnavailableError(v.status().message());
+  if (!v.ok()) return v.status();
   version_ = *v;
   LogInfo("reading ResourceClaims through resource.k8s.io/" + version_);
   return version_;

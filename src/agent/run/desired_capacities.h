@@ -11,7 +11,7 @@
 
 #include "agent/plan/device_model.h"
 #include "agent/plan/resource_plan.h"
-#include "apiserver/capacity_reconciler.h"
+#include "agent/run/capacity_reconciler.h"
 #include "deviceplugin/device.h"
 #include "deviceplugin/health_ledger.h"
 #include "health/health_watcher.h"

@@ -8,11 +8,11 @@
 
 namespace gpu_agent {
 
-apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
-                                 std::map<std::string, DraTaint> taints, std::string driver,
-                                 std::string node) {
+dra::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
+                           std::map<std::string, DraTaint> taints, std::string driver,
+                           std::string node) {
   return [devices = std::move(devices), taints = std::move(taints), driver = std::move(driver),
-          node = std::move(node)](const apiserver::SliceContext& c) {
+          node = std::move(node)](const dra::SliceContext& c) {
     dra::SliceInput in;
     in.api_version = c.api_version;
     in.driver = driver;
@@ -61,7 +61,7 @@ DraHealth::Outage DraHealth::OutageOf(const health::Outage& carried) {
   return {carried.key, carried.reason, CauseOf(carried.was_lost, carried.xid, carried.check)};
 }
 
-void DraHealth::SetPublisher(apiserver::SlicePublisher* publisher) {
+void DraHealth::SetPublisher(dra::SlicePublisher* publisher) {
   std::lock_guard<std::mutex> lock(mu_);
   publisher_ = publisher;
   // What changed since the publisher was started with CurrentSlices (the
@@ -71,7 +71,7 @@ void DraHealth::SetPublisher(apiserver::SlicePublisher* publisher) {
   }
 }
 
-apiserver::SliceBuilder DraHealth::CurrentSlices() const {
+dra::SliceBuilder DraHealth::CurrentSlices() const {
   std::lock_guard<std::mutex> lock(mu_);
   return SlicesOf(devices_, TaintsLocked(), driver_, pool_);
 }

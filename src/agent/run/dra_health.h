@@ -18,12 +18,12 @@
 #include <string_view>
 #include <vector>
 
-#include "apiserver/slice_publisher.h"
 #include "base/device_key.h"
 #include "dra/claim_preparer.h"
 #include "dra/device_taint.h"
 #include "dra/dra_device.h"
 #include "dra/dra_server.h"
+#include "dra/slice_publisher.h"
 #include "health/health_watcher.h"
 
 namespace gpu_agent {
@@ -38,9 +38,9 @@ struct DraTaint {
 
 // The slices of `devices` with their taints (by device name), for whatever
 // version, generation and taint support the publisher finds.
-apiserver::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
-                                 std::map<std::string, DraTaint> taints, std::string driver,
-                                 std::string node);
+dra::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
+                           std::map<std::string, DraTaint> taints, std::string driver,
+                           std::string node);
 
 class DraHealth {
  public:
@@ -59,9 +59,9 @@ class DraHealth {
   static Outage OutageOf(const health::Outage& carried);
 
   // The publisher is handed each change of what is published; null: none.
-  void SetPublisher(apiserver::SlicePublisher* publisher);
+  void SetPublisher(dra::SlicePublisher* publisher);
   // The slices of the devices and their health now.
-  apiserver::SliceBuilder CurrentSlices() const;
+  dra::SliceBuilder CurrentSlices() const;
   void SetServer(dra::DraServer* server);
   // A generation's devices, pool, effects and the outages it starts with
   // (degraded checks are carried over).
@@ -84,7 +84,7 @@ class DraHealth {
   dra::ClaimPreparer* const preparer_;
   const std::string driver_;
   mutable std::mutex mu_;
-  apiserver::SlicePublisher* publisher_ = nullptr;    // protected by mu_
+  dra::SlicePublisher* publisher_ = nullptr;          // protected by mu_
   std::vector<dra::DraDevice> published_;             // protected by mu_: the slices' devices
   std::map<std::string, DraTaint> published_taints_;  // protected by mu_
   dra::DraServer* server_ = nullptr;                  // protected by mu_

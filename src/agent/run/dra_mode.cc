@@ -22,7 +22,6 @@
 #include "agent/run/time_slice.h"
 #include "apiserver/discovery.h"
 #include "apiserver/rest_client.h"
-#include "apiserver/slice_publisher.h"
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/socket_path.h"
@@ -31,6 +30,7 @@
 #include "dra/dra_server.h"
 #include "dra/handover.h"
 #include "dra/resource_slice.h"
+#include "dra/slice_publisher.h"
 #include "health/health_watcher.h"
 
 namespace gpu_agent {
@@ -215,7 +215,7 @@ class DraMode : public Mode {
         "(0: another instance of the driver on the node does, as in a rolling update).",
         publisher_ ? 1 : 0);
     if (publisher_) {
-      const apiserver::SlicePublisherStats& ps = publisher_->stats();
+      const dra::SlicePublisherStats& ps = publisher_->stats();
       one("gpu_agent_dra_slices_in_sync", "gauge",
           "1 when the node's ResourceSlices were last seen as published.", ps.in_sync ? 1 : 0);
       one("gpu_agent_dra_pool_generation", "gauge", "The pool generation published.",
@@ -278,9 +278,8 @@ class DraMode : public Mode {
           {{"socket", plain_registration_}});
       return false;
     }
-    absl::StatusOr<std::unique_ptr<apiserver::SlicePublisher>> publisher =
-        apiserver::SlicePublisher::Start(slice_conn_, slice_rest_, slice_options_,
-                                         health_state_->CurrentSlices());
+    absl::StatusOr<std::unique_ptr<dra::SlicePublisher>> publisher = dra::SlicePublisher::Start(
+        slice_conn_, slice_rest_, slice_options_, health_state_->CurrentSlices());
     if (!publisher.ok()) {
       LogError("cannot publish ResourceSlices",
                {{"error", std::string(publisher.status().message())}});
@@ -307,7 +306,7 @@ class DraMode : public Mode {
   }
 
   void StopPublishing() {
-    std::unique_ptr<apiserver::SlicePublisher> publisher;
+    std::unique_ptr<dra::SlicePublisher> publisher;
     {
       std::lock_guard<std::mutex> lock(publisher_mu_);
       if (health_state_) health_state_->SetPublisher(nullptr);
@@ -320,7 +319,7 @@ class DraMode : public Mode {
   std::string pool_;
   apiserver::Connection slice_conn_;  // set by Start: what a publisher is started with
   apiserver::RestOptions slice_rest_;
-  apiserver::SlicePublisherOptions slice_options_;
+  dra::SlicePublisherOptions slice_options_;
   std::unique_ptr<dra::Handover> handover_;
   // With a pod UID: the registration socket an earlier version serves
   // under (no UID in its name), which keeps this one from publishing.
@@ -329,7 +328,7 @@ class DraMode : public Mode {
   std::shared_ptr<dra::ClaimPreparer> preparer_;
   std::unique_ptr<DraHealth> health_state_;
   std::mutex publisher_mu_;
-  std::unique_ptr<apiserver::SlicePublisher> publisher_;    // protected by publisher_mu_: null
+  std::unique_ptr<dra::SlicePublisher> publisher_;          // protected by publisher_mu_: null
                                                             // while another instance publishes
   std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;  // null without a node config
   std::mutex mu_;

@@ -10,6 +10,7 @@
 #include "agent/run/metrics_server.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/signals.h"
+#include "base/backoff.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/prom_text.h"
@@ -74,9 +75,10 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
 
   LogWarning("NVML cannot be loaded yet; waiting for the NVIDIA driver",
              {{"error", last_error}, {"wait_timeout", FormatDuration(config.driver.wait_timeout)}});
-  auto backoff = std::chrono::milliseconds(1000);
+  // 1 s, then doubling up to 30 s.
+  Backoff backoff = Backoff::Doubling(std::chrono::seconds(1), std::chrono::seconds(30));
   auto next_log = started + std::chrono::minutes(1);
-  auto next_try = started + Jitter(backoff);
+  auto next_try = started + backoff.Next();
   for (;;) {
     const auto now = SteadyClock::now();
     if (now >= deadline) break;
@@ -96,8 +98,7 @@ absl::StatusOr<std::unique_ptr<nvml::NvmlLibrary>> StartNvmlWaitingForDriver(con
       }
       continue;
     }
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
-    next_try = SteadyClock::now() + Jitter(backoff);
+    next_try = SteadyClock::now() + backoff.Next();
     lib = StartNvml(config);
     {
       std::lock_guard<std::mutex> lock(mu);

@@ -10,10 +10,10 @@
 #include "agent/labels/gpu_labels.h"
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/resource_plan.h"
+#include "agent/run/capacity_reconciler.h"
 #include "agent/run/desired_capacities.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
-#include "apiserver/capacity_reconciler.h"
 #include "apiserver/connection.h"
 #include "base/log.h"
 #include "base/prom_text.h"
@@ -34,7 +34,7 @@ class ReconcilerSink {
   // `started_with`: what the reconciler was started with. A report that
   // came since (and found no reconciler) is sent now; the count is taken
   // under the lock, so a report racing this one is sent by its own call.
-  void Attach(apiserver::CapacityReconciler* r, const apiserver::Capacities& started_with,
+  void Attach(CapacityReconciler* r, const apiserver::Capacities& started_with,
               const DesiredCapacities& desired) {
     std::lock_guard<std::mutex> lock(mu_);
     r_ = r;
@@ -44,18 +44,18 @@ class ReconcilerSink {
 
  private:
   std::mutex mu_;
-  apiserver::CapacityReconciler* r_ = nullptr;  // protected by mu_
+  CapacityReconciler* r_ = nullptr;  // protected by mu_
 };
 
 struct Running {
   std::shared_ptr<DesiredCapacities> desired;
-  std::unique_ptr<apiserver::CapacityReconciler> reconciler;
+  std::unique_ptr<CapacityReconciler> reconciler;
 };
 
 void RenderStaticMetrics(const Running& r, PromText* out) {
   PromText& p = *out;
   if (!r.reconciler) return;
-  const apiserver::ReconcilerStats& s = r.reconciler->stats();
+  const ReconcilerStats& s = r.reconciler->stats();
   p.Family("gpu_agent_static_desired", "gauge", "Value static mode keeps in the Node's capacity.");
   for (const auto& [resource, value] : r.reconciler->desired()) {
     p.Sample("gpu_agent_static_desired", {{"resource", resource}}, static_cast<double>(value));
@@ -157,7 +157,7 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   apiserver::Capacities desired = counted;
   if (desired.empty()) desired[config.resource_name] = 0;  // no GPU: say so on the Node
   for (const auto& [r, v] : retired) desired.emplace(r, 0);
-  apiserver::ReconcilerOptions opts;
+  ReconcilerOptions opts;
   opts.node = config.node_name;
   opts.allocatable = config.static_mode.allocatable;
   opts.resync = config.static_mode.resync_interval;
@@ -182,8 +182,8 @@ absl::Status StartAll(const ModeContext& ctx, const Generation& gen,
   for (const auto& [r, v] : desired) StrAppend(&summary, summary.empty() ? "" : ", ", r, "=", v);
   LogInfo("static mode: keeping node capacity",
           {{"node", opts.node}, {"capacity", summary}, {"api", conn->description}});
-  absl::StatusOr<std::unique_ptr<apiserver::CapacityReconciler>> rec =
-      apiserver::CapacityReconciler::Start(*conn, opts, desired);
+  absl::StatusOr<std::unique_ptr<CapacityReconciler>> rec =
+      CapacityReconciler::Start(*conn, opts, desired);
   if (!rec.ok()) {
     health->Stop();
     return rec.status();

@@ -1,7 +1,7 @@
 // The capacity reconciler in-process against the API server stand-in, on a
 // fake clock: what depends on minutes passing (the fight window) is stepped,
 // not waited for.
-#include "apiserver/capacity_reconciler.h"
+#include "agent/run/capacity_reconciler.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "support/proxy_connection.h"
 #include "support/test_support.h"
 
-namespace gpu_agent::apiserver {
+namespace gpu_agent {
 namespace {
 
 using gpu_agent::testing::ApiServerStub;
@@ -26,7 +26,7 @@ class ReconcilerClockTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.AddNode(kNode);
-    absl::StatusOr<Connection> conn = gpu_agent::testing::ProxyConnection(server_.url());
+    absl::StatusOr<apiserver::Connection> conn = gpu_agent::testing::ProxyConnection(server_.url());
     ASSERT_TRUE(conn.ok()) << conn.status();
     ReconcilerOptions o;
     o.node = kNode;
@@ -34,7 +34,7 @@ class ReconcilerClockTest : public ::testing::Test {
     o.fight_window = std::chrono::minutes(2);
     o.clock = &clock_;
     absl::StatusOr<std::unique_ptr<CapacityReconciler>> r =
-        CapacityReconciler::Start(*conn, o, Capacities{{kGpu, 4}});
+        CapacityReconciler::Start(*conn, o, apiserver::Capacities{{kGpu, 4}});
     ASSERT_TRUE(r.ok()) << r.status();
     reconciler_ = *std::move(r);
     ASSERT_TRUE(Repaired());
@@ -87,9 +87,9 @@ TEST_F(ReconcilerClockTest, ResetsWithinTheWindowAreAFight) {
   ASSERT_TRUE(WaitFor([&] { return reconciler_->stats().fights.load() == 1; }))
       << "three resets in 100 s of a 120 s window were not taken for a fight";
   EXPECT_EQ(server_.Capacity(kNode, kGpu), "0");
-  reconciler_->SetDesired(Capacities{{kGpu, 3}});
+  reconciler_->SetDesired(apiserver::Capacities{{kGpu, 3}});
   EXPECT_TRUE(WaitFor([&] { return server_.Capacity(kNode, kGpu) == "3"; }));
 }
 
 }  // namespace
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent

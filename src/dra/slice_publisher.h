@@ -18,8 +18,8 @@
 // change of the desired slices; a restart that finds the slices already as
 // wanted keeps their generation, and one that finds them otherwise
 // publishes the next.
-#ifndef GPU_AGENT_APISERVER_SLICE_PUBLISHER_H_
-#define GPU_AGENT_APISERVER_SLICE_PUBLISHER_H_
+#ifndef GPU_AGENT_DRA_SLICE_PUBLISHER_H_
+#define GPU_AGENT_DRA_SLICE_PUBLISHER_H_
 
 #include <atomic>
 #include <chrono>
@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -35,9 +36,12 @@
 
 #include "absl/status/statusor.h"
 #include "apiserver/connection.h"
+#include "apiserver/reflector.h"
 #include "apiserver/rest_client.h"
 
-namespace gpu_agent::apiserver {
+namespace gpu_agent::dra {
+
+class TaintProbe;
 
 struct SlicePublisherOptions {
   // Of resource.k8s.io; empty: the first of v1, v1beta2, v1beta1 the server
@@ -81,10 +85,9 @@ struct SliceContext {
 // metadata.name and spec.pool.generation = `generation`.
 using SliceBuilder = std::function<std::vector<std::string>(const SliceContext&)>;
 
-struct SlicePublisherStats {
-  std::atomic<uint64_t> lists{0};
-  std::atomic<uint64_t> watches{0};
-  std::atomic<uint64_t> watch_expired{0};  // 410 Gone
+// The reflector's counters (lists, watches, watch_expired: 410 Gone,
+// watch_failures) and the publisher's.
+struct SlicePublisherStats : apiserver::ReflectorStats {
   std::atomic<uint64_t> creates{0};
   std::atomic<uint64_t> updates{0};
   std::atomic<uint64_t> deletes{0};
@@ -94,26 +97,12 @@ struct SlicePublisherStats {
   std::atomic<bool> in_sync{false};  // the slices are as wanted (last seen)
 };
 
-// One line of a ResourceSlice watch, read with base/json's bounds.
-struct SliceWatchEvent {
-  std::string type;              // ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
-  std::string name;              // the slice's metadata.name (none for ERROR)
-  std::string resource_version;  // metadata.resourceVersion, where given
-  std::string driver;            // spec.driver
-  std::string node_name;         // spec.nodeName
-  int code = 0;                  // ERROR: the Status code (410: the version is too old)
-  std::string object;            // the object, as compact JSON
-};
-// Errors: not JSON within the bounds, no string `type`, or no `object`.
-absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line);
-
-class SlicePublisher {
+class SlicePublisher : private apiserver::ReflectorHandler {
  public:
-  static absl::StatusOr<std::unique_ptr<SlicePublisher>> Start(const Connection& connection,
-                                                               const RestOptions& rest,
-                                                               SlicePublisherOptions options,
-                                                               SliceBuilder desired);
-  ~SlicePublisher();
+  static absl::StatusOr<std::unique_ptr<SlicePublisher>> Start(
+      const apiserver::Connection& connection, const apiserver::RestOptions& rest,
+      SlicePublisherOptions options, SliceBuilder desired);
+  ~SlicePublisher() override;
   // Ends the watch and the thread. The slices stay: the kubelet removes
   // them when the driver has been gone a while.
   void Stop();
@@ -124,45 +113,63 @@ class SlicePublisher {
   const SlicePublisherStats& stats() const { return stats_; }
 
  private:
-  SlicePublisher(SlicePublisherOptions options, std::unique_ptr<RestClient> rest,
-                 std::unique_ptr<RestClient> watch);
+  SlicePublisher(SlicePublisherOptions options, std::unique_ptr<apiserver::RestClient> rest,
+                 std::unique_ptr<apiserver::RestClient> watch);
+  static apiserver::ReflectorOptions ReflectorOptionsFor(const SlicePublisherOptions& o);
   void Run();
-  // Cancels the watch when a change or a stop must end it.
-  void Kick();
-  struct TaintProbe;
   // The served version of resource.k8s.io and the Node's UID, asked until
   // the version is known, and whether taints are kept (asked once here);
   // false when stopped first.
   bool Discover(SliceContext* context, TaintProbe* probe);
   // GETs the Node: its UID, or false with `why`.
   bool ReadNodeUid(std::string* uid, std::string* why);
-  // The dryRun probe of probe_device_taints: records a clear answer in
-  // `probe`, or when it is due again.
-  void AskAboutTaints(const std::string& api_version, TaintProbe* probe);
   // Waits `d` unless stopped or given new slices; false when stopped.
   bool Pause(std::chrono::milliseconds d);
-  // The same, but only a stop ends it early (a change waits it out).
-  bool PauseUntilStopped(std::chrono::milliseconds d);
   bool Stopped();
 
-  class State;
+  // The reflector's calls, on the thread (reflector.h).
+  std::optional<apiserver::ReflectorFailure> List(std::string* version) override;
+  Next Sync(std::optional<apiserver::ReflectorFailure>* failure) override;
+  std::string WatchPath(const std::string& version, std::chrono::seconds timeout) override;
+  std::chrono::seconds WatchFor(std::chrono::seconds drawn) override;
+  bool OnEvent(apiserver::ObjectEvent event) override;
+  std::string Refused(int status, const std::string& head) override;
+  void OnFailure() override;
+  // Sync's parts: create, replace and delete what differs; then the probe
+  // and the owner's read when due.
+  Next Reconcile(std::optional<apiserver::ReflectorFailure>* failure);
+  Next AskAgain();
+  // A request refused or unanswered, as a failure.
+  apiserver::ReflectorFailure RequestFailed(const std::string& what,
+                                            const absl::StatusOr<apiserver::HttpResponse>& r,
+                                            const char* verb);
+  // The builder as it is now; `take_change`: a change posted meanwhile is
+  // in what it builds, so it is taken.
+  SliceBuilder Builder(bool take_change);
+  // The desired slices: what `build` makes at `generation`.
+  void WantAt(const SliceBuilder& build, int64_t generation);
+  // A change posted (or a context changed): the builder's slices under the
+  // next generation where they differ from those wanted. Input that makes
+  // the same slices publishes nothing. Whether they differ.
+  bool TakeDesired();
+
+  struct Loop;
 
   const SlicePublisherOptions options_;
-  const std::unique_ptr<RestClient> rest_;
-  const std::unique_ptr<RestClient> watch_;
+  const std::unique_ptr<apiserver::RestClient> rest_;
+  const std::unique_ptr<apiserver::RestClient> watch_;
   SlicePublisherStats stats_;
+  const std::unique_ptr<apiserver::Reflector> reflector_;
+  std::unique_ptr<Loop> loop_;  // the thread's
   std::thread thread_;
-  std::thread kicker_;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopped_ = false;   // protected by mu_
-  bool changed_ = false;   // protected by mu_: SetDesired since the last reconcile
-  bool watching_ = false;  // protected by mu_: a watch stream is open (or opening)
-  bool done_ = false;      // protected by mu_: Run has returned
-  SliceBuilder desired_;   // protected by mu_
+  bool stopped_ = false;  // protected by mu_
+  bool changed_ = false;  // protected by mu_: SetDesired since the last reconcile
+  SliceBuilder desired_;  // protected by mu_
 };
 
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent::dra
 
-#endif  // GPU_AGENT_APISERVER_SLICE_PUBLISHER_H_
+#endif  // GPU_AGENT_DRA_SLICE_PUBLISHER_H_

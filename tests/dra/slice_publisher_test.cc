@@ -5,7 +5,7 @@
 // every refusal of every request (403, 409, 410, 429 with and without
 // Retry-After, 500) logged, retried after a backoff and ending in the
 // slices as wanted, with no more writes than the refusals themselves.
-#include "apiserver/slice_publisher.h"
+#include "dra/slice_publisher.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
@@ -19,8 +19,11 @@
 #include "support/proxy_connection.h"
 #include "support/test_support.h"
 
-namespace gpu_agent::apiserver {
+namespace gpu_agent::dra {
 namespace {
+
+using apiserver::Connection;
+using apiserver::RestOptions;
 
 using gpu_agent::testing::ApiServerStub;
 using gpu_agent::testing::WaitFor;
@@ -629,4 +632,4 @@ TEST_F(SlicePublisherTest, AReasonChangeIsANewGenerationOnlyWhereTheSlicesShowIt
 }
 
 }  // namespace
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent::dra

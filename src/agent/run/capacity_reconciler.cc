@@ -1,15 +1,16 @@
-#include "apiserver/capacity_reconciler.h"
+#include "agent/run/capacity_reconciler.h"
 
 #include <algorithm>
 #include <set>
 
 #include "apiserver/node_client.h"
+#include "base/backoff.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
 
-namespace gpu_agent::apiserver {
+namespace gpu_agent {
 namespace {
 
 // A resourceVersion as a number, 0 when it is not one. Versions are opaque
@@ -31,13 +32,13 @@ int64_t UnixNow() {
       .count();
 }
 
-std::string Describe(const Capacities& c) {
+std::string Describe(const apiserver::Capacities& c) {
   std::string out;
   for (const auto& [r, v] : c) StrAppend(&out, out.empty() ? "" : ", ", r, "=", v);
   return out;
 }
 
-std::string DescribeSeen(const NodeView& node, const Capacities& want) {
+std::string DescribeSeen(const apiserver::NodeView& node, const apiserver::Capacities& want) {
   std::string out;
   for (const auto& [r, v] : want) {
     StrAppend(&out, out.empty() ? "" : ", ", r, "=", node.Capacity(r).value_or("unset"));
@@ -47,15 +48,16 @@ std::string DescribeSeen(const NodeView& node, const Capacities& want) {
 
 }  // namespace
 
-CapacityReconciler::CapacityReconciler(Connection c, ReconcilerOptions o, Capacities desired)
+CapacityReconciler::CapacityReconciler(apiserver::Connection c, ReconcilerOptions o,
+                                       apiserver::Capacities desired)
     : connection_(std::move(c)), options_(std::move(o)), desired_(std::move(desired)) {}
 
 absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
-    Connection connection, ReconcilerOptions options, Capacities desired) {
+    apiserver::Connection connection, ReconcilerOptions options, apiserver::Capacities desired) {
   std::unique_ptr<CapacityReconciler> r(
       new CapacityReconciler(connection, std::move(options), std::move(desired)));
-  absl::StatusOr<NodeWatchClients> clients =
-      CreateNodeWatchClients(connection, r->options_.rest, r->options_.watch_timeout);
+  absl::StatusOr<apiserver::NodeWatchClients> clients =
+      apiserver::CreateNodeWatchClients(connection, r->options_.rest, r->options_.watch_timeout);
   if (!clients.ok()) return clients.status();
   r->rest_ = std::move(clients->rest);
   r->watch_rest_ = std::move(clients->watch);
@@ -64,7 +66,7 @@ absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
     NameThisThread("reconcile");
     raw->Loop();
   });
-  NodeWatchOptions w;
+  apiserver::NodeWatchOptions w;
   w.node = r->options_.node;
   w.watch_timeout = r->options_.watch_timeout;
   w.reconnect_spread = r->options_.reconnect_spread;
@@ -72,19 +74,19 @@ absl::StatusOr<std::unique_ptr<CapacityReconciler>> CapacityReconciler::Start(
   w.backoff_max = r->options_.backoff_max;
   w.watch_if_list_forbidden = true;
   w.thread_name = "node-watch";
-  r->watch_ = std::make_unique<NodeWatch>(std::move(w), r->rest_.get(), r->watch_rest_.get(),
-                                          r->WatchCallbacks(), &r->stats_);
+  r->watch_ = std::make_unique<apiserver::NodeWatch>(
+      std::move(w), r->rest_.get(), r->watch_rest_.get(), r->WatchCallbacks(), &r->stats_);
   return r;
 }
 
 CapacityReconciler::~CapacityReconciler() { (void)Stop(false); }
 
-Capacities CapacityReconciler::desired() const {
+apiserver::Capacities CapacityReconciler::desired() const {
   std::lock_guard<std::mutex> lock(mu_);
   return desired_;
 }
 
-void CapacityReconciler::SetDesired(Capacities value) {
+void CapacityReconciler::SetDesired(apiserver::Capacities value) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [r, v] : desired_) value.emplace(r, 0);
@@ -121,23 +123,23 @@ void CapacityReconciler::NoteReset() {
   }
 }
 
-absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
-  NodeClient client(rest_.get(), options_.node);
-  Capacities desired;
+absl::Status CapacityReconciler::ReconcileOnce(std::optional<apiserver::NodeView> node) {
+  apiserver::NodeClient client(rest_.get(), options_.node);
+  apiserver::Capacities desired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     desired = desired_;
   }
-  const Labels* labels = ActiveLabels();
+  const apiserver::Labels* labels = ActiveLabels();
   std::vector<std::string> foreign;
-  absl::StatusOr<NodeClient::Applied> applied = client.Apply(
-      [&](const NodeView& n) {
-        return PlanNode(n, desired, options_.allocatable, labels, &foreign);
+  absl::StatusOr<apiserver::NodeClient::Applied> applied = client.Apply(
+      [&](const apiserver::NodeView& n) {
+        return apiserver::PlanNode(n, desired, options_.allocatable, labels, &foreign);
       },
       std::move(node));
   stats_.patches += client.patches_sent();
   if (!applied.ok()) {
-    if (labels != nullptr && IsLabelRefusal(applied.status())) {
+    if (labels != nullptr && apiserver::IsLabelRefusal(applied.status())) {
       labels_refused_ = true;
       ++stats_.label_refusals;
       LogError("node labels refused: keeping capacity only until the agent restarts or reloads",
@@ -161,7 +163,7 @@ absl::Status CapacityReconciler::ReconcileOnce(std::optional<NodeView> node) {
   return absl::OkStatus();
 }
 
-const Labels* CapacityReconciler::ActiveLabels() const {
+const apiserver::Labels* CapacityReconciler::ActiveLabels() const {
   return options_.labels && !labels_refused_ ? &*options_.labels : nullptr;
 }
 
@@ -178,9 +180,9 @@ void CapacityReconciler::ReportForeign(const std::vector<std::string>& keys) {
 
 void CapacityReconciler::MarkInSync() { stats_.last_success_unix = UnixNow(); }
 
-NodeWatchCallbacks CapacityReconciler::WatchCallbacks() {
-  NodeWatchCallbacks c;
-  c.on_node = [this](NodeView node) { Observe(std::move(node)); };
+apiserver::NodeWatchCallbacks CapacityReconciler::WatchCallbacks() {
+  apiserver::NodeWatchCallbacks c;
+  c.on_node = [this](apiserver::NodeView node) { Observe(std::move(node)); };
   c.on_deleted = [this] {
     LogWarning("the node was deleted; waiting for it to come back", {{"node", options_.node}});
     std::lock_guard<std::mutex> lock(mu_);
@@ -197,13 +199,7 @@ std::chrono::milliseconds CapacityReconciler::QuietBound() const {
   return std::max(options_.resync * 3 / 2, options_.watch_timeout * 2);
 }
 
-std::chrono::milliseconds CapacityReconciler::Backoff(int failures) const {
-  auto d = options_.backoff_initial;
-  for (int i = 1; i < failures && d < options_.backoff_max; ++i) d *= 2;
-  return Jitter(std::min(d, options_.backoff_max));
-}
-
-void CapacityReconciler::Observe(NodeView node) {
+void CapacityReconciler::Observe(apiserver::NodeView node) {
   if (options_.on_node) options_.on_node(node);
   std::lock_guard<std::mutex> lock(mu_);
   bool drift = false;
@@ -211,8 +207,8 @@ void CapacityReconciler::Observe(NodeView node) {
     const std::string want = StrCat(v);
     drift |= node.Capacity(r) != want || (options_.allocatable && node.Allocatable(r) != want);
   }
-  if (const Labels* labels = ActiveLabels(); labels != nullptr) {
-    drift |= LabelsDiffer(node, *labels);
+  if (const apiserver::Labels* labels = ActiveLabels(); labels != nullptr) {
+    drift |= apiserver::LabelsDiffer(node, *labels);
   }
   // A state no newer than the agent's own last write is either from before
   // it (a watch lagging behind: the write superseded it) or from a history
@@ -250,7 +246,10 @@ void CapacityReconciler::Observe(NodeView node) {
 }
 
 void CapacityReconciler::Loop() {
-  int failures = 0;  // reconciles in a row that failed
+  // Reconciles in a row that failed: backoff_initial, doubling up to
+  // backoff_max; a success starts it over.
+  gpu_agent::Backoff failures =
+      gpu_agent::Backoff::Doubling(options_.backoff_initial, options_.backoff_max);
   // The first reconcile starts from the watch's LIST; this timer only
   // re-reads the Node, rarely.
   auto next_resync = options_.clock->Now() + Spread(options_.resync, 0.5, 1.5);
@@ -259,7 +258,7 @@ void CapacityReconciler::Loop() {
     cv_.wait_for(lock, options_.clock->Until(next_resync),
                  [this] { return stop_ || dirty_ || pending_view_; });
     if (stop_) break;
-    std::optional<NodeView> view = std::move(pending_view_);
+    std::optional<apiserver::NodeView> view = std::move(pending_view_);
     pending_view_.reset();
     const bool timer = !dirty_ && !view;
     dirty_ = false;
@@ -267,12 +266,12 @@ void CapacityReconciler::Loop() {
     absl::Status s = ReconcileOnce(timer ? std::nullopt : std::move(view));
     lock.lock();
     if (s.ok()) {
-      failures = 0;
+      failures.Reset();
       next_resync = options_.clock->Now() + Spread(options_.resync, 0.5, 1.5);
       continue;
     }
     ++stats_.errors;
-    const auto wait = Backoff(++failures);
+    const auto wait = failures.Next();
     LogWarning("could not reconcile node capacity; will retry",
                {{"node", options_.node},
                 {"error", std::string(s.message())},
@@ -289,17 +288,20 @@ absl::Status CapacityReconciler::Stop(bool remove) {
     stop_ = true;
   }
   cv_.notify_all();
-  // The watch's Stop cancels requests of rest_ until the watch is out: the
-  // loop's request too. (No watch ran if Start() failed.)
+  // The watch's Stop cancels requests of rest_: the loop's request too.
+  // (No watch ran if Start() failed.)
   if (watch_) watch_->Stop();
   if (loop_.joinable()) loop_.join();
   if (!remove) return absl::OkStatus();
-  NodeClient client(rest_.get(), options_.node);
+  if (rest_) rest_->Resume();
+  apiserver::NodeClient client(rest_.get(), options_.node);
   std::set<std::string> resources;
   for (const auto& [r, v] : desired()) resources.insert(r);
   const bool labels = ActiveLabels() != nullptr;
-  absl::StatusOr<NodeClient::Applied> applied = client.Apply(
-      [&](const NodeView& n) { return PlanRemoveAll(n, resources, options_.allocatable, labels); });
+  absl::StatusOr<apiserver::NodeClient::Applied> applied =
+      client.Apply([&](const apiserver::NodeView& n) {
+        return apiserver::PlanRemoveAll(n, resources, options_.allocatable, labels);
+      });
   if (!applied.ok()) return applied.status();
   if (applied->patched) {
     LogInfo("removed the resource (and the agent's labels) from the node on exit",
@@ -308,4 +310,4 @@ absl::Status CapacityReconciler::Stop(bool remove) {
   return absl::OkStatus();
 }
 
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent

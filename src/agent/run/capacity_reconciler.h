@@ -12,8 +12,8 @@
 // A value reset again and again is a fight with another writer: reported
 // once and then only re-checked on the re-read timer. Errors back off with
 // jitter.
-#ifndef GPU_AGENT_APISERVER_CAPACITY_RECONCILER_H_
-#define GPU_AGENT_APISERVER_CAPACITY_RECONCILER_H_
+#ifndef GPU_AGENT_AGENT_RUN_CAPACITY_RECONCILER_H_
+#define GPU_AGENT_AGENT_RUN_CAPACITY_RECONCILER_H_
 
 #include <atomic>
 #include <chrono>
@@ -36,7 +36,7 @@
 #include "apiserver/rest_client.h"
 #include "base/clock.h"
 
-namespace gpu_agent::apiserver {
+namespace gpu_agent {
 
 struct ReconcilerOptions {
   std::string node;
@@ -62,12 +62,12 @@ struct ReconcilerOptions {
   // Node labels the agent keeps (apiserver/label_patch.h), in the same PATCH
   // as capacity; empty: only the agent's own earlier labels are removed;
   // nullopt: labels are not looked at.
-  std::optional<Labels> labels;
+  std::optional<apiserver::Labels> labels;
   // Called on the watch thread with every state of the Node a LIST or a
   // watch event shows (the per-node config reads its label here, so one
   // watch serves both). Must not block.
-  std::function<void(const NodeView&)> on_node;
-  RestOptions rest;
+  std::function<void(const apiserver::NodeView&)> on_node;
+  apiserver::RestOptions rest;
   // What the fight window and the resync timer are read on; must outlive
   // the reconciler. Waits stay real (a fake clock's test advances it and
   // then makes the reconciler look, with a change of the Node).
@@ -76,7 +76,7 @@ struct ReconcilerOptions {
 
 // The watch's counters (lists, watches, watch_expired, watch_failures) and
 // the reconciler's own.
-struct ReconcilerStats : NodeWatchStats {
+struct ReconcilerStats : apiserver::NodeWatchStats {
   std::atomic<uint64_t> patches{0};
   std::atomic<uint64_t> drift_repairs{0};
   // Views that differed from the desired value but were no newer than the
@@ -97,16 +97,16 @@ struct ReconcilerStats : NodeWatchStats {
 
 class CapacityReconciler {
  public:
-  static absl::StatusOr<std::unique_ptr<CapacityReconciler>> Start(Connection connection,
+  static absl::StatusOr<std::unique_ptr<CapacityReconciler>> Start(apiserver::Connection connection,
                                                                    ReconcilerOptions options,
-                                                                   Capacities desired);
+                                                                   apiserver::Capacities desired);
   ~CapacityReconciler();  // Stop(false)
 
   // New desired values (GPU health changed): reconciled at once. A resource
   // that was desired before and is missing now is set to 0, never left at
   // an old count.
-  void SetDesired(Capacities value);
-  Capacities desired() const;
+  void SetDesired(apiserver::Capacities value);
+  apiserver::Capacities desired() const;
   // Stops the threads; with `remove`, removes the resources from the Node.
   absl::Status Stop(bool remove);
 
@@ -120,48 +120,46 @@ class CapacityReconciler {
   std::chrono::milliseconds QuietBound() const;
 
  private:
-  CapacityReconciler(Connection c, ReconcilerOptions o, Capacities desired);
+  CapacityReconciler(apiserver::Connection c, ReconcilerOptions o, apiserver::Capacities desired);
   void Loop();
   // What the Node watch reports, handed to Observe and MarkInSync.
-  NodeWatchCallbacks WatchCallbacks();
+  apiserver::NodeWatchCallbacks WatchCallbacks();
   // One reconcile from `node` (or a fresh GET); returns when done or failed.
-  absl::Status ReconcileOnce(std::optional<NodeView> node);
+  absl::Status ReconcileOnce(std::optional<apiserver::NodeView> node);
   // A state of the Node seen in a LIST or a watch event: repaired by the
   // reconcile loop if it differs from the desired values.
-  void Observe(NodeView node);
+  void Observe(apiserver::NodeView node);
   void NoteReset();
   void MarkInSync();
   // The labels to keep now: none once the server refused them.
-  const Labels* ActiveLabels() const;
+  const apiserver::Labels* ActiveLabels() const;
   // Logs, once per key, keys another writer holds.
   void ReportForeign(const std::vector<std::string>& keys);
-  // The wait before the next attempt after `failures` failed ones in a row.
-  std::chrono::milliseconds Backoff(int failures) const;
 
-  const Connection connection_;
+  const apiserver::Connection connection_;
   const ReconcilerOptions options_;
-  std::unique_ptr<RestClient> rest_;        // GET, LIST and PATCH
-  std::unique_ptr<RestClient> watch_rest_;  // the watch stream
+  std::unique_ptr<apiserver::RestClient> rest_;        // GET, LIST and PATCH
+  std::unique_ptr<apiserver::RestClient> watch_rest_;  // the watch stream
   ReconcilerStats stats_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                     // protected by mu_
-  Capacities desired_;                    // protected by mu_
-  bool dirty_ = false;                    // protected by mu_: reconcile with a GET asap
-  std::optional<NodeView> pending_view_;  // protected by mu_: from a LIST or watch event
-  bool observed_ = false;                 // protected by mu_: a LIST or event was seen
-  bool fighting_ = false;                 // protected by mu_
-  std::vector<Clock::TimePoint> resets_;  // protected by mu_
-  bool last_seen_ok_ = false;             // protected by mu_: the last state seen had the value
-  uint64_t written_ = 0;                  // protected by mu_: version of the agent's last PATCH
+  bool stop_ = false;                                // protected by mu_
+  apiserver::Capacities desired_;                    // protected by mu_
+  bool dirty_ = false;                               // protected by mu_: reconcile with a GET asap
+  std::optional<apiserver::NodeView> pending_view_;  // protected by mu_: from a LIST or watch event
+  bool observed_ = false;                            // protected by mu_: a LIST or event was seen
+  bool fighting_ = false;                            // protected by mu_
+  std::vector<Clock::TimePoint> resets_;             // protected by mu_
+  bool last_seen_ok_ = false;  // protected by mu_: the last state seen had the value
+  uint64_t written_ = 0;       // protected by mu_: version of the agent's last PATCH
   std::atomic<bool> labels_refused_{false};
   std::set<std::string> foreign_reported_;  // used by the loop thread only
 
   std::thread loop_;
-  std::unique_ptr<NodeWatch> watch_;  // after the clients: stopped before they go
+  std::unique_ptr<apiserver::NodeWatch> watch_;  // after the clients: stopped before they go
 };
 
-}  // namespace gpu_agent::apiserver
+}  // namespace gpu_agent
 
-#endif  // GPU_AGENT_APISERVER_CAPACITY_RECONCILER_H_
+#endif  // GPU_AGENT_AGENT_RUN_CAPACITY_RECONCILER_H_

@@ -1,0 +1,124 @@
+#include "dra/slice_set.h"
+
+#include "apiserver/status.h"
+#include "base/json.h"
+#include "dra/slice_json.h"
+
+namespace gpu_agent::dra {
+namespace {
+
+using json::Member;
+
+// Every member `want` sets is in `have` with the same value; members only
+// `have` holds (defaults the server adds) do not count.
+// Recursive, over documents of bounded depth (base/json).
+bool Covers(const rapidjson::Value& have, const rapidjson::Value& want) {
+  if (want.IsObject()) {
+    if (!have.IsObject()) return false;
+    for (const auto& m : want.GetObject()) {
+      auto it = have.FindMember(m.name);
+      if (it == have.MemberEnd() || !Covers(it->value, m.value)) return false;
+    }
+    return true;
+  }
+  if (want.IsArray()) {
+    if (!have.IsArray() || have.Size() != want.Size()) return false;
+    for (rapidjson::SizeType i = 0; i < want.Size(); ++i) {
+      if (!Covers(have[i], want[i])) return false;
+    }
+    return true;
+  }
+  return have == want;
+}
+
+std::map<std::string, std::string> ByName(const std::vector<std::string>& slices) {
+  std::map<std::string, std::string> out;
+  for (const std::string& s : slices) out[StringAt(ParseHeld(s), "metadata", "name")] = s;
+  return out;
+}
+
+}  // namespace
+
+std::string StringAt(const rapidjson::Value& v, const char* a, const char* b) {
+  const rapidjson::Value* x = Member(v, a);
+  return x ? json::String(*x, b) : "";
+}
+
+rapidjson::Document ParseHeld(const std::string& text) {
+  rapidjson::Document d;
+  (void)json::Parse(text, "a ResourceSlice", &d);
+  return d;
+}
+
+std::string SpecString(const rapidjson::Value& slice, const char* key) {
+  const rapidjson::Value* spec = Member(slice, "spec");
+  return spec ? json::String(*spec, key) : "";
+}
+
+int64_t PoolGeneration(const rapidjson::Value& slice) {
+  const rapidjson::Value* spec = Member(slice, "spec");
+  const rapidjson::Value* pool = spec ? Member(*spec, "pool") : nullptr;
+  const rapidjson::Value* g = pool ? Member(*pool, "generation") : nullptr;
+  return g && g->IsInt64() ? g->GetInt64() : 0;
+}
+
+bool SliceSet::Matches(const std::string& name) const {
+  auto w = want.find(name);
+  auto h = have.find(name);
+  if (w == want.end()) return h == have.end();
+  if (h == have.end()) return false;
+  const rapidjson::Document wd = ParseHeld(w->second), hd = ParseHeld(h->second);
+  const rapidjson::Value* ws = Member(wd, "spec");
+  const rapidjson::Value* hs = Member(hd, "spec");
+  if (!ws || !hs || !Covers(*hs, *ws)) return false;
+  // The owner, once the agent names one.
+  const rapidjson::Value* wm = Member(wd, "metadata");
+  const rapidjson::Value* hm = Member(hd, "metadata");
+  const rapidjson::Value* wo = wm ? Member(*wm, "ownerReferences") : nullptr;
+  if (wo == nullptr) return true;
+  const rapidjson::Value* ho = hm ? Member(*hm, "ownerReferences") : nullptr;
+  return ho && Covers(*ho, *wo);
+}
+
+bool SliceSet::AllMatch() const {
+  for (const auto& [name, _] : want) {
+    if (!Matches(name)) return false;
+  }
+  for (const auto& [name, _] : have) {
+    if (!want.count(name)) return false;
+  }
+  return true;
+}
+
+void SliceSet::Want(const std::vector<std::string>& slices) { want = ByName(slices); }
+
+bool SliceSet::Wants(const std::vector<std::string>& slices) const {
+  return ByName(slices) == want;
+}
+
+absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line) {
+  rapidjson::Document ev;
+  if (absl::Status s = json::Parse(line, "a ResourceSlice watch event", &ev); !s.ok()) return s;
+  const rapidjson::Value* type = Member(ev, "type");
+  const rapidjson::Value* object = Member(ev, "object");
+  if (type == nullptr || !type->IsString()) {
+    return absl::InvalidArgumentError("a ResourceSlice watch event without a type");
+  }
+  if (object == nullptr || !object->IsObject()) {
+    return absl::InvalidArgumentError("a ResourceSlice watch event without an object");
+  }
+  SliceWatchEvent out;
+  out.type.assign(type->GetString(), type->GetStringLength());
+  out.object = json::Serialize(*object);
+  if (out.type == "ERROR") {
+    out.code = apiserver::ReadStatus(out.object).code;
+  } else {
+    out.name = StringAt(*object, "metadata", "name");
+    out.resource_version = StringAt(*object, "metadata", "resourceVersion");
+    out.driver = SpecString(*object, "driver");
+    out.node_name = SpecString(*object, "nodeName");
+  }
+  return out;
+}
+
+}  // namespace gpu_agent::dra
