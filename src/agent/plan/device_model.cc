@@ -48,6 +48,8 @@ class ModelBuilder {
                     " must not hand out a MIG GPU whole"));
         continue;
       }
+      // Read once per GPU, shared by its units.
+      pcie_root_ = g.pci_bus_id.empty() ? "" : dra::ReadPcieRoot(c_.sysfs_root, g.pci_bus_id);
       if (strategy == MigStrategy::kNone || !g.mig_enabled) {
         if (g.mig_enabled) {
           Warn(StrCat(what, " is in MIG mode but flags.migStrategy is none: advertised whole"));
@@ -79,7 +81,7 @@ class ModelBuilder {
     u.key = DeviceKey::Gpu(g.uuid);
     if (g.minor >= 0) u.parent_node = StrCat("/dev/nvidia", g.minor);
     u.lost = g.lost;
-    if (!g.pci_bus_id.empty()) u.pcie_root = dra::ReadPcieRoot(c_.sysfs_root, g.pci_bus_id);
+    u.pcie_root = pcie_root_;
     return u;
   }
 
@@ -135,6 +137,7 @@ class ModelBuilder {
   const nvml::Inventory& inv_;
   DeviceModel model_;
   std::optional<absl::StatusOr<nvml::MigMinors>> minors_;  // read at the first MIG device
+  std::string pcie_root_;  // the PCIe root of the GPU being expanded
 };
 
 }  // namespace
