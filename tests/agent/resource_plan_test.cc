@@ -44,25 +44,32 @@ std::vector<std::string> Ids(const ResourceSpec& r) {
 }
 
 // The device model as a generation builds it: devices.* applied once, the
-// chosen GPUs expanded.
-DeviceModel ModelOf(const Config& c, const nvml::Inventory& inv) {
+// chosen GPUs expanded; the selection's warnings before the model's.
+absl::StatusOr<DeviceModel> ChosenModel(const Config& c, const nvml::Inventory& inv) {
   absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
-  EXPECT_TRUE(choice.ok()) << choice.status();
-  if (!choice.ok()) return {};
+  if (!choice.ok()) return choice.status();
   DeviceModel model = BuildDeviceModel(c, inv, *choice);
   model.warnings.insert(model.warnings.begin(), choice->warnings.begin(), choice->warnings.end());
   return model;
 }
 
-// The plan as a generation builds it, of ModelOf, with the selection's and
-// the model's warnings first (the generation logs them in that order).
+// ChosenModel, for a selection that must be valid.
+DeviceModel ModelOf(const Config& c, const nvml::Inventory& inv) {
+  absl::StatusOr<DeviceModel> model = ChosenModel(c, inv);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : DeviceModel{};
+}
+
+// The plan as a generation builds it, of ChosenModel, with the selection's
+// and the model's warnings first (the generation logs them in that order).
 absl::StatusOr<ResourcePlan> Planned(const Config& c, const nvml::Inventory& inv, bool serving) {
-  absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
-  if (!choice.ok()) return choice.status();
-  const DeviceModel model = ModelOf(c, inv);
+  absl::StatusOr<DeviceModel> model = ChosenModel(c, inv);
+  if (!model.ok()) return model.status();
   absl::StatusOr<ResourcePlan> p =
-      serving ? PlanResources(c, inv, model) : PlanAdvertised(c, inv, model);
-  if (p.ok()) p->warnings.insert(p->warnings.begin(), model.warnings.begin(), model.warnings.end());
+      serving ? PlanResources(c, inv, *model) : PlanAdvertised(c, inv, *model);
+  if (p.ok()) {
+    p->warnings.insert(p->warnings.begin(), model->warnings.begin(), model->warnings.end());
+  }
   return p;
 }
 absl::StatusOr<ResourcePlan> ServedPlan(const Config& c, const nvml::Inventory& inv) {
