@@ -39,7 +39,7 @@ struct DeviceUnit {
   std::string profile;  // the MIG profile ("1g.10gb"); "" for a whole GPU
   DeviceKey key;        // what health reports are about
   // "/dev/nvidia<minor>"; "" only for a GPU lost at discovery whose minor
-  // NVML did not give (no device node to pass, no CDI entry).
+  // NVML did not give (no device node to pass, no CDI entry: has_cdi_entry).
   std::string parent_node;
   // A MIG device's capability nodes (/dev/nvidia-caps/...), read from the
   // driver's mig-minors file; when it could not be read or does not list
@@ -51,6 +51,10 @@ struct DeviceUnit {
   bool lost = false;      // NVML said GPU_IS_LOST at discovery
 
   bool is_mig() const { return mig_pos >= 0; }
+  // Whether the CDI spec has an entry for it, so that Allocate or DRA's
+  // prepare can name it by CDI: only a unit with a device node has one.
+  // The CDI projection (cdi_plan.h) asks this, not parent_node.
+  bool has_cdi_entry() const { return !parent_node.empty(); }
   const nvml::GpuRecord& gpu(const nvml::Inventory& inv) const { return inv.gpus[gpu_pos]; }
   // Null for a whole GPU.
   const nvml::MigRecord* mig(const nvml::Inventory& inv) const {
