@@ -57,11 +57,13 @@ class ModelBuilder {
         model_.units.push_back(Whole(pos));
       } else if (g.mig_devices.empty()) {
         model_.empty_mig_gpus.push_back(pos);
+        model_.gpus.push_back(pos);
         Warn(StrCat(what, " is in MIG mode with no MIG devices: nothing of it is advertised"));
       } else {
         for (size_t m = 0; m < g.mig_devices.size(); ++m) AddMig(pos, m);
       }
       if (model_.units.size() > before) {
+        model_.gpus.push_back(pos);
         model_.gpu_uuids.push_back(g.uuid);
         // Only a lost GPU starts out unhealthy; any other failed query (no
         // privilege for one value, say) leaves a GPU that works.

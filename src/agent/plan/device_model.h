@@ -70,6 +70,11 @@ struct DeviceModel {
   // watches.
   std::vector<std::string> gpu_uuids;
   std::set<std::string> initially_unhealthy;  // of gpu_uuids, NVML called lost
+  // The chosen GPUs the model keeps, by inventory position, in the choice's
+  // order: those with a unit and those of empty_mig_gpus. What the labels
+  // describe; a GPU left out here (no UUID; no minor, not lost; MIG mode
+  // unknown under a MIG strategy) is labelled no more than it is served.
+  std::vector<size_t> gpus;
   // GPUs in MIG mode under a MIG strategy that have no MIG device (nothing of
   // them is a unit), by inventory position.
   std::vector<size_t> empty_mig_gpus;
