@@ -398,6 +398,25 @@ TEST(SharingTest, SubsetByListSharesOnlyThoseAndTheRestStayWhole) {
   EXPECT_EQ(shared->endpoint, "nvidia-gpu.shared.sock");
 }
 
+// The replicas are the model's: each unit says how many it is advertised
+// as, and the resource says under which name; the plan reads them.
+TEST(SharingTest, TheModelCarriesEachUnitsReplicas) {
+  Config c;
+  c.sharing.time_slicing.resources = {
+      Share("nvidia.com/gpu", 3, {"1", "GPU-3aaa"}, "nvidia.com/gpu.shared")};
+  const DeviceModel model = ModelOf(c, PlainNode(4));
+  std::vector<int> replicas;
+  for (const DeviceUnit& u : model.units) replicas.push_back(u.replicas);
+  EXPECT_EQ(replicas, (std::vector<int>{1, 3, 1, 3}));
+  const TimeSlicedResource* t = model.TimeSlicingOf("nvidia.com/gpu");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->shared_resource, "nvidia.com/gpu.shared");
+  EXPECT_EQ(t->replicas, 3);
+  EXPECT_EQ(model.units[1].ReplicaId("GPU-1aaa", 2), "GPU-1aaa::2");
+  EXPECT_EQ(model.units[0].ReplicaId("GPU-0aaa", 0), "GPU-0aaa");
+  EXPECT_TRUE(model.sharing_error.ok());
+}
+
 TEST(SharingTest, SubsetByCountWithRenameByDefault) {
   Config c;
   c.sharing.time_slicing.rename_by_default = true;

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "agent/plan/time_slicing.h"
+#include "base/resource_name.h"
 #include "base/strings.h"
 #include "dra/dra_device.h"
 #include "nvml/mig_minors.h"
@@ -11,6 +13,17 @@ namespace gpu_agent {
 
 std::string DeviceUnit::Describe() const {
   return StrCat(is_mig() ? "MIG device " : "GPU ", index, " (", uuid, ")");
+}
+
+std::string DeviceUnit::ReplicaId(const std::string& id, int n) const {
+  return replicas > 1 ? StrCat(id, "::", n) : id;
+}
+
+const TimeSlicedResource* DeviceModel::TimeSlicingOf(const std::string& resource) const {
+  for (const TimeSlicedResource& t : time_sliced) {
+    if (t.resource == resource) return &t;
+  }
+  return nullptr;
 }
 
 namespace {
@@ -93,6 +106,7 @@ class ModelBuilder {
     u.uuid = g.uuid;
     u.index = StrCat(g.index);
     u.name = dra::GpuDeviceName(g);
+    u.resource = c_.resource_name;
     return u;
   }
 
@@ -112,6 +126,8 @@ class ModelBuilder {
     u.uuid = mig.uuid;
     u.index = StrCat(g.index, ":", mig.index);
     u.profile = profile;
+    u.resource = c_.flags.mig() == MigStrategy::kSingle ? c_.resource_name
+                                                        : StrCat(kMigResourcePrefix, profile);
     u.name = dra::MigDeviceName(dra::GpuDeviceName(g), profile, mig.gpu_instance_id,
                                 mig.compute_instance_id);
     u.key.gpu_instance = static_cast<int>(mig.gpu_instance_id);
@@ -146,7 +162,9 @@ class ModelBuilder {
 
 DeviceModel BuildDeviceModel(const Config& config, const nvml::Inventory& inventory,
                              const GpuChoice& choice) {
-  return ModelBuilder(config, inventory).Run(choice);
+  DeviceModel model = ModelBuilder(config, inventory).Run(choice);
+  ApplyTimeSlicing(config, inventory, &model);
+  return model;
 }
 
 }  // namespace gpu_agent
