@@ -160,6 +160,28 @@ TEST_F(GenerationTest, TheGpusChosenOnceAreTheOnlyOnesAnyPartSees) {
   EXPECT_EQ(said, 1u);
 }
 
+// The labels describe the model's GPUs: a GPU the model leaves out (here
+// one NVML gave no UUID) is counted in no label, in every mode.
+TEST_F(GenerationTest, AGpuTheModelLeavesOutIsNotLabelled) {
+  nvml::Inventory inv = testing::PlainNode(2);
+  inv.driver_version = kDriver;
+  inv.links.assign(2, std::vector<nvml::GpuLink>(2));
+  inv.gpus[1].uuid.clear();
+  for (const char* mode : {"plugin", "static", "dra"}) {
+    SCOPED_TRACE(mode);
+    LoadedConfig loaded;
+    loaded.config = Base();
+    loaded.config.mode = mode;
+    absl::StatusOr<std::shared_ptr<const Generation>> gen =
+        BuildGeneration(loaded, inv, GenerationOptionsFor(loaded.config));
+    ASSERT_TRUE(gen.ok()) << Error(gen);
+    const Generation& g = **gen;
+    EXPECT_EQ(g.choice.chosen, (std::vector<size_t>{0, 1}));
+    EXPECT_EQ(g.model.gpus, std::vector<size_t>{0});
+    EXPECT_EQ(g.labels.labels.at("nvidia.com/gpu.count"), "1");
+  }
+}
+
 TEST_F(GenerationTest, StaticModeAdvertisesAndBuildsNoCdiSpec) {
   LoadedConfig loaded;
   loaded.config = Base();

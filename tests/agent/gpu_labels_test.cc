@@ -25,11 +25,12 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-// Every GPU of `inv` chosen, as with no devices.* selection.
-GpuChoice All(const nvml::Inventory& inv) {
-  GpuChoice c;
-  for (size_t i = 0; i < inv.gpus.size(); ++i) c.chosen.push_back(i);
-  return c;
+// Every GPU of `inv`, as the device model holds them with no devices.*
+// selection and every GPU servable.
+std::vector<size_t> All(const nvml::Inventory& inv) {
+  std::vector<size_t> all;
+  for (size_t i = 0; i < inv.gpus.size(); ++i) all.push_back(i);
+  return all;
 }
 
 // An inventory as a healthy driver reports it: versions, and every GPU an
@@ -116,10 +117,8 @@ TEST(GpuLabels, WholeGpusOfOneModelExactly) {
 
 TEST(GpuLabels, OnlyTheChosenGpusAreCountedAndNoneMeansNoLabels) {
   const nvml::Inventory inv = Reported(PlainNode(3));
-  GpuChoice one;
-  one.chosen = {2};
-  EXPECT_EQ(ComputeNodeLabels(Config{}, inv, one).labels.at("nvidia.com/gpu.count"), "1");
-  const LabelResult none = ComputeNodeLabels(Config{}, inv, GpuChoice{});
+  EXPECT_EQ(ComputeNodeLabels(Config{}, inv, {2}).labels.at("nvidia.com/gpu.count"), "1");
+  const LabelResult none = ComputeNodeLabels(Config{}, inv, {});
   EXPECT_THAT(none.labels, IsEmpty());
   EXPECT_THAT(none.warnings, IsEmpty());
 }

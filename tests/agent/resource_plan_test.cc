@@ -44,25 +44,32 @@ std::vector<std::string> Ids(const ResourceSpec& r) {
 }
 
 // The device model as a generation builds it: devices.* applied once, the
-// chosen GPUs expanded.
-DeviceModel ModelOf(const Config& c, const nvml::Inventory& inv) {
+// chosen GPUs expanded; the selection's warnings before the model's.
+absl::StatusOr<DeviceModel> ChosenModel(const Config& c, const nvml::Inventory& inv) {
   absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
-  EXPECT_TRUE(choice.ok()) << choice.status();
-  if (!choice.ok()) return {};
+  if (!choice.ok()) return choice.status();
   DeviceModel model = BuildDeviceModel(c, inv, *choice);
   model.warnings.insert(model.warnings.begin(), choice->warnings.begin(), choice->warnings.end());
   return model;
 }
 
-// The plan as a generation builds it, of ModelOf, with the selection's and
-// the model's warnings first (the generation logs them in that order).
+// ChosenModel, for a selection that must be valid.
+DeviceModel ModelOf(const Config& c, const nvml::Inventory& inv) {
+  absl::StatusOr<DeviceModel> model = ChosenModel(c, inv);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : DeviceModel{};
+}
+
+// The plan as a generation builds it, of ChosenModel, with the selection's
+// and the model's warnings first (the generation logs them in that order).
 absl::StatusOr<ResourcePlan> Planned(const Config& c, const nvml::Inventory& inv, bool serving) {
-  absl::StatusOr<GpuChoice> choice = ChooseGpus(c.devices, inv.gpus);
-  if (!choice.ok()) return choice.status();
-  const DeviceModel model = ModelOf(c, inv);
+  absl::StatusOr<DeviceModel> model = ChosenModel(c, inv);
+  if (!model.ok()) return model.status();
   absl::StatusOr<ResourcePlan> p =
-      serving ? PlanResources(c, inv, model) : PlanAdvertised(c, inv, model);
-  if (p.ok()) p->warnings.insert(p->warnings.begin(), model.warnings.begin(), model.warnings.end());
+      serving ? PlanResources(c, inv, *model) : PlanAdvertised(c, inv, *model);
+  if (p.ok()) {
+    p->warnings.insert(p->warnings.begin(), model->warnings.begin(), model->warnings.end());
+  }
   return p;
 }
 absl::StatusOr<ResourcePlan> ServedPlan(const Config& c, const nvml::Inventory& inv) {
@@ -389,6 +396,25 @@ TEST(SharingTest, SubsetByListSharesOnlyThoseAndTheRestStayWhole) {
   EXPECT_TRUE(shared->replicated);
   EXPECT_EQ(whole->endpoint, "nvidia-gpu.sock");
   EXPECT_EQ(shared->endpoint, "nvidia-gpu.shared.sock");
+}
+
+// The replicas are the model's: each unit says how many it is advertised
+// as, and the resource says under which name; the plan reads them.
+TEST(SharingTest, TheModelCarriesEachUnitsReplicas) {
+  Config c;
+  c.sharing.time_slicing.resources = {
+      Share("nvidia.com/gpu", 3, {"1", "GPU-3aaa"}, "nvidia.com/gpu.shared")};
+  const DeviceModel model = ModelOf(c, PlainNode(4));
+  std::vector<int> replicas;
+  for (const DeviceUnit& u : model.units) replicas.push_back(u.replicas);
+  EXPECT_EQ(replicas, (std::vector<int>{1, 3, 1, 3}));
+  const TimeSlicedResource* t = model.TimeSlicingOf("nvidia.com/gpu");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->shared_resource, "nvidia.com/gpu.shared");
+  EXPECT_EQ(t->replicas, 3);
+  EXPECT_EQ(model.units[1].ReplicaId("GPU-1aaa", 2), "GPU-1aaa::2");
+  EXPECT_EQ(model.units[0].ReplicaId("GPU-0aaa", 0), "GPU-0aaa");
+  EXPECT_TRUE(model.sharing_error.ok());
 }
 
 TEST(SharingTest, SubsetByCountWithRenameByDefault) {

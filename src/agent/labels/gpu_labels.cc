@@ -11,7 +11,6 @@
 #include <set>
 #include <tuple>
 
-#include "agent/config/device_selection.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "nvml/mig_profile.h"
@@ -340,9 +339,9 @@ std::string LabelValue(std::string_view text) {
 }
 
 LabelResult ComputeNodeLabels(const Config& c, const nvml::Inventory& inv,
-                              const GpuChoice& choice) {
+                              const std::vector<size_t>& positions) {
   std::vector<const nvml::GpuRecord*> gpus;
-  for (size_t i : choice.chosen) gpus.push_back(&inv.gpus[i]);
+  for (size_t i : positions) gpus.push_back(&inv.gpus[i]);
   LabelResult out;
   if (gpus.empty()) return out;
   out.labels["nvidia.com/gpu.present"] = "true";

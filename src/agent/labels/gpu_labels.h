@@ -8,6 +8,7 @@
 #ifndef GPU_AGENT_AGENT_LABELS_GPU_LABELS_H_
 #define GPU_AGENT_AGENT_LABELS_GPU_LABELS_H_
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
@@ -15,7 +16,6 @@
 
 #include "absl/status/statusor.h"
 #include "agent/config/config.h"
-#include "agent/config/device_selection.h"
 #include "nvml/inventory.h"
 
 namespace gpu_agent {
@@ -27,10 +27,11 @@ struct LabelResult {
   std::vector<std::string> warnings;  // e.g. several GPU models on one node
 };
 
-// The labels for the GPUs `choice` holds (devices.* applied once per
-// generation). No GPU: no labels.
+// The labels for the GPUs at positions `gpus` of the inventory: those of the
+// generation's device model (agent/plan/device_model.h, devices.* applied),
+// so a GPU the model leaves out is not labelled either. No GPU: no labels.
 LabelResult ComputeNodeLabels(const Config& config, const nvml::Inventory& inv,
-                              const GpuChoice& choice);
+                              const std::vector<size_t>& gpus);
 
 // A GPU or MIG product name as GFD writes it: characters other than
 // [A-Za-z0-9-_. ] dropped, runs of blanks made one '-'. Then made a valid

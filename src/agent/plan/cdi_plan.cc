@@ -29,7 +29,7 @@ absl::StatusOr<cdi::GeneratorInput> CdiInputFrom(const Config& config,
   in.disabled_hooks = config.flags.plugin.cdi_disable_hooks;
   in.gpus_listed = inventory.gpus.size();
   for (const DeviceUnit& u : model.units) {
-    if (u.parent_node.empty()) continue;  // lost, no minor: the model said so
+    if (!u.has_cdi_entry()) continue;
     cdi::DeviceEntry entry{{u.uuid, u.index}, {u.parent_node}, u.Describe()};
     if (u.is_mig()) {
       if (!u.capability_error.ok()) return u.capability_error;

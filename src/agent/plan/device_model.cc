@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "agent/plan/time_slicing.h"
+#include "base/resource_name.h"
 #include "base/strings.h"
 #include "dra/dra_device.h"
 #include "nvml/mig_minors.h"
@@ -11,6 +13,17 @@ namespace gpu_agent {
 
 std::string DeviceUnit::Describe() const {
   return StrCat(is_mig() ? "MIG device " : "GPU ", index, " (", uuid, ")");
+}
+
+std::string DeviceUnit::ReplicaId(const std::string& id, int n) const {
+  return replicas > 1 ? StrCat(id, "::", n) : id;
+}
+
+const TimeSlicedResource* DeviceModel::TimeSlicingOf(const std::string& resource) const {
+  for (const TimeSlicedResource& t : time_sliced) {
+    if (t.resource == resource) return &t;
+  }
+  return nullptr;
 }
 
 namespace {
@@ -48,6 +61,8 @@ class ModelBuilder {
                     " must not hand out a MIG GPU whole"));
         continue;
       }
+      // Read once per GPU, shared by its units.
+      pcie_root_ = g.pci_bus_id.empty() ? "" : dra::ReadPcieRoot(c_.sysfs_root, g.pci_bus_id);
       if (strategy == MigStrategy::kNone || !g.mig_enabled) {
         if (g.mig_enabled) {
           Warn(StrCat(what, " is in MIG mode but flags.migStrategy is none: advertised whole"));
@@ -55,11 +70,13 @@ class ModelBuilder {
         model_.units.push_back(Whole(pos));
       } else if (g.mig_devices.empty()) {
         model_.empty_mig_gpus.push_back(pos);
+        model_.gpus.push_back(pos);
         Warn(StrCat(what, " is in MIG mode with no MIG devices: nothing of it is advertised"));
       } else {
         for (size_t m = 0; m < g.mig_devices.size(); ++m) AddMig(pos, m);
       }
       if (model_.units.size() > before) {
+        model_.gpus.push_back(pos);
         model_.gpu_uuids.push_back(g.uuid);
         // Only a lost GPU starts out unhealthy; any other failed query (no
         // privilege for one value, say) leaves a GPU that works.
@@ -79,7 +96,7 @@ class ModelBuilder {
     u.key = DeviceKey::Gpu(g.uuid);
     if (g.minor >= 0) u.parent_node = StrCat("/dev/nvidia", g.minor);
     u.lost = g.lost;
-    if (!g.pci_bus_id.empty()) u.pcie_root = dra::ReadPcieRoot(c_.sysfs_root, g.pci_bus_id);
+    u.pcie_root = pcie_root_;
     return u;
   }
 
@@ -89,6 +106,7 @@ class ModelBuilder {
     u.uuid = g.uuid;
     u.index = StrCat(g.index);
     u.name = dra::GpuDeviceName(g);
+    u.resource = c_.resource_name;
     return u;
   }
 
@@ -108,6 +126,8 @@ class ModelBuilder {
     u.uuid = mig.uuid;
     u.index = StrCat(g.index, ":", mig.index);
     u.profile = profile;
+    u.resource = c_.flags.mig() == MigStrategy::kSingle ? c_.resource_name
+                                                        : StrCat(kMigResourcePrefix, profile);
     u.name = dra::MigDeviceName(dra::GpuDeviceName(g), profile, mig.gpu_instance_id,
                                 mig.compute_instance_id);
     u.key.gpu_instance = static_cast<int>(mig.gpu_instance_id);
@@ -135,13 +155,16 @@ class ModelBuilder {
   const nvml::Inventory& inv_;
   DeviceModel model_;
   std::optional<absl::StatusOr<nvml::MigMinors>> minors_;  // read at the first MIG device
+  std::string pcie_root_;  // the PCIe root of the GPU being expanded
 };
 
 }  // namespace
 
 DeviceModel BuildDeviceModel(const Config& config, const nvml::Inventory& inventory,
                              const GpuChoice& choice) {
-  return ModelBuilder(config, inventory).Run(choice);
+  DeviceModel model = ModelBuilder(config, inventory).Run(choice);
+  ApplyTimeSlicing(config, inventory, &model);
+  return model;
 }
 
 }  // namespace gpu_agent

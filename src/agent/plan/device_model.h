@@ -10,8 +10,10 @@
 // warning naming it: a GPU without UUID, a GPU without device minor (but one
 // lost at discovery, kept unhealthy so that a reset brings it back), a GPU whose MIG mode
 // is unknown under a MIG strategy, a MIG device without UUID or profile name.
-// Rules of one consumer (migStrategy single's "all or nothing", time-slicing
-// replicas) stay with that consumer's projection.
+// Rules of one consumer (migStrategy single's "all or nothing") stay with
+// that consumer's projection. Time-slicing replicas are the model's
+// (time_slicing.h): each unit says how many replicas it is advertised as,
+// and the device plugin's projection reads that; DRA serves no replicas.
 #ifndef GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
 #define GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
 
@@ -39,7 +41,7 @@ struct DeviceUnit {
   std::string profile;  // the MIG profile ("1g.10gb"); "" for a whole GPU
   DeviceKey key;        // what health reports are about
   // "/dev/nvidia<minor>"; "" only for a GPU lost at discovery whose minor
-  // NVML did not give (no device node to pass, no CDI entry).
+  // NVML did not give (no device node to pass, no CDI entry: has_cdi_entry).
   std::string parent_node;
   // A MIG device's capability nodes (/dev/nvidia-caps/...), read from the
   // driver's mig-minors file; when it could not be read or does not list
@@ -49,8 +51,20 @@ struct DeviceUnit {
   absl::Status capability_error;
   std::string pcie_root;  // "pci0000:00" from sysfs; "" when unknown
   bool lost = false;      // NVML said GPU_IS_LOST at discovery
+  // The extended resource the device plugin and static mode advertise it
+  // under: flags.resourceName for a whole GPU and, under migStrategy single,
+  // a MIG device; "nvidia.com/mig-<profile>" under mixed.
+  std::string resource;
+  // sharing.timeSlicing: the number of replicas it is advertised as, each a
+  // device of its own (under its resource's TimeSlicedResource); 1: not
+  // shared, advertised whole under `resource`.
+  int replicas = 1;
 
   bool is_mig() const { return mig_pos >= 0; }
+  // Whether the CDI spec has an entry for it, so that Allocate or DRA's
+  // prepare can name it by CDI: only a unit with a device node has one.
+  // The CDI projection (cdi_plan.h) asks this, not parent_node.
+  bool has_cdi_entry() const { return !parent_node.empty(); }
   const nvml::GpuRecord& gpu(const nvml::Inventory& inv) const { return inv.gpus[gpu_pos]; }
   // Null for a whole GPU.
   const nvml::MigRecord* mig(const nvml::Inventory& inv) const {
@@ -58,6 +72,18 @@ struct DeviceUnit {
   }
   // "GPU 3 (GPU-...)" or "MIG device 3:1 (MIG-...)", for messages.
   std::string Describe() const;
+  // The device ID of its replica `n` given its own ID `id` (UUID or index,
+  // per deviceIDStrategy): "<id>::<n>" when it has replicas, `id` when not.
+  std::string ReplicaId(const std::string& id, int n) const;
+};
+
+// A resource sharing.timeSlicing shares: its shared units' replicas are
+// advertised as `shared_resource` (its rename, or itself), the rest whole
+// under `resource`.
+struct TimeSlicedResource {
+  std::string resource;
+  std::string shared_resource;
+  int replicas = 1;
 };
 
 struct DeviceModel {
@@ -66,14 +92,31 @@ struct DeviceModel {
   // watches.
   std::vector<std::string> gpu_uuids;
   std::set<std::string> initially_unhealthy;  // of gpu_uuids, NVML called lost
+  // The chosen GPUs the model keeps, by inventory position, in the choice's
+  // order: those with a unit and those of empty_mig_gpus. What the labels
+  // describe; a GPU left out here (no UUID; no minor, not lost; MIG mode
+  // unknown under a MIG strategy) is labelled no more than it is served.
+  std::vector<size_t> gpus;
   // GPUs in MIG mode under a MIG strategy that have no MIG device (nothing of
   // them is a unit), by inventory position.
   std::vector<size_t> empty_mig_gpus;
   std::vector<std::string> warnings;  // one per unit or GPU left out
+  // Time-slicing, by resource in the units' order (with no unit at all, the
+  // main resource's). A sharing entry the node cannot satisfy (naming no
+  // device, sharing a part under the same name, too many replicas) sets
+  // sharing_error and no replicas past it; sharing_warnings are what only
+  // deserves a word. Both are the device plugin's projection's to report.
+  std::vector<TimeSlicedResource> time_sliced;
+  absl::Status sharing_error;
+  std::vector<std::string> sharing_warnings;
+
+  // How `resource` is time-sliced; null when it is not.
+  const TimeSlicedResource* TimeSlicingOf(const std::string& resource) const;
 };
 
 // Expands `choice` per flags.migStrategy: under none every GPU is one unit;
-// under single or mixed a GPU in MIG mode is its MIG devices. Reads the
+// under single or mixed a GPU in MIG mode is its MIG devices; then applies
+// sharing.timeSlicing to the units' resources. Reads the
 // mig-minors file under proc_root (only where MIG devices are) and each
 // GPU's PCIe root under sysfs_root; neither failing stops the model.
 DeviceModel BuildDeviceModel(const Config& config, const nvml::Inventory& inventory,

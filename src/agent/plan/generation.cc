@@ -53,7 +53,7 @@ absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
     gen->plan = *std::move(plan);
     warn(gen->plan.warnings);
   }
-  gen->labels = ComputeNodeLabels(c, inv, gen->choice);
+  gen->labels = ComputeNodeLabels(c, inv, gen->model.gpus);
   warn(gen->labels.warnings);
   const bool cdi = options.cdi == GenerationOptions::Cdi::kAlways ||
                    // DRA mode names every prepared device by CDI.

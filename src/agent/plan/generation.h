@@ -30,7 +30,7 @@ struct Generation {
   GpuChoice choice;    // the GPUs devices.* exposes, chosen once
   DeviceModel model;   // the chosen GPUs expanded into units, once
   ResourcePlan plan;   // the device plugin's resources (empty when not asked for)
-  LabelResult labels;  // the GPU labels of the chosen GPUs
+  LabelResult labels;  // the GPU labels of the model's GPUs
   // This node's CDI spec, when GenerationOptions asked for one.
   std::optional<cdi::Generated> cdi;
   // What an operator should hear about, once, in order: the selection's,

@@ -21,17 +21,12 @@ struct Unit {
   const nvml::GpuRecord* gpu = nullptr;
   std::string id;
   std::vector<std::string> device_nodes;
-
-  std::string Describe() const { return unit->Describe(); }
-  // Whether a timeSlicing devices entry names this unit.
-  bool NamedBy(const std::string& entry) const {
-    return AsciiToLower(entry) == AsciiToLower(unit->uuid) || entry == unit->index;
-  }
 };
 
 // Units advertised under one resource name, each as `replicas` devices
-// (time-slicing). Grouping by resource comes first (replicas 1); sharing may
-// then split a group into its whole units and its replicated ones.
+// (time-slicing). Grouping by resource comes first (replicas 1); the
+// model's time-slicing then splits a group into its whole units and its
+// replicated ones.
 struct Group {
   std::string resource;
   std::vector<Unit> units;
@@ -47,20 +42,12 @@ class Planner {
 
   absl::StatusOr<ResourcePlan> Run(const DeviceModel& model) {
     if (absl::Status s = GroupUnits(model); !s.ok()) return s;
+    if (!model.sharing_error.ok()) return model.sharing_error;
+    plan_.warnings = model.sharing_warnings;
     // No device at all: still serve the main resource, empty, so the
     // kubelet hears "0" rather than nothing.
     if (groups_.empty()) GroupFor(c_.resource_name);
-    for (Group& group : groups_) {
-      if (absl::Status s = Share(group); !s.ok()) return s;
-    }
-    for (const TimeSlicingResource& r : c_.sharing.time_slicing.resources) {
-      bool found = false;
-      for (const Group& g : groups_) found |= g.resource == r.name;
-      if (!found) {
-        Warn(StrCat("sharing.timeSlicing: no device on this node is advertised as ", r.name,
-                    "; its sharing entry does nothing here"));
-      }
-    }
+    for (Group& group : groups_) Split(group, model);
     AssignEndpoints();
     plan_.allocate.device_list =
         deviceplugin::DeviceListStrategies::Parse(c_.flags.plugin.device_list_strategy)
@@ -76,8 +63,6 @@ class Planner {
   }
 
  private:
-  void Warn(std::string w) { plan_.warnings.push_back(std::move(w)); }
-
   Group& GroupFor(const std::string& resource) {
     for (Group& g : groups_) {
       if (g.resource == resource) return g;
@@ -142,14 +127,10 @@ class Planner {
     for (const DeviceUnit& du : model.units) {
       absl::StatusOr<Unit> unit = Serve(du);
       if (!unit.ok()) return unit.status();
-      if (!du.is_mig()) {
-        GroupFor(c_.resource_name).units.push_back(*std::move(unit));
-      } else if (c_.flags.mig() == MigStrategy::kSingle) {
+      if (du.is_mig() && c_.flags.mig() == MigStrategy::kSingle) {
         by_profile[du.profile].push_back(du.Describe());
-        GroupFor(c_.resource_name).units.push_back(*std::move(unit));
-      } else {
-        GroupFor(StrCat(kMigResourcePrefix, du.profile)).units.push_back(*std::move(unit));
       }
+      GroupFor(du.resource).units.push_back(*std::move(unit));
     }
     if (by_profile.size() > 1) {
       std::string found;
@@ -171,107 +152,18 @@ class Planner {
     return absl::OkStatus();
   }
 
-  const TimeSlicingResource* SharingFor(const std::string& resource) const {
-    for (const TimeSlicingResource& r : c_.sharing.time_slicing.resources) {
-      if (r.name == resource) return &r;
-    }
-    return nullptr;
-  }
-
-  // Why a devices entry matches no unit of `group`, in the operator's terms.
-  std::string WhyUnmatched(const Group& group, const std::string& entry, const std::string& where) {
-    for (const Group& other : groups_) {
-      if (&other == &group) continue;
-      for (const Unit& u : other.units) {
-        if (u.NamedBy(entry)) {
-          return StrCat(where, ": \"", entry, "\" is ", u.Describe(), ", advertised as ",
-                        other.resource, ", not ", group.resource, "; share it under ",
-                        other.resource);
-        }
-      }
-    }
-    for (const Unit& u : group.units) {
-      if (u.unit->is_mig() &&
-          (AsciiToLower(entry) == AsciiToLower(u.gpu->uuid) || entry == StrCat(u.gpu->index))) {
-        return StrCat(where, ": \"", entry, "\" is GPU ", u.gpu->index,
-                      ", which is in MIG mode: replicas go on its MIG devices; name them by "
-                      "MIG UUID or <gpu>:<mig>");
-      }
-    }
-    for (const nvml::GpuRecord& g : inv_.gpus) {
-      if (!g.mig_enabled) continue;
-      for (const nvml::MigRecord& m : g.mig_devices) {
-        if (AsciiToLower(entry) == AsciiToLower(m.uuid) || entry == StrCat(g.index, ":", m.index)) {
-          return StrCat(where, ": \"", entry, "\" is a MIG device, and ", group.resource,
-                        " has no MIG devices under flags.migStrategy ", c_.flags.mig_strategy,
-                        "; replicas are not allowed on it here");
-        }
-      }
-    }
-    return StrCat(where, ": \"", entry, "\" matches no ", group.resource,
-                  " device on this node (give GPU indexes or UUIDs; MIG UUIDs or <gpu>:<mig> for "
-                  "MIG resources)");
-  }
-
-  absl::Status Share(Group& group) {
-    const TimeSlicingResource* r = SharingFor(group.resource);
-    if (!r) {
+  // The group as served: whole, or split by the model's time-slicing into
+  // its whole units and its replicated ones.
+  void Split(const Group& group, const DeviceModel& model) {
+    const TimeSlicedResource* t = model.TimeSlicingOf(group.resource);
+    if (!t) {
       served_.push_back(group);
-      return absl::OkStatus();
-    }
-    size_t index = 0;
-    for (; index < c_.sharing.time_slicing.resources.size(); ++index) {
-      if (&c_.sharing.time_slicing.resources[index] == r) break;
-    }
-    const std::string where = StrCat("sharing.timeSlicing.resources[", index, "].devices");
-    std::vector<bool> shared(group.units.size(), false);
-    if (r->device_count > 0) {
-      if (static_cast<size_t>(r->device_count) > group.units.size()) {
-        Warn(StrCat(where, ": ", r->device_count, " asked, ", group.resource, " has ",
-                    group.units.size(), " on this node; sharing all of them"));
-      }
-      for (size_t i = 0; i < group.units.size() && i < static_cast<size_t>(r->device_count); ++i) {
-        shared[i] = true;
-      }
-    } else if (r->devices.size() == 1 && r->devices[0] == "all") {
-      shared.assign(group.units.size(), true);
-    } else {
-      for (const std::string& entry : r->devices) {
-        bool matched = false;
-        for (size_t i = 0; i < group.units.size(); ++i) {
-          if (group.units[i].NamedBy(entry)) shared[i] = matched = true;
-        }
-        if (!matched) return absl::InvalidArgumentError(WhyUnmatched(group, entry, where));
-      }
-    }
-    std::string name = group.resource;
-    if (!r->rename.empty()) {
-      name = r->rename;
-    } else if (c_.sharing.time_slicing.rename_by_default) {
-      name = group.resource + ".shared";
+      return;
     }
     std::vector<Unit> whole, sliced;
-    for (size_t i = 0; i < group.units.size(); ++i) {
-      (shared[i] ? sliced : whole).push_back(group.units[i]);
-    }
-    if (!whole.empty() && name == group.resource) {
-      return absl::InvalidArgumentError(
-          StrCat(where, " shares ", sliced.size(), " of ", group.units.size(), " ", group.resource,
-                 " devices: the replicas need a name of their own so the rest stay whole; set "
-                 "rename, or sharing.timeSlicing.renameByDefault: true"));
-    }
-    const size_t devices = sliced.size() * static_cast<size_t>(r->replicas);
-    if (devices > kMaxDevicesPerResource) {
-      return absl::InvalidArgumentError(
-          StrCat("sharing.timeSlicing.resources[", index, "]: ", sliced.size(), " devices x ",
-                 r->replicas, " replicas would list ", devices, " ", name,
-                 " devices to the kubelet, more than the ", kMaxDevicesPerResource,
-                 " one resource may have (its ListAndWatch answer would pass what the kubelet "
-                 "takes); give fewer replicas"));
-    }
+    for (const Unit& u : group.units) (u.unit->replicas > 1 ? sliced : whole).push_back(u);
     if (!whole.empty()) served_.push_back({group.resource, std::move(whole), 1});
-    served_.push_back({name, std::move(sliced), r->replicas});
-    return absl::OkStatus();
+    served_.push_back({t->shared_resource, std::move(sliced), t->replicas});
   }
 
   void AssignEndpoints() {
@@ -295,7 +187,7 @@ class Planner {
       const Unit& u = s.units[p];
       for (int n = 0; n < s.replicas; ++n) {
         PluginDevice d;
-        d.id = s.replicas > 1 ? StrCat(u.id, "::", n) : u.id;
+        d.id = u.unit->ReplicaId(u.id, n);
         d.gpu_id = u.id;
         d.key = u.unit->key;
         d.physical = static_cast<int>(p);

@@ -1,10 +1,10 @@
 // The resource plan: the device plugin's projection of the device model
 // (agent/plan/device_model.h, built once per generation), the extended
-// resources this node advertises (per flags.migStrategy and
-// time-slicing), each with its device IDs, NUMA nodes, device nodes,
-// link scores and socket name, plus the Allocate options. Plugin mode serves
-// it; static mode and `capacity set --discover` count it. Pure: no I/O but
-// checking which device nodes exist.
+// resources this node advertises (the units' resources, split by the
+// model's time-slicing replicas), each with its device IDs, NUMA nodes,
+// device nodes, link scores and socket name, plus the Allocate options.
+// Plugin mode serves it; static mode and `capacity set --discover` count
+// it. Pure: no I/O but checking which device nodes exist.
 #ifndef GPU_AGENT_AGENT_PLAN_RESOURCE_PLAN_H_
 #define GPU_AGENT_AGENT_PLAN_RESOURCE_PLAN_H_
 
