@@ -1,7 +1,7 @@
 // ResourceSlices built from DRA devices: the split at 128 devices (64 with
 // a taint), v1beta1's `basic` wrapper, and unhealthy devices' taints; the
 // device's versions and PCIe root. The devices themselves, named and
-// attributed from the device model: tests/agent/device_model_test.cc.
+// attributed from the device model: tests/agent/plan/device_model_test.cc.
 #include "dra/resource_slice.h"
 
 #include <gtest/gtest.h>

@@ -16,6 +16,7 @@
 #include "apiserver/rest_client.h"
 #include "dra/slice_publisher.h"
 #include "support/proxy_connection.h"
+#include "support/slice_json.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::dra {
@@ -32,11 +33,8 @@ constexpr char kNode[] = "node-a";
 constexpr char kDriver[] = "gpu.gpu-agent.github.io";
 
 std::string OneSlice(const SliceContext& c) {
-  return std::string(R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":)") +
-         R"({"name":"node-a-gpu.gpu-agent.github.io-0"},"spec":{"driver":")" + kDriver +
-         R"(","nodeName":")" + kNode + R"(","pool":{"name":")" + kNode + R"(","generation":)" +
-         std::to_string(c.generation) +
-         R"(,"resourceSliceCount":1},"devices":[{"name":"gpu-0"}]}})";
+  return gpu_agent::testing::SliceJson(kNode, kDriver, 0, 1, c.generation,
+                                       gpu_agent::testing::NamedDevice(0));
 }
 
 class SlicePublisherHostileTest : public ::testing::Test {

@@ -17,6 +17,7 @@
 #include "api_server_stub.h"
 #include "apiserver/connection.h"
 #include "support/proxy_connection.h"
+#include "support/slice_json.h"
 #include "support/test_support.h"
 
 namespace gpu_agent::dra {
@@ -26,6 +27,8 @@ using apiserver::Connection;
 using apiserver::RestOptions;
 
 using gpu_agent::testing::ApiServerStub;
+using gpu_agent::testing::NamedDevice;
+using gpu_agent::testing::SliceJson;
 using gpu_agent::testing::WaitFor;
 
 constexpr char kNode[] = "node-a";
@@ -37,12 +40,7 @@ SliceBuilder Slices(int devices, const std::string& node = kNode) {
     const int64_t generation = c.generation;
     std::vector<std::string> out;
     for (int i = 0; i < devices; ++i) {
-      out.push_back(
-          R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":")" +
-          node + "-" + kDriver + "-" + std::to_string(i) + R"("},"spec":{"driver":")" + kDriver +
-          R"(","nodeName":")" + node + R"(","pool":{"name":")" + node + R"(","generation":)" +
-          std::to_string(generation) + R"(,"resourceSliceCount":)" + std::to_string(devices) +
-          R"(},"devices":[{"name":"gpu-)" + std::to_string(i) + R"("}]}})");
+      out.push_back(SliceJson(node, kDriver, i, devices, generation, NamedDevice(i)));
     }
     return out;
   };
@@ -427,12 +425,8 @@ SliceBuilder OneUnhealthy(const std::string& reason, const std::string& node) {
   return [reason, node](const SliceContext& c) {
     const std::string taint = R"(,{"name":"gpu-1","taints":[{"key":")" + std::string(kDriver) +
                               R"(/unhealthy","value":")" + reason + R"(","effect":"NoSchedule"}]})";
-    return std::vector<std::string>{
-        R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":")" + node +
-        "-" + kDriver + R"(-0"},"spec":{"driver":")" + kDriver + R"(","nodeName":")" + node +
-        R"(","pool":{"name":")" + node + R"(","generation":)" + std::to_string(c.generation) +
-        R"(,"resourceSliceCount":1},"devices":[{"name":"gpu-0"})" + (c.device_taints ? taint : "") +
-        "]}}"};
+    return std::vector<std::string>{SliceJson(node, kDriver, 0, 1, c.generation,
+                                              NamedDevice(0) + (c.device_taints ? taint : ""))};
   };
 }
 

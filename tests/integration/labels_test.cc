@@ -11,6 +11,7 @@
 
 #include "api_server_stub.h"
 #include "support/agent_env.h"
+#include "support/driver_labels.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -22,26 +23,8 @@ constexpr const char* kOwned = "gpu-agent.github.io/owned-labels";
 // and the machine and mode of a node whose sysfs has neither DMI nor the
 // GPUs' PCI classes (FakeNvmlEnv points sysfs at an empty folder).
 Labels Versions() {
-  return {{"nvidia.com/cuda.driver.major", "550"},
-          {"nvidia.com/cuda.driver.minor", "54"},
-          {"nvidia.com/cuda.driver.rev", "15"},
-          {"nvidia.com/cuda.driver-version.major", "550"},
-          {"nvidia.com/cuda.driver-version.minor", "54"},
-          {"nvidia.com/cuda.driver-version.revision", "15"},
-          {"nvidia.com/cuda.driver-version.full", "550.54.15"},
-          {"nvidia.com/cuda.runtime.major", "12"},
-          {"nvidia.com/cuda.runtime.minor", "4"},
-          {"nvidia.com/cuda.runtime-version.major", "12"},
-          {"nvidia.com/cuda.runtime-version.minor", "4"},
-          {"nvidia.com/cuda.runtime-version.full", "12.4"},
-          {"nvidia.com/gpu.present", "true"},
-          {"nvidia.com/gpu.machine", "unknown"},
-          {"nvidia.com/gpu.mode", "unknown"}};
-}
-
-Labels With(Labels base, const Labels& more) {
-  for (const auto& [k, v] : more) base[k] = v;
-  return base;
+  return With(DriverLabels(),
+              {{"nvidia.com/gpu.machine", "unknown"}, {"nvidia.com/gpu.mode", "unknown"}});
 }
 
 Labels A100Pcie() {

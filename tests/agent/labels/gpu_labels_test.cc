@@ -10,16 +10,19 @@
 #include <regex>
 
 #include "base/strings.h"
+#include "support/driver_labels.h"
 #include "support/gpu_records.h"
 
 namespace gpu_agent {
 namespace {
 
 using gpu_agent::testing::AllMigNode;
+using gpu_agent::testing::DriverLabels;
 using gpu_agent::testing::Gpu;
 using gpu_agent::testing::Mig;
 using gpu_agent::testing::MixedNode;
 using gpu_agent::testing::PlainNode;
+using gpu_agent::testing::With;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -72,28 +75,6 @@ void ExpectValidLabels(const NodeLabels& labels) {
     EXPECT_LE(value.size(), 63u) << key << "=" << value;
     EXPECT_TRUE(std::regex_match(value, kName)) << key << "=" << value;
   }
-}
-
-// The labels every node with GPUs gets from the driver, for Reported().
-NodeLabels DriverLabels() {
-  return {{"nvidia.com/cuda.driver.major", "550"},
-          {"nvidia.com/cuda.driver.minor", "54"},
-          {"nvidia.com/cuda.driver.rev", "15"},
-          {"nvidia.com/cuda.driver-version.major", "550"},
-          {"nvidia.com/cuda.driver-version.minor", "54"},
-          {"nvidia.com/cuda.driver-version.revision", "15"},
-          {"nvidia.com/cuda.driver-version.full", "550.54.15"},
-          {"nvidia.com/cuda.runtime.major", "12"},
-          {"nvidia.com/cuda.runtime.minor", "4"},
-          {"nvidia.com/cuda.runtime-version.major", "12"},
-          {"nvidia.com/cuda.runtime-version.minor", "4"},
-          {"nvidia.com/cuda.runtime-version.full", "12.4"},
-          {"nvidia.com/gpu.present", "true"}};
-}
-
-NodeLabels With(NodeLabels base, const NodeLabels& more) {
-  for (const auto& [k, v] : more) base[k] = v;
-  return base;
 }
 
 TEST(GpuLabels, WholeGpusOfOneModelExactly) {

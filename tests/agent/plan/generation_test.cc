@@ -9,8 +9,7 @@
 #include <set>
 
 #include "base/strings.h"
-#include "deviceplugin/allocator.h"
-#include "deviceplugin/device_publisher.h"
+#include "support/allocate_each_id.h"
 #include "support/gpu_records.h"
 #include "support/test_support.h"
 
@@ -100,32 +99,8 @@ TEST_F(GenerationTest, EveryNameAllocateReturnsIsInTheCdiSpec) {
               BuildGeneration(loaded, mig.inventory, GenerationOptionsFor(loaded.config));
           ASSERT_TRUE(gen.ok()) << Error(gen);
           ASSERT_TRUE((*gen)->cdi.has_value()) << "a cdi-* strategy with a spec folder: a spec";
-          const cdi::Spec& spec = (*gen)->cdi->spec;
-          std::set<std::string> in_spec;
-          for (const cdi::Device& d : spec.devices) in_spec.insert(StrCat(spec.kind, "=", d.name));
-          const deviceplugin::Allocator allocator((*gen)->plan.allocate);
           ASSERT_FALSE((*gen)->plan.resources.empty());
-          for (const deviceplugin::ResourceSpec& r : (*gen)->plan.resources) {
-            deviceplugin::DevicePublisher publisher(r);
-            std::shared_ptr<const deviceplugin::DeviceSnapshot> snap = publisher.Current();
-            for (const deviceplugin::PluginDevice& d : snap->devices) {
-              v1beta1::ContainerAllocateRequest req;
-              req.add_devices_ids(d.id);
-              v1beta1::ContainerAllocateResponse resp;
-              ASSERT_TRUE(allocator.AllocateContainer(*snap, req, &resp).ok()) << d.id;
-              std::vector<std::string> names;
-              for (const auto& c : resp.cdi_devices()) names.push_back(c.name());
-              for (const auto& [key, value] : resp.annotations()) {
-                for (std::string_view n : StrSplit(value, ',')) names.emplace_back(n);
-              }
-              ASSERT_FALSE(names.empty()) << d.id << " was given no CDI device";
-              for (const std::string& n : names) {
-                EXPECT_TRUE(in_spec.count(n)) << r.resource_name << " device " << d.id
-                                              << " is given " << n << ", which the spec lacks";
-                ++names_checked;
-              }
-            }
-          }
+          names_checked += testing::AllocateEachId(**gen).names_checked;
         }
       }
     }

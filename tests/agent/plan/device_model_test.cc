@@ -18,11 +18,10 @@
 #include "agent/plan/generation.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
-#include "deviceplugin/allocator.h"
-#include "deviceplugin/device_publisher.h"
 #include "dra/claim_preparer.h"
 #include "fixture.h"
 #include "in_process_nvml.h"
+#include "support/allocate_each_id.h"
 #include "support/gpu_records.h"
 #include "support/test_support.h"
 
@@ -219,40 +218,6 @@ class OneDeviceClaims : public dra::ClaimReader {
   }
 };
 
-struct Counted {
-  std::map<std::string, size_t> devices;  // by resource
-  size_t ids_checked = 0;
-};
-
-// Every ID of every resource allocated alone; each CDI name it is given
-// must be in the generation's spec.
-Counted AllocateEveryId(const Generation& gen) {
-  Counted out;
-  std::set<std::string> in_spec;
-  const cdi::Spec& spec = gen.cdi->spec;
-  for (const cdi::Device& d : spec.devices) in_spec.insert(StrCat(spec.kind, "=", d.name));
-  const deviceplugin::Allocator allocator(gen.plan.allocate);
-  for (const deviceplugin::ResourceSpec& r : gen.plan.resources) {
-    out.devices[r.resource_name] = r.devices.size();
-    deviceplugin::DevicePublisher publisher(r);
-    std::shared_ptr<const deviceplugin::DeviceSnapshot> snap = publisher.Current();
-    for (const deviceplugin::PluginDevice& d : snap->devices) {
-      v1beta1::ContainerAllocateRequest req;
-      req.add_devices_ids(d.id);
-      v1beta1::ContainerAllocateResponse resp;
-      EXPECT_TRUE(allocator.AllocateContainer(*snap, req, &resp).ok()) << d.id;
-      EXPECT_GT(resp.cdi_devices_size(), 0) << d.id << " was given no CDI device";
-      for (const auto& cdi : resp.cdi_devices()) {
-        EXPECT_TRUE(in_spec.count(cdi.name()))
-            << r.resource_name << " device " << d.id << " is given " << cdi.name()
-            << ", which the spec lacks";
-      }
-      ++out.ids_checked;
-    }
-  }
-  return out;
-}
-
 // Prepares one claim per DRA device through the real preparer; returns how
 // many prepared.
 size_t PrepareEveryDevice(const Generation& gen, const std::string& dir) {
@@ -335,7 +300,7 @@ TEST_F(ProjectionTest, EveryFixturesDevicesPrepareAllocateAndCountAlike) {
       ASSERT_EQ((*stat)->model.units.size(), (*dra)->model.units.size());
       for (const DeviceUnit& u : (*dra)->model.units) mig_units += u.is_mig();
       // Plugin mode: every ID has its CDI name. Static mode: the same counts.
-      const Counted served = AllocateEveryId(**plugin);
+      const testing::AllocatedIds served = testing::AllocateEachId(**plugin);
       EXPECT_EQ(served.ids_checked, (*dra)->model.units.size());
       std::map<std::string, size_t> counted;
       for (const auto& r : (*stat)->plan.resources) counted[r.resource_name] = r.devices.size();
