@@ -16,6 +16,7 @@
 #include "dra/health_v1alpha1.pb.h"
 #include "dra/health_v1beta1.pb.h"
 #include "dra/registration.pb.h"
+#include "podresources/api.pb.h"
 
 namespace gpu_agent::dra {
 namespace {
@@ -80,6 +81,46 @@ std::vector<Field> HealthFields(const std::string& p) {
   };
 }
 
+// The kubelet's PodResources v1 (podresources/v1/api.proto), which the agent
+// reads while a node moves between the device plugin and DRA.
+std::vector<Field> PodResourcesFields() {
+  constexpr auto kInt64 = FieldDescriptor::TYPE_INT64;
+  return {
+      {"v1.ListPodResourcesResponse", "pod_resources", 1, kMessage, true},
+      {"v1.AllocatableResourcesResponse", "devices", 1, kMessage, true},
+      {"v1.AllocatableResourcesResponse", "cpu_ids", 2, kInt64, true},
+      {"v1.AllocatableResourcesResponse", "memory", 3, kMessage, true},
+      {"v1.GetPodResourcesRequest", "pod_name", 1, kString, false},
+      {"v1.GetPodResourcesRequest", "pod_namespace", 2, kString, false},
+      {"v1.GetPodResourcesResponse", "pod_resources", 1, kMessage, false},
+      {"v1.PodResources", "name", 1, kString, false},
+      {"v1.PodResources", "namespace", 2, kString, false},
+      {"v1.PodResources", "containers", 3, kMessage, true},
+      {"v1.ContainerResources", "name", 1, kString, false},
+      {"v1.ContainerResources", "devices", 2, kMessage, true},
+      {"v1.ContainerResources", "cpu_ids", 3, kInt64, true},
+      {"v1.ContainerResources", "memory", 4, kMessage, true},
+      {"v1.ContainerResources", "dynamic_resources", 5, kMessage, true},
+      {"v1.ContainerDevices", "resource_name", 1, kString, false},
+      {"v1.ContainerDevices", "device_ids", 2, kString, true},
+      {"v1.ContainerDevices", "topology", 3, kMessage, false},
+      {"v1.ContainerMemory", "memory_type", 1, kString, false},
+      {"v1.ContainerMemory", "size", 2, FieldDescriptor::TYPE_UINT64, false},
+      {"v1.ContainerMemory", "topology", 3, kMessage, false},
+      {"v1.TopologyInfo", "nodes", 1, kMessage, true},
+      {"v1.NUMANode", "ID", 1, kInt64, false},
+      {"v1.DynamicResource", "claim_name", 2, kString, false},
+      {"v1.DynamicResource", "claim_namespace", 3, kString, false},
+      {"v1.DynamicResource", "claim_resources", 4, kMessage, true},
+      {"v1.ClaimResource", "cdi_devices", 1, kMessage, true},
+      {"v1.ClaimResource", "driver_name", 2, kString, false},
+      {"v1.ClaimResource", "pool_name", 3, kString, false},
+      {"v1.ClaimResource", "device_name", 4, kString, false},
+      {"v1.ClaimResource", "share_id", 5, kString, false},
+      {"v1.CDIDevice", "name", 1, kString, false},
+  };
+}
+
 std::vector<Field> AllFields() {
   std::vector<Field> out = {
       {"pluginregistration.PluginInfo", "type", 1, kString, false},
@@ -94,6 +135,7 @@ std::vector<Field> AllFields() {
     for (const Field& f : DraFields(p)) out.push_back(f);
   }
   for (const Field& f : HealthFields("v1alpha1")) out.push_back(f);
+  for (const Field& f : PodResourcesFields()) out.push_back(f);
   return out;
 }
 
@@ -103,6 +145,7 @@ TEST(WireNumbersTest, EveryFieldHasTheKubeletsNumberAndType) {
   (void)k8s::io::kubelet::pkg::apis::dra::v1::Claim::descriptor();
   (void)k8s::io::kubelet::pkg::apis::dra::v1beta1::Claim::descriptor();
   (void)v1alpha1::DeviceHealth::descriptor();
+  (void)v1::ListPodResourcesResponse::descriptor();
   for (const Field& f : AllFields()) {
     SCOPED_TRACE(f.message + "." + f.field);
     const Descriptor* m = DescriptorPool::generated_pool()->FindMessageTypeByName(f.message);
@@ -146,6 +189,9 @@ TEST(WireNumbersTest, HealthStatesAndMethodPathsAreTheKubelets) {
            {"v1.DRAResourceHealth", "NodeWatchResources", true},
            {"v1beta1.DRAResourceHealth", "NodeWatchResources", true},
            {"v1alpha1.DRAResourceHealth", "NodeWatchResources", true},
+           {"v1.PodResourcesLister", "List", false},
+           {"v1.PodResourcesLister", "GetAllocatableResources", false},
+           {"v1.PodResourcesLister", "Get", false},
        }) {
     SCOPED_TRACE(std::string(m.service) + "/" + m.method);
     const auto* s = pool->FindServiceByName(m.service);

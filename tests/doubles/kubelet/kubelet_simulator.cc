@@ -469,6 +469,32 @@ grpc::Status KubeletSimulator::Allocate(const std::string& resource,
   return stub->Allocate(&ctx, req, resp);
 }
 
+bool KubeletSimulator::ServePodResources(const std::string& socket) {
+  pod_resources_ = std::make_unique<PodResourcesStandIn>(socket);
+  return pod_resources_->Start();
+}
+
+grpc::Status KubeletSimulator::AdmitPod(const std::string& ns, const std::string& pod,
+                                        const std::string& container, const std::string& resource,
+                                        const std::vector<std::string>& ids,
+                                        v1beta1::AllocateResponse* resp) {
+  v1beta1::AllocateRequest req;
+  auto* c = req.add_container_requests();
+  for (const std::string& id : ids) c->add_devices_ids(id);
+  grpc::Status s = Allocate(resource, req, resp);
+  if (s.ok() && pod_resources_) {
+    pod_resources_->Hold(ns, pod, container, resource, ids);
+    std::vector<std::string> all;
+    for (const v1beta1::Device& d : Devices(resource)) all.push_back(d.id());
+    pod_resources_->SetAllocatable(resource, all);
+  }
+  return s;
+}
+
+void KubeletSimulator::EndPod(const std::string& ns, const std::string& pod) {
+  if (pod_resources_) pod_resources_->EndPod(ns, pod);
+}
+
 grpc::Status KubeletSimulator::GetPreferredAllocation(
     const std::string& resource, const v1beta1::PreferredAllocationRequest& req,
     v1beta1::PreferredAllocationResponse* resp) {

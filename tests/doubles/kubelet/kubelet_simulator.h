@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "deviceplugin/api.grpc.pb.h"
+#include "pod_resources_stand_in.h"
 
 namespace gpu_agent::testing {
 
@@ -129,6 +130,21 @@ class KubeletSimulator {
 
   grpc::Status Allocate(const std::string& resource, const v1beta1::AllocateRequest& req,
                         v1beta1::AllocateResponse* resp);
+
+  // The kubelet's PodResources API (v1) on `socket`, answering from the
+  // pods AdmitPod handed devices to, and GetAllocatableResources from the
+  // device lists plugins sent. False when it cannot serve.
+  bool ServePodResources(const std::string& socket);
+  // Null before ServePodResources: for its failure modes.
+  PodResourcesStandIn* pod_resources() { return pod_resources_.get(); }
+  // What the device manager does for container `container` of pod
+  // `ns`/`pod` asking for `ids` of `resource`: Allocate, and once the plugin
+  // answered, the pod holds them (PodResources lists them) until EndPod.
+  grpc::Status AdmitPod(const std::string& ns, const std::string& pod, const std::string& container,
+                        const std::string& resource, const std::vector<std::string>& ids,
+                        v1beta1::AllocateResponse* resp);
+  // The pod ended: its devices are free and PodResources lists it no more.
+  void EndPod(const std::string& ns, const std::string& pod);
   grpc::Status GetPreferredAllocation(const std::string& resource,
                                       const v1beta1::PreferredAllocationRequest& req,
                                       v1beta1::PreferredAllocationResponse* resp);
@@ -182,6 +198,7 @@ class KubeletSimulator {
   std::map<std::string, std::shared_ptr<Client>> current_;  // by resource name
   std::map<std::string, View> views_;                       // by resource name
   std::vector<std::shared_ptr<Client>> clients_;            // every client not yet joined
+  std::unique_ptr<PodResourcesStandIn> pod_resources_;
 };
 
 }  // namespace gpu_agent::testing
