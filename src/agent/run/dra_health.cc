@@ -1,7 +1,5 @@
 #include "agent/run/dra_health.h"
 
-#include <algorithm>
-
 #include "base/strings.h"
 #include "dra/resource_slice.h"
 #include "health/health_check_catalog.h"
@@ -39,27 +37,39 @@ dra::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
   };
 }
 
+std::map<std::string, DraTaint> TaintsOf(const health::HealthLedger& ledger,
+                                         const std::vector<dra::DraDevice>& devices,
+                                         const std::string& driver, const DraEffectOf& effect_of) {
+  std::map<std::string, DraTaint> out;
+  auto effect = [&](std::string_view cause) {
+    return effect_of ? effect_of(cause) : std::string("NoSchedule");
+  };
+  auto taint = [](std::string key, std::string value, const std::string& name) {
+    DraTaint t;
+    t.taint = {std::move(key), std::move(value),
+               dra::ParseTaintEffect(name).value_or(dra::TaintEffect::kNoSchedule)};
+    t.published = name != "off";
+    return t;
+  };
+  for (const dra::DraDevice& d : devices) {
+    if (const health::HealthLedger::Outage* outage = ledger.Covering(d.key)) {
+      out[d.name] = taint(StrCat(driver, "/unhealthy"), dra::TaintValue(outage->reason),
+                          effect(outage->cause));
+      continue;
+    }
+    for (const auto& [id, judged] : ledger.DegradedChecks(d.key.uuid)) {
+      const std::string check(health::Spec(id).name);
+      const std::string e = effect(check);
+      if (e == "off") continue;
+      out[d.name] = taint(StrCat(driver, "/degraded"), dra::TaintValue(check), e);
+      break;
+    }
+  }
+  return out;
+}
+
 DraHealth::DraHealth(dra::ClaimPreparer* preparer, std::string driver)
     : preparer_(preparer), driver_(std::move(driver)) {}
-
-namespace {
-
-// The dra.taints cause of an outage. XID 79: the GPU has fallen off the
-// bus, as GPU_IS_LOST says.
-std::string CauseOf(bool lost, int xid, const std::string& check) {
-  if (lost || xid == 79) return "lost";
-  return check.empty() ? "xid" : check;
-}
-
-}  // namespace
-
-DraHealth::Outage DraHealth::OutageOf(const health::HealthChange& change) {
-  return {change.key, change.reason, CauseOf(change.lost, change.xid, change.check)};
-}
-
-DraHealth::Outage DraHealth::OutageOf(const health::Outage& carried) {
-  return {carried.key, carried.reason, CauseOf(carried.was_lost, carried.xid, carried.check)};
-}
 
 void DraHealth::SetPublisher(dra::SlicePublisher* publisher) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -67,13 +77,14 @@ void DraHealth::SetPublisher(dra::SlicePublisher* publisher) {
   // What changed since the publisher was started with CurrentSlices (the
   // same slices again are no change to it).
   if (publisher_ != nullptr) {
-    publisher_->SetDesired(SlicesOf(devices_, TaintsLocked(), driver_, pool_));
+    publisher_->SetDesired(
+        SlicesOf(devices_, TaintsOf(ledger_, devices_, driver_, effect_of_), driver_, pool_));
   }
 }
 
 dra::SliceBuilder DraHealth::CurrentSlices() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return SlicesOf(devices_, TaintsLocked(), driver_, pool_);
+  return SlicesOf(devices_, TaintsOf(ledger_, devices_, driver_, effect_of_), driver_, pool_);
 }
 
 void DraHealth::SetServer(dra::DraServer* server) {
@@ -88,26 +99,19 @@ void DraHealth::SetDevices(std::vector<dra::DraDevice> devices, const std::strin
   devices_ = std::move(devices);
   pool_ = pool;
   effect_of_ = std::move(effect_of);
-  outages_ = std::move(outages);
+  ledger_.SetOutages(std::move(outages));
   PublishLocked();
 }
 
 void DraHealth::Change(const health::HealthChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(outages_, [&](const Outage& o) { return o.key == change.key; });
-  if (!change.healthy) outages_.push_back(OutageOf(change));
+  ledger_.Set(change);
   PublishLocked();
 }
 
 void DraHealth::CheckChanged(const health::CheckChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string check(health::Spec(change.now.check).name);
-  if (change.now.level == health::Severity::kDegraded) {
-    degraded_[change.now.uuid][check] = change.now.value;
-  } else if (auto it = degraded_.find(change.now.uuid); it != degraded_.end()) {
-    it->second.erase(check);
-    if (it->second.empty()) degraded_.erase(it);
-  }
+  ledger_.SetCheck(change);
   PublishLocked();
 }
 
@@ -117,24 +121,20 @@ size_t DraHealth::unhealthy() const {
 }
 
 void DraHealth::PublishLocked() {
+  std::map<std::string, DraTaint> taints = TaintsOf(ledger_, devices_, driver_, effect_of_);
   std::vector<dra::DeviceHealthRecord> records;
-  std::map<std::string, DraTaint> taints = TaintsLocked();
-  std::map<std::string, std::string> reasons = ReasonsLocked();
   // Prepare refuses an unhealthy device whose taint is off as it would one
   // tainted NoSchedule: the scheduler has it out of the slices.
   std::map<std::string, dra::DeviceTaint> keep_away;
-  for (const auto& [name, t] : taints) {
-    keep_away[name] = t.taint;
-    if (!t.published && reasons.count(name) > 0) {
-      keep_away[name].effect = dra::TaintEffect::kNoSchedule;
-    }
-  }
   size_t unhealthy = 0;
   for (const dra::DraDevice& d : devices_) {
-    auto reason = reasons.find(d.name);
-    const bool healthy = reason == reasons.end();
-    if (!healthy) ++unhealthy;
-    records.push_back({pool_, d.name, healthy, healthy ? "" : reason->second});
+    const health::HealthLedger::Outage* outage = ledger_.Covering(d.key);
+    if (outage != nullptr) ++unhealthy;
+    records.push_back({pool_, d.name, outage == nullptr, outage ? outage->reason : ""});
+    auto t = taints.find(d.name);
+    if (t == taints.end()) continue;
+    dra::DeviceTaint& away = keep_away[d.name] = t->second.taint;
+    if (!t->second.published && outage != nullptr) away.effect = dra::TaintEffect::kNoSchedule;
   }
   unhealthy_ = unhealthy;
   preparer_->SetTaints(std::move(keep_away));
@@ -147,52 +147,6 @@ void DraHealth::PublishLocked() {
   }
   published_ = devices_;
   published_taints_ = std::move(taints);
-}
-
-const DraHealth::Outage* DraHealth::OutageOfLocked(const dra::DraDevice& d) const {
-  for (const Outage& o : outages_) {
-    if (o.key.Covers(d.key)) return &o;
-  }
-  return nullptr;
-}
-
-std::map<std::string, std::string> DraHealth::ReasonsLocked() const {
-  std::map<std::string, std::string> out;
-  for (const dra::DraDevice& d : devices_) {
-    if (const Outage* o = OutageOfLocked(d)) out.emplace(d.name, o->reason);
-  }
-  return out;
-}
-
-std::map<std::string, DraTaint> DraHealth::TaintsLocked() const {
-  std::map<std::string, DraTaint> out;
-  auto effect = [&](const std::string& cause) {
-    return effect_of_ ? effect_of_(cause) : std::string("NoSchedule");
-  };
-  auto taint = [](std::string key, std::string value, const std::string& name) {
-    DraTaint t;
-    t.taint = {std::move(key), std::move(value),
-               dra::ParseTaintEffect(name).value_or(dra::TaintEffect::kNoSchedule)};
-    t.published = name != "off";
-    return t;
-  };
-  for (const dra::DraDevice& d : devices_) {
-    if (const Outage* outage = OutageOfLocked(d)) {
-      out[d.name] = taint(StrCat(driver_, "/unhealthy"), dra::TaintValue(outage->reason),
-                          effect(outage->cause));
-      continue;
-    }
-    // A degraded check reads the whole GPU: its MIG devices share it.
-    auto degraded = degraded_.find(d.key.uuid);
-    if (degraded == degraded_.end()) continue;
-    for (const health::CheckSpec& spec : health::CheckSpecs()) {
-      const std::string check(spec.name);
-      if (degraded->second.count(check) == 0 || effect(check) == "off") continue;
-      out[d.name] = taint(StrCat(driver_, "/degraded"), dra::TaintValue(check), effect(check));
-      break;
-    }
-  }
-  return out;
 }
 
 }  // namespace gpu_agent

@@ -1,13 +1,18 @@
 // The health of DRA mode's devices as the kubelet, the scheduler and
-// prepare see it: the health watcher's outages (unhealthy) and failing
-// checks at severity degraded, matched to the devices each covers, each made
-// a taint whose effect dra.taints gives its cause (agent/config/dra_taints.h).
+// prepare see it: a projection of the health ledger (health/health_ledger.h:
+// the watcher's outages and failing checks at severity degraded) onto the
+// devices each covers, each made a taint whose effect dra.taints gives its
+// cause (agent/config/dra_taints.h).
 // The health stream hears which devices are unhealthy, prepare which taints
 // keep claims away, and the slice publisher what to publish: where the API
 // server keeps taints a device stays in the slices with its taint (a None
 // taint only where the server serves that effect); otherwise a device whose
 // taint keeps claims away leaves the slices. The watcher's thread reports;
-// prepare, the slices and the health stream read.
+// prepare, the slices and the health stream read. DraHealth keeps no record
+// of its own: it holds the ledger the watcher's reports feed and projects it.
+// The projections (TaintsOf, SlicesOf) are pure; they live here, in the room
+// that sees both dra (devices, taints) and health (the ledger), so that
+// neither of those two rooms needs the other.
 #ifndef GPU_AGENT_AGENT_RUN_DRA_HEALTH_H_
 #define GPU_AGENT_AGENT_RUN_DRA_HEALTH_H_
 
@@ -24,6 +29,7 @@
 #include "dra/dra_device.h"
 #include "dra/dra_server.h"
 #include "dra/slice_publisher.h"
+#include "health/health_ledger.h"
 #include "health/health_watcher.h"
 
 namespace gpu_agent {
@@ -42,21 +48,23 @@ dra::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
                            std::map<std::string, DraTaint> taints, std::string driver,
                            std::string node);
 
+// The effect dra.taints gives a cause ("lost", "xid", a check's name):
+// "None", "NoSchedule", "NoExecute" or "off".
+using DraEffectOf = std::function<std::string(std::string_view cause)>;
+
+// Each device's taint, by name, as `ledger` has its health: the first
+// outage's that covers it, else its GPU's first degraded check's whose effect
+// is not off. Without `effect_of`, every cause is NoSchedule.
+std::map<std::string, DraTaint> TaintsOf(const health::HealthLedger& ledger,
+                                         const std::vector<dra::DraDevice>& devices,
+                                         const std::string& driver, const DraEffectOf& effect_of);
+
 class DraHealth {
  public:
-  // The effect of a cause ("lost", "xid", a check's name): "None",
-  // "NoSchedule", "NoExecute" or "off".
-  using EffectOf = std::function<std::string(std::string_view cause)>;
+  using EffectOf = DraEffectOf;
+  using Outage = health::HealthLedger::Outage;
 
   DraHealth(dra::ClaimPreparer* preparer, std::string driver);
-
-  struct Outage {
-    DeviceKey key;
-    std::string reason;
-    std::string cause;  // "lost", "xid" or a check's name
-  };
-  static Outage OutageOf(const health::HealthChange& change);
-  static Outage OutageOf(const health::Outage& carried);
 
   // The publisher is handed each change of what is published; null: none.
   void SetPublisher(dra::SlicePublisher* publisher);
@@ -73,13 +81,9 @@ class DraHealth {
   size_t unhealthy() const;
 
  private:
+  // Projects the ledger onto the devices: prepare's taints, the health
+  // stream's records and, when they changed, the slices.
   void PublishLocked();
-  // Each device's taint, by name: its first outage's, else its GPU's first
-  // degraded check's whose effect is not off.
-  std::map<std::string, DraTaint> TaintsLocked() const;
-  std::map<std::string, std::string> ReasonsLocked() const;  // unhealthy devices: why
-  // The outage that covers `d` (its GPU's, or its own), or null.
-  const Outage* OutageOfLocked(const dra::DraDevice& d) const;
 
   dra::ClaimPreparer* const preparer_;
   const std::string driver_;
@@ -91,10 +95,8 @@ class DraHealth {
   std::vector<dra::DraDevice> devices_;               // protected by mu_
   std::string pool_;                                  // protected by mu_
   EffectOf effect_of_;                                // protected by mu_
-  std::vector<Outage> outages_;                       // protected by mu_
-  // GPU UUID -> failing checks at severity degraded -> what was judged.
-  std::map<std::string, std::map<std::string, std::string>> degraded_;  // protected by mu_
-  size_t unhealthy_ = 0;                                                // protected by mu_
+  health::HealthLedger ledger_;                       // protected by mu_
+  size_t unhealthy_ = 0;                              // protected by mu_
 };
 
 }  // namespace gpu_agent

@@ -252,7 +252,7 @@ class DraMode : public Mode {
     for (const std::string& uuid : gen.model.initially_unhealthy) {
       outages.push_back({DeviceKey::Gpu(uuid), "unhealthy at start", "xid"});
     }
-    for (const auto& o : carried) outages.push_back(DraHealth::OutageOf(o));
+    for (const auto& o : carried) outages.push_back(health::HealthLedger::OutageOf(o));
     health_state_->SetDevices(
         catalog->devices, pool_,
         [config = gen.config()](std::string_view cause) { return DraTaintEffect(config, cause); },

@@ -63,5 +63,65 @@ TEST(DraHealthSlicesTest, EachTaintWhereTheServerKeepsItElseTheDeviceLeavesOrSta
   EXPECT_EQ(Published(b, c), (std::map<std::string, std::string>{{"gpu-1", ""}, {"gpu-3", ""}}));
 }
 
+// What the health ledger makes of each device (TaintsOf): the first outage
+// that covers it, with the effect of its cause, else its GPU's first
+// degraded check whose effect is not off; a MIG device shares its GPU's.
+TEST(DraHealthTaintsTest, EachDeviceTakesTheOutageThatCoversItElseItsGpusFirstDegradedCheck) {
+  std::vector<dra::DraDevice> devices(4);
+  devices[0].name = "gpu-0";
+  devices[0].key = DeviceKey::Gpu("GPU-0");
+  devices[1].name = "gpu-1-mig-1";
+  devices[1].key = {"GPU-1", 1, 0};
+  devices[2].name = "gpu-1-mig-2";
+  devices[2].key = {"GPU-1", 2, 0};
+  devices[3].name = "gpu-2";
+  devices[3].key = DeviceKey::Gpu("GPU-2");
+  health::HealthLedger ledger;
+  health::HealthChange lost;
+  lost.key = DeviceKey::Gpu("GPU-0");
+  lost.reason = "XID 79";
+  lost.xid = 79;
+  ledger.Set(lost);
+  health::HealthChange mig;
+  mig.key = {"GPU-1", 1, 0};
+  mig.reason = "XID 94";
+  mig.xid = 94;
+  ledger.Set(mig);
+  auto degraded = [&](const std::string& uuid, health::CheckId id) {
+    health::CheckChange c;
+    c.now.uuid = uuid;
+    c.now.check = id;
+    c.now.level = health::Severity::kDegraded;
+    ledger.SetCheck(c);
+  };
+  degraded("GPU-1", health::CheckId::kTemperature);
+  degraded("GPU-2", health::CheckId::kTemperature);
+  degraded("GPU-2", health::CheckId::kPcieWidth);
+  const DraEffectOf effect_of = [](std::string_view cause) -> std::string {
+    if (cause == "lost") return "NoExecute";
+    if (cause == "temperature") return "off";
+    return "None";
+  };
+  auto shown = [](const std::map<std::string, DraTaint>& taints) {
+    std::map<std::string, std::string> out;
+    for (const auto& [name, t] : taints) {
+      out[name] = t.taint.key + "=" + t.taint.value + ":" +
+                  std::string(dra::TaintEffectName(t.taint.effect)) + (t.published ? "" : " (off)");
+    }
+    return out;
+  };
+  const std::string unhealthy = std::string(kDriver) + "/unhealthy";
+  EXPECT_EQ(shown(TaintsOf(ledger, devices, kDriver, effect_of)),
+            (std::map<std::string, std::string>{
+                {"gpu-0", unhealthy + "=XID-79:NoExecute"},
+                {"gpu-1-mig-1", unhealthy + "=XID-94:None"},
+                // GPU-1's temperature is off; GPU-2's temperature too, so its PCIe width.
+                {"gpu-2", std::string(kDriver) + "/degraded=pcieWidth:None"}}));
+  // Without effects every cause is NoSchedule; a degraded check stands
+  // for each MIG device of its GPU.
+  EXPECT_EQ(shown(TaintsOf(ledger, devices, kDriver, nullptr)).at("gpu-1-mig-2"),
+            std::string(kDriver) + "/degraded=temperature:NoSchedule");
+}
+
 }  // namespace
 }  // namespace gpu_agent
