@@ -114,10 +114,14 @@ class HealthWatcher {
                                               CheckCallback on_check = nullptr);
   ~HealthWatcher();  // Stop()
 
-  // Stops reporting at once. The thread ends when its current NVML wait
-  // returns (at most wait_timeout); Stop() waits briefly for that and
-  // otherwise lets the thread finish on its own (it owns what it uses).
+  // Stops reporting at once, and returns once the thread is joined: it ends
+  // when its current NVML wait returns (at most wait_timeout, as NVML's wait
+  // cannot be interrupted) or its current call to NVML does. Idempotent;
+  // thread-safe, but not from the callbacks.
   void Stop();
+
+  // Watcher threads running now, in this process (tests: none after Stop()).
+  static int ThreadsRunning();
 
   // Every XID seen, by code (ignored ones too).
   std::map<int, uint64_t> XidCounts() const;
@@ -145,8 +149,8 @@ class HealthWatcher {
   struct State;
 
  private:
-  explicit HealthWatcher(std::shared_ptr<State> state) : state_(std::move(state)) {}
-  std::shared_ptr<State> state_;
+  explicit HealthWatcher(std::unique_ptr<State> state);
+  const std::unique_ptr<State> state_;
 };
 
 }  // namespace gpu_agent::health
