@@ -119,7 +119,7 @@ void HealthWatcher::Stop() {
     state_->cv.notify_all();
   }
   // Usually the thread is in nvmlEventSetWait, which cannot be interrupted:
-  // it sees `stop` when that wait returns, within policy.wait_timeout. The
+  // it sees `stop` when that wait returns, within policy.stop_within. The
   // event set is freed only once the thread that waits on it is gone.
   std::lock_guard<std::mutex> join(state_->join_mu);
   if (!state_->thread.joinable()) return;

@@ -53,8 +53,8 @@ bool HealthWatcher::State::Setup(const std::set<std::string>& initially_unhealth
 }
 
 // The thread's loop. NVML's event wait cannot be interrupted: each wait is
-// at most policy.wait_timeout long, and the stop flag is read between
-// waits, which bounds how long Stop() waits for the thread.
+// at most policy.stop_within long, and the stop flag is read between waits,
+// which bounds how long Stop() waits for the thread.
 void HealthWatcher::State::Run() {
   while (!Stopping()) {
     {
@@ -124,7 +124,7 @@ void HealthWatcher::State::Register(const std::string& uuid) {
 }
 
 std::chrono::milliseconds HealthWatcher::State::NextTimeout() const {
-  std::chrono::milliseconds cap = policy.wait_timeout;
+  std::chrono::milliseconds cap = std::min(policy.wait_timeout, policy.stop_within);
   if (poller) cap = std::min(cap, clock->Until(next_poll));
   if (policy.recovery_period.count() == 0) return cap;
   return book.UntilNextProbe(cap);
