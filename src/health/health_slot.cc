@@ -2,17 +2,31 @@
 
 namespace gpu_agent::health {
 
+HealthWatcher* HealthSlot::StopRunning() {
+  HealthWatcher* running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running = watcher_.get();
+  }
+  // Outside mu_: scrapes and probes read on while its thread is joined.
+  // Safe: the watcher is replaced only under replace_mu_, which the caller
+  // holds.
+  if (running) running->Stop();
+  return running;
+}
+
 std::vector<HealthWatcher::Outage> HealthSlot::StopForReplacement() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!watcher_) return {};
-  watcher_->Stop();  // no outage after this read goes missing
-  return watcher_->Outages();
+  std::lock_guard<std::mutex> replacing(replace_mu_);
+  HealthWatcher* stopped = StopRunning();
+  // No outage after this read goes missing.
+  return stopped ? stopped->Outages() : std::vector<HealthWatcher::Outage>{};
 }
 
 void HealthSlot::Replace(std::unique_ptr<HealthWatcher> next) {
+  std::lock_guard<std::mutex> replacing(replace_mu_);
+  StopRunning();
   std::lock_guard<std::mutex> lock(mu_);
   if (watcher_) {
-    watcher_->Stop();
     for (const auto& [xid, n] : watcher_->XidCounts()) replaced_xids_[xid] += n;
     replaced_polls_ += watcher_->Polls();
     replaced_poll_calls_ += watcher_->PollCalls();
@@ -21,8 +35,8 @@ void HealthSlot::Replace(std::unique_ptr<HealthWatcher> next) {
 }
 
 void HealthSlot::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (watcher_) watcher_->Stop();
+  std::lock_guard<std::mutex> replacing(replace_mu_);
+  StopRunning();
 }
 
 void HealthSlot::OperatorVouches() {

@@ -28,7 +28,8 @@ class HealthSlot {
   // Puts `next` (null: none, NVML being absent) in place of the running one,
   // whose XID counts are kept.
   void Replace(std::unique_ptr<HealthWatcher> next);
-  // Stops the running watcher, if any.
+  // Stops the running watcher, if any. Stopping joins the watcher's thread
+  // (up to one NVML event wait); the readers below are not held up by it.
   void Stop();
 
   // SIGUSR1: an operator vouches that GPUs held for a reset were reset.
@@ -45,6 +46,11 @@ class HealthSlot {
   uint64_t PollCalls() const;
 
  private:
+  // Stops the running watcher outside mu_ and returns it (null: none).
+  // REQUIRES: replace_mu_ held.
+  HealthWatcher* StopRunning();
+
+  std::mutex replace_mu_;  // taken by StopForReplacement, Replace and Stop, before mu_
   mutable std::mutex mu_;
   std::unique_ptr<HealthWatcher> watcher_;                 // protected by mu_
   std::map<int, uint64_t> replaced_xids_;                  // protected by mu_

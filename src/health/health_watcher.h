@@ -43,9 +43,13 @@ struct HealthPolicy {
   std::set<int> reset_xids = {48, 63, 64, 74, 79, 92, 95, 119, 120, 154};
   // 0: an unhealthy GPU stays out until restart.
   std::chrono::milliseconds recovery_period{60000};
-  // Longest single wait for an event; bounds how long Stop() may take to
-  // release NVML, and is the thread's only periodic wake-up.
+  // Longest single wait for an event (the liveness bound is read from it).
   std::chrono::milliseconds wait_timeout{5000};
+  // How often, at the least, the thread looks at its stop flag: NVML's event
+  // wait cannot be interrupted, so each wait is at most this long too, which
+  // bounds how long Stop() (a reload, a SIGTERM) waits for the thread. An idle
+  // agent pays one NVML wake-up per period for it.
+  std::chrono::milliseconds stop_within{250};
   // Longest wait after a failing event wait (100 ms doubling up to this).
   std::chrono::milliseconds max_backoff{10000};
 
@@ -114,10 +118,14 @@ class HealthWatcher {
                                               CheckCallback on_check = nullptr);
   ~HealthWatcher();  // Stop()
 
-  // Stops reporting at once. The thread ends when its current NVML wait
-  // returns (at most wait_timeout); Stop() waits briefly for that and
-  // otherwise lets the thread finish on its own (it owns what it uses).
+  // Stops reporting at once, and returns once the thread is joined: it ends
+  // when its current NVML wait returns (at most policy.stop_within, as
+  // NVML's wait cannot be interrupted) or its current call to NVML does.
+  // Idempotent; thread-safe, but not from the callbacks.
   void Stop();
+
+  // Watcher threads running now, in this process (tests: none after Stop()).
+  static int ThreadsRunning();
 
   // Every XID seen, by code (ignored ones too).
   std::map<int, uint64_t> XidCounts() const;
@@ -145,8 +153,8 @@ class HealthWatcher {
   struct State;
 
  private:
-  explicit HealthWatcher(std::shared_ptr<State> state) : state_(std::move(state)) {}
-  std::shared_ptr<State> state_;
+  explicit HealthWatcher(std::unique_ptr<State> state);
+  const std::unique_ptr<State> state_;
 };
 
 }  // namespace gpu_agent::health

@@ -17,11 +17,17 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
+#include "health/thread_count.h"
 
 namespace gpu_agent::health {
 namespace {
 
 using Key = std::pair<std::string, std::string>;  // uuid, check
+
+ThreadCount& Threads() {
+  static ThreadCount* count = new ThreadCount;  // never destroyed: threads may end at exit
+  return *count;
+}
 
 std::string Rfc3339Now() {
   const std::time_t t = std::time(nullptr);
@@ -134,7 +140,10 @@ struct NodeHealthReporter::State {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  bool stop = false;              // protected by mu
+  bool stop = false;  // protected by mu
+  // The sending thread, joined by Stop() (under join_mu: two Stops join once).
+  std::mutex join_mu;
+  std::thread thread;
   std::map<Key, Track> tracks;    // protected by mu
   bool condition_dirty = false;   // protected by mu
   NodeHealthReporterStats stats;  // protected by mu
@@ -259,7 +268,7 @@ struct NodeHealthReporter::State {
       return;
     }
     ++stats.events_refused;
-    if (said_event_error.insert(code).second) {
+    if (!stop && said_event_error.insert(code).second) {
       const std::string why =
           r.ok() ? std::string(apiserver::ExplainAnswer(*r, node, "create events", body).message())
                  : std::string(r.status().message());
@@ -307,7 +316,7 @@ struct NodeHealthReporter::State {
       return true;
     }
     ++stats.condition_errors;
-    if (said_condition_error.insert(code).second) {
+    if (!stop && said_condition_error.insert(code).second) {
       const std::string why =
           r.ok()
               ? std::string(apiserver::ExplainAnswer(*r, options.node, "patch nodes/status", body)
@@ -330,15 +339,23 @@ absl::StatusOr<std::unique_ptr<NodeHealthReporter>> NodeHealthReporter::Start(
   absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
       apiserver::RestClient::Create(std::move(connection), options.rest);
   if (!rest.ok()) return rest.status();
-  auto state = std::make_shared<State>(*std::move(rest), std::move(options));
-  std::thread([state] {
+  auto state = std::make_unique<State>(*std::move(rest), std::move(options));
+  // Joined by Stop(), which the reporter's destructor calls: the state the
+  // thread uses outlives it.
+  State* s = state.get();
+  s->thread = std::thread([s] {
+    ThreadCount::Scope counted(&Threads());
     NameThisThread("node-health");
-    state->Run();
-  }).detach();
-  return std::unique_ptr<NodeHealthReporter>(new NodeHealthReporter(state));
+    s->Run();
+  });
+  return std::unique_ptr<NodeHealthReporter>(new NodeHealthReporter(std::move(state)));
 }
 
+NodeHealthReporter::NodeHealthReporter(std::unique_ptr<State> s) : state_(std::move(s)) {}
+
 NodeHealthReporter::~NodeHealthReporter() { Stop(); }
+
+int NodeHealthReporter::ThreadsRunning() { return Threads().running(); }
 
 void NodeHealthReporter::Note(const GpuHealthNote& note) {
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -356,11 +373,16 @@ void NodeHealthReporter::Wake() {
 }
 
 void NodeHealthReporter::Stop() {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->stop = true;
-  state_->cv.notify_all();
-  // The thread holds its own reference; a request in flight ends within the
-  // REST client's timeouts and then the thread sees `stop`.
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+    state_->cv.notify_all();
+  }
+  // A request in flight (or just starting) ends at once, and any later one
+  // fails at once: the thread then sees `stop`.
+  state_->rest->Cancel();
+  std::lock_guard<std::mutex> join(state_->join_mu);
+  if (state_->thread.joinable()) state_->thread.join();
 }
 
 NodeHealthReporterStats NodeHealthReporter::stats() const {

@@ -72,16 +72,20 @@ class NodeHealthReporter {
   void Note(const GpuHealthNote& note);
   // Wakes the thread to look at the clock again (tests with a fake clock).
   void Wake();
-  // Stops the thread; what it has not sent is dropped.
+  // Stops the thread and returns once it is joined: a request in flight is
+  // cancelled. What it has not sent is dropped. Idempotent.
   void Stop();
+
+  // Sending threads running now, in this process (tests: none after Stop()).
+  static int ThreadsRunning();
 
   NodeHealthReporterStats stats() const;
 
   struct State;
 
  private:
-  explicit NodeHealthReporter(std::shared_ptr<State> s) : state_(std::move(s)) {}
-  std::shared_ptr<State> state_;
+  explicit NodeHealthReporter(std::unique_ptr<State> s);
+  const std::unique_ptr<State> state_;
 };
 
 // The JSON bodies sent (exposed for tests): a core/v1 Event on the Node, and

@@ -429,8 +429,9 @@ TEST_F(HealthWatcherTest, FailingWaitBacksOffInsteadOfSpinning) {
   const auto sent = std::chrono::steady_clock::now();
   // Three failing waits, then an XID (one that leaves the GPU answering):
   // it is seen only once the loop has come through the failures, after
-  // backing off 100, 200 and 400 ms; a spinning loop comes through them at
-  // once, burning the CPU.
+  // backing off 100, 200 and 400 ms (each jittered by up to 20 %, so at
+  // least 560 ms in all); a spinning loop comes through them at once,
+  // burning the CPU.
   Send("wait-error 999 3");
   Send("xid 0 94");
   ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }, std::chrono::seconds(15)));
@@ -442,7 +443,7 @@ TEST_F(HealthWatcherTest, FailingWaitBacksOffInsteadOfSpinning) {
     return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000 +
            (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000;
   };
-  EXPECT_GE(took, std::chrono::milliseconds(700)) << "the failing waits were not backed off";
+  EXPECT_GE(took, std::chrono::milliseconds(560)) << "the failing waits were not backed off";
   // WaitFor itself polls every 2 ms; allow for that, not for a spin.
   EXPECT_LT(ms(after) - ms(before), 300);
 }
@@ -497,6 +498,31 @@ TEST(HealthWatcherUnprivilegedTest, MigGpuComesBackAfterARecoverableXid) {
   EXPECT_FALSE(changes[0].healthy);
   EXPECT_TRUE(changes[1].healthy);
   EXPECT_EQ(changes[1].key.uuid, inv->gpus[0].uuid);
+}
+
+// Stop() returns only once the watcher's thread is gone, within one event
+// wait of stop_within (NVML's cannot be interrupted) however long
+// wait_timeout: nothing of the watcher is used after it, so it can go at
+// once (ASan and TSan builds check that).
+TEST_F(HealthWatcherTest, StopJoinsTheThreadWithinOneWait) {
+  ASSERT_EQ(HealthWatcher::ThreadsRunning(), 0);
+  HealthPolicy policy;
+  policy.wait_timeout = std::chrono::seconds(5);
+  policy.stop_within = std::chrono::milliseconds(250);
+  watcher_ = HealthWatcher::Start(lib_, uuids_, {}, policy, [this](const HealthChange& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    changes_.push_back(c);
+  });
+  ASSERT_TRUE(WaitFor([] { return HealthWatcher::ThreadsRunning() == 1; }));
+  Send("xid 3 79");  // the thread has come round its loop once this is seen
+  ASSERT_TRUE(WaitFor([&] { return !Changes().empty(); }));
+  const auto asked = std::chrono::steady_clock::now();
+  watcher_->Stop();
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(HealthWatcher::ThreadsRunning(), 0);
+  EXPECT_LT(took, policy.stop_within + std::chrono::milliseconds(500));
+  watcher_->Stop();  // a second Stop() finds nothing to join
+  watcher_.reset();
 }
 
 TEST(HealthPolicyTest, DefaultIgnoreList) {

@@ -180,5 +180,24 @@ TEST_F(NodeHealthReporterTest, AConditionTheServerRefusedIsTriedAgain) {
   ASSERT_TRUE(WaitFor([&] { return ConditionStatus() == "True"; }));
 }
 
+// Stop() cancels a request in flight (a PATCH the server holds) and
+// returns only once the sending thread is gone.
+TEST_F(NodeHealthReporterTest, StopEndsARequestInFlightAndJoinsTheThread) {
+  ASSERT_EQ(NodeHealthReporter::ThreadsRunning(), 0);
+  server_.HangPatches(true);
+  Start();
+  ASSERT_TRUE(WaitFor([] { return NodeHealthReporter::ThreadsRunning() == 1; }));
+  reporter_->Note(Note("xid", Severity::kUnhealthy, "XID 79"));
+  ASSERT_TRUE(WaitFor([&] { return server_.held_patches() == 1; }));
+  const auto asked = std::chrono::steady_clock::now();
+  reporter_->Stop();
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(NodeHealthReporter::ThreadsRunning(), 0);
+  EXPECT_LT(took, seconds(2));
+  reporter_->Stop();  // a second Stop() finds nothing to join
+  reporter_.reset();
+  server_.HangPatches(false);
+}
+
 }  // namespace
 }  // namespace gpu_agent::health
