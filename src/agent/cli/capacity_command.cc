@@ -1,8 +1,5 @@
 #include "agent/cli/capacity_command.h"
 
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
 #include <cstdio>
 #include <utility>
 
@@ -10,6 +7,7 @@
 #include "agent/plan/generation.h"
 #include "apiserver/node_client.h"
 #include "base/exit_code.h"
+#include "base/json.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
 #include "deviceplugin/health_ledger.h"
@@ -49,26 +47,23 @@ std::string GetAsJson(const std::string& node, const std::string& resource,
                       const std::optional<std::string>& capacity,
                       const std::optional<std::string>& allocatable) {
   rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  auto str = [&w](const std::string& s) {
-    w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
-  };
+  json::Writer w(buf);
   w.StartObject();
   w.Key("node");
-  str(node);
+  json::WriteString(w, node);
   w.Key("resource");
-  str(resource);
+  json::WriteString(w, resource);
   for (const auto& [key, value] :
        {std::pair{"capacity", &capacity}, {"allocatable", &allocatable}}) {
     w.Key(key);
     if (*value) {
-      str(**value);
+      json::WriteString(w, **value);
     } else {
       w.Null();
     }
   }
   w.EndObject();
-  return StrCat(std::string_view(buf.GetString(), buf.GetSize()), "\n");
+  return StrCat(json::TextOf(buf), "\n");
 }
 
 // The count `capacity set` writes: --count K, or --discover's count of the
