@@ -106,36 +106,43 @@ Ms Reflector::Fail(const ReflectorFailure& f, gpu_agent::Backoff* failures, std:
   return wait;
 }
 
-void Reflector::Run() {
+struct Reflector::RunState {
+  explicit RunState(const ReflectorOptions& o)
+      : failures(o.backoff_initial, o.backoff_max),
+        relists(o.backoff_initial, o.backoff_max, /*first=*/Ms(0)) {}
   // base/backoff's rule: each sequence starts over only after a quiet
   // stretch, never because a list or an event came, so a server that fails
   // the step after a good one (a list, then a watch answered 410 at once)
   // cannot drive a storm. Failed requests and watches:
-  gpu_agent::Backoff failures(options_.backoff_initial, options_.backoff_max);
+  gpu_agent::Backoff failures;
   // Lists after a 410: the first at once, then backed off.
-  gpu_agent::Backoff relists(options_.backoff_initial, options_.backoff_max,
-                             /*first=*/Ms(0));
+  gpu_agent::Backoff relists;
   std::string version;  // where the next watch starts
   bool listed = false;
-  Ms wait{0};
-  auto fail = [&](const ReflectorFailure& f, std::optional<Ms> given = std::nullopt,
-                  Ms at_least = Ms(0)) {
-    if (Cancelled()) return;  // a request the Cancel ended: no failure
-    wait = Fail(f, &failures, given, at_least);
-    if (options_.relist_after_failure) listed = false;
-  };
-  while (Wait(wait)) {
-    wait = Ms(0);
-    if (!listed) {
+  Ms wait{0};  // before the next try
+};
+
+void Reflector::Failed(RunState& run, const ReflectorFailure& f, std::optional<Ms> given,
+                       Ms at_least) {
+  if (Cancelled()) return;  // a request the Cancel ended: no failure
+  run.wait = Fail(f, &run.failures, given, at_least);
+  if (options_.relist_after_failure) run.listed = false;
+}
+
+void Reflector::Run() {
+  RunState run(options_);
+  while (Wait(run.wait)) {
+    run.wait = Ms(0);
+    if (!run.listed) {
       ++stats_->lists;
       std::string v;
       if (std::optional<ReflectorFailure> f = handler_->List(&v)) {
-        fail(*f);
-        listed = false;
+        Failed(run, *f);
+        run.listed = false;
         continue;
       }
-      version = std::move(v);
-      listed = true;
+      run.version = std::move(v);
+      run.listed = true;
       if (Cancelled()) return;
     }
     {
@@ -149,69 +156,77 @@ void Reflector::Run() {
     const ReflectorHandler::Next next = handler_->Sync(&sync_failure);
     if (Cancelled()) return;
     if (sync_failure) {
-      fail(*sync_failure);
+      Failed(run, *sync_failure);
       continue;
     }
-    if (next == ReflectorHandler::Next::kList) listed = false;
+    if (next == ReflectorHandler::Next::kList) run.listed = false;
     if (next != ReflectorHandler::Next::kWatch) continue;
-    const std::string from = version;
-    WatchEnd end = WatchOnce(&version);
+    const std::string from = run.version;
+    WatchEnd end = WatchOnce(&run.version);
     if (Cancelled()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
       // The owner's: Sync runs at once.
       if (interrupted_ || end.status.status().code() == absl::StatusCode::kCancelled) continue;
     }
-    if (end.expired) {
-      // The server no longer holds `from`: list again, at once the first
-      // time, after a backoff if it happens again before a quiet stretch.
-      ++stats_->watch_expired;
-      listed = false;
-      if (const Ms w = relists.Next(); w.count() > 0) {
-        if (options_.log_repeated_expiry) {
-          fail({options_.watch_name + " expired again soon after a list",
-                "the server no longer has the version (410) again", end.retry_after_s},
-               w);
-        } else {
-          wait = w;
-        }
-        continue;
-      }
-      Warn(options_.watch_name +
-               ": the API server no longer has this version (410 Gone); listing again",
-           {{"version", from.empty() ? "none" : from}, {"server", end.expired_message}});
-      continue;
-    }
-    if (end.ended_by_owner) continue;
-    if (!end.error.empty()) {
-      ++stats_->watch_failures;
-      listed = false;  // after an error event, start over from a LIST
-      fail({options_.watch_name + " ended with an error", end.error});
-      continue;
-    }
-    if (!end.status.ok()) {
-      // The connection was lost: the first retry is spread out.
-      ++stats_->watch_failures;
-      const Ms spread = failures.Quiet() ? Spread(options_.reconnect_spread, 0, 1) : Ms(0);
-      fail({options_.watch_name + " broke off", std::string(end.status.status().message())},
-           std::nullopt, spread);
-      continue;
-    }
-    if (*end.status != 200) {
-      ++stats_->watch_failures;
-      fail({options_.watch_refused, handler_->Refused(*end.status, end.head), end.retry_after_s});
-      continue;
-    }
-    // Ended within a second, with or without an event: a watch the server
-    // keeps runs to its timeout.
-    if (end.at_once) {
-      ++stats_->watch_failures;
-      fail({options_.watch_name + " ended at once", "the server closed it within a second"});
-      continue;
-    }
-    // A watch that ran its course: renewed from the last version seen.
-    handler_->InSync();
+    AfterWatch(run, end, from);
   }
+}
+
+void Reflector::AfterExpiry(RunState& run, const WatchEnd& end, const std::string& from) {
+  ++stats_->watch_expired;
+  run.listed = false;
+  if (const Ms w = run.relists.Next(); w.count() > 0) {
+    if (options_.log_repeated_expiry) {
+      Failed(run,
+             {options_.watch_name + " expired again soon after a list",
+              "the server no longer has the version (410) again", end.retry_after_s},
+             w);
+    } else {
+      run.wait = w;
+    }
+    return;
+  }
+  Warn(
+      options_.watch_name + ": the API server no longer has this version (410 Gone); listing again",
+      {{"version", from.empty() ? "none" : from}, {"server", end.expired_message}});
+}
+
+void Reflector::AfterWatch(RunState& run, const WatchEnd& end, const std::string& from) {
+  if (end.expired) {
+    AfterExpiry(run, end, from);
+    return;
+  }
+  if (end.ended_by_owner) return;
+  if (!end.error.empty()) {
+    ++stats_->watch_failures;
+    run.listed = false;  // after an error event, start over from a LIST
+    Failed(run, {options_.watch_name + " ended with an error", end.error});
+    return;
+  }
+  if (!end.status.ok()) {
+    // The connection was lost: the first retry is spread out.
+    ++stats_->watch_failures;
+    const Ms spread = run.failures.Quiet() ? Spread(options_.reconnect_spread, 0, 1) : Ms(0);
+    Failed(run, {options_.watch_name + " broke off", std::string(end.status.status().message())},
+           std::nullopt, spread);
+    return;
+  }
+  if (*end.status != 200) {
+    ++stats_->watch_failures;
+    Failed(run,
+           {options_.watch_refused, handler_->Refused(*end.status, end.head), end.retry_after_s});
+    return;
+  }
+  // Ended within a second, with or without an event: a watch the server
+  // keeps runs to its timeout.
+  if (end.at_once) {
+    ++stats_->watch_failures;
+    Failed(run, {options_.watch_name + " ended at once", "the server closed it within a second"});
+    return;
+  }
+  // A watch that ran its course: renewed from the last version seen.
+  handler_->InSync();
 }
 
 Reflector::WatchEnd Reflector::WatchOnce(std::string* version) {

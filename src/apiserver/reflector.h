@@ -143,7 +143,20 @@ class Reflector {
  private:
   // How one watch ended.
   struct WatchEnd;
+  // What one Run carries from one try to the next.
+  struct RunState;
   WatchEnd WatchOnce(std::string* version);
+  // After a watch from `from` that neither the owner nor a Cancel ended:
+  // the next step (list again, retry after a wait, or renew the watch).
+  void AfterWatch(RunState& run, const WatchEnd& end, const std::string& from);
+  // The server no longer holds `from` (410): list again, at once the first
+  // time, backed off if it happens again before a quiet stretch.
+  void AfterExpiry(RunState& run, const WatchEnd& end, const std::string& from);
+  // A failure, unless a Cancel caused it: Fail's wait is the next, and with
+  // relist_after_failure the next try lists first.
+  void Failed(RunState& run, const ReflectorFailure& f,
+              std::optional<std::chrono::milliseconds> given = std::nullopt,
+              std::chrono::milliseconds at_least = {});
   using Fields = std::vector<std::pair<std::string, std::string>>;
   // Logs "<log_prefix><message>" as a warning, with the options' fields
   // and `more`.

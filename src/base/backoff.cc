@@ -12,6 +12,11 @@ Backoff::Backoff(Duration initial, Duration max, Duration first, Duration quiet,
       clock_(clock) {}
 
 Duration Backoff::Next() {
+  const Duration d = NextExact();
+  return d.count() == 0 ? d : Jitter(d);
+}
+
+Duration Backoff::NextExact() {
   const Clock::TimePoint now = clock_->Now();
   if (step_ > 0 && now - last_at_ >= quiet_) step_ = 0;
   last_at_ = now;
@@ -25,7 +30,7 @@ Duration Backoff::Next() {
   }
   ++step_;
   last_ = d;
-  return d.count() == 0 ? d : Jitter(d);
+  return d;
 }
 
 }  // namespace gpu_agent

@@ -31,6 +31,9 @@ class Backoff {
 
   // The wait before the next try, and the sequence one step on.
   Duration Next();
+  // As Next, without the jitter: for a period an operator set (a grace
+  // period, say), which must not come early.
+  Duration NextExact();
   // Starts the sequence over (an operator's reload, say).
   void Reset() { step_ = 0; }
   // Tries in a row so far (0 after Reset; a quiet stretch shows at Next).

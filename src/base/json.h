@@ -8,6 +8,8 @@
 #define GPU_AGENT_BASE_JSON_H_
 
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <cstddef>
 #include <string>
@@ -53,6 +55,17 @@ std::string String(const rapidjson::Value& v, const char* key);
 std::vector<std::string> Strings(const rapidjson::Value* v);
 // `v` as compact JSON text.
 std::string Serialize(const rapidjson::Value& v);
+
+// What the project writes JSON text with.
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+// `s` as a JSON string (a key's or a value's), whatever bytes it holds.
+inline void WriteString(Writer& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+// The text `buf` holds.
+inline std::string TextOf(const rapidjson::StringBuffer& buf) {
+  return std::string(buf.GetString(), buf.GetSize());
+}
 
 // The `message` of a JSON object body (a Kubernetes Status: what the API
 // server answers a refusal with), else the body's start as printable text

@@ -1,5 +1,7 @@
-// The supervisor's control thread: serving each resource, registering it, healing
-// a lost stream, and following the socket folder (see plugin_supervisor.h).
+// The supervisor's control thread: its start and stop, the events it is posted
+// and the socket folder's changes, serving each resource, and the turn that
+// does what is due (see plugin_supervisor.h; registering and healing in
+// plugin_supervisor_register.cc, status in plugin_supervisor_status.cc).
 #include "deviceplugin/plugin_supervisor.h"
 
 #include <poll.h>
@@ -11,7 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <random>
 
 #include "base/duration.h"
 #include "base/file_util.h"
@@ -20,6 +21,26 @@
 #include "base/thread_name.h"
 
 namespace gpu_agent::deviceplugin {
+namespace {
+
+// The supervisor's sequences start over where it says (Reset: a fresh
+// socket, a registration, a stream), never after a quiet stretch alone.
+constexpr Duration kNeverQuiet = std::chrono::hours(24 * 365);
+
+// Waits `initial`, then twice the last up to `max`.
+Backoff Doubling(Duration initial, Duration max) {
+  return Backoff(2 * initial, max, initial, kNeverQuiet);
+}
+
+}  // namespace
+
+PluginSupervisor::Slot::Slot(uint64_t slot_id, ResourceRuntime resource, const SupervisorOptions& o)
+    : id(slot_id),
+      runtime(std::move(resource)),
+      register_retries(Doubling(o.retry_initial, o.retry_max)),
+      serve_retries(Doubling(o.retry_initial, o.retry_max)),
+      graces(Doubling(o.stream_grace, o.retry_max)) {}
+
 absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
     SupervisorOptions options, std::vector<ResourceRuntime> resources) {
   std::unique_ptr<PluginSupervisor> sup(new PluginSupervisor(std::move(options)));
@@ -28,9 +49,7 @@ absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
   sup->folder_ = slash == 0 ? "/" : ks.substr(0, slash);
   sup->kubelet_name_ = ks.substr(slash + 1);
   for (ResourceRuntime& r : resources) {
-    auto slot = std::make_unique<Slot>();
-    slot->id = sup->next_slot_id_++;
-    slot->runtime = std::move(r);
+    auto slot = std::make_unique<Slot>(sup->next_slot_id_++, std::move(r), sup->options_);
     if (absl::Status s = sup->Serve(*slot, /*settle=*/false); !s.ok()) {
       for (auto& started : sup->slots_) started->server->Stop(sup->options_.stop_deadline);
       return s;
@@ -135,18 +154,17 @@ absl::Status PluginSupervisor::Serve(Slot& slot, bool settle) {
   if (!server.ok()) {
     // Tried again from the control loop; meanwhile nothing is registered.
     slot.registered = false;
-    slot.serve_backoff = NextBackoff(slot.serve_backoff);
-    slot.next_serve = std::chrono::steady_clock::now() + Jitter(slot.serve_backoff);
+    slot.next_serve = std::chrono::steady_clock::now() + slot.serve_retries.Next();
     return server.status();
   }
   slot.server = *std::move(server);
-  slot.serve_backoff = std::chrono::milliseconds(0);
+  slot.serve_retries.Reset();
   slot.registered = false;
   ++slot.attempt;  // a Register in flight was for the old socket
   slot.streams_before_register = 0;
   slot.next_try =
       std::chrono::steady_clock::now() + (settle ? options_.settle : std::chrono::milliseconds(0));
-  slot.backoff = std::chrono::milliseconds(0);
+  slot.register_retries.Reset();
   LogInfo("serving device plugin", {{"resource", slot.runtime.publisher->resource_name()},
                                     {"socket", slot.server->socket_path()}});
   return absl::OkStatus();
@@ -218,7 +236,7 @@ void PluginSupervisor::HandleEvent(const Event& e) {
         slot->registered = false;
         ++slot->attempt;  // a Register in flight went to the old kubelet
         slot->next_try = std::chrono::steady_clock::now();
-        slot->backoff = std::chrono::milliseconds(0);
+        slot->register_retries.Reset();
       }
       break;
     }
@@ -245,9 +263,7 @@ void PluginSupervisor::HandleEvent(const Event& e) {
       std::vector<std::unique_ptr<Slot>> fresh;
       absl::Status status;
       for (ResourceRuntime& r : next) {
-        auto slot = std::make_unique<Slot>();
-        slot->id = next_slot_id_++;
-        slot->runtime = std::move(r);
+        auto slot = std::make_unique<Slot>(next_slot_id_++, std::move(r), options_);
         // The old generation's streams have ended (Stop above waits for
         // them); settling lets the kubelet drop its client first, or a
         // kubelet since 1.25 would drop the new one.
@@ -293,157 +309,6 @@ void PluginSupervisor::HandleEvent(const Event& e) {
       break;
     }
   }
-}
-
-void PluginSupervisor::StartRegister(Slot& slot) {
-  Registration reg;
-  reg.kubelet_socket = options_.kubelet_socket;
-  reg.endpoint = slot.runtime.publisher->endpoint();
-  reg.resource_name = slot.runtime.publisher->resource_name();
-  // A kubelet may open the stream before Register has returned here.
-  const uint64_t opened = slot.service->stats().streams_opened.load();
-  // The kubelet this call goes to, as it is now: a restart while the call
-  // is out is then told from it.
-  FileIdentity kubelet;
-  IdentityOf(options_.kubelet_socket, &kubelet);
-  if (register_thread_.joinable()) register_thread_.join();  // it has reported already
-  auto call = std::make_shared<CallCanceller>();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    register_call_ = call;
-  }
-  registering_ = true;
-  registering_slot_ = slot.id;
-  registering_attempt_ = slot.attempt;
-  register_thread_ =
-      std::thread([this, reg, call, kubelet, id = slot.id, attempt = slot.attempt, opened] {
-        NameThisThread("register");
-        Event e{EventKind::kRegistered, reg.resource_name};
-        e.status = RegisterWithKubelet(reg, options_.register_timeout, call.get());
-        e.slot_id = id;
-        e.attempt = attempt;
-        e.streams_opened = opened;
-        e.kubelet = kubelet;
-        Post(std::move(e));
-      });
-}
-
-void PluginSupervisor::CancelStaleRegister() {
-  if (!registering_) return;
-  for (const auto& s : slots_) {
-    if (s->id == registering_slot_ && s->attempt == registering_attempt_) return;  // still wanted
-  }
-  // What it registers is gone (a reload, a fresh socket, a new kubelet):
-  // waiting out a kubelet that holds it would hold up every registration.
-  CancelRegisterCall();
-}
-
-void PluginSupervisor::CancelRegisterCall() {
-  std::shared_ptr<CallCanceller> call;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    call = register_call_;
-  }
-  if (call) call->Cancel();
-}
-
-void PluginSupervisor::FinishRegister(const Event& e) {
-  registering_ = false;
-  if (register_thread_.joinable()) register_thread_.join();  // it posted; it is ending
-  const auto now = std::chrono::steady_clock::now();
-  Slot* slot = nullptr;
-  for (auto& s : slots_) {
-    if (s->id == e.slot_id) slot = s.get();
-  }
-  if (slot == nullptr || slot->attempt != e.attempt) {
-    // What it registered was replaced meanwhile (a reload, a fresh socket, a
-    // new kubelet). Its client may still be current in the kubelet: the
-    // next registration settles first, as after any generation's end.
-    for (auto& s : slots_) {
-      if (!s->registered) s->next_try = std::max(s->next_try, now + options_.settle);
-    }
-    return;
-  }
-  const absl::Status& s = e.status;
-  if (s.ok()) {
-    kubelet_identity_ = e.kubelet;
-    slot->registered = true;
-    slot->last_registered = now;
-    ++slot->registrations;
-    ever_registered_ = true;
-    slot->failures = 0;
-    slot->last_error.clear();
-    slot->backoff = std::chrono::milliseconds(0);
-    slot->streams_before_register = e.streams_opened;
-    LogInfo("registered with kubelet",
-            {{"resource", e.name}, {"endpoint", slot->runtime.publisher->endpoint()}});
-    return;
-  }
-  ++slot->failures;
-  slot->backoff = NextBackoff(slot->backoff);
-  slot->next_try = now + Jitter(slot->backoff);
-  const std::string msg(s.message());
-  // Say it the first time, when it changes, and then now and then.
-  if (msg != slot->last_error || slot->failures % 20 == 0) {
-    LogWarning(s.code() == absl::StatusCode::kUnavailable ? "waiting for the kubelet"
-                                                          : "kubelet refused registration",
-               {{"resource", e.name},
-                {"error", msg},
-                {"attempts", StrCat(slot->failures)},
-                {"retry_in", StrCat(slot->backoff.count(), "ms")}});
-  }
-  slot->last_error = msg;
-}
-
-void PluginSupervisor::Heal(Slot& slot) {
-  const std::string resource = slot.runtime.publisher->resource_name();
-  const auto now = std::chrono::steady_clock::now();
-  FileIdentity kubelet;
-  if (!IdentityOf(options_.kubelet_socket, &kubelet)) {
-    // Nothing to register with; its socket's return is an event.
-    LogWarning("no ListAndWatch stream and no kubelet socket; waiting for the kubelet",
-               {{"resource", resource}, {"socket", options_.kubelet_socket}});
-    slot.registered = false;
-    slot.next_try = now + options_.retry_max;
-    return;
-  }
-  ++slot.stream_heals;
-  const bool had_stream =
-      slot.service->stats().streams_opened.load() > slot.streams_before_register;
-  slot.grace = had_stream || slot.grace.count() == 0 ? options_.stream_grace
-                                                     : std::min(options_.retry_max, slot.grace * 2);
-  const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(
-      now - std::max(slot.streamless_since, slot.last_registered));
-  LogWarning(
-      "the kubelet holds no ListAndWatch stream; serving on a fresh socket and "
-      "registering again",
-      {{"resource", resource},
-       {"reason", had_stream ? "the stream ended and no new one was opened"
-                             : "no stream was opened after registering"},
-       {"without_stream", StrCat(quiet.count(), "ms")},
-       {"occurrence", StrCat(slot.stream_heals)}});
-  if (absl::Status s = Serve(slot, /*settle=*/true); !s.ok()) {
-    LogError("cannot serve again", {{"error", std::string(s.message())}});
-  }
-}
-
-bool PluginSupervisor::RefreshStreams(std::chrono::steady_clock::time_point now) {
-  bool changed = false;
-  for (auto& slot : slots_) {
-    const bool open = slot->service && slot->service->OpenStreams() > 0;
-    const bool was_streamless = slot->streamless_since != std::chrono::steady_clock::time_point{};
-    if (open) {
-      if (was_streamless) {
-        slot->streamless_since = {};
-        changed = true;
-      }
-    } else if (!was_streamless) {
-      slot->streamless_since = now;
-      changed = true;
-    }
-  }
-  return changed;
 }
 
 void PluginSupervisor::ControlLoop() {
@@ -511,10 +376,12 @@ PollDriven::TimePoint PluginSupervisor::Turn() {
     if (serve_due == nullptr && register_due == nullptr && heal_due == nullptr) return next;
     if (serve_due != nullptr) {
       if (absl::Status s = Serve(*serve_due, /*settle=*/false); !s.ok()) {
+        const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+            serve_due->next_serve - std::chrono::steady_clock::now());
         LogError("cannot serve the device plugin; trying again",
                  {{"resource", serve_due->runtime.publisher->resource_name()},
                   {"error", std::string(s.message())},
-                  {"retry_in", StrCat(serve_due->serve_backoff.count(), "ms")}});
+                  {"retry_in", StrCat(wait.count(), "ms")}});
       }
     }
     if (register_due != nullptr) StartRegister(*register_due);

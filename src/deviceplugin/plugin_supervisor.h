@@ -14,7 +14,6 @@
 
 #include <sys/types.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/backoff.h"
 #include "base/poll_driven.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_publisher.h"
@@ -120,6 +120,7 @@ class PluginSupervisor : public PollDriven {
 
  private:
   struct Slot {
+    Slot(uint64_t slot_id, ResourceRuntime resource, const SupervisorOptions& o);
     uint64_t id = 0;  // names it to a Register that reports back
     // Bumped whenever what a Register in flight was for is gone (a fresh
     // socket, a new kubelet): its answer is then stale.
@@ -130,20 +131,25 @@ class PluginSupervisor : public PollDriven {
     bool registered = false;
     uint64_t registrations = 0;
     std::chrono::steady_clock::time_point next_try{};
-    std::chrono::milliseconds backoff{0};
+    // Waits between failed registrations: retry_initial, doubling to
+    // retry_max; over on a fresh socket, a registration, a new kubelet.
+    Backoff register_retries;
     int failures = 0;
     std::string last_error;
     std::chrono::steady_clock::time_point last_registered{};
-    // A failed Serve (no server) is tried again then, with backoff.
+    // A failed Serve (no server) is tried again then, with backoff as for
+    // registrations; over once served.
     std::chrono::steady_clock::time_point next_serve{};
-    std::chrono::milliseconds serve_backoff{0};
+    Backoff serve_retries;
     // When the resource was last seen with no stream open; zero while one is.
     std::chrono::steady_clock::time_point streamless_since{};
     // The service's streams_opened count before the last registration.
     uint64_t streams_before_register = 0;
     uint64_t stream_heals = 0;
-    // stream_grace, doubled (to retry_max) while heals bring no stream.
+    // The grace before the next heal (0: stream_grace): stream_grace,
+    // doubled (to retry_max, not jittered) while heals bring no stream.
     std::chrono::milliseconds grace{0};
+    Backoff graces;
   };
   // What identifies a file at a path: a new file may reuse an inode number,
   // not also its change time.
@@ -189,12 +195,6 @@ class PluginSupervisor : public PollDriven {
   // Notes which slots have a stream open; true if anything changed.
   bool RefreshStreams(std::chrono::steady_clock::time_point now);
   static bool IdentityOf(const std::string& path, FileIdentity* out);
-  // The next retry wait after `current` (0: none yet): retry_initial, then
-  // doubling up to retry_max.
-  std::chrono::milliseconds NextBackoff(std::chrono::milliseconds current) const {
-    return current.count() == 0 ? options_.retry_initial
-                                : std::min(options_.retry_max, current * 2);
-  }
   void HandleEvent(const Event& e);
   // Queues an event for the control thread and wakes it.
   void Post(Event e);

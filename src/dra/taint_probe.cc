@@ -16,6 +16,69 @@ namespace gpu_agent::dra {
 
 using json::Member;
 
+namespace {
+
+// The dry-run ResourceSlice: one device, "probe", with a NoSchedule taint
+// and (`with_none`) a None one, in `api_version`'s shape (v1beta1's under
+// "basic"). generateName: the server cuts the prefix so that the name it
+// makes is valid however long the node's name (up to 253 characters); a dry
+// run makes one too, and stores nothing.
+std::string ProbeSlice(const TaintProbeOptions& o, const std::string& api_version, bool with_none) {
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  auto field = [&w](const char* key, std::string_view value) {
+    w.Key(key);
+    json::WriteString(w, value);
+  };
+  auto taint = [&](const std::string& key, const char* effect) {
+    w.StartObject();
+    field("key", key);
+    field("effect", effect);
+    w.EndObject();
+  };
+  w.StartObject();
+  field("apiVersion", StrCat("resource.k8s.io/", api_version));
+  field("kind", "ResourceSlice");
+  w.Key("metadata");
+  w.StartObject();
+  field("generateName", StrCat(o.node, "-taint-probe-"));
+  w.EndObject();
+  w.Key("spec");
+  w.StartObject();
+  field("driver", o.driver);
+  field("nodeName", o.node);
+  w.Key("pool");
+  w.StartObject();
+  field("name", o.node);
+  w.Key("generation");
+  w.Int(1);
+  w.Key("resourceSliceCount");
+  w.Int(1);
+  w.EndObject();
+  w.Key("devices");
+  w.StartArray();
+  w.StartObject();
+  field("name", "probe");
+  const bool basic = api_version == "v1beta1";
+  if (basic) {
+    w.Key("basic");
+    w.StartObject();
+  }
+  w.Key("taints");
+  w.StartArray();
+  taint(StrCat(o.driver, "/probe"), "NoSchedule");
+  if (with_none) taint(StrCat(o.driver, "/probe-none"), "None");
+  w.EndArray();
+  if (basic) w.EndObject();
+  w.EndObject();
+  w.EndArray();
+  w.EndObject();
+  w.EndObject();
+  return json::TextOf(buf);
+}
+
+}  // namespace
+
 TaintProbe::TaintProbe(TaintProbeOptions options, apiserver::RestClient* rest)
     : options_(std::move(options)),
       rest_(rest),
@@ -28,20 +91,7 @@ void TaintProbe::Skip() {
 
 bool TaintProbe::Ask(const std::string& api_version) {
   const bool basic = api_version == "v1beta1";
-  const std::string taints = StrCat(
-      R"("taints":[{"key":")", options_.driver, R"(/probe","effect":"NoSchedule"})",
-      with_none_ ? StrCat(R"(,{"key":")", options_.driver, R"(/probe-none","effect":"None"})") : "",
-      "]");
-  // generateName: the server cuts the prefix so that the name it makes is
-  // valid however long the node's name (up to 253 characters); a dry run
-  // makes one too, and stores nothing.
-  const std::string body =
-      StrCat(R"({"apiVersion":"resource.k8s.io/)", api_version,
-             R"(","kind":"ResourceSlice","metadata":{"generateName":")", options_.node,
-             R"(-taint-probe-"},"spec":{"driver":")", options_.driver, R"(","nodeName":")",
-             options_.node, R"(","pool":{"name":")", options_.node,
-             R"(","generation":1,"resourceSliceCount":1},"devices":[{"name":"probe",)",
-             basic ? StrCat(R"("basic":{)", taints, "}") : taints, "}]}}");
+  const std::string body = ProbeSlice(options_, api_version, with_none_);
   absl::StatusOr<apiserver::HttpResponse> r = rest_->Post(
       StrCat("/apis/resource.k8s.io/", api_version, "/resourceslices?dryRun=All"), body);
   std::string failure;  // why there is no clear answer

@@ -291,6 +291,19 @@ TEST(BackoffTest, AFirstTryAtOnceThenBackedOff) {
   EXPECT_EQ(b.Next(), Ms(0));
 }
 
+TEST(BackoffTest, ExactStepsHaveNoJitter) {
+  testing::FakeClock clock;
+  using Ms = std::chrono::milliseconds;
+  // A grace period an operator set: never shorter than asked.
+  Backoff b(Ms(200), Ms(500), /*first=*/Ms(100), Ms(0), &clock);
+  for (Ms want : {Ms(100), Ms(200), Ms(400), Ms(500), Ms(500)}) {
+    EXPECT_EQ(b.NextExact(), want);
+    clock.Advance(want);
+  }
+  b.Reset();
+  EXPECT_EQ(b.NextExact(), Ms(100));
+}
+
 // --- Programs ---
 
 bool Gone(pid_t pid) {
