@@ -8,7 +8,7 @@ HealthWatcher* HealthSlot::StopRunning() {
     std::lock_guard<std::mutex> lock(mu_);
     running = watcher_.get();
   }
-  // Outside mu_: scrapes and probes read on while its thread is joined.
+  // Outside mu_: scrapes and probes read on while it stops.
   // Safe: the watcher is replaced only under replace_mu_, which the caller
   // holds.
   if (running) running->Stop();
@@ -18,7 +18,8 @@ HealthWatcher* HealthSlot::StopRunning() {
 std::vector<HealthWatcher::Outage> HealthSlot::StopForReplacement() {
   std::lock_guard<std::mutex> replacing(replace_mu_);
   HealthWatcher* stopped = StopRunning();
-  // No outage after this read goes missing.
+  // Stopped, the watcher's thread marks nothing more: no outage after this
+  // read goes missing.
   return stopped ? stopped->Outages() : std::vector<HealthWatcher::Outage>{};
 }
 

@@ -28,8 +28,9 @@ class HealthSlot {
   // Puts `next` (null: none, NVML being absent) in place of the running one,
   // whose XID counts are kept.
   void Replace(std::unique_ptr<HealthWatcher> next);
-  // Stops the running watcher, if any. Stopping joins the watcher's thread
-  // (up to one NVML event wait); the readers below are not held up by it.
+  // Stops the running watcher, if any. Stopping waits for what its thread is
+  // doing between two NVML event waits (not for a wait: health_watcher.h);
+  // the readers below are not held up by it.
   void Stop();
 
   // SIGUSR1: an operator vouches that GPUs held for a reset were reset.

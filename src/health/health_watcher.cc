@@ -1,8 +1,11 @@
 #include "health/health_watcher.h"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -18,9 +21,48 @@ ThreadCount& Threads() {
   return *count;
 }
 
+// The threads of stopped watchers, until they end and are joined. A
+// thread's state stays here (shared with its watcher, if that still
+// lives) until the join.
+struct StoppedThreads {
+  std::mutex mu;
+  std::condition_variable cv;  // a listed thread ended
+  std::vector<std::shared_ptr<HealthWatcher::State>> states;
+};
+
+StoppedThreads& Stopped() {
+  static StoppedThreads* s = new StoppedThreads;  // never destroyed: threads may end at exit
+  return *s;
+}
+
+bool AllEnded(const StoppedThreads& s) {
+  return std::all_of(s.states.begin(), s.states.end(), [](const auto& st) { return st->ended; });
+}
+
+// Joins the listed threads that ended. REQUIRES: s.mu held (an ended thread
+// has let go of it for good).
+void JoinEndedLocked(StoppedThreads& s) {
+  for (auto it = s.states.begin(); it != s.states.end();) {
+    if (!(*it)->ended) {
+      ++it;
+      continue;
+    }
+    (*it)->thread.join();
+    it = s.states.erase(it);
+  }
+}
+
 }  // namespace
 
 int HealthWatcher::ThreadsRunning() { return Threads().running(); }
+
+int HealthWatcher::JoinStopped(std::chrono::milliseconds within) {
+  StoppedThreads& s = Stopped();
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait_for(lock, within, [&s] { return AllEnded(s); });
+  JoinEndedLocked(s);
+  return static_cast<int>(s.states.size());
+}
 
 std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const nvml::NvmlLibrary> lib,
                                                     std::vector<std::string> uuids,
@@ -28,7 +70,8 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const nvml::
                                                     HealthPolicy policy, Callback callback,
                                                     std::vector<Outage> carried, const Clock* clock,
                                                     CheckCallback on_check) {
-  auto state = std::make_unique<State>(std::move(lib), std::move(uuids), std::move(policy),
+  JoinStopped(std::chrono::milliseconds(0));
+  auto state = std::make_shared<State>(std::move(lib), std::move(uuids), std::move(policy),
                                        std::move(callback), std::move(on_check), clock);
   if (state->policy.disabled) {
     LogInfo("GPU health checks are disabled by config");
@@ -51,18 +94,26 @@ std::unique_ptr<HealthWatcher> HealthWatcher::Start(std::shared_ptr<const nvml::
     state->running = true;
     state->beat = clock->Now();
   }
-  // Joined by Stop(), which the watcher's destructor calls: the state the
-  // thread uses outlives it.
+  // Once stopped, joined from the stopped threads' list, which keeps the
+  // state the thread uses until then; the thread frees what only it uses
+  // (the event set it waits on, the poller, the handles) itself.
   State* s = state.get();
   s->thread = std::thread([s] {
-    ThreadCount::Scope counted(&Threads());
-    NameThisThread("health");
-    s->Run();
+    {
+      ThreadCount::Scope counted(&Threads());
+      NameThisThread("health");
+      s->Run();
+      s->Release();
+    }
+    StoppedThreads& stopped = Stopped();
+    std::lock_guard<std::mutex> lock(stopped.mu);
+    s->ended = true;  // the last touch of `s`
+    stopped.cv.notify_all();
   });
   return std::unique_ptr<HealthWatcher>(new HealthWatcher(std::move(state)));
 }
 
-HealthWatcher::HealthWatcher(std::unique_ptr<State> state) : state_(std::move(state)) {}
+HealthWatcher::HealthWatcher(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
 HealthWatcher::~HealthWatcher() { Stop(); }
 
@@ -113,18 +164,33 @@ std::map<int, uint64_t> HealthWatcher::XidCounts() const {
 
 void HealthWatcher::Stop() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    std::unique_lock<std::mutex> lock(state_->mu);
     state_->stop = true;
-    state_->reporting = false;  // a report under way ends before the join does
+    state_->reporting = false;
     state_->cv.notify_all();
+    state_->cv.wait(lock, [this] { return state_->reports_in_flight == 0; });
+    // What the thread is doing between two waits (an event, a poll, a
+    // probe) ends first, so Outages() and XidCounts() hold all it found; a
+    // poll looks at `stop` between GPUs. Bounded: an NVML call that hangs
+    // must not hold up a reload or a SIGTERM for good.
+    const auto bound = state_->policy.wait_timeout + std::chrono::seconds(2);
+    if (!state_->cv.wait_for(lock, bound, [this] { return !state_->busy || state_->exited; })) {
+      LogWarning("stopping GPU health while its thread is in an NVML call that has not returned",
+                 {{"waited_ms", StrCat(bound.count())}});
+    }
   }
   // Usually the thread is in nvmlEventSetWait, which cannot be interrupted:
-  // it sees `stop` when that wait returns, within policy.stop_within. The
-  // event set is freed only once the thread that waits on it is gone.
+  // it sees `stop` when that wait returns, within policy.wait_timeout, and
+  // ends. Waiting for that here would hold up every reload and SIGTERM (or
+  // for good, on a hung NVML call), and a shorter wait would wake the idle
+  // agent more often: the thread goes to the stopped list instead.
   std::lock_guard<std::mutex> join(state_->join_mu);
-  if (!state_->thread.joinable()) return;
-  state_->thread.join();
-  state_->Release();
+  if (state_->handed_over || !state_->thread.joinable()) return;
+  state_->handed_over = true;
+  StoppedThreads& stopped = Stopped();
+  std::lock_guard<std::mutex> lock(stopped.mu);
+  stopped.states.push_back(state_);
+  JoinEndedLocked(stopped);
 }
 
 }  // namespace gpu_agent::health

@@ -43,13 +43,9 @@ struct HealthPolicy {
   std::set<int> reset_xids = {48, 63, 64, 74, 79, 92, 95, 119, 120, 154};
   // 0: an unhealthy GPU stays out until restart.
   std::chrono::milliseconds recovery_period{60000};
-  // Longest single wait for an event (the liveness bound is read from it).
+  // Longest single wait for an event: the thread's only periodic wake-up
+  // when idle, and the liveness bound is read from it.
   std::chrono::milliseconds wait_timeout{5000};
-  // How often, at the least, the thread looks at its stop flag: NVML's event
-  // wait cannot be interrupted, so each wait is at most this long too, which
-  // bounds how long Stop() (a reload, a SIGTERM) waits for the thread. An idle
-  // agent pays one NVML wake-up per period for it.
-  std::chrono::milliseconds stop_within{250};
   // Longest wait after a failing event wait (100 ms doubling up to this).
   std::chrono::milliseconds max_backoff{10000};
 
@@ -107,8 +103,9 @@ class HealthWatcher {
   // for recovery like any other; `carried` outages start out as they were. `callback` runs on the
   // watcher's thread and is never called after Stop() returns. It is called without the watcher's
   // lock held, so it may take locks of its own and call XidCounts(); it must not call Stop().
-  // Quiet periods and the liveness bound are read on `clock`, which must outlive the watcher's
-  // thread (Clock::Real() does); its waits stay real and at most policy.wait_timeout long.
+  // Quiet periods and the liveness bound are read on `clock`, which must outlive the watcher (its
+  // thread reads it no more once Stop() returned); its waits stay real and at most
+  // policy.wait_timeout long.
   static std::unique_ptr<HealthWatcher> Start(std::shared_ptr<const nvml::NvmlLibrary> lib,
                                               std::vector<std::string> uuids,
                                               std::set<std::string> initially_unhealthy,
@@ -118,13 +115,26 @@ class HealthWatcher {
                                               CheckCallback on_check = nullptr);
   ~HealthWatcher();  // Stop()
 
-  // Stops reporting at once, and returns once the thread is joined: it ends
-  // when its current NVML wait returns (at most policy.stop_within, as
-  // NVML's wait cannot be interrupted) or its current call to NVML does.
+  // Stops reporting at once: returns once no callback is under way, and
+  // none starts after. The thread itself ends when its current NVML wait
+  // returns (at most policy.wait_timeout; NVML's wait cannot be
+  // interrupted) or its current call to NVML does; Stop() does not wait for
+  // that, so a reload or a SIGTERM is not held up by a wait or by a hung
+  // NVML call; it does wait for what the thread does between two waits (an
+  // event, a poll: bounded), so Outages() then holds all it found. The
+  // stopped thread is joined by the next Stop() or Start() that finds it
+  // ended, or by JoinStopped(); it then touches only its own state (not the
+  // clock, not the callbacks), which it keeps until it is joined.
   // Idempotent; thread-safe, but not from the callbacks.
   void Stop();
 
-  // Watcher threads running now, in this process (tests: none after Stop()).
+  // Joins the stopped watchers' threads, waiting up to `within` for those
+  // still in an NVML call. Returns how many are still running (0: all
+  // joined). The mode runner calls it last, before the process exits.
+  static int JoinStopped(std::chrono::milliseconds within);
+
+  // Watcher threads running now, in this process (tests: none once
+  // JoinStopped returned 0).
   static int ThreadsRunning();
 
   // Every XID seen, by code (ignored ones too).
@@ -153,8 +163,9 @@ class HealthWatcher {
   struct State;
 
  private:
-  explicit HealthWatcher(std::unique_ptr<State> state);
-  const std::unique_ptr<State> state_;
+  explicit HealthWatcher(std::shared_ptr<State> state);
+  // Shared with the stopped threads' list until the thread is joined.
+  const std::shared_ptr<State> state_;
 };
 
 }  // namespace gpu_agent::health

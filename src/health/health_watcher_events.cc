@@ -53,17 +53,28 @@ bool HealthWatcher::State::Setup(const std::set<std::string>& initially_unhealth
 }
 
 // The thread's loop. NVML's event wait cannot be interrupted: each wait is
-// at most policy.stop_within long, and the stop flag is read between waits,
-// which bounds how long Stop() waits for the thread.
+// at most policy.wait_timeout long, and the stop flag is read between waits
+// (Stop() does not wait for them: health_watcher.h). From a wait's end to
+// the next wait the thread is `busy`: it may mark GPUs out, and Stop() waits
+// for that to end, so what it found is in Outages() when Stop() returns.
 void HealthWatcher::State::Run() {
-  while (!Stopping()) {
+  for (;;) {
+    std::chrono::milliseconds timeout;
     {
       std::lock_guard<std::mutex> lock(mu);
+      busy = false;
+      cv.notify_all();
+      if (stop) break;
       beat = clock->Now();
+      timeout = NextTimeout();  // here: nothing after a Stop() reads the clock
     }
     nvmlEventData_t ev{};
-    const nvmlReturn_t r = events->Wait(&ev, NextTimeout());
-    if (Stopping()) break;
+    const nvmlReturn_t r = events->Wait(&ev, timeout);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stop) break;
+      busy = true;
+    }
     if (r == NVML_SUCCESS) {
       wait_errors = 0;
       backoff.Reset();
@@ -95,8 +106,8 @@ void HealthWatcher::State::OnWaitFailed(nvmlReturn_t r) {
   Sleep(wait);
 }
 
-// Frees what the thread used, the event set last but the handles. Only once
-// the thread is joined (or was never started).
+// Frees what the thread used, the event set last but the handles: by the
+// thread itself when it ends (or by Start, for a thread never started).
 void HealthWatcher::State::Release() {
   poller.reset();
   events.reset();
@@ -124,7 +135,7 @@ void HealthWatcher::State::Register(const std::string& uuid) {
 }
 
 std::chrono::milliseconds HealthWatcher::State::NextTimeout() const {
-  std::chrono::milliseconds cap = std::min(policy.wait_timeout, policy.stop_within);
+  std::chrono::milliseconds cap = policy.wait_timeout;
   if (poller) cap = std::min(cap, clock->Until(next_poll));
   if (policy.recovery_period.count() == 0) return cap;
   return book.UntilNextProbe(cap);

@@ -11,23 +11,25 @@ namespace gpu_agent::health {
 
 // The callbacks are called without holding `mu`: they take their own locks
 // (the device publisher's, the reconciler's) and may read XidCounts().
-// Stop() turns reporting off before it joins the thread, so a call under
-// way ends before Stop() returns and none starts after.
-void HealthWatcher::State::Report(const HealthChange& change) {
+// Stop() turns reporting off and waits for the calls in flight, so a call
+// under way ends before Stop() returns and none starts after.
+template <typename Change, typename Fn>
+void HealthWatcher::State::Deliver(const Fn& fn, const Change& change) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!reporting) return;
+    ++reports_in_flight;
   }
-  callback(change);
+  fn(change);
+  std::lock_guard<std::mutex> lock(mu);
+  --reports_in_flight;
+  cv.notify_all();
 }
 
+void HealthWatcher::State::Report(const HealthChange& change) { Deliver(callback, change); }
+
 void HealthWatcher::State::ReportCheck(const CheckChange& change) {
-  if (!on_check) return;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!reporting) return;
-  }
-  on_check(change);
+  if (on_check) Deliver(on_check, change);
 }
 
 void HealthWatcher::State::MarkBad(const DeviceKey& key, const std::string& reason, int xid,

@@ -54,6 +54,8 @@ struct HealthWatcher::State {
   bool stop = false;                // protected by mu
   bool exited = false;              // protected by mu
   bool reporting = true;            // protected by mu; false once Stop() begins
+  int reports_in_flight = 0;        // protected by mu: callbacks under way
+  bool busy = false;                // protected by mu: between an event wait's end and the next
   std::map<int, uint64_t> xids;     // protected by mu
   bool vouched = false;             // protected by mu: OperatorVouches() not yet acted on
   bool running = false;             // protected by mu: the thread was started
@@ -63,12 +65,15 @@ struct HealthWatcher::State {
   uint64_t polls = 0;               // protected by mu
   uint64_t poll_calls = 0;          // protected by mu
 
-  // The thread, joined by Stop() (under join_mu, so two Stops join once).
+  // The thread. Once stopped it goes to the stopped threads' list (under
+  // join_mu, so two Stops hand it over once), which joins it when it ends.
   std::mutex join_mu;
   std::thread thread;
+  bool handed_over = false;  // protected by join_mu
+  bool ended = false;        // protected by the stopped list's lock: the thread's function returned
 
-  // Thread-only state (the caller's before the thread starts and after it
-  // is joined).
+  // Thread-only state (the caller's before the thread starts; the thread
+  // frees it when it ends).
   std::unique_ptr<nvml::GpuHandles> handles;  // set by Setup()
   std::unique_ptr<EventRegistry> events;      // null when no event API
   OutageBook book;                            // what is out
@@ -85,6 +90,8 @@ struct HealthWatcher::State {
   std::set<std::pair<std::string, CheckId>> vouched_checks;
 
   // health_watcher_reports.cc
+  template <typename Change, typename Fn>
+  void Deliver(const Fn& fn, const Change& change);
   void Report(const HealthChange& change);
   void ReportCheck(const CheckChange& change);
   void MarkBad(const DeviceKey& key, const std::string& reason, int xid, bool needs_reset = false,

@@ -1,5 +1,6 @@
 // How many threads of one kind are running: what a test reads to see that a
-// Stop() left none behind (every thread in this room is joined).
+// Stop() left none behind (every thread in this room is joined: the health
+// watcher's once its NVML wait returned, HealthWatcher::JoinStopped).
 #ifndef GPU_AGENT_HEALTH_THREAD_COUNT_H_
 #define GPU_AGENT_HEALTH_THREAD_COUNT_H_
 

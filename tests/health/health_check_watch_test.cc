@@ -38,6 +38,12 @@ class HealthCheckWatchTest : public ::testing::Test {
     ctl_ = nvml.ctl;
   }
 
+  // Each case ends with its watcher's thread joined, and so with NVML let go.
+  void TearDown() override {
+    watcher_.reset();
+    EXPECT_EQ(HealthWatcher::JoinStopped(std::chrono::seconds(10)), 0);
+  }
+
   // Polls every 10 s and a quiet period of 1 m, on the fake clock.
   void Start(CheckSettings checks = CheckSettings::Defaults()) {
     HealthPolicy policy;

@@ -1,5 +1,7 @@
 #include "agent/run/mode_runner.h"
 
+#include <chrono>
+
 #include "agent/run/health_wiring.h"
 #include "agent/run/metrics_server.h"
 #include "agent/run/reload.h"
@@ -94,6 +96,12 @@ int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode&
   mode.notes_ = StartHealthNotes(gen->config(), mode.name());
   const int code = Serve(ctx, std::move(gen), mode);
   mode.notes_->Stop();  // after the mode, whose watcher is stopped
+  // The stopped health threads that have ended; one still in NVML's event
+  // wait, which cannot be interrupted, ends with the process.
+  if (const int left = health::HealthWatcher::JoinStopped(std::chrono::milliseconds(0)); left > 0) {
+    LogDebug("exiting while a GPU health thread is in NVML's event wait",
+             {{"threads", StrCat(left)}});
+  }
   return code;
 }
 
