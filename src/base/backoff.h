@@ -6,6 +6,7 @@
 #ifndef GPU_AGENT_BASE_BACKOFF_H_
 #define GPU_AGENT_BASE_BACKOFF_H_
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/clock.h"
@@ -25,8 +26,10 @@ class Backoff {
 
   // Waits `initial`, then twice the last up to `max`, jittered: the plain
   // doubling retry (the first try after a quiet stretch waits `initial`).
-  static Backoff Doubling(Duration initial, Duration max, const Clock* clock = Clock::Real()) {
-    return Backoff(2 * initial, max, initial, Duration(0), clock);
+  // No wait is over `max`, `initial` included. `quiet` as above.
+  static Backoff Doubling(Duration initial, Duration max, const Clock* clock = Clock::Real(),
+                          Duration quiet = Duration(0)) {
+    return Backoff(std::min(2 * initial, max), max, std::min(initial, max), quiet, clock);
   }
 
   // The wait before the next try, and the sequence one step on.

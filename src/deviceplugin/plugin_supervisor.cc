@@ -27,19 +27,16 @@ namespace {
 // socket, a registration, a stream), never after a quiet stretch alone.
 constexpr Duration kNeverQuiet = std::chrono::hours(24 * 365);
 
-// Waits `initial`, then twice the last up to `max`.
-Backoff Doubling(Duration initial, Duration max) {
-  return Backoff(2 * initial, max, initial, kNeverQuiet);
-}
-
 }  // namespace
 
 PluginSupervisor::Slot::Slot(uint64_t slot_id, ResourceRuntime resource, const SupervisorOptions& o)
     : id(slot_id),
       runtime(std::move(resource)),
-      register_retries(Doubling(o.retry_initial, o.retry_max)),
-      serve_retries(Doubling(o.retry_initial, o.retry_max)),
-      graces(Doubling(o.stream_grace, o.retry_max)) {}
+      register_retries(Backoff::Doubling(o.retry_initial, o.retry_max, Clock::Real(), kNeverQuiet)),
+      serve_retries(Backoff::Doubling(o.retry_initial, o.retry_max, Clock::Real(), kNeverQuiet)),
+      // Never under the grace an operator set.
+      graces(Backoff::Doubling(o.stream_grace, std::max(o.retry_max, o.stream_grace), Clock::Real(),
+                               kNeverQuiet)) {}
 
 absl::StatusOr<std::unique_ptr<PluginSupervisor>> PluginSupervisor::Start(
     SupervisorOptions options, std::vector<ResourceRuntime> resources) {

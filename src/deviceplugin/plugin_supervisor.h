@@ -147,7 +147,8 @@ class PluginSupervisor : public PollDriven {
     uint64_t streams_before_register = 0;
     uint64_t stream_heals = 0;
     // The grace before the next heal (0: stream_grace): stream_grace,
-    // doubled (to retry_max, not jittered) while heals bring no stream.
+    // doubled (to retry_max, or no further when stream_grace is longer; not
+    // jittered) while heals bring no stream.
     std::chrono::milliseconds grace{0};
     Backoff graces;
   };

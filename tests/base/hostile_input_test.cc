@@ -304,6 +304,22 @@ TEST(BackoffTest, ExactStepsHaveNoJitter) {
   EXPECT_EQ(b.NextExact(), Ms(100));
 }
 
+TEST(BackoffTest, DoublingNeverWaitsOverItsMax) {
+  testing::FakeClock clock;
+  using Ms = std::chrono::milliseconds;
+  // A cap under the first wait (health.eventWaitTimeout 10 ms: at most 20 ms).
+  Backoff small = Backoff::Doubling(Ms(100), Ms(20), &clock);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(small.NextExact(), Ms(20)) << i;
+  // A cap between the first and the second.
+  Backoff mid = Backoff::Doubling(Ms(100), Ms(150), &clock);
+  for (Ms want : {Ms(100), Ms(150), Ms(150)}) EXPECT_EQ(mid.NextExact(), want);
+  // And the plain doubling.
+  Backoff plain = Backoff::Doubling(Ms(100), Ms(1000), &clock);
+  for (Ms want : {Ms(100), Ms(200), Ms(400), Ms(800), Ms(1000)}) {
+    EXPECT_EQ(plain.NextExact(), want);
+  }
+}
+
 // --- Programs ---
 
 bool Gone(pid_t pid) {
