@@ -11,13 +11,10 @@
 namespace gpu_agent::dra {
 namespace {
 
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 using json::Member;
 using json::Strings;
-
-void WriteString(Writer& w, const std::string& s) {
-  w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
-}
+using json::Writer;
+using json::WriteString;
 
 void WriteStrings(Writer& w, const std::vector<std::string>& v) {
   w.StartArray();

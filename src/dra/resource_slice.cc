@@ -7,16 +7,16 @@
 #include <cstdio>
 
 #include "base/crc32c.h"
+#include "base/json.h"
 #include "base/resource_name.h"
 #include "base/strings.h"
 
 namespace gpu_agent::dra {
 namespace {
 
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+using json::Writer;
 
 void Key(Writer& w, const std::string& k) { w.Key(k.c_str(), static_cast<unsigned>(k.size())); }
-void Str(Writer& w, const std::string& v) { w.String(v.c_str(), static_cast<unsigned>(v.size())); }
 
 void WriteAttribute(Writer& w, const AttributeValue& v) {
   w.StartObject();
@@ -31,11 +31,11 @@ void WriteAttribute(Writer& w, const AttributeValue& v) {
       break;
     case AttributeValue::Type::kString:
       w.Key("string");
-      Str(w, v.text);
+      json::WriteString(w, v.text);
       break;
     case AttributeValue::Type::kVersion:
       w.Key("version");
-      Str(w, v.text);
+      json::WriteString(w, v.text);
       break;
   }
   w.EndObject();
@@ -56,7 +56,7 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint) 
     Key(w, name);
     w.StartObject();
     w.Key("value");
-    Str(w, quantity);
+    json::WriteString(w, quantity);
     w.EndObject();
   }
   w.EndObject();
@@ -65,13 +65,13 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint) 
     w.StartArray();
     w.StartObject();
     w.Key("key");
-    Str(w, taint->key);
+    json::WriteString(w, taint->key);
     if (!taint->value.empty()) {
       w.Key("value");
-      Str(w, taint->value);
+      json::WriteString(w, taint->value);
     }
     w.Key("effect");
-    Str(w, std::string(TaintEffectName(taint->effect)));
+    json::WriteString(w, std::string(TaintEffectName(taint->effect)));
     w.EndObject();
     w.EndArray();
   }
@@ -121,13 +121,13 @@ std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
     Writer w(buf);
     w.StartObject();
     w.Key("apiVersion");
-    Str(w, StrCat("resource.k8s.io/", input.api_version));
+    json::WriteString(w, StrCat("resource.k8s.io/", input.api_version));
     w.Key("kind");
     w.String("ResourceSlice");
     w.Key("metadata");
     w.StartObject();
     w.Key("name");
-    Str(w, SliceName(input.node, input.driver, n));
+    json::WriteString(w, SliceName(input.node, input.driver, n));
     if (!input.node_uid.empty()) {
       w.Key("ownerReferences");
       w.StartArray();
@@ -137,9 +137,9 @@ std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
       w.Key("kind");
       w.String("Node");
       w.Key("name");
-      Str(w, input.node);
+      json::WriteString(w, input.node);
       w.Key("uid");
-      Str(w, input.node_uid);
+      json::WriteString(w, input.node_uid);
       w.Key("controller");
       w.Bool(true);
       w.EndObject();
@@ -149,13 +149,13 @@ std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
     w.Key("spec");
     w.StartObject();
     w.Key("driver");
-    Str(w, input.driver);
+    json::WriteString(w, input.driver);
     w.Key("nodeName");
-    Str(w, input.node);
+    json::WriteString(w, input.node);
     w.Key("pool");
     w.StartObject();
     w.Key("name");
-    Str(w, input.node);
+    json::WriteString(w, input.node);
     w.Key("generation");
     w.Int64(input.pool_generation);
     w.Key("resourceSliceCount");
@@ -171,7 +171,7 @@ std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
       const DeviceTaint* taint = found == input.tainted.end() ? nullptr : &found->second;
       w.StartObject();
       w.Key("name");
-      Str(w, d.name);
+      json::WriteString(w, d.name);
       if (basic) {
         w.Key("basic");
         w.StartObject();
