@@ -21,18 +21,34 @@ GpusHeld HeldByDevicePlugin(const DeviceModel& model, const nvml::Inventory& inv
   // Every UUID of a GPU the model has (the GPU's and its MIG devices', all
   // of them: the plugin's cut may have been another) -> the GPU's UUID.
   std::map<std::string, std::string, std::less<>> gpu_of;
+  // deviceIDStrategy index: "3", "3:1" -> the GPU's UUID; read only under a
+  // GPU resource name, as other plugins' IDs may be numbers too.
+  std::map<std::string, std::string, std::less<>> gpu_at;
+  std::set<std::string, std::less<>> gpu_resources;
   for (const DeviceUnit& u : model.units) {
     const nvml::GpuRecord& g = u.gpu(inventory);
+    if (!u.resource.empty()) gpu_resources.insert(u.resource);
     if (g.uuid.empty()) continue;
     gpu_of.emplace(g.uuid, g.uuid);
+    gpu_at.emplace(StrCat(g.index), g.uuid);
     for (const nvml::MigRecord& m : g.mig_devices) {
       if (!m.uuid.empty()) gpu_of.emplace(m.uuid, g.uuid);
+      gpu_at.emplace(StrCat(g.index, ":", m.index), g.uuid);
     }
   }
+  for (const TimeSlicedResource& t : model.time_sliced) gpu_resources.insert(t.shared_resource);
   GpusHeld held;
   for (const podresources::HeldDevice& d : pods.devices) {
-    auto it = gpu_of.find(UuidOf(d.id));
-    if (it != gpu_of.end()) held[it->second].insert(d.pod);
+    const std::string_view id = UuidOf(d.id);
+    auto it = gpu_of.find(id);
+    if (it == gpu_of.end() &&
+        (d.resource.rfind("nvidia.com/", 0) == 0 || gpu_resources.count(d.resource) > 0)) {
+      it = gpu_at.find(id);
+      if (it == gpu_at.end()) continue;
+    } else if (it == gpu_of.end()) {
+      continue;
+    }
+    held[it->second].insert(d.pod);
   }
   return held;
 }

@@ -3,9 +3,12 @@
 // (podresources/pod_resources.h). A GPU is held by the device plugin when
 // any container holds a device-plugin device whose ID is the GPU's UUID,
 // one of its MIG devices' UUIDs, or a time-slice replica of either
-// ("<UUID>::<n>"), whatever the resource name: IDs are UUIDs in this agent's
-// plugin mode and in NVIDIA's device plugin alike. A GPU is held through DRA
-// when a container uses a device of `driver` that is one of the GPU's units.
+// ("<UUID>::<n>"), whatever the resource name (deviceIDStrategy uuid, this
+// agent's and NVIDIA's plugin's default); or, under a GPU resource name
+// (nvidia.com/..., or one the model advertises its units under), whose ID
+// is the GPU's index or one of its MIG devices' ("3", "3:1", and their
+// replicas: deviceIDStrategy index). A GPU is held through DRA when a
+// container uses a device of `driver` that is one of the GPU's units.
 //
 // Held is per physical GPU: a pod holding one MIG device keeps the whole
 // GPU from the other side, whose units may be cut differently.

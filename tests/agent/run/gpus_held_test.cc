@@ -38,6 +38,17 @@ TEST_F(GpusHeldTest, APluginIdNamesItsGpuWhateverTheResourceName) {
   EXPECT_EQ(DescribeHeld(held), "GPU-0aaa (ml/b), GPU-1aaa (ml/a, ml/c)");
 }
 
+TEST_F(GpusHeldTest, IndexIdsCountOnlyUnderAGpuResourceName) {
+  podresources::PodResources pods;
+  pods.devices = {
+      {"ml/a", "main", "nvidia.com/gpu", "1"},
+      {"ml/b", "main", "nvidia.com/mig-1g.10gb", "0:2::1"},  // a replica of MIG device 0:2
+      {"ml/c", "main", "example.com/nic", "1"},              // another plugin's device "1"
+  };
+  EXPECT_EQ(HeldByDevicePlugin(model_, inv_, pods),
+            (GpusHeld{{"GPU-0aaa", {"ml/b"}}, {"GPU-1aaa", {"ml/a"}}}));
+}
+
 TEST_F(GpusHeldTest, AMigDeviceTheModelDoesNotCutStillHoldsItsGpu) {
   // Under migStrategy none the model has GPU 0 whole; a plugin that served
   // its MIG device still holds it.

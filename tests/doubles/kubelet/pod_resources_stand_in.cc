@@ -157,6 +157,11 @@ void PodResourcesStandIn::SetAnswer(Answer answer) {
     const bool restart = server_ && ((answer == Answer::kGarbage) != (answer_ == Answer::kGarbage));
     answer_ = answer;
     if (!restart) return;
+    // Held calls answer first: a server does not shut down under them.
+    for (const Held& h : held_) {
+      h.reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "answer changed"));
+    }
+    held_.clear();
     old = std::move(server_);
   }
   // Another service answers on the same socket: a server of its own.
