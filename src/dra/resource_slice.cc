@@ -71,7 +71,7 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint) 
       json::WriteString(w, taint->value);
     }
     w.Key("effect");
-    json::WriteString(w, std::string(TaintEffectName(taint->effect)));
+    json::WriteString(w, TaintEffectName(taint->effect));
     w.EndObject();
     w.EndArray();
   }

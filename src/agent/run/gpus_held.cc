@@ -14,6 +14,13 @@ std::string_view UuidOf(std::string_view id) {
   return at == std::string_view::npos ? id : id.substr(0, at);
 }
 
+// The GPU UUID `key` maps to in `m`, or null.
+const std::string* Find(const std::map<std::string, std::string, std::less<>>& m,
+                        std::string_view key) {
+  auto it = m.find(key);
+  return it == m.end() ? nullptr : &it->second;
+}
+
 }  // namespace
 
 GpusHeld HeldByDevicePlugin(const DeviceModel& model, const nvml::Inventory& inventory,
@@ -40,15 +47,11 @@ GpusHeld HeldByDevicePlugin(const DeviceModel& model, const nvml::Inventory& inv
   GpusHeld held;
   for (const podresources::HeldDevice& d : pods.devices) {
     const std::string_view id = UuidOf(d.id);
-    auto it = gpu_of.find(id);
-    if (it == gpu_of.end() &&
-        (d.resource.rfind("nvidia.com/", 0) == 0 || gpu_resources.count(d.resource) > 0)) {
-      it = gpu_at.find(id);
-      if (it == gpu_at.end()) continue;
-    } else if (it == gpu_of.end()) {
-      continue;
-    }
-    held[it->second].insert(d.pod);
+    const bool gpu_resource =
+        d.resource.rfind("nvidia.com/", 0) == 0 || gpu_resources.count(d.resource) > 0;
+    const std::string* gpu = Find(gpu_of, id);
+    if (gpu == nullptr && gpu_resource) gpu = Find(gpu_at, id);
+    if (gpu != nullptr) held[*gpu].insert(d.pod);
   }
   return held;
 }
