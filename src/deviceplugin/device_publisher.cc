@@ -39,13 +39,28 @@ std::shared_ptr<const DeviceSnapshot> DevicePublisher::Current() const {
 bool DevicePublisher::SetHealth(const DeviceKey& key, bool healthy) {
   {
     std::lock_guard<std::mutex> lock(snapshot_mu_);
-    if (!ledger_.Set(key, healthy)) return false;
-    auto next = std::make_shared<DeviceSnapshot>(*snapshot_);
-    if (!ApplyHealth(ledger_, &next->devices)) return false;
-    ++next->version;
-    snapshot_ = std::move(next);
+    if (!ledger_.Set(key, healthy) || !RepublishLocked()) return false;
   }
   Notify(false);
+  return true;
+}
+
+bool DevicePublisher::SetWithheld(std::set<std::string> gpu_uuids) {
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    if (gpu_uuids == withheld_) return false;
+    withheld_ = std::move(gpu_uuids);
+    if (!RepublishLocked()) return false;
+  }
+  Notify(false);
+  return true;
+}
+
+bool DevicePublisher::RepublishLocked() {
+  auto next = std::make_shared<DeviceSnapshot>(*snapshot_);
+  if (!ApplyHealth(ledger_, &next->devices, withheld_)) return false;
+  ++next->version;
+  snapshot_ = std::move(next);
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +59,10 @@ class DevicePublisher {
   // devices and replicas, or one MIG instance) went out or came back.
   // Publishes and returns true when any device's health changed.
   bool SetHealth(const DeviceKey& key, bool healthy);
+  // Physical GPUs (by UUID) whose devices are streamed unhealthy whatever
+  // their health (DRA claims still hold them); publishes and returns true
+  // when any device's health changed.
+  bool SetWithheld(std::set<std::string> gpu_uuids);
 
   // Subscribers are held weakly: one that is gone is dropped.
   void Subscribe(std::weak_ptr<Subscriber> subscriber);
@@ -67,6 +72,9 @@ class DevicePublisher {
 
  private:
   void Notify(bool close);
+  // REQUIRES: snapshot_mu_ held. A new snapshot with the ledger's and the
+  // withheld set's health; false (none) when no device's health changed.
+  bool RepublishLocked();
 
   const std::string resource_name_;
   const std::string endpoint_;
@@ -74,6 +82,7 @@ class DevicePublisher {
   mutable std::mutex snapshot_mu_;
   std::shared_ptr<const DeviceSnapshot> snapshot_;  // protected by snapshot_mu_
   health::HealthLedger ledger_;                     // protected by snapshot_mu_
+  std::set<std::string> withheld_;                  // protected by snapshot_mu_
 
   mutable std::mutex subscribers_mu_;
   std::vector<std::weak_ptr<Subscriber>> subscribers_;  // protected by subscribers_mu_

@@ -4,10 +4,11 @@
 
 namespace gpu_agent::deviceplugin {
 
-bool ApplyHealth(const health::HealthLedger& ledger, std::vector<PluginDevice>* devices) {
+bool ApplyHealth(const health::HealthLedger& ledger, std::vector<PluginDevice>* devices,
+                 const std::set<std::string>& withheld) {
   bool changed = false;
   for (PluginDevice& d : *devices) {
-    const bool healthy = ledger.Healthy(d.key);
+    const bool healthy = ledger.Healthy(d.key) && withheld.count(d.key.uuid) == 0;
     changed = changed || d.healthy != healthy;
     d.healthy = healthy;
   }

@@ -4,6 +4,8 @@
 #define GPU_AGENT_DEVICEPLUGIN_HEALTH_LEDGER_H_
 
 #include <cstddef>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "deviceplugin/device.h"
@@ -11,9 +13,11 @@
 
 namespace gpu_agent::deviceplugin {
 
-// Sets each device's `healthy` to what `ledger` says of it. True when any
-// device changed.
-bool ApplyHealth(const health::HealthLedger& ledger, std::vector<PluginDevice>* devices);
+// Sets each device's `healthy` to what `ledger` says of it, and false for
+// a device on a GPU (by UUID) in `withheld` (held by DRA claims while the
+// node moves from DRA to the device plugin). True when any device changed.
+bool ApplyHealth(const health::HealthLedger& ledger, std::vector<PluginDevice>* devices,
+                 const std::set<std::string>& withheld = {});
 
 // The devices marked healthy: what the kubelet counts, and what static mode
 // and `capacity set --discover` write into a Node's capacity.

@@ -55,6 +55,11 @@ void ClaimPreparer::SetTaints(std::map<std::string, DeviceTaint> taints) {
   taints_ = std::move(taints);
 }
 
+void ClaimPreparer::SetWithheld(std::map<std::string, std::string> holders) {
+  std::lock_guard<std::mutex> lock(mu_);
+  withheld_ = std::move(holders);
+}
+
 std::string ClaimPreparer::SpecPath(const std::string& uid) const {
   return StrCat(options_.cdi_dir, "/", options_.cdi_vendor, "-claim_", uid, ".json");
 }
@@ -64,6 +69,11 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepared() const {
   std::map<std::string, PrepareOutcome> out;
   for (const auto& [uid, e] : prepared_) out[uid].devices = AnswerOf(e);
   return out;
+}
+
+PreparedClaims ClaimPreparer::PreparedEntries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return prepared_;
 }
 
 std::vector<PreparedDevice> ClaimPreparer::AnswerOf(const Entry& e) {
@@ -218,8 +228,7 @@ absl::StatusOr<std::vector<AllocatedDevice>> ClaimPreparer::ReadAllocation(const
 
 std::string ClaimPreparer::FindDevices(const ClaimRef& c,
                                        const std::vector<AllocatedDevice>& allocated,
-                                       const DeviceCatalog& catalog,
-                                       const std::map<std::string, DeviceTaint>& taints,
+                                       const DeviceCatalog& catalog, const Keep& keep,
                                        std::vector<Found>* found) const {
   found->assign(allocated.size(), Found{});
   for (size_t i = 0; i < allocated.size(); ++i) {
@@ -239,11 +248,17 @@ std::string ClaimPreparer::FindDevices(const ClaimRef& c,
       return StrCat(NamedClaim(c), ": device \"", a.device, "\" (", f.device->uuid,
                     ") has no entry in the node's CDI spec");
     }
+    // A GPU a running pod holds through the device plugin is no claim's,
+    // whatever the claim tolerates or asks.
+    if (auto w = keep.withheld.find(f.device->key.uuid); w != keep.withheld.end()) {
+      return StrCat(NamedClaim(c), ": device \"", a.device, "\" (", f.device->key.uuid,
+                    ") is held by ", w->second, "; it is offered once they end");
+    }
     // An unhealthy device is tainted in the slices; the scheduler still
     // allocates it to a claim that tolerates the taint or asks for admin
     // access (a diagnostic pod), and those get it.
-    auto taint = taints.find(a.device);
-    if (taint != taints.end() && !a.admin_access && KeepsAway(taint->second, a.tolerations)) {
+    auto taint = keep.taints.find(a.device);
+    if (taint != keep.taints.end() && !a.admin_access && KeepsAway(taint->second, a.tolerations)) {
       return StrCat(NamedClaim(c), ": device \"", a.device, "\" is unhealthy (taint ",
                     TaintString(taint->second),
                     ", which the claim does not tolerate; admin access would take it)");
@@ -276,17 +291,18 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
   absl::StatusOr<std::vector<AllocatedDevice>> allocated = ReadAllocation(c);
   if (!allocated.ok()) return std::string(allocated.status().message());
   std::shared_ptr<const DeviceCatalog> catalog;
-  std::map<std::string, DeviceTaint> taints;
+  Keep keep;
   {
     std::lock_guard<std::mutex> lock(mu_);
     catalog = catalog_;
-    taints = taints_;
+    keep.taints = taints_;
+    keep.withheld = withheld_;
   }
   if (!catalog) return StrCat(NamedClaim(c), ": the node's devices are not known yet");
   // Each result's device and its edits, checked before anything is set or
   // written.
   std::vector<Found> found;
-  if (std::string why = FindDevices(c, *allocated, *catalog, taints, &found); !why.empty()) {
+  if (std::string why = FindDevices(c, *allocated, *catalog, keep, &found); !why.empty()) {
     return why;
   }
   if (std::string why = Hold(c, *allocated, found); !why.empty()) return why;

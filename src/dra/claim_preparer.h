@@ -95,6 +95,12 @@ class ClaimPreparer : public ClaimHandler {
   // claim's result does not tolerate, unless the result asks for admin
   // access.
   void SetTaints(std::map<std::string, DeviceTaint> taints);
+  // Physical GPUs (by UUID) that something other than this driver holds,
+  // each with who ("device-plugin pods ml/a, ml/b"): prepare refuses a
+  // claim any of whose devices is on one, admin access or not, naming the
+  // holder. A node moving from the device plugin to DRA has them until the
+  // pods that hold them end.
+  void SetWithheld(std::map<std::string, std::string> holders);
 
   // Durability: each claim's spec is renamed into place without waiting
   // for the disk; then the checkpoint, once for the batch, is written in
@@ -112,6 +118,8 @@ class ClaimPreparer : public ClaimHandler {
 
   // Prepared claims by UID, as the checkpoint holds them.
   std::map<std::string, PrepareOutcome> Prepared() const;
+  // The same, whole: each claim's name and devices.
+  PreparedClaims PreparedEntries() const;
   // The claim's CDI spec file.
   std::string SpecPath(const std::string& uid) const;
   std::string CdiKind() const { return options_.cdi_vendor + "/claim"; }
@@ -151,10 +159,13 @@ class ClaimPreparer : public ClaimHandler {
     const cdi::Device* edits = nullptr;
   };
   // Each result's device, checked: on this node, in the node's CDI spec,
-  // not tainted against the claim. An error message, or empty.
+  // not withheld, not tainted against the claim. An error message, or empty.
+  struct Keep {
+    std::map<std::string, DeviceTaint> taints;    // taints_ when the claim was read
+    std::map<std::string, std::string> withheld;  // withheld_ then
+  };
   std::string FindDevices(const ClaimRef& claim, const std::vector<AllocatedDevice>& allocated,
-                          const DeviceCatalog& catalog,
-                          const std::map<std::string, DeviceTaint>& taints,
+                          const DeviceCatalog& catalog, const Keep& keep,
                           std::vector<Found>* found) const;
   // Holds the claim's devices (but admin access's) for the batch, unless
   // another claim holds or has one prepared: an error message, or empty.
@@ -173,6 +184,7 @@ class ClaimPreparer : public ClaimHandler {
   mutable std::mutex mu_;
   std::shared_ptr<const DeviceCatalog> catalog_;  // protected by mu_
   std::map<std::string, DeviceTaint> taints_;     // protected by mu_: by device name
+  std::map<std::string, std::string> withheld_;   // protected by mu_: GPU UUID -> holder
   // Devices (by UUID) of the batch's claims prepared so far, without admin
   // access, until the batch ends: two claims of one batch cannot both
   // take one.

@@ -85,10 +85,18 @@ void SlicePublisher::SetDesired(SliceBuilder desired) {
     std::lock_guard<std::mutex> lock(mu_);
     desired_ = std::move(desired);
     changed_ = true;
+    ++posted_;
   }
   cv_.notify_all();
   // The watch in progress, or the next, ends: Sync publishes the change.
   reflector_->Interrupt();
+}
+
+bool SlicePublisher::WaitPublished(std::chrono::milliseconds within) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t want = posted_;
+  return cv_.wait_for(lock, within, [&] { return stopped_ || published_ >= want; }) &&
+         published_ >= want;
 }
 
 bool SlicePublisher::Stopped() {
@@ -225,7 +233,10 @@ ReflectorFailure SlicePublisher::RequestFailed(const std::string& what,
 
 SliceBuilder SlicePublisher::Builder(bool take_change) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (take_change) changed_ = false;
+  if (take_change) {
+    changed_ = false;
+    taken_ = posted_;
+  }
   return desired_;
 }
 
@@ -314,6 +325,11 @@ ReflectorHandler::Next SlicePublisher::Sync(std::optional<ReflectorFailure>* fai
   if (change_posted) TakeDesired();
   if (const Next n = Reconcile(failure); *failure || n != Next::kWatch) return n;
   stats_.in_sync = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    published_ = taken_;
+  }
+  cv_.notify_all();
   return AskAgain();
 }
 

@@ -110,6 +110,9 @@ class SlicePublisher : private apiserver::ReflectorHandler {
   // what `desired` builds differs from the slices wanted before (the same
   // slices again are no change).
   void SetDesired(SliceBuilder desired);
+  // Waits up to `within` until the slices are as the last SetDesired asked
+  // (seen so after its writes); false when they are not by then.
+  bool WaitPublished(std::chrono::milliseconds within);
   const SlicePublisherStats& stats() const { return stats_; }
 
  private:
@@ -165,9 +168,12 @@ class SlicePublisher : private apiserver::ReflectorHandler {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopped_ = false;  // protected by mu_
-  bool changed_ = false;  // protected by mu_: SetDesired since the last reconcile
-  SliceBuilder desired_;  // protected by mu_
+  bool stopped_ = false;    // protected by mu_
+  bool changed_ = false;    // protected by mu_: SetDesired since the last reconcile
+  SliceBuilder desired_;    // protected by mu_
+  uint64_t posted_ = 0;     // protected by mu_: SetDesired calls
+  uint64_t taken_ = 0;      // protected by mu_: of those, the last one taken
+  uint64_t published_ = 0;  // protected by mu_: of those, the last one published
 };
 
 }  // namespace gpu_agent::dra
