@@ -172,6 +172,9 @@ struct Config {
     // A registered resource the kubelet holds no ListAndWatch stream for
     // this long (kubelet.sock present) is served afresh and registered again.
     Duration stream_grace_period = std::chrono::seconds(1);
+    // The kubelet's PodResources API (v1 List): which GPUs running pods
+    // hold, read when the node moves between the device plugin and DRA.
+    std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   } kubelet;
 
   // DRA mode: the kubelet's Dynamic Resource Allocation plugin API.

@@ -77,14 +77,39 @@ void DraHealth::SetPublisher(dra::SlicePublisher* publisher) {
   // What changed since the publisher was started with CurrentSlices (the
   // same slices again are no change to it).
   if (publisher_ != nullptr) {
-    publisher_->SetDesired(
-        SlicesOf(devices_, TaintsOf(ledger_, devices_, driver_, effect_of_), driver_, pool_));
+    std::vector<dra::DraDevice> offered = OfferedLocked();
+    std::map<std::string, DraTaint> taints = TaintsOf(ledger_, offered, driver_, effect_of_);
+    publisher_->SetDesired(SlicesOf(std::move(offered), std::move(taints), driver_, pool_));
   }
 }
 
 dra::SliceBuilder DraHealth::CurrentSlices() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return SlicesOf(devices_, TaintsOf(ledger_, devices_, driver_, effect_of_), driver_, pool_);
+  std::vector<dra::DraDevice> offered = OfferedLocked();
+  std::map<std::string, DraTaint> taints = TaintsOf(ledger_, offered, driver_, effect_of_);
+  return SlicesOf(std::move(offered), std::move(taints), driver_, pool_);
+}
+
+std::vector<dra::DraDevice> DraHealth::OfferedLocked() const {
+  if (withheld_.empty()) return devices_;
+  std::vector<dra::DraDevice> out;
+  for (const dra::DraDevice& d : devices_) {
+    if (withheld_.count(d.key.uuid) == 0) out.push_back(d);
+  }
+  return out;
+}
+
+void DraHealth::SetWithheld(std::map<std::string, std::string> holders) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (holders == withheld_) return;
+  withheld_ = std::move(holders);
+  preparer_->SetWithheld(withheld_);
+  PublishLocked();
+}
+
+size_t DraHealth::withheld() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return withheld_.size();
 }
 
 void DraHealth::SetServer(dra::DraServer* server) {
@@ -139,13 +164,14 @@ void DraHealth::PublishLocked() {
   unhealthy_ = unhealthy;
   preparer_->SetTaints(std::move(keep_away));
   if (server_ != nullptr) server_->SetHealth(std::move(records));
-  // A new generation (SetDevices) with other devices, or a device's
-  // health changed, changes what is published; the same again changes
-  // nothing.
-  if (publisher_ != nullptr && (devices_ != published_ || taints != published_taints_)) {
-    publisher_->SetDesired(SlicesOf(devices_, taints, driver_, pool_));
+  // A new generation (SetDevices) with other devices, a GPU withheld or
+  // handed back, or a device's health changed, changes what is published;
+  // the same again changes nothing.
+  std::vector<dra::DraDevice> offered = OfferedLocked();
+  if (publisher_ != nullptr && (offered != published_ || taints != published_taints_)) {
+    publisher_->SetDesired(SlicesOf(offered, taints, driver_, pool_));
   }
-  published_ = devices_;
+  published_ = std::move(offered);
   published_taints_ = std::move(taints);
 }
 

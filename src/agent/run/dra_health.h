@@ -75,6 +75,12 @@ class DraHealth {
   // (degraded checks are carried over).
   void SetDevices(std::vector<dra::DraDevice> devices, const std::string& pool, EffectOf effect_of,
                   std::vector<Outage> outages);
+  // Physical GPUs (by UUID) that something else holds, each with who (a
+  // node moving from the device plugin: "device-plugin pods ml/a"): their
+  // devices leave the slices and prepare refuses them, naming the holder,
+  // until they are handed back (an empty map).
+  void SetWithheld(std::map<std::string, std::string> holders);
+  size_t withheld() const;
   // The health watcher's reports.
   void Change(const health::HealthChange& change);
   void CheckChanged(const health::CheckChange& change);
@@ -84,6 +90,8 @@ class DraHealth {
   // Projects the ledger onto the devices: prepare's taints, the health
   // stream's records and, when they changed, the slices.
   void PublishLocked();
+  // REQUIRES: mu_ held. The devices offered: those of GPUs not withheld.
+  std::vector<dra::DraDevice> OfferedLocked() const;
 
   dra::ClaimPreparer* const preparer_;
   const std::string driver_;
@@ -96,6 +104,7 @@ class DraHealth {
   std::string pool_;                                  // protected by mu_
   EffectOf effect_of_;                                // protected by mu_
   health::HealthLedger ledger_;                       // protected by mu_
+  std::map<std::string, std::string> withheld_;       // protected by mu_: GPU UUID -> holder
   size_t unhealthy_ = 0;                              // protected by mu_
 };
 

@@ -16,10 +16,12 @@
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/dra_plan.h"
 #include "agent/run/api_claim_reader.h"
+#include "agent/run/dra_drain.h"
 #include "agent/run/dra_health.h"
+#include "agent/run/held_watch.h"
 #include "agent/run/mode_runner.h"
+#include "agent/run/mode_switch.h"
 #include "agent/run/reload.h"
-#include "agent/run/time_slice.h"
 #include "apiserver/discovery.h"
 #include "apiserver/rest_client.h"
 #include "base/log.h"
@@ -35,22 +37,6 @@
 
 namespace gpu_agent {
 namespace {
-
-std::shared_ptr<const dra::DeviceCatalog> CatalogOf(const Generation& gen) {
-  auto c = std::make_shared<dra::DeviceCatalog>();
-  c->devices = DraDevicesOf(gen.model, gen.inventory);
-  if (gen.cdi) c->node_spec = gen.cdi->spec;
-  return c;
-}
-
-dra::DraServerOptions ServerOptionsOf(const Config& c) {
-  dra::DraServerOptions o;
-  o.driver_name = c.dra.driver_name;
-  o.registry_dir = c.dra.registry_dir;
-  o.plugin_dir = c.dra.plugin_dir;
-  o.instance = c.dra.pod_uid;
-  return o;
-}
 
 class DraMode : public Mode {
  public:
@@ -76,21 +62,15 @@ class DraMode : public Mode {
       if (!client.ok()) return client.status();
       clients.push_back(*std::move(client));
     }
-    dra::PreparerOptions po;
-    po.driver = config.dra.driver_name;
-    po.pool = pool_;
-    po.cdi_dir = config.cdi.spec_dir;
-    po.cdi_vendor = config.cdi.vendor;
-    po.checkpoint = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/checkpoint.json");
-    po.lock_file = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/serialize.lock");
-    po.set_time_slice = NvidiaSmiTimeSlicer(config.flags.DriverRootHere());
     reader_ = std::make_shared<ApiClaimReader>(std::move(clients));
     absl::StatusOr<std::unique_ptr<dra::ClaimPreparer>> preparer =
-        dra::ClaimPreparer::Create(po, reader_);
+        dra::ClaimPreparer::Create(PreparerOptionsOf(config, pool_), reader_);
     if (!preparer.ok()) return absl::FailedPreconditionError(preparer.status().message());
     preparer_ = std::shared_ptr<dra::ClaimPreparer>(*std::move(preparer));
     health_state_ = std::make_unique<DraHealth>(preparer_.get(), config.dra.driver_name);
     ApplyNfdOutput(config, gen.labels.labels);
+    // Before anything is offered: the GPUs device-plugin pods hold.
+    WatchHeld(gen, StartsHandover(config));
     Serve(gen, {});
     absl::StatusOr<std::unique_ptr<dra::DraServer>> server =
         dra::DraServer::Start(ServerOptionsOf(config), preparer_);
@@ -155,14 +135,27 @@ class DraMode : public Mode {
           "the changed ones");
     }
     ApplyNfdOutput(next.config(), next.labels.labels);
+    // A handover still under way goes on with the new generation's GPUs.
+    if (std::unique_ptr<HeldWatch> held = TakeHeldWatch(); held && !held->state().done) {
+      const bool strict = held->strict();
+      held.reset();
+      WatchHeld(next, strict);
+    }
     std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     Serve(next, std::move(carried));
     return absl::OkStatus();
   }
 
-  void Stop(const Generation& /*last*/) override {
+  void Stop(const Generation& /*last*/, StopFor why) override {
     if (label_watch_) label_watch_->Stop();
+    TakeHeldWatch().reset();
     health().Stop();
+    // Handing the node to the device plugin: no claim is allocated from
+    // this node any more (the slices go, as the kubelet would delete them
+    // once the driver has been gone a while); the claims prepared stay
+    // prepared, and the device plugin keeps their GPUs from its pods until
+    // they are unprepared (dra_drain.h).
+    if (why == StopFor::kSwitch) WithdrawSlices();
     // The publishing handed to another instance of the driver, if one is
     // left (the handover stops this one's first: never two publishers); the
     // slices stay: the kubelet removes a driver's slices once it has been
@@ -183,6 +176,12 @@ class DraMode : public Mode {
   }
 
   void RenderMetrics(PromText* p) override {
+    p->Family("gpu_agent_handover_gpus_held", "gauge",
+              "GPUs the other mode still holds while the node moves between the device plugin "
+              "and DRA (here: the device plugin's pods, or all while their state is unknown), "
+              "kept out of this mode's slices.");
+    p->Sample("gpu_agent_handover_gpus_held", {{"held_by", "plugin"}},
+              health_state_ ? static_cast<double>(health_state_->withheld()) : 0.0);
     std::lock_guard<std::mutex> lock(mu_);
     if (!server_) return;
     const dra::RegistrationState r = server_->registration();
@@ -233,15 +232,102 @@ class DraMode : public Mode {
   }
 
   bool Ready(std::string* why) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (server_ && server_->registration().registered) return true;
-    *why = "the kubelet has not taken the DRA registration";
-    return false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!server_ || !server_->registration().registered) {
+        *why = "the kubelet has not taken the DRA registration";
+        return false;
+      }
+    }
+    // Ready, and saying what of the node is not offered yet.
+    std::lock_guard<std::mutex> lock(held_mu_);
+    if (held_ && !held_->state().done) *why = HandoverNote(held_->state());
+    return true;
   }
 
   bool Alive(std::string* /*why*/) override { return true; }
 
  private:
+  // A move from the device plugin, in this process or recorded by one
+  // that was killed before it ended: recorded (again) here, and the held
+  // GPUs' state must be known before any is offered.
+  bool StartsHandover(const Config& config) {
+    if (ctx_.switched_from.empty()) return HandoverRecorded(config);
+    if (absl::Status s = RecordHandover(config, ctx_.switched_from); !s.ok()) {
+      LogWarning("cannot record the handover; a restart before it ends will not know of it",
+                 {{"error", std::string(s.message())}});
+    }
+    return true;
+  }
+
+  // Starts the watch of the GPUs device-plugin pods hold (its first answer
+  // applied before it returns); `strict`: during a handover, where a GPU of
+  // unknown state is not offered.
+  void WatchHeld(const Generation& gen, bool strict) {
+    HeldWatchOptions o;
+    o.socket = gen.config().kubelet.pod_resources_socket;
+    o.strict = strict;
+    DraHealth* state = health_state_.get();
+    Config config = gen.config();
+    std::unique_ptr<HeldWatch> w =
+        HeldWatch::Start(std::move(o), gen, [state, config, strict](const HeldState& s) {
+          state->SetWithheld(s.holders);
+          LogHeld(s, strict);
+          if (s.done && strict) EndHandoverRecord(config);
+        });
+    std::lock_guard<std::mutex> lock(held_mu_);
+    held_ = std::move(w);
+  }
+
+  std::unique_ptr<HeldWatch> TakeHeldWatch() {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    return std::move(held_);
+  }
+
+  static void LogHeld(const HeldState& s, bool strict) {
+    if (s.done) {
+      if (strict) LogInfo("handover from the device plugin done: every GPU is offered");
+      return;
+    }
+    if (!s.problem.empty()) {
+      LogWarning(
+          "handover from the device plugin: the kubelet's PodResources cannot be read; no GPU is "
+          "offered until it answers",
+          {{"error", s.problem}});
+      return;
+    }
+    LogInfo(
+        "handover from the device plugin: GPUs its pods hold stay out of the slices until "
+        "they end",
+        {{"held", DescribeHolders(s.holders)}});
+  }
+
+  static std::string HandoverNote(const HeldState& s) {
+    if (!s.problem.empty()) {
+      return StrCat("handover from the device plugin: PodResources cannot be read (", s.problem,
+                    "); no GPU offered");
+    }
+    return StrCat("handover from the device plugin: ", s.holders.size(),
+                  " GPU(s) held by its pods: ", DescribeHolders(s.holders));
+  }
+
+  // Deletes this node's slices of the driver, waiting a few seconds for the
+  // API server to have them gone.
+  void WithdrawSlices() {
+    std::lock_guard<std::mutex> lock(publisher_mu_);
+    if (!publisher_) return;
+    if (health_state_) health_state_->SetPublisher(nullptr);
+    publisher_->SetDesired([](const dra::SliceContext&) { return std::vector<std::string>(); });
+    if (publisher_->WaitPublished(std::chrono::seconds(5))) {
+      LogInfo("ResourceSlices deleted: the node's GPUs go to the device plugin", {{"pool", pool_}});
+    } else {
+      LogWarning(
+          "the ResourceSlices could not be deleted in time; the kubelet deletes them once the "
+          "driver has been gone a while",
+          {{"pool", pool_}});
+    }
+  }
+
   // Hands the generation's devices to prepare and the health stream, and
   // starts its health watcher carrying `carried`.
   void Serve(const Generation& gen, std::vector<health::HealthWatcher::Outage> carried) {
@@ -333,11 +419,13 @@ class DraMode : public Mode {
   std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;  // null without a node config
   std::mutex mu_;
   std::unique_ptr<dra::DraServer> server_;  // protected by mu_
+  std::mutex held_mu_;
+  std::unique_ptr<HeldWatch> held_;  // protected by held_mu_: null when no watch was started
 };
 
 }  // namespace
 
-int RunDraMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
+ModeEnd RunDraMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
   DraMode mode(ctx);
   return RunMode(ctx, std::move(gen), mode);
 }

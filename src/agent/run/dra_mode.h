@@ -9,12 +9,13 @@
 
 #include "agent/plan/generation.h"
 #include "agent/run/mode_context.h"
+#include "agent/run/mode_runner.h"
 
 namespace gpu_agent {
 
 // Serves `gen` (built for DRA mode), then each reloaded generation.
 // Returns the exit code.
-int RunDraMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen);
+ModeEnd RunDraMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen);
 
 }  // namespace gpu_agent
 

@@ -72,13 +72,4 @@ GpusHeld HeldThroughDra(const DeviceModel& model, const nvml::Inventory& invento
   return held;
 }
 
-std::string DescribeHeld(const GpusHeld& held) {
-  std::string out;
-  for (const auto& [gpu, holders] : held) {
-    if (!out.empty()) out += ", ";
-    out += StrCat(gpu, " (", StrJoin(holders, ", "), ")");
-  }
-  return out;
-}
-
 }  // namespace gpu_agent

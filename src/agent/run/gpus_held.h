@@ -37,9 +37,6 @@ GpusHeld HeldByDevicePlugin(const DeviceModel& model, const nvml::Inventory& inv
 GpusHeld HeldThroughDra(const DeviceModel& model, const nvml::Inventory& inventory,
                         const podresources::PodResources& pods, const std::string& driver);
 
-// "GPU-a (ml/train, ml/serve), GPU-b (ml/x)": for logs and conditions.
-std::string DescribeHeld(const GpusHeld& held);
-
 }  // namespace gpu_agent
 
 #endif  // GPU_AGENT_AGENT_RUN_GPUS_HELD_H_

@@ -14,7 +14,8 @@ EndpointAnswer Probe(const std::function<bool(std::string*)>& check, const char*
   std::string why;
   EndpointAnswer a;
   if (!check || check(&why)) {
-    a.body = std::make_shared<const std::string>("ok\n");
+    // A probe that passes may still say something ("ok: <note>").
+    a.body = std::make_shared<const std::string>(why.empty() ? "ok\n" : StrCat("ok: ", why, "\n"));
   } else {
     a.status = 503;
     a.body = std::make_shared<const std::string>(StrCat(failing, why, "\n"));

@@ -3,6 +3,7 @@
 #define GPU_AGENT_AGENT_RUN_MODE_CONTEXT_H_
 
 #include <memory>
+#include <string>
 
 #include "agent/config/config_loader.h"
 #include "agent/config/node_config.h"
@@ -20,6 +21,9 @@ struct ModeContext {
   // Node feeds it the label and asks `events` for a reload when it changes.
   NodeConfigSelector* node_config;
   RunEvents* events;  // signals and posted reloads; main thread only reads it
+  // The mode this one took the node over from in this process ("plugin",
+  // "dra"); empty when it is the first (mode_switch.h).
+  std::string switched_from;
 };
 
 }  // namespace gpu_agent

@@ -4,6 +4,7 @@
 
 #include "agent/run/health_wiring.h"
 #include "agent/run/metrics_server.h"
+#include "agent/run/mode_switch.h"
 #include "agent/run/reload.h"
 #include "base/exit_code.h"
 #include "base/log.h"
@@ -39,12 +40,30 @@ std::unique_ptr<health::HealthWatcher> Mode::WatchHealth(const Generation& gen,
 
 namespace {
 
-// Serves `gen` and its reloads until a stop; the notes are the caller's.
-int Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
+// Whether `next` is of another mode that can take over now; when it
+// cannot, says why and the running mode stays.
+bool SwitchesMode(const Generation& running, const Generation& next, const Mode& mode) {
+  if (next.config().agent_mode() == running.config().agent_mode()) return false;
+  if (absl::Status s = CanServe(next); !s.ok()) {
+    LogError(StrCat("the node's config asks for ", next.config().mode,
+                    " mode, which cannot run "
+                    "here; staying in ",
+                    mode.name(), " mode"),
+             {{"error", std::string(s.message())}});
+    return false;
+  }
+  LogInfo(StrCat("the node's config asks for ", next.config().mode, " mode: handing the node over"),
+          {{"from", mode.name()}, {"to", next.config().mode}});
+  return true;
+}
+
+// Serves `gen` and its reloads until a stop or a switch; the notes are the
+// caller's.
+ModeEnd Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
   if (absl::Status s = mode.Start(*gen); !s.ok()) {
     LogError(StrCat("cannot start ", mode.name(), " mode"), {{"error", std::string(s.message())}});
-    mode.Stop(*gen);
-    return ExitCodeFor(s);
+    mode.Stop(*gen, StopFor::kExit);
+    return {ExitCodeFor(s), nullptr};
   }
   NodeConfigSelector* node_config = ctx.node_config;
   MetricsServer::Handlers handlers;
@@ -68,41 +87,47 @@ int Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& m
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
       StartMetricsIfConfigured(gen->config(), std::move(handlers));
   if (!metrics.ok()) {
-    mode.Stop(*gen);
-    return kExitFailure;
+    mode.Stop(*gen, StopFor::kExit);
+    return {kExitFailure, nullptr};
   }
-  int code = kExitOk;
+  ModeEnd end;
   auto vouch = [&mode] { mode.health().OperatorVouches(); };
   while (std::shared_ptr<const Generation> next =
              NextGeneration(*ctx.events, ctx.request, *gen, ctx.lib, node_config, vouch)) {
     for (const std::string& w : next->warnings) LogWarning(w);
+    if (next->config().agent_mode() != gen->config().agent_mode()) {
+      if (!SwitchesMode(*gen, *next, mode)) continue;
+      end.next = std::move(next);
+      break;
+    }
     if (absl::Status s = mode.Reload(*gen, *next); !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
-      code = kExitFailure;
+      end.code = kExitFailure;
       break;
     }
     LogInfo("reload done", {{"gpus", StrCat(next->inventory.gpus.size())}});
     gen = std::move(next);
   }
   if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
-  mode.Stop(*gen);
-  return code;
+  mode.Stop(*gen, end.next ? StopFor::kSwitch : StopFor::kExit);
+  return end;
 }
 
 }  // namespace
 
-int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
+ModeEnd RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode) {
   mode.lib_ = ctx.lib;
   mode.notes_ = StartHealthNotes(gen->config(), mode.name());
-  const int code = Serve(ctx, std::move(gen), mode);
+  ModeEnd end = Serve(ctx, std::move(gen), mode);
   mode.notes_->Stop();  // after the mode, whose watcher is stopped
   // The stopped health threads that have ended; one still in NVML's event
   // wait, which cannot be interrupted, ends with the process.
-  if (const int left = health::HealthWatcher::JoinStopped(std::chrono::milliseconds(0)); left > 0) {
+  if (const int left = health::HealthWatcher::JoinStopped(std::chrono::milliseconds(0));
+      left > 0 && !end.next) {
     LogDebug("exiting while a GPU health thread is in NVML's event wait",
              {{"threads", StrCat(left)}});
   }
-  return code;
+  return end;
 }
 
 }  // namespace gpu_agent

@@ -11,7 +11,9 @@
 // /healthz) -> for each reload asked for: the next generation built
 // (reload.h), its warnings logged, Reload(running, next) -> on SIGTERM or
 // SIGINT: metrics server stopped (no scrape sees the teardown), then Stop,
-// then the notes.
+// then the notes. A reload whose generation is of another mode, which can
+// be served here (mode_switch.h), ends the run the same way, handing the
+// generation to the next mode.
 #ifndef GPU_AGENT_AGENT_RUN_MODE_RUNNER_H_
 #define GPU_AGENT_AGENT_RUN_MODE_RUNNER_H_
 
@@ -30,6 +32,11 @@
 
 namespace gpu_agent {
 
+// Why a mode stops: the process ends, or the node's config label named a
+// config of another mode, which takes over the node in this process
+// (mode_switch.h).
+enum class StopFor { kExit, kSwitch };
+
 class Mode {
  public:
   virtual ~Mode() = default;
@@ -44,8 +51,10 @@ class Mode {
   // returns OK.
   virtual absl::Status Reload(const Generation& running, const Generation& next) = 0;
   // Tears down whatever Start and Reload set up; `last` is the generation
-  // served last. Called once, after the metrics server stopped.
-  virtual void Stop(const Generation& last) = 0;
+  // served last. Called once, after the metrics server stopped. For a
+  // switch, what running pods still use (a CDI spec, prepared claims' specs)
+  // stays for the next mode.
+  virtual void Stop(const Generation& last, StopFor why) = 0;
 
   // The mode's own metric families (the runner adds build info, the
   // per-node config's and XIDs). Called from the metrics server's thread.
@@ -76,7 +85,8 @@ class Mode {
                                                      HealthListener listener);
 
  private:
-  friend int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode);
+  friend struct ModeEnd RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen,
+                                Mode& mode);
 
   health::HealthSlot health_;
   // Set by RunMode before Start.
@@ -84,8 +94,15 @@ class Mode {
   std::shared_ptr<health::HealthNotes> notes_;
 };
 
-// Runs `mode` from `gen` until a stop; returns the exit code.
-int RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode);
+// How a mode's run ended: the exit code, or (`next` set) the generation of
+// another mode that takes over the node now.
+struct ModeEnd {
+  int code = 0;
+  std::shared_ptr<const Generation> next;
+};
+
+// Runs `mode` from `gen` until a stop or a switch.
+ModeEnd RunMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mode& mode);
 
 // gpu_agent_build_info{version, mode}: every answer of /metrics starts with
 // it, the driver wait's too.

@@ -4,10 +4,13 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "agent/config/api_connection.h"
 #include "agent/labels/nfd_feature_file.h"
 #include "agent/plan/cdi_plan.h"
+#include "agent/run/dra_drain.h"
+#include "agent/run/held_watch.h"
 #include "agent/run/mode_runner.h"
 #include "agent/run/reload.h"
 #include "apiserver/connection.h"
@@ -158,6 +161,9 @@ class PluginMode : public Mode {
       std::lock_guard<std::mutex> lock(mu_);
       runtimes_ = runtimes;
     }
+    // And the GPUs DRA claims still hold, before any is streamed healthy.
+    drain_ = DraDrain::StartIfNeeded(
+        gen, [this](const std::map<std::string, std::string>& holders) { Withhold(holders); });
     absl::StatusOr<std::unique_ptr<deviceplugin::PluginSupervisor>> sup =
         deviceplugin::PluginSupervisor::Start(SupervisorFrom(gen.config()), runtimes);
     if (!sup.ok()) {
@@ -190,6 +196,10 @@ class PluginMode : public Mode {
     // stopped, stays readable until it is replaced.
     std::vector<health::HealthWatcher::Outage> carried = health().StopForReplacement();
     std::vector<ResourceRuntime> runtimes = MakeRuntimes(next.plan);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const ResourceRuntime& r : runtimes) r.publisher->SetWithheld(WithheldLocked());
+    }
     std::unique_ptr<health::HealthWatcher> watcher =
         WatchHealth(next, std::move(carried), {PublishHealth(runtimes), nullptr});
     if (absl::Status s = supervisor_->Reload(runtimes); !s.ok()) {
@@ -202,24 +212,43 @@ class PluginMode : public Mode {
     return absl::OkStatus();
   }
 
-  void Stop(const Generation& /*last*/) override {
+  void Stop(const Generation& /*last*/, StopFor why) override {
     if (label_watch_) label_watch_->Stop();
+    if (drain_) drain_->Stop();
     health().Stop();
     ctx_.events->Drive(nullptr);
     if (supervisor_) supervisor_->Stop();
-    cdi_spec_.Remove();
-    LogInfo("stopped; sockets removed");
+    // Handing the node to DRA: the pods that hold GPUs go on running, and a
+    // container of theirs that restarts is given the CDI devices the
+    // kubelet cached from Allocate, which this spec defines.
+    if (why == StopFor::kExit) cdi_spec_.Remove();
+    LogInfo(why == StopFor::kExit ? "stopped; sockets removed"
+                                  : "device plugin unregistered; sockets removed, CDI spec kept");
   }
 
   void RenderMetrics(PromText* p) override {
     std::lock_guard<std::mutex> lock(mu_);
     RenderPluginMetrics(runtimes_, *supervisor_, p);
+    p->Family("gpu_agent_handover_gpus_held", "gauge",
+              "GPUs the other mode still holds while the node moves between the device plugin "
+              "and DRA (here: prepared DRA claims), kept from this mode's pods.");
+    p->Sample("gpu_agent_handover_gpus_held", {{"held_by", "dra"}},
+              static_cast<double>(withheld_.size()));
   }
 
   bool Ready(std::string* why) override {
-    if (supervisor_->Ready()) return true;
-    *why = "not registered with the kubelet, or no ListAndWatch stream open";
-    return false;
+    if (!supervisor_->Ready()) {
+      *why = "not registered with the kubelet, or no ListAndWatch stream open";
+      return false;
+    }
+    // Ready, and saying which GPUs are not the device plugin's yet.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!withheld_.empty()) {
+      *why = StrCat("handover from DRA: ", withheld_.size(),
+                    " GPU(s) streamed unhealthy until their claims are unprepared: ",
+                    DescribeHolders(withheld_));
+    }
+    return true;
   }
 
   bool Alive(std::string* why) override {
@@ -228,17 +257,42 @@ class PluginMode : public Mode {
   }
 
  private:
+  // The drain's report: these GPUs are streamed unhealthy, the others as
+  // their health says.
+  void Withhold(const std::map<std::string, std::string>& holders) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (holders.empty() && !withheld_.empty()) {
+      LogInfo("handover from DRA done: every GPU is the device plugin's");
+    } else if (!holders.empty()) {
+      LogInfo(
+          "handover from DRA: GPUs prepared for DRA claims are streamed unhealthy until "
+          "their claims are unprepared",
+          {{"gpus", StrCat(holders.size())}});
+    }
+    withheld_ = holders;
+    for (const ResourceRuntime& r : runtimes_) r.publisher->SetWithheld(WithheldLocked());
+  }
+
+  std::set<std::string> WithheldLocked() const {
+    std::set<std::string> out;
+    for (const auto& [uuid, who] : withheld_) out.insert(uuid);
+    return out;
+  }
+
   const ModeContext& ctx_;
   cdi::SpecFile cdi_spec_;
   std::unique_ptr<deviceplugin::PluginSupervisor> supervisor_;  // set by Start
   std::unique_ptr<apiserver::NodeLabelWatch> label_watch_;      // null without a node config
   std::mutex mu_;
   std::vector<ResourceRuntime> runtimes_;  // protected by mu_: what is served
+  // GPU UUID -> the DRA claims that hold it: streamed unhealthy.
+  std::map<std::string, std::string> withheld_;  // protected by mu_
+  std::unique_ptr<DraDrain> drain_;              // null: no DRA claim was left
 };
 
 }  // namespace
 
-int RunPluginMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
+ModeEnd RunPluginMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
   PluginMode mode(ctx);
   return RunMode(ctx, std::move(gen), mode);
 }

@@ -8,12 +8,13 @@
 
 #include "agent/plan/generation.h"
 #include "agent/run/mode_context.h"
+#include "agent/run/mode_runner.h"
 
 namespace gpu_agent {
 
 // Serves `gen` (built for plugin mode), then each reloaded generation.
 // Returns the exit code.
-int RunPluginMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen);
+ModeEnd RunPluginMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen);
 
 }  // namespace gpu_agent
 

@@ -71,11 +71,17 @@ std::shared_ptr<const Generation> ReloadGeneration(
              {{"error", std::string(next.status().message())}});
     return nullptr;
   }
-  if (next->config.mode != running.mode || next->config.kubelet.socket != running.kubelet.socket ||
-      next->config.kubelet.stream_grace_period != running.kubelet.stream_grace_period) {
+  // Plugin and DRA mode hand the node to each other in this process
+  // (mode_switch.h); static mode comes and goes with a restart.
+  const bool handover = next->config.mode != running.mode &&
+                        next->config.agent_mode() != AgentMode::kStatic &&
+                        running.agent_mode() != AgentMode::kStatic;
+  if (!handover &&
+      (next->config.mode != running.mode || next->config.kubelet.socket != running.kubelet.socket ||
+       next->config.kubelet.stream_grace_period != running.kubelet.stream_grace_period)) {
     LogWarning(
-        "mode, kubelet.socket and kubelet.streamGracePeriod changes take effect only after a "
-        "restart");
+        "a change to or from static mode, and kubelet.socket and kubelet.streamGracePeriod "
+        "changes, take effect only after a restart");
     next->config.mode = running.mode;
     next->config.kubelet.socket = running.kubelet.socket;
     next->config.kubelet.stream_grace_period = running.kubelet.stream_grace_period;

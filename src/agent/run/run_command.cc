@@ -146,11 +146,18 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
     return ExitCodeFor(gen.status());
   }
   for (const std::string& w : (*gen)->warnings) LogWarning(w);
-  ModeContext ctx{request, std::move(lib), node_config->get(), events->get()};
-  if ((*gen)->config().agent_mode() == AgentMode::kStatic)
-    return RunStaticMode(ctx, *std::move(gen));
-  if ((*gen)->config().agent_mode() == AgentMode::kDra) return RunDraMode(ctx, *std::move(gen));
-  return RunPluginMode(ctx, *std::move(gen));
+  std::shared_ptr<const Generation> next = *std::move(gen);
+  std::string from;
+  for (;;) {
+    const AgentMode mode = next->config().agent_mode();
+    const ModeContext ctx{request, lib, node_config->get(), events->get(), from};
+    ModeEnd end = mode == AgentMode::kStatic ? RunStaticMode(ctx, std::move(next))
+                  : mode == AgentMode::kDra  ? RunDraMode(ctx, std::move(next))
+                                             : RunPluginMode(ctx, std::move(next));
+    if (!end.next) return end.code;
+    from = mode == AgentMode::kDra ? "dra" : "plugin";
+    next = std::move(end.next);
+  }
 }
 
 }  // namespace gpu_agent

@@ -232,7 +232,7 @@ class StaticMode : public Mode {
     return StartAll(ctx_, next, before, Watcher(next, std::move(carried)), &health(), &running_);
   }
 
-  void Stop(const Generation& last) override {
+  void Stop(const Generation& last, StopFor /*why*/) override {
     health().Stop();
     std::lock_guard<std::mutex> lock(mu_);
     StopReconciler(&running_, last.config().static_mode.remove_on_exit);
@@ -265,7 +265,7 @@ class StaticMode : public Mode {
 
 }  // namespace
 
-int RunStaticMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
+ModeEnd RunStaticMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen) {
   StaticMode mode(ctx);
   return RunMode(ctx, std::move(gen), mode);
 }

@@ -8,12 +8,13 @@
 
 #include "agent/plan/generation.h"
 #include "agent/run/mode_context.h"
+#include "agent/run/mode_runner.h"
 
 namespace gpu_agent {
 
 // Keeps the counts of `gen` (built for static mode), then of each reloaded
 // generation. Returns the exit code.
-int RunStaticMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen);
+ModeEnd RunStaticMode(const ModeContext& ctx, std::shared_ptr<const Generation> gen);
 
 }  // namespace gpu_agent
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/plan/device_model.h"
+#include "agent/run/held_watch.h"
 #include "support/gpu_records.h"
 
 namespace gpu_agent {
@@ -35,7 +36,8 @@ TEST_F(GpusHeldTest, APluginIdNamesItsGpuWhateverTheResourceName) {
   };
   const GpusHeld held = HeldByDevicePlugin(model_, inv_, pods);
   EXPECT_EQ(held, (GpusHeld{{"GPU-0aaa", {"ml/b"}}, {"GPU-1aaa", {"ml/a", "ml/c"}}}));
-  EXPECT_EQ(DescribeHeld(held), "GPU-0aaa (ml/b), GPU-1aaa (ml/a, ml/c)");
+  EXPECT_EQ(DescribeHolders(HoldersOf(held, "pod", "pods")),
+            "GPU-0aaa (pod ml/b); GPU-1aaa (pods ml/a, ml/c)");
 }
 
 TEST_F(GpusHeldTest, IndexIdsCountOnlyUnderAGpuResourceName) {
@@ -61,7 +63,7 @@ TEST_F(GpusHeldTest, AMigDeviceTheModelDoesNotCutStillHoldsItsGpu) {
 
 TEST_F(GpusHeldTest, NothingHeldIsEmpty) {
   EXPECT_TRUE(HeldByDevicePlugin(model_, inv_, {}).empty());
-  EXPECT_EQ(DescribeHeld({}), "");
+  EXPECT_EQ(DescribeHolders(HoldersOf({}, "pod", "pods")), "");
 }
 
 TEST_F(GpusHeldTest, DraClaimDevicesOfThisDriverHoldTheirGpu) {

@@ -1,0 +1,110 @@
+#include "agent/run/held_watch.h"
+
+#include <set>
+#include <utility>
+
+#include "agent/run/gpus_held.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "podresources/pod_resources.h"
+
+namespace gpu_agent {
+
+std::map<std::string, std::string> HoldersOf(
+    const std::map<std::string, std::set<std::string>>& held, std::string_view one,
+    std::string_view many) {
+  std::map<std::string, std::string> out;
+  for (const auto& [uuid, names] : held) {
+    out.emplace(uuid, StrCat(names.size() == 1 ? one : many, " ", StrJoin(names, ", ")));
+  }
+  return out;
+}
+
+std::string DescribeHolders(const std::map<std::string, std::string>& holders) {
+  std::string out;
+  for (const auto& [uuid, who] : holders) {
+    StrAppend(&out, out.empty() ? "" : "; ", uuid, " (", who, ")");
+  }
+  return out;
+}
+
+std::unique_ptr<HeldWatch> HeldWatch::Start(HeldWatchOptions options, const Generation& gen,
+                                            Report report) {
+  std::unique_ptr<HeldWatch> w(new HeldWatch(std::move(options), gen, std::move(report)));
+  w->state_ = w->Look();
+  w->report_(w->state_);
+  if (!w->state_.done) w->thread_ = std::thread([p = w.get()] { p->Run(); });
+  return w;
+}
+
+HeldWatch::HeldWatch(HeldWatchOptions options, const Generation& gen, Report report)
+    : options_(std::move(options)),
+      model_(gen.model),
+      inventory_(gen.inventory),
+      report_(std::move(report)) {}
+
+HeldWatch::~HeldWatch() { Stop(); }
+
+void HeldWatch::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+HeldState HeldWatch::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+HeldState HeldWatch::Look() const {
+  HeldState s;
+  absl::StatusOr<podresources::PodResources> pods =
+      podresources::List(options_.socket, options_.deadline);
+  if (pods.ok()) {
+    s.holders = HoldersOf(HeldByDevicePlugin(model_, inventory_, *pods), "device-plugin pod",
+                          "device-plugin pods");
+    s.done = s.holders.empty();
+    return s;
+  }
+  s.problem = std::string(pods.status().message());
+  if (!options_.strict) {
+    s.done = true;
+    return s;
+  }
+  for (const std::string& uuid : model_.gpu_uuids) {
+    s.holders.emplace(
+        uuid, StrCat("no one known: the kubelet's PodResources cannot be read (", s.problem, ")"));
+  }
+  return s;
+}
+
+void HeldWatch::Run() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, options_.interval, [this] { return stop_; });
+    if (stop_) return;
+  }
+  for (;;) {
+    HeldState now = Look();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) return;
+      const bool changed =
+          now.holders != state_.holders || now.problem != state_.problem || now.done != state_.done;
+      state_ = now;
+      if (changed) {
+        lock.unlock();
+        report_(now);
+        lock.lock();
+      }
+      if (now.done) return;
+      cv_.wait_for(lock, options_.interval, [this] { return stop_; });
+      if (stop_) return;
+    }
+  }
+}
+
+}  // namespace gpu_agent

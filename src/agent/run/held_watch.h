@@ -1,0 +1,94 @@
+// The GPUs that running pods still hold through the device plugin after the
+// node moved to DRA mode, read from the kubelet's PodResources API
+// (podresources/pod_resources.h) until none is: DRA mode keeps them out of
+// its slices and refuses claims for them meanwhile (DraHealth::SetWithheld).
+//
+// The watch asks once at once, then every `interval` while anything is held,
+// and ends (reporting an empty set) once nothing is. When PodResources cannot
+// be read: during a handover (`strict`), every GPU is reported held, "state
+// unknown", and the watch goes on asking, since a GPU of unknown state is
+// never offered; otherwise (a DRA start with no handover on record) the
+// watch reports nothing held and ends, as before there was a handover.
+#ifndef GPU_AGENT_AGENT_RUN_HELD_WATCH_H_
+#define GPU_AGENT_AGENT_RUN_HELD_WATCH_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "agent/plan/device_model.h"
+#include "agent/plan/generation.h"
+#include "nvml/inventory.h"
+
+namespace gpu_agent {
+
+struct HeldWatchOptions {
+  std::string socket;  // the kubelet's PodResources socket
+  std::chrono::milliseconds interval = std::chrono::seconds(2);
+  std::chrono::milliseconds deadline = std::chrono::seconds(5);  // one List
+  bool strict = false;
+};
+
+// What the watch saw last.
+struct HeldState {
+  // GPU UUID -> who holds it ("device-plugin pods ml/a, ml/b").
+  std::map<std::string, std::string> holders;
+  std::string problem;  // why PodResources could not be read; "" when it was
+  bool done = false;    // nothing held any more: the watch has ended
+};
+
+class HeldWatch {
+ public:
+  // Called on the watch's thread with each change of what it saw.
+  using Report = std::function<void(const HeldState&)>;
+
+  // Starts the watch of `gen`'s GPUs: the first List and its report are
+  // made on the caller's thread, before Start returns (so what is offered
+  // first already leaves the held GPUs out); the watch's thread asks again
+  // while anything is held.
+  static std::unique_ptr<HeldWatch> Start(HeldWatchOptions options, const Generation& gen,
+                                          Report report);
+  ~HeldWatch();
+  HeldWatch(const HeldWatch&) = delete;
+  HeldWatch& operator=(const HeldWatch&) = delete;
+
+  // Ends the watch (after a List in flight, bounded by its deadline); no
+  // report after it returns.
+  void Stop();
+  HeldState state() const;
+  bool strict() const { return options_.strict; }
+
+ private:
+  HeldWatch(HeldWatchOptions options, const Generation& gen, Report report);
+  void Run();
+  HeldState Look() const;
+
+  const HeldWatchOptions options_;
+  const DeviceModel model_;
+  const nvml::Inventory inventory_;
+  const Report report_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // protected by mu_
+  HeldState state_;    // protected by mu_
+  std::thread thread_;
+};
+
+// For each GPU `held` names, who holds it: "<one> ml/a", or "<many> ml/a,
+// ml/b" ("device-plugin pod", "device-plugin pods").
+std::map<std::string, std::string> HoldersOf(
+    const std::map<std::string, std::set<std::string>>& held, std::string_view one,
+    std::string_view many);
+// "GPU-a (device-plugin pod ml/a); GPU-b (...)": for logs and /readyz.
+std::string DescribeHolders(const std::map<std::string, std::string>& holders);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_HELD_WATCH_H_

@@ -1,0 +1,89 @@
+#include "agent/run/mode_switch.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "agent/config/api_connection.h"
+#include "agent/plan/dra_plan.h"
+#include "apiserver/discovery.h"
+#include "apiserver/rest_client.h"
+#include "base/file_util.h"
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace gpu_agent {
+namespace {
+
+absl::Status CanServeDra(const Config& c) {
+  if (DraPoolName(c).empty()) {
+    return absl::FailedPreconditionError(
+        "DRA mode needs this node's name (NODE_NAME or --node-name), the name of its "
+        "ResourceSlice pool");
+  }
+  absl::StatusOr<apiserver::Connection> conn = ConnectionFor(c);
+  if (!conn.ok()) return absl::FailedPreconditionError(conn.status().message());
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
+      apiserver::RestClient::Create(*conn, RestOptionsFor(c));
+  if (!rest.ok()) return absl::FailedPreconditionError(rest.status().message());
+  absl::StatusOr<std::string> version = apiserver::DiscoverResourceApiVersion(rest->get());
+  if (!version.ok()) {
+    return absl::FailedPreconditionError(
+        StrCat("the API server cannot serve DRA: ", version.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CanServePlugin(const Config& c) {
+  struct stat st;
+  if (::stat(c.kubelet.socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        StrCat("the kubelet serves no device-plugin registration at ", c.kubelet.socket,
+               " (kubelet.socket; device plugins off, or another kubelet root?)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CanServe(const Generation& next) {
+  const Config& c = next.config();
+  switch (c.agent_mode()) {
+    case AgentMode::kDra:
+      return CanServeDra(c);
+    case AgentMode::kPlugin:
+      return CanServePlugin(c);
+    case AgentMode::kStatic:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+std::string HandoverRecordPath(const Config& config) {
+  return StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/handover");
+}
+
+bool HandoverRecorded(const Config& config) { return PathExists(HandoverRecordPath(config)); }
+
+absl::Status RecordHandover(const Config& config, const std::string& from) {
+  const std::string folder = StrCat(config.dra.plugin_dir, "/", config.dra.driver_name);
+  if (::mkdir(folder.c_str(), 0750) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(
+        StrCat("cannot create ", folder, ": ", std::strerror(errno)));
+  }
+  return WriteFileAtomically(HandoverRecordPath(config),
+                             StrCat("from ", from, " mode: GPUs its pods hold stay out of DRA\n"),
+                             Durability::kFlushed, 0640);
+}
+
+void EndHandoverRecord(const Config& config) {
+  const std::string path = HandoverRecordPath(config);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    LogWarning("cannot remove the handover record",
+               {{"file", path}, {"error", std::strerror(errno)}});
+  }
+}
+
+}  // namespace gpu_agent

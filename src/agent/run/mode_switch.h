@@ -1,0 +1,43 @@
+// Moving the running agent between plugin and DRA mode when the node's
+// config label names a config of the other mode: what is checked before
+// the running mode lets go of the node, and the record that outlives a
+// restart in the middle of a move.
+//
+// Plugin to DRA: the device plugin unregisters (its sockets go; the kubelet
+// marks its devices unhealthy, so the node's allocatable nvidia.com/gpu
+// drops to 0 and the scheduler sends such pods through DRA's
+// extended-resource claims); DRA mode starts at once and keeps the GPUs that
+// running pods hold through the device plugin (the kubelet's PodResources)
+// out of its slices until those pods end (held_watch.h). DRA to plugin: the
+// slices are deleted, and GPUs still prepared for claims are streamed
+// unhealthy to the device manager, while the claims are unprepared, until
+// none is left (dra_drain.h).
+#ifndef GPU_AGENT_AGENT_RUN_MODE_SWITCH_H_
+#define GPU_AGENT_AGENT_RUN_MODE_SWITCH_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "agent/plan/generation.h"
+
+namespace gpu_agent {
+
+// Whether `next`'s mode can be served here, asked before the running mode
+// lets go: DRA mode needs this node's name and an API server that serves
+// resource.k8s.io (v1, v1beta2 or v1beta1); plugin mode, the kubelet's
+// device-plugin registration socket. The error says what is missing.
+absl::Status CanServe(const Generation& next);
+
+// The record of a move to DRA mode whose device-plugin pods may still hold
+// GPUs: <dra.pluginDir>/<driver>/handover, written when the move starts and
+// removed once nothing is held, so that an agent restarted meanwhile goes on
+// keeping the held GPUs out (and never offers a GPU of unknown state).
+std::string HandoverRecordPath(const Config& config);
+bool HandoverRecorded(const Config& config);
+// Errors name the file.
+absl::Status RecordHandover(const Config& config, const std::string& from);
+void EndHandoverRecord(const Config& config);
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_MODE_SWITCH_H_

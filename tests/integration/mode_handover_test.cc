@@ -1,0 +1,273 @@
+// Moving a node between plugin and DRA mode with one label, end to end: the
+// real binary on the NVML stand-in (8 GPUs), the device-plugin kubelet
+// stand-in (registration, ListAndWatch, Allocate, PodResources), the DRA
+// kubelet stand-in (registration, prepare, unprepare) and the API server
+// stand-in (the node's config label, ResourceClaims, ResourceSlices). No
+// GPU is offered by one side while the other still has it in a pod's hands.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <rapidjson/document.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "api_server_stub.h"
+#include "dra_kubelet.h"
+#include "kubelet_simulator.h"
+#include "support/agent_env.h"
+
+namespace gpu_agent::testing {
+namespace {
+
+constexpr char kGpu[] = "nvidia.com/gpu";
+constexpr char kLabel[] = "nvidia.com/device-plugin.config";
+constexpr char kNode[] = "gpu-node-1";
+constexpr char kDriver[] = "gpu.gpu-agent.github.io";
+constexpr char kUuid0[] = "GPU-0eeb03b7-15a7-5ad5-8f6f-b0379ccc67f0";
+constexpr char kUuid1[] = "GPU-29d1a1d2-61cc-53e1-a192-bc8f567efea0";
+constexpr char kDevice0[] = "gpu-0000-06-00-0";  // GPU 0 as DRA names it
+constexpr char kDevice1[] = "gpu-0000-07-00-0";
+
+std::string ClaimJson(const std::string& name, const std::string& uid, const std::string& device) {
+  return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":")" +
+         name + R"(","namespace":"team","uid":")" + uid +
+         R"("},"spec":{"devices":{"requests":[{"name":"gpu"}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":")" +
+         kDriver + R"(","pool":")" + kNode + R"(","device":")" + device + R"("}]}}}})";
+}
+
+class ModeHandoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(WriteFakeDriverRoot(dir_.Join("driver"), "550.54.15"));
+    WriteFakeDevRoot(dir_.Join("devroot"), {0, 1, 2, 3, 4, 5, 6, 7}, {}, false);
+    ASSERT_TRUE(WriteFixtureSysfs(FixturePath("8-gpu-nvlink.yaml"), dir_.Join("sys")));
+    ::mkdir(dir_.Join("registry").c_str(), 0755);
+    ::mkdir(dir_.Join("plugins").c_str(), 0755);
+    dir_.Write("configs/plugin", "version: v1\nmode: plugin\n");
+    dir_.Write("configs/dra", "version: v1\nmode: dra\n");
+    dir_.Write("configs/static", "version: v1\nmode: static\n");
+    api_.ServeResourceVersions({"v1"});
+    api_.AddNode(kNode);
+    ASSERT_TRUE(sim_.Start());
+    ASSERT_TRUE(sim_.ServePodResources(PodResourcesSocket()));
+    DraKubelet::Options o;
+    o.registry_dir = dir_.Join("registry");
+    dra_ = std::make_unique<DraKubelet>(o);
+    ASSERT_TRUE(dra_->Start());
+  }
+
+  std::string PodResourcesSocket() { return dir_.Join("pod-resources.sock"); }
+
+  void StartAgent() {
+    std::vector<std::string> args = {BinaryPath(),
+                                     "run",
+                                     "--node-name",
+                                     kNode,
+                                     "--proxy=" + api_.url(),
+                                     "--node-config-dir",
+                                     dir_.Join("configs"),
+                                     "--node-config-default",
+                                     "plugin",
+                                     "--kubelet-socket",
+                                     sim_.socket(),
+                                     "--pod-resources-socket",
+                                     PodResourcesSocket(),
+                                     "--dra-registry-dir",
+                                     dir_.Join("registry"),
+                                     "--dra-plugin-dir",
+                                     dir_.Join("plugins"),
+                                     "--cdi-spec-dir",
+                                     dir_.Join("cdi"),
+                                     "--nvidia-cdi-hook-path",
+                                     "",
+                                     "--nvidia-driver-root",
+                                     dir_.Join("driver"),
+                                     "--dev-root",
+                                     dir_.Join("devroot"),
+                                     "--sysfs-root",
+                                     dir_.Join("sys"),
+                                     "--metrics-address",
+                                     "127.0.0.1:0"};
+    agent_ = std::make_unique<Subprocess>(args, FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml")));
+  }
+
+  std::string Log() { return agent_ ? agent_->Stderr() : ""; }
+
+  // The port of the agent's metrics server last started (it starts again
+  // with each mode).
+  std::string Get(const std::string& path) {
+    constexpr const char* kText = "metrics endpoint listening address=127.0.0.1:";
+    const std::string err = Log();
+    const size_t at = err.rfind(kText);
+    if (at == std::string::npos) return "";
+    httplib::Client http("127.0.0.1", std::stoi(err.substr(at + std::strlen(kText))));
+    auto r = http.Get(path);
+    return r ? r->body : "";
+  }
+
+  // The device names in the node's slices.
+  std::set<std::string> Published() {
+    std::set<std::string> out;
+    for (const std::string& json : api_.Slices(kNode)) {
+      rapidjson::Document d;
+      d.Parse(json.c_str());
+      for (const auto& dev : d["spec"]["devices"].GetArray()) out.insert(dev["name"].GetString());
+    }
+    return out;
+  }
+  bool PublishedCount(size_t n) {
+    return WaitFor([&] { return Published().size() == n; }, std::chrono::seconds(15));
+  }
+
+  // Plugin mode serving 8 GPUs; pods ml/a and ml/b hold GPUs 0 and 1.
+  void PluginModeWithTwoPods() {
+    StartAgent();
+    ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; })) << Log();
+    v1beta1::AllocateResponse r;
+    ASSERT_TRUE(sim_.AdmitPod("ml", "a", "main", kGpu, {kUuid0}, &r).ok()) << Log();
+    ASSERT_TRUE(sim_.AdmitPod("ml", "b", "main", kGpu, {kUuid1}, &r).ok()) << Log();
+  }
+
+  std::string PrepareError(const std::string& uid, const std::string& name) {
+    std::map<std::string, dra::PrepareOutcome> out;
+    const grpc::Status s = dra_->Prepare(kDriver, {{"team", uid, name}}, &out);
+    if (!s.ok()) return "rpc: " + s.error_message();
+    return out[uid].error;
+  }
+
+  bool HealthIs(const std::string& uuid, const std::string& health) {
+    return sim_.WaitForDevices(kGpu, [&](const std::vector<v1beta1::Device>& ds) {
+      for (const auto& d : ds) {
+        if (d.id() == uuid) return d.health() == health;
+      }
+      return false;
+    });
+  }
+
+  bool DraRegistered(bool want) {
+    return WaitFor([&] { return dra_->plugin(kDriver).has_value() == want; },
+                   std::chrono::seconds(15));
+  }
+
+  TempDir dir_;
+  KubeletSimulator sim_{dir_.path()};
+  std::unique_ptr<DraKubelet> dra_;
+  ApiServerStub api_;  // outlives the agent
+  std::unique_ptr<Subprocess> agent_;
+};
+
+TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgain) {
+  ASSERT_NO_FATAL_FAILURE(PluginModeWithTwoPods());
+  api_.PutResourceClaim("team", "c0", ClaimJson("c0", "uid-c0", kDevice0));
+
+  // Plugin to DRA: the device plugin goes, DRA comes, without GPUs 0 and 1.
+  api_.SetLabel(kNode, kLabel, "dra");
+  ASSERT_TRUE(DraRegistered(true)) << Log();
+  ASSERT_TRUE(PublishedCount(6)) << Log();
+  EXPECT_EQ(Published().count(kDevice0), 0u);
+  EXPECT_EQ(Published().count(kDevice1), 0u);
+  EXPECT_TRUE(WaitFor([&] { return sim_.Allocatable(kGpu) == 0; }))
+      << "the kubelet lost the plugin";
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("nvidia-gpu.sock"))) << Log();
+  // A claim for a held GPU is refused, naming the pod that holds it.
+  const std::string refused = PrepareError("uid-c0", "c0");
+  EXPECT_NE(refused.find("held by device-plugin pod ml/a"), std::string::npos) << refused;
+  EXPECT_NE(Get("/readyz").find("handover from the device plugin: 2 GPU(s) held"),
+            std::string::npos)
+      << Get("/readyz");
+  EXPECT_NE(Get("/metrics").find("gpu_agent_handover_gpus_held{held_by=\"plugin\"} 2"),
+            std::string::npos)
+      << Get("/metrics");
+
+  // The pods end: every GPU is offered, and the claim prepares.
+  sim_.EndPod("ml", "a");
+  sim_.EndPod("ml", "b");
+  ASSERT_TRUE(PublishedCount(8)) << Log();
+  EXPECT_EQ(PrepareError("uid-c0", "c0"), "") << Log();
+  EXPECT_TRUE(agent_->WaitForStderr("handover from the device plugin done")) << Log();
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("plugins") + "/" + kDriver + "/handover"));
+
+  // DRA to plugin: the slices go; GPU 0 is the claim's until it is
+  // unprepared, and the DRA plugin stays registered until then.
+  api_.SetLabel(kNode, kLabel, "plugin");
+  ASSERT_TRUE(PublishedCount(0)) << Log();
+  ASSERT_TRUE(HealthIs(kUuid0, "Unhealthy")) << Log();
+  EXPECT_TRUE(HealthIs(kUuid1, "Healthy")) << Log();
+  EXPECT_TRUE(DraRegistered(true)) << Log();
+  EXPECT_NE(Get("/readyz").find("handover from DRA: 1 GPU(s)"), std::string::npos)
+      << Get("/readyz");
+  // No new claim is prepared on this node.
+  api_.PutResourceClaim("team", "c1", ClaimJson("c1", "uid-c1", kDevice1));
+  EXPECT_NE(PrepareError("uid-c1", "c1").find("moved from DRA to the device plugin"),
+            std::string::npos);
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(dra_->Unprepare(kDriver, {{"team", "uid-c0", "c0"}}, &un).ok()) << Log();
+  EXPECT_EQ(un["uid-c0"], "");
+  EXPECT_TRUE(HealthIs(kUuid0, "Healthy")) << Log();
+  EXPECT_TRUE(DraRegistered(false)) << Log();
+  EXPECT_TRUE(agent_->WaitForStderr("handover from DRA done")) << Log();
+
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+}
+
+TEST_F(ModeHandoverTest, AnAgentKilledMidHandoverResumesItInEachDirection) {
+  ASSERT_NO_FATAL_FAILURE(PluginModeWithTwoPods());
+  api_.SetLabel(kNode, kLabel, "dra");
+  ASSERT_TRUE(PublishedCount(6)) << Log();
+  agent_->Signal(SIGKILL);
+  agent_->Wait();
+  // PodResources goes silent: a restarted agent offers no GPU of unknown
+  // state, since the handover is on record.
+  sim_.pod_resources()->FailWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "kubelet busy"));
+  StartAgent();
+  ASSERT_TRUE(agent_->WaitForStderr("PodResources cannot be read; no GPU is offered")) << Log();
+  EXPECT_TRUE(PublishedCount(0)) << Log();
+  sim_.pod_resources()->SetAnswer(PodResourcesStandIn::Answer::kTable);
+  ASSERT_TRUE(PublishedCount(6)) << Log();
+  sim_.EndPod("ml", "a");
+  sim_.EndPod("ml", "b");
+  ASSERT_TRUE(PublishedCount(8)) << Log();
+
+  // A claim on GPU 0, then back to plugin and killed: the restart keeps
+  // GPU 0 from the device plugin's pods until its claim is unprepared.
+  api_.PutResourceClaim("team", "c0", ClaimJson("c0", "uid-c0", kDevice0));
+  ASSERT_EQ(PrepareError("uid-c0", "c0"), "") << Log();
+  api_.SetLabel(kNode, kLabel, "plugin");
+  ASSERT_TRUE(HealthIs(kUuid0, "Unhealthy")) << Log();
+  agent_->Signal(SIGKILL);
+  agent_->Wait();
+  sim_.DisconnectCurrent(kGpu);
+  StartAgent();
+  ASSERT_TRUE(agent_->WaitForStderr("DRA claims are still prepared on this node")) << Log();
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 7, std::chrono::seconds(10))) << Log();
+  EXPECT_TRUE(HealthIs(kUuid0, "Unhealthy")) << Log();
+  ASSERT_TRUE(DraRegistered(true)) << Log();
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(dra_->Unprepare(kDriver, {{"team", "uid-c0", "c0"}}, &un).ok()) << Log();
+  EXPECT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();
+}
+
+TEST_F(ModeHandoverTest, ASwitchThatCannotRunHereKeepsTheRunningMode) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; })) << Log();
+  // An API server without resource.k8s.io: DRA cannot run; the plugin stays.
+  api_.ServeResourceVersions({});
+  api_.SetLabel(kNode, kLabel, "dra");
+  ASSERT_TRUE(agent_->WaitForStderr("which cannot run here; staying in plugin mode")) << Log();
+  EXPECT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(5))) << Log();
+  EXPECT_FALSE(dra_->plugin(kDriver).has_value());
+  // A label naming no config, and static mode (a restart's), leave it too.
+  api_.SetLabel(kNode, kLabel, "nope");
+  ASSERT_TRUE(agent_->WaitForStderr("no config named")) << Log();
+  api_.SetLabel(kNode, kLabel, "static");
+  ASSERT_TRUE(agent_->WaitForStderr("take effect only after a restart")) << Log();
+  EXPECT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();
+  EXPECT_FALSE(dra_->plugin(kDriver).has_value());
+  EXPECT_TRUE(agent_->Running());
+}
+
+}  // namespace
+}  // namespace gpu_agent::testing
