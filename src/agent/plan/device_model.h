@@ -13,7 +13,8 @@
 // Rules of one consumer (migStrategy single's "all or nothing") stay with
 // that consumer's projection. Time-slicing replicas are the model's
 // (time_slicing.h): each unit says how many replicas it is advertised as,
-// and the device plugin's projection reads that; DRA serves no replicas.
+// and the device plugin's projection and the labels read that; DRA serves
+// no replicas.
 #ifndef GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
 #define GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
 
