@@ -115,6 +115,20 @@ struct DeviceModel {
   const TimeSlicedResource* TimeSlicingOf(const std::string& resource) const;
 };
 
+// Units grouped by the resource they are advertised under: the group of
+// `groups` (each with a `resource` member) for `resource`, appended when
+// there is none yet, so groups keep the order their resources first appear
+// in. Time-slicing (time_slicing.cc) and the device plugin's projection
+// (resource_plan.cc) group the units this way, each with its own group.
+template <typename Group>
+Group& GroupFor(std::vector<Group>& groups, const std::string& resource) {
+  for (Group& g : groups) {
+    if (g.resource == resource) return g;
+  }
+  groups.push_back(Group{resource, {}});
+  return groups.back();
+}
+
 // Expands `choice` per flags.migStrategy: under none every GPU is one unit;
 // under single or mixed a GPU in MIG mode is its MIG devices; then applies
 // sharing.timeSlicing to the units' resources. Reads the
