@@ -64,7 +64,8 @@ struct DeviceUnit {
   bool is_mig() const { return mig_pos >= 0; }
   // Whether the CDI spec has an entry for it, so that Allocate or DRA's
   // prepare can name it by CDI: only a unit with a device node has one.
-  // The CDI projection (cdi_plan.h) asks this, not parent_node.
+  // The CDI and DRA projections (cdi_plan.h, dra_plan.h) ask this, not
+  // parent_node; DRA publishes only units that have one.
   bool has_cdi_entry() const { return !parent_node.empty(); }
   const nvml::GpuRecord& gpu(const nvml::Inventory& inv) const { return inv.gpus[gpu_pos]; }
   // Null for a whole GPU.
