@@ -158,11 +158,12 @@ struct NodeHealthReporter::State {
       rapidjson::Document d;
       const bool parsed = json::Parse(r->body, "the API server's Node", &d).ok();
       stale = false;
-      if (parsed && d.IsObject() && d.HasMember("status") && d["status"].IsObject() &&
-          d["status"].HasMember("conditions") && d["status"]["conditions"].IsArray()) {
-        for (const auto& c : d["status"]["conditions"].GetArray()) {
-          if (c.IsObject() && c.HasMember("type") && c["type"] == "GpuHealthy") {
-            stale = !(c.HasMember("status") && c["status"] == "True");
+      const rapidjson::Value* status = parsed ? json::Member(d, "status") : nullptr;
+      const rapidjson::Value* conditions = status ? json::Member(*status, "conditions") : nullptr;
+      if (conditions != nullptr && conditions->IsArray()) {
+        for (const auto& c : conditions->GetArray()) {
+          if (json::String(c, "type") == "GpuHealthy") {
+            stale = json::String(c, "status") != "True";
             written_healthy = !stale;
           }
         }
