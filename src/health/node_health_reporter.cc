@@ -2,13 +2,13 @@
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <condition_variable>
 #include <ctime>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -42,85 +42,78 @@ std::string GpuName(const GpuHealthNote& n) {
   return n.index >= 0 ? StrCat("GPU ", n.index, " (", n.uuid, ")") : StrCat("GPU ", n.uuid);
 }
 
-class Json {
- public:
-  Json() : w_(buf_) {}
-  rapidjson::Writer<rapidjson::StringBuffer>& w() { return w_; }
-  void Str(const char* key, const std::string& v) {
-    w_.Key(key);
-    w_.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
-  }
-  std::string Done() { return std::string(buf_.GetString(), buf_.GetSize()); }
-
- private:
-  rapidjson::StringBuffer buf_;
-  rapidjson::Writer<rapidjson::StringBuffer> w_;
-};
-
 }  // namespace
 
 std::string NodeEventJson(const std::string& node, const std::string& ns, const std::string& name,
                           const std::string& reason, const std::string& type,
                           const std::string& message, const std::string& now) {
-  Json j;
-  auto& w = j.w();
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  auto field = [&w](const char* key, std::string_view value) {
+    w.Key(key);
+    json::WriteString(w, value);
+  };
   w.StartObject();
-  j.Str("apiVersion", "v1");
-  j.Str("kind", "Event");
+  field("apiVersion", "v1");
+  field("kind", "Event");
   w.Key("metadata");
   w.StartObject();
-  j.Str("name", name);
-  j.Str("namespace", ns);
+  field("name", name);
+  field("namespace", ns);
   w.EndObject();
   // As the kubelet refers to its Node (kubectl describe node finds events
   // by this reference: the UID is the node's name).
   w.Key("involvedObject");
   w.StartObject();
-  j.Str("apiVersion", "v1");
-  j.Str("kind", "Node");
-  j.Str("name", node);
-  j.Str("uid", node);
+  field("apiVersion", "v1");
+  field("kind", "Node");
+  field("name", node);
+  field("uid", node);
   w.EndObject();
-  j.Str("reason", reason);
-  j.Str("message", message);
-  j.Str("type", type);
+  field("reason", reason);
+  field("message", message);
+  field("type", type);
   w.Key("source");
   w.StartObject();
-  j.Str("component", "gpu-agent");
-  j.Str("host", node);
+  field("component", "gpu-agent");
+  field("host", node);
   w.EndObject();
-  j.Str("reportingComponent", "gpu-agent");
-  j.Str("reportingInstance", node);
-  j.Str("firstTimestamp", now);
-  j.Str("lastTimestamp", now);
+  field("reportingComponent", "gpu-agent");
+  field("reportingInstance", node);
+  field("firstTimestamp", now);
+  field("lastTimestamp", now);
   w.Key("count");
   w.Int(1);
   w.EndObject();
-  return j.Done();
+  return json::TextOf(buf);
 }
 
 std::string GpuHealthyConditionPatch(bool healthy, const std::string& reason,
                                      const std::string& message, const std::string& now,
                                      const std::string& transition) {
-  Json j;
-  auto& w = j.w();
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  auto field = [&w](const char* key, std::string_view value) {
+    w.Key(key);
+    json::WriteString(w, value);
+  };
   w.StartObject();
   w.Key("status");
   w.StartObject();
   w.Key("conditions");
   w.StartArray();
   w.StartObject();
-  j.Str("type", "GpuHealthy");
-  j.Str("status", healthy ? "True" : "False");
-  j.Str("reason", reason);
-  j.Str("message", message);
-  j.Str("lastHeartbeatTime", now);
-  j.Str("lastTransitionTime", transition);
+  field("type", "GpuHealthy");
+  field("status", healthy ? "True" : "False");
+  field("reason", reason);
+  field("message", message);
+  field("lastHeartbeatTime", now);
+  field("lastTransitionTime", transition);
   w.EndObject();
   w.EndArray();
   w.EndObject();
   w.EndObject();
-  return j.Done();
+  return json::TextOf(buf);
 }
 
 struct NodeHealthReporter::State {
@@ -165,11 +158,12 @@ struct NodeHealthReporter::State {
       rapidjson::Document d;
       const bool parsed = json::Parse(r->body, "the API server's Node", &d).ok();
       stale = false;
-      if (parsed && d.IsObject() && d.HasMember("status") && d["status"].IsObject() &&
-          d["status"].HasMember("conditions") && d["status"]["conditions"].IsArray()) {
-        for (const auto& c : d["status"]["conditions"].GetArray()) {
-          if (c.IsObject() && c.HasMember("type") && c["type"] == "GpuHealthy") {
-            stale = !(c.HasMember("status") && c["status"] == "True");
+      const rapidjson::Value* status = parsed ? json::Member(d, "status") : nullptr;
+      const rapidjson::Value* conditions = status ? json::Member(*status, "conditions") : nullptr;
+      if (conditions != nullptr && conditions->IsArray()) {
+        for (const auto& c : conditions->GetArray()) {
+          if (json::String(c, "type") == "GpuHealthy") {
+            stale = json::String(c, "status") != "True";
             written_healthy = !stale;
           }
         }

@@ -38,7 +38,8 @@ class HealthWatcherTest : public ::testing::Test {
   }
 
   // Each case ends with its watcher's thread joined, and so with NVML let
-  // go (the stand-in reads its fixture again at the next init).
+  // go; the next case's init names its own copy of the fixture, which the
+  // stand-in reads afresh (stand_in_nvml.h).
   void TearDown() override {
     watcher_.reset();
     EXPECT_EQ(HealthWatcher::JoinStopped(std::chrono::seconds(10)), 0);
@@ -500,11 +501,21 @@ TEST(HealthWatcherUnprivilegedTest, MigGpuComesBackAfterARecoverableXid) {
     return changes.size();
   };
   ASSERT_TRUE(WriteFifo(ctl, "xid 0 8"));
-  ASSERT_TRUE(WaitFor([&] { return count() == 2; })) << "changes: " << count();
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_FALSE(changes[0].healthy);
-  EXPECT_TRUE(changes[1].healthy);
-  EXPECT_EQ(changes[1].key.uuid, inv->gpus[0].uuid);
+  EXPECT_TRUE(WaitFor([&] { return count() == 2; })) << "changes: " << count();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(changes.size(), 2u);
+    if (changes.size() == 2) {
+      EXPECT_FALSE(changes[0].healthy);
+      EXPECT_TRUE(changes[1].healthy);
+      EXPECT_EQ(changes[1].key.uuid, inv->gpus[0].uuid);
+    }
+  }
+  // As the fixture's cases do: the thread joined, NVML let go before the
+  // next case starts it on its own fixture.
+  watcher.reset();
+  lib.reset();
+  EXPECT_EQ(HealthWatcher::JoinStopped(std::chrono::seconds(10)), 0);
 }
 
 // Stop() does not wait out NVML's event wait, which cannot be interrupted

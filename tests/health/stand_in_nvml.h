@@ -26,12 +26,20 @@ struct StandInNvml {
 
 // Serves `fixture` (a name under tests/fixtures/nvml) from `dir`; fails the
 // calling test where NVML does not start.
+//
+// The stand-in is loaded once per process and keeps its state (GPUs lost,
+// XIDs' effects, failures injected) across a shutdown while the fixture's
+// path stays the same; it reads its fixture afresh only at an init that
+// names another. So each caller serves its own copy, under `dir`: a case
+// starts on the fixture as written, whatever the case before it did.
 inline void OpenStandInNvml(const gpu_agent::testing::TempDir& dir, const std::string& fixture,
                             StandInNvml* out) {
   std::filesystem::create_directories(dir.Join("usr/lib64"));
   std::filesystem::create_symlink(gpu_agent::testing::FakeNvmlDir() + "/libnvidia-ml.so.1",
                                   dir.Join("usr/lib64/libnvidia-ml.so.1"));
-  ::setenv("FAKE_NVML_FIXTURE", gpu_agent::testing::FixturePath(fixture).c_str(), 1);
+  const std::string own = dir.Write(
+      "fixture.yaml", gpu_agent::testing::ReadFile(gpu_agent::testing::FixturePath(fixture)));
+  ::setenv("FAKE_NVML_FIXTURE", own.c_str(), 1);
   out->ctl = dir.Join("ctl");
   ::setenv("FAKE_NVML_CONTROL", out->ctl.c_str(), 1);
   auto lib = NvmlLibrary::Open(dir.path());

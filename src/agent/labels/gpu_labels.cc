@@ -79,24 +79,14 @@ std::string Family(int major, int minor) {
   }
 }
 
-struct Sharing {
-  int replicas = 1;
-  bool renamed = false;
-};
-
-Sharing SharingOf(const Config& c, const std::string& resource) {
-  Sharing s;
-  for (const TimeSlicingResource& r : c.sharing.time_slicing.resources) {
-    if (r.name != resource) continue;
-    s.replicas = r.replicas > 0 ? r.replicas : 1;
-    s.renamed = !r.rename.empty() || c.sharing.time_slicing.rename_by_default;
-  }
-  return s;
+ResourceSharing SharingOf(const SharingByResource& sharing, const std::string& resource) {
+  const auto it = sharing.find(resource);
+  return it == sharing.end() ? ResourceSharing{} : it->second;
 }
 
 // product, count, replicas and sharing-strategy under `prefix`.
 void AddBase(NodeLabels* l, std::string_view prefix, std::string product, int64_t count,
-             const Sharing& sharing, bool sharing_applies) {
+             const ResourceSharing& sharing, bool sharing_applies) {
   const int replicas = sharing_applies ? sharing.replicas : 0;
   if (sharing_applies && replicas > 1 && !sharing.renamed) product += "-SHARED";
   (*l)[StrCat(prefix, ".product")] = LabelValue(product);
@@ -151,8 +141,8 @@ void AddVersions(const nvml::Inventory& inv, LabelResult* out) {
 // labels describe one, chosen deterministically: a model with GPUs out of
 // MIG mode first (time-slicing applies to those), then the most GPUs, then
 // the lowest index.
-void AddWholeGpus(const Config& c, const std::vector<const nvml::GpuRecord*>& gpus,
-                  LabelResult* out) {
+void AddWholeGpus(const Config& c, const SharingByResource& sharing,
+                  const std::vector<const nvml::GpuRecord*>& gpus, LabelResult* out) {
   struct Group {
     const nvml::GpuRecord* first = nullptr;
     int64_t count = 0;
@@ -182,7 +172,7 @@ void AddWholeGpus(const Config& c, const std::vector<const nvml::GpuRecord*>& gp
   }
   const nvml::GpuRecord& g = *best->first;
   NodeLabels& l = out->labels;
-  AddBase(&l, kGpuPrefix, g.name, best->count, SharingOf(c, c.resource_name), best->whole);
+  AddBase(&l, kGpuPrefix, g.name, best->count, SharingOf(sharing, c.resource_name), best->whole);
   if (g.memory_mib != 0) l["nvidia.com/gpu.memory"] = StrCat(g.memory_mib);
   if (g.cc_major != 0) {
     l["nvidia.com/gpu.family"] = Family(g.cc_major, g.cc_minor);
@@ -217,8 +207,8 @@ std::map<std::string, Profile> MigProfiles(const std::vector<const nvml::GpuReco
   return profiles;
 }
 
-void AddMigSingle(const Config& c, const std::vector<const nvml::GpuRecord*>& gpus,
-                  LabelResult* out) {
+void AddMigSingle(const Config& c, const SharingByResource& sharing,
+                  const std::vector<const nvml::GpuRecord*>& gpus, LabelResult* out) {
   const nvml::GpuRecord* first_mig = nullptr;
   std::string invalid;
   for (const nvml::GpuRecord* g : gpus) {
@@ -247,16 +237,16 @@ void AddMigSingle(const Config& c, const std::vector<const nvml::GpuRecord*>& gp
   }
   const auto& [name, p] = *profiles.begin();
   AddBase(&l, kGpuPrefix, StrCat(p.parent->name, "-MIG-", name), p.count,
-          SharingOf(c, c.resource_name), true);
+          SharingOf(sharing, c.resource_name), true);
   AddMigAttributes(&l, kGpuPrefix, *p.first);
 }
 
-void AddMigMixed(const Config& c, const std::vector<const nvml::GpuRecord*>& gpus,
+void AddMigMixed(const SharingByResource& sharing, const std::vector<const nvml::GpuRecord*>& gpus,
                  LabelResult* out) {
   for (const auto& [name, p] : MigProfiles(gpus, out)) {
     const std::string resource = StrCat(kMigResourcePrefix, name);
     AddBase(&out->labels, resource, StrCat(p.parent->name, "-MIG-", name), p.count,
-            SharingOf(c, resource), true);
+            SharingOf(sharing, resource), true);
     AddMigAttributes(&out->labels, resource, *p.first);
   }
 }
@@ -339,7 +329,8 @@ std::string LabelValue(std::string_view text) {
 }
 
 LabelResult ComputeNodeLabels(const Config& c, const nvml::Inventory& inv,
-                              const std::vector<size_t>& positions) {
+                              const std::vector<size_t>& positions,
+                              const SharingByResource& sharing) {
   std::vector<const nvml::GpuRecord*> gpus;
   for (size_t i : positions) gpus.push_back(&inv.gpus[i]);
   LabelResult out;
@@ -352,10 +343,10 @@ LabelResult ComputeNodeLabels(const Config& c, const nvml::Inventory& inv,
   AddMachine(inv, &out);
   AddMode(gpus, &out);
   AddClique(gpus, &out);
-  AddWholeGpus(c, gpus, &out);
+  AddWholeGpus(c, sharing, gpus, &out);
   const MigStrategy strategy = c.flags.mig();
-  if (strategy == MigStrategy::kSingle) AddMigSingle(c, gpus, &out);
-  if (strategy == MigStrategy::kMixed) AddMigMixed(c, gpus, &out);
+  if (strategy == MigStrategy::kSingle) AddMigSingle(c, sharing, gpus, &out);
+  if (strategy == MigStrategy::kMixed) AddMigMixed(sharing, gpus, &out);
   if (strategy != MigStrategy::kNone) out.labels["nvidia.com/mig.strategy"] = c.flags.mig_strategy;
   for (auto it = out.labels.begin(); it != out.labels.end();) {
     if (ValidLabelKey(it->first) && ValidLabelValue(it->second)) {

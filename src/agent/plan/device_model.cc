@@ -51,7 +51,9 @@ class ModelBuilder {
         // Lost at discovery: kept, unhealthy, so that it comes back when the
         // GPU is reset, as a GPU lost later does.
         Warn(StrCat(what, " is lost and NVML gives no device minor: advertised unhealthy, with no ",
-                    "device node and no CDI entry until the agent discovers it again", why));
+                    "device node and no CDI entry (so no DRA device) until the agent discovers "
+                    "it again",
+                    why));
       }
       const size_t before = model_.units.size();
       if (strategy != MigStrategy::kNone && !g.mig_mode_error.empty()) {

@@ -13,7 +13,8 @@
 // Rules of one consumer (migStrategy single's "all or nothing") stay with
 // that consumer's projection. Time-slicing replicas are the model's
 // (time_slicing.h): each unit says how many replicas it is advertised as,
-// and the device plugin's projection reads that; DRA serves no replicas.
+// and the device plugin's projection and the labels read that; DRA serves
+// no replicas.
 #ifndef GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
 #define GPU_AGENT_AGENT_PLAN_DEVICE_MODEL_H_
 
@@ -63,7 +64,8 @@ struct DeviceUnit {
   bool is_mig() const { return mig_pos >= 0; }
   // Whether the CDI spec has an entry for it, so that Allocate or DRA's
   // prepare can name it by CDI: only a unit with a device node has one.
-  // The CDI projection (cdi_plan.h) asks this, not parent_node.
+  // The CDI and DRA projections (cdi_plan.h, dra_plan.h) ask this, not
+  // parent_node; DRA publishes only units that have one.
   bool has_cdi_entry() const { return !parent_node.empty(); }
   const nvml::GpuRecord& gpu(const nvml::Inventory& inv) const { return inv.gpus[gpu_pos]; }
   // Null for a whole GPU.
@@ -113,6 +115,20 @@ struct DeviceModel {
   // How `resource` is time-sliced; null when it is not.
   const TimeSlicedResource* TimeSlicingOf(const std::string& resource) const;
 };
+
+// Units grouped by the resource they are advertised under: the group of
+// `groups` (each with a `resource` member) for `resource`, appended when
+// there is none yet, so groups keep the order their resources first appear
+// in. Time-slicing (time_slicing.cc) and the device plugin's projection
+// (resource_plan.cc) group the units this way, each with its own group.
+template <typename Group>
+Group& GroupFor(std::vector<Group>& groups, const std::string& resource) {
+  for (Group& g : groups) {
+    if (g.resource == resource) return g;
+  }
+  groups.push_back(Group{resource, {}});
+  return groups.back();
+}
 
 // Expands `choice` per flags.migStrategy: under none every GPU is one unit;
 // under single or mixed a GPU in MIG mode is its MIG devices; then applies

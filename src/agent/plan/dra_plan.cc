@@ -11,6 +11,9 @@ std::vector<dra::DraDevice> DraDevicesOf(const DeviceModel& model,
   std::vector<dra::DraDevice> out;
   out.reserve(model.units.size());
   for (const DeviceUnit& u : model.units) {
+    // Prepare names each device by its CDI entry: a unit without one (a GPU
+    // lost at discovery whose minor NVML did not give) could not prepare.
+    if (!u.has_cdi_entry()) continue;
     out.push_back(dra::BuildDevice(inventory, u.gpu(inventory), u.mig(inventory), u.name, u.profile,
                                    u.pcie_root));
   }

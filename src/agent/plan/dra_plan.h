@@ -14,7 +14,8 @@
 
 namespace gpu_agent {
 
-// The devices, in the model's order.
+// The devices, in the model's order: the units with a CDI entry
+// (DeviceUnit::has_cdi_entry), so that every device published prepares.
 std::vector<dra::DraDevice> DraDevicesOf(const DeviceModel& model,
                                          const nvml::Inventory& inventory);
 

@@ -7,6 +7,18 @@
 #include "base/strings.h"
 
 namespace gpu_agent {
+namespace {
+
+// The model's time-slicing as the labels read it.
+SharingByResource LabelSharingOf(const DeviceModel& model) {
+  SharingByResource out;
+  for (const TimeSlicedResource& t : model.time_sliced) {
+    out[t.resource] = {t.replicas, t.shared_resource != t.resource};
+  }
+  return out;
+}
+
+}  // namespace
 
 GenerationOptions GenerationOptionsFor(const Config& config) {
   GenerationOptions o;
@@ -53,7 +65,7 @@ absl::StatusOr<std::shared_ptr<const Generation>> BuildGeneration(
     gen->plan = *std::move(plan);
     warn(gen->plan.warnings);
   }
-  gen->labels = ComputeNodeLabels(c, inv, gen->model.gpus);
+  gen->labels = ComputeNodeLabels(c, inv, gen->model.gpus, LabelSharingOf(gen->model));
   warn(gen->labels.warnings);
   const bool cdi = options.cdi == GenerationOptions::Cdi::kAlways ||
                    // DRA mode names every prepared device by CDI.

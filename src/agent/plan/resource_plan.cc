@@ -46,7 +46,7 @@ class Planner {
     plan_.warnings = model.sharing_warnings;
     // No device at all: still serve the main resource, empty, so the
     // kubelet hears "0" rather than nothing.
-    if (groups_.empty()) GroupFor(c_.resource_name);
+    if (groups_.empty()) GroupFor(groups_, c_.resource_name);
     for (Group& group : groups_) Split(group, model);
     AssignEndpoints();
     plan_.allocate.device_list =
@@ -63,14 +63,6 @@ class Planner {
   }
 
  private:
-  Group& GroupFor(const std::string& resource) {
-    for (Group& g : groups_) {
-      if (g.resource == resource) return g;
-    }
-    groups_.push_back({resource, {}});
-    return groups_.back();
-  }
-
   bool ById() const { return c_.flags.plugin.id_strategy() == DeviceIdStrategy::kUuid; }
 
   // The parent's device node, passed where it exists under the dev root.
@@ -130,7 +122,7 @@ class Planner {
       if (du.is_mig() && c_.flags.mig() == MigStrategy::kSingle) {
         by_profile[du.profile].push_back(du.Describe());
       }
-      GroupFor(du.resource).units.push_back(*std::move(unit));
+      GroupFor(groups_, du.resource).units.push_back(*std::move(unit));
     }
     if (by_profile.size() > 1) {
       std::string found;

@@ -25,9 +25,9 @@ class Sharer {
       : c_(c), inv_(inv), model_(model) {}
 
   void Run() {
-    for (DeviceUnit& u : model_->units) GroupFor(u.resource).units.push_back(&u);
+    for (DeviceUnit& u : model_->units) GroupFor(groups_, u.resource).units.push_back(&u);
     // No device at all: the main resource is still advertised, empty.
-    if (groups_.empty()) GroupFor(c_.resource_name);
+    if (groups_.empty()) GroupFor(groups_, c_.resource_name);
     for (Group& group : groups_) {
       if (absl::Status s = Share(group); !s.ok()) {
         model_->sharing_error = s;
@@ -46,14 +46,6 @@ class Sharer {
 
  private:
   void Warn(std::string w) { model_->sharing_warnings.push_back(std::move(w)); }
-
-  Group& GroupFor(const std::string& resource) {
-    for (Group& g : groups_) {
-      if (g.resource == resource) return g;
-    }
-    groups_.push_back({resource, {}});
-    return groups_.back();
-  }
 
   // The entry for `resource` and its position; null when it has none.
   const TimeSlicingResource* SharingFor(const std::string& resource, size_t* index) const {

@@ -55,8 +55,10 @@ Config WithStrategy(const std::string& strategy) {
   return c;
 }
 
-LabelResult Labels(const Config& c, const nvml::Inventory& inv) {
-  return ComputeNodeLabels(c, inv, All(inv));
+// `sharing`: the device model's time-slicing (none unless given).
+LabelResult Labels(const Config& c, const nvml::Inventory& inv,
+                   const SharingByResource& sharing = {}) {
+  return ComputeNodeLabels(c, inv, All(inv), sharing);
 }
 
 std::string Warnings(const LabelResult& r) { return StrJoin(r.warnings, "\n"); }
@@ -98,8 +100,8 @@ TEST(GpuLabels, WholeGpusOfOneModelExactly) {
 
 TEST(GpuLabels, OnlyTheChosenGpusAreCountedAndNoneMeansNoLabels) {
   const nvml::Inventory inv = Reported(PlainNode(3));
-  EXPECT_EQ(ComputeNodeLabels(Config{}, inv, {2}).labels.at("nvidia.com/gpu.count"), "1");
-  const LabelResult none = ComputeNodeLabels(Config{}, inv, {});
+  EXPECT_EQ(ComputeNodeLabels(Config{}, inv, {2}, {}).labels.at("nvidia.com/gpu.count"), "1");
+  const LabelResult none = ComputeNodeLabels(Config{}, inv, {}, {});
   EXPECT_THAT(none.labels, IsEmpty());
   EXPECT_THAT(none.warnings, IsEmpty());
 }
@@ -286,36 +288,27 @@ TEST(GpuLabels, AMigDeviceWithoutAProfileNameIsNotLabelled) {
 }
 
 TEST(GpuLabels, TimeSlicedGpusAreSharedUnlessRenamed) {
-  Config c;
-  c.sharing.time_slicing.resources = {{"nvidia.com/gpu", 4, "", {"all"}, 0}};
   const nvml::Inventory inv = Reported(PlainNode(2));
-  LabelResult r = Labels(c, inv);
+  LabelResult r = Labels(Config{}, inv, {{"nvidia.com/gpu", {4, /*renamed=*/false}}});
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-80GB-SHARED");
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.count"), "2");
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.replicas"), "4");
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.sharing-strategy"), "time-slicing");
 
-  c.sharing.time_slicing.resources[0].rename = "nvidia.com/gpu.shared";
-  r = Labels(c, inv);
+  r = Labels(Config{}, inv, {{"nvidia.com/gpu", {4, /*renamed=*/true}}});
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-80GB");
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.replicas"), "4");
 
-  c.sharing.time_slicing.resources[0].rename.clear();
-  c.sharing.time_slicing.rename_by_default = true;
-  EXPECT_EQ(Labels(c, inv).labels.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-80GB");
-
   // Replicas of another resource leave nvidia.com/gpu unshared.
-  c.sharing.time_slicing.resources[0].name = "nvidia.com/mig-1g.10gb";
-  r = Labels(c, inv);
+  r = Labels(Config{}, inv, {{"nvidia.com/mig-1g.10gb", {4, /*renamed=*/false}}});
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.replicas"), "1");
   EXPECT_EQ(r.labels.at("nvidia.com/gpu.sharing-strategy"), "none");
 }
 
 TEST(GpuLabels, TimeSlicingAppliesToMigProfilesAndNotToGpusAllInMigMode) {
-  Config c = WithStrategy("mixed");
-  c.sharing.time_slicing.resources = {{"nvidia.com/mig-1g.10gb", 3, "", {"all"}, 0},
-                                      {"nvidia.com/gpu", 2, "", {"all"}, 0}};
-  const LabelResult r = Labels(c, Reported(AllMigNode()));
+  const LabelResult r = Labels(WithStrategy("mixed"), Reported(AllMigNode()),
+                               {{"nvidia.com/mig-1g.10gb", {3, /*renamed=*/false}},
+                                {"nvidia.com/gpu", {2, /*renamed=*/false}}});
   EXPECT_EQ(r.labels.at("nvidia.com/mig-1g.10gb.product"),
             "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-SHARED");
   EXPECT_EQ(r.labels.at("nvidia.com/mig-1g.10gb.replicas"), "3");

@@ -197,6 +197,37 @@ class ProjectionTest : public ::testing::Test {
     return BuildGeneration(loaded, inv, GenerationOptionsFor(c));
   }
 
+  // What NVML, serving `fixture`, tells the inventory.
+  absl::StatusOr<nvml::Inventory> Discover(const fake_nvml::Fixture& fixture) const {
+    fake_nvml::InProcessNvml fake(fixture);
+    std::unique_ptr<nvml::NvmlLibrary> lib = fake.Library();
+    if (absl::Status s = lib->Init(); !s.ok()) return s;
+    return nvml::DiscoverInventory(*lib, dir_.Join("sys"));
+  }
+
+  // The node's files for `inv` (those of a node before removed): each GPU's
+  // device node, each MIG device's capability nodes listed in mig-minors.
+  void NodeOf(const nvml::Inventory& inv) {
+    std::vector<int> minors, caps;
+    std::string mig_minors = "config 1\nmonitor 2\n";
+    int cap = 10;
+    for (const nvml::GpuRecord& g : inv.gpus) {
+      if (g.minor >= 0) minors.push_back(g.minor);
+      for (const nvml::MigRecord& m : g.mig_devices) {
+        StrAppend(&mig_minors, "gpu", g.minor, "/gi", m.gpu_instance_id, "/access ", cap, "\n",
+                  "gpu", g.minor, "/gi", m.gpu_instance_id, "/ci", m.compute_instance_id,
+                  "/access ", cap + 1, "\n");
+        caps.push_back(cap);
+        caps.push_back(cap + 1);
+        cap += 2;
+      }
+    }
+    for (const char* made : {"driver", "dev", "proc", "cdi"}) {
+      std::filesystem::remove_all(dir_.Join(made));
+    }
+    Node(inv.driver_version, minors, caps, mig_minors);
+  }
+
   TempDir dir_;
 };
 
@@ -262,31 +293,9 @@ TEST_F(ProjectionTest, EveryFixturesDevicesPrepareAllocateAndCountAlike) {
     fake_nvml::Fixture fixture;
     std::string error;
     ASSERT_TRUE(fake_nvml::LoadFixture(testing::FixturePath(name), &fixture, &error)) << error;
-    fake_nvml::InProcessNvml fake(fixture);
-    std::unique_ptr<nvml::NvmlLibrary> lib = fake.Library();
-    ASSERT_TRUE(lib->Init().ok()) << name;
-    absl::StatusOr<nvml::Inventory> inv = nvml::DiscoverInventory(*lib, dir_.Join("sys"));
+    absl::StatusOr<nvml::Inventory> inv = Discover(fixture);
     ASSERT_TRUE(inv.ok()) << name << ": " << inv.status();
-    // The node's files: each GPU's device node, each MIG device's
-    // capability nodes listed in mig-minors.
-    std::vector<int> minors, caps;
-    std::string mig_minors = "config 1\nmonitor 2\n";
-    int cap = 10;
-    for (const nvml::GpuRecord& g : inv->gpus) {
-      minors.push_back(g.minor);
-      for (const nvml::MigRecord& m : g.mig_devices) {
-        StrAppend(&mig_minors, "gpu", g.minor, "/gi", m.gpu_instance_id, "/access ", cap, "\n",
-                  "gpu", g.minor, "/gi", m.gpu_instance_id, "/ci", m.compute_instance_id,
-                  "/access ", cap + 1, "\n");
-        caps.push_back(cap);
-        caps.push_back(cap + 1);
-        cap += 2;
-      }
-    }
-    for (const char* made : {"driver", "dev", "proc", "cdi"}) {
-      std::filesystem::remove_all(dir_.Join(made));  // the fixture before's node
-    }
-    Node(inv->driver_version, minors, caps, mig_minors);
+    NodeOf(*inv);
     for (const char* mig : {"none", "mixed"}) {
       SCOPED_TRACE(StrCat(name, " migStrategy=", mig));
       auto plugin = Build(Base("plugin", mig), *inv);
@@ -345,9 +354,53 @@ TEST_F(ProjectionTest, AGpuWithoutMinorIsInNoProjectionAndNamedOnce) {
   }
 }
 
+// The same on a node the stand-in serves: a fixture GPU whose minor NVML
+// does not give is in no projection (the plan, static mode's count, the CDI
+// spec, DRA's devices, the labels' count), and one warning names it.
+TEST_F(ProjectionTest, AFixtureGpuWithoutMinorIsInNoProjection) {
+  fake_nvml::Fixture fixture;
+  std::string error;
+  ASSERT_TRUE(fake_nvml::LoadFixture(testing::FixturePath("8-gpu-pcie.yaml"), &fixture, &error))
+      << error;
+  fixture.gpus[3].failures["nvmlDeviceGetMinorNumber"] = 999;  // NVML_ERROR_UNKNOWN
+  absl::StatusOr<nvml::Inventory> inv = Discover(fixture);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  ASSERT_EQ(inv->gpus.size(), 8u);
+  ASSERT_EQ(inv->gpus[3].minor, -1);
+  const std::string uuid = inv->gpus[3].uuid;
+  const std::string dra_name = dra::GpuDeviceName(inv->gpus[3]);
+  NodeOf(*inv);
+  for (const char* mode : {"plugin", "static", "dra"}) {
+    SCOPED_TRACE(mode);
+    auto gen = Build(Base(mode, "none"), *inv);
+    ASSERT_TRUE(gen.ok()) << Error(gen);
+    const Generation& g = **gen;
+    EXPECT_EQ(g.model.units.size(), 7u);
+    for (const DeviceUnit& u : g.model.units) EXPECT_NE(u.uuid, uuid);
+    if (std::string(mode) != "dra") {
+      ASSERT_EQ(g.plan.resources.size(), 1u);
+      EXPECT_EQ(g.plan.resources[0].devices.size(), 7u);
+      for (const auto& d : g.plan.resources[0].devices) EXPECT_NE(d.gpu_id, uuid);
+    }
+    EXPECT_EQ(g.cdi.has_value(), std::string(mode) != "static");
+    if (g.cdi) {
+      for (const cdi::Device& d : g.cdi->spec.devices) EXPECT_NE(d.name, uuid);
+    }
+    const std::vector<DraDevice> devices = DraDevicesOf(g.model, g.inventory);
+    EXPECT_EQ(devices.size(), 7u);
+    for (const DraDevice& d : devices) EXPECT_NE(d.name, dra_name);
+    EXPECT_EQ(g.labels.labels.at("nvidia.com/gpu.count"), "7");
+    size_t said = 0;
+    for (const std::string& w : g.warnings) said += w.find(uuid) != std::string::npos;
+    EXPECT_EQ(said, 1u) << StrJoin(g.warnings, "\n");
+    EXPECT_THAT(StrJoin(g.warnings, "\n"),
+                HasSubstr(StrCat("GPU 3 (", uuid, ") has no device minor and is not advertised")));
+  }
+}
+
 // A GPU lost at discovery (NVML gave its UUID, then GPU_IS_LOST) stays, out,
 // so that a reset brings it back as it does a GPU lost later; with no minor
-// it has no device node and no CDI entry.
+// it has no device node and no CDI entry, so DRA publishes no device for it.
 TEST_F(ProjectionTest, AGpuLostAtDiscoveryWithoutMinorIsKeptUnhealthy) {
   Node(kDriver, {0, 1}, {}, "");
   nvml::Inventory inv = testing::PlainNode(2);
@@ -368,6 +421,14 @@ TEST_F(ProjectionTest, AGpuLostAtDiscoveryWithoutMinorIsKeptUnhealthy) {
   for (const cdi::Device& d : g.cdi->spec.devices) EXPECT_NE(d.name, "GPU-1aaa");
   EXPECT_THAT(StrJoin(g.warnings, "\n"),
               HasSubstr("GPU 1 (GPU-1aaa) is lost and NVML gives no device minor"));
+  // DRA mode publishes only devices that prepare: none for it.
+  auto dra = Build(Base("dra", "none"), inv);
+  ASSERT_TRUE(dra.ok()) << Error(dra);
+  EXPECT_EQ((*dra)->model.gpu_uuids, (std::vector<std::string>{"GPU-0aaa", "GPU-1aaa"}));
+  const std::vector<DraDevice> devices = DraDevicesOf((*dra)->model, (*dra)->inventory);
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].uuid, "GPU-0aaa");
+  EXPECT_EQ(PrepareEveryDevice(**dra, dir_.Join("dra")), 1u);
 }
 
 // migStrategy single's rule (every GPU in MIG mode, one profile) is the

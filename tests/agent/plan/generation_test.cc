@@ -157,6 +157,48 @@ TEST_F(GenerationTest, AGpuTheModelLeavesOutIsNotLabelled) {
   }
 }
 
+// The labels' replicas are the model's time-slicing: what is advertised,
+// shared as a resource of its own (rename, renameByDefault) or not, and
+// per MIG profile under migStrategy mixed.
+TEST_F(GenerationTest, LabelsTellTheModelsTimeSlicing) {
+  struct Case {
+    const char* what;
+    std::string rename;
+    bool rename_by_default;
+    const char* product;
+  };
+  for (const Case& c : {Case{"shared in place", "", false, "NVIDIA-A100-SXM4-80GB-SHARED"},
+                        Case{"renamed", "nvidia.com/gpu.shared", false, "NVIDIA-A100-SXM4-80GB"},
+                        Case{"renamed by default", "", true, "NVIDIA-A100-SXM4-80GB"}}) {
+    SCOPED_TRACE(c.what);
+    LoadedConfig loaded;
+    loaded.config = Base();
+    loaded.config.sharing.time_slicing.resources = {{"nvidia.com/gpu", 4, c.rename, {"all"}, 0}};
+    loaded.config.sharing.time_slicing.rename_by_default = c.rename_by_default;
+    nvml::Inventory inv = testing::PlainNode(2);
+    inv.driver_version = kDriver;
+    inv.links.assign(2, std::vector<nvml::GpuLink>(2));
+    absl::StatusOr<std::shared_ptr<const Generation>> gen =
+        BuildGeneration(loaded, inv, GenerationOptionsFor(loaded.config));
+    ASSERT_TRUE(gen.ok()) << Error(gen);
+    const NodeLabels& l = (*gen)->labels.labels;
+    EXPECT_EQ(l.at("nvidia.com/gpu.product"), c.product);
+    EXPECT_EQ(l.at("nvidia.com/gpu.replicas"), "4");
+    EXPECT_EQ(l.at("nvidia.com/gpu.sharing-strategy"), "time-slicing");
+  }
+  LoadedConfig loaded;
+  loaded.config = Base();
+  loaded.config.flags.mig_strategy = "mixed";
+  loaded.config.sharing.time_slicing.resources = {{"nvidia.com/mig-1g.10gb", 3, "", {"all"}, 0}};
+  absl::StatusOr<std::shared_ptr<const Generation>> gen =
+      BuildGeneration(loaded, AllMigNode(), GenerationOptionsFor(loaded.config));
+  ASSERT_TRUE(gen.ok()) << Error(gen);
+  const NodeLabels& l = (*gen)->labels.labels;
+  EXPECT_EQ(l.at("nvidia.com/mig-1g.10gb.product"), "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-SHARED");
+  EXPECT_EQ(l.at("nvidia.com/mig-1g.10gb.replicas"), "3");
+  EXPECT_EQ(l.at("nvidia.com/gpu.replicas"), "0");
+}
+
 TEST_F(GenerationTest, StaticModeAdvertisesAndBuildsNoCdiSpec) {
   LoadedConfig loaded;
   loaded.config = Base();

@@ -263,7 +263,12 @@ nvmlReturn_t DoInit() {
       return NVML_ERROR_UNKNOWN;
     }
     s.fixture_path = path;
+    // What the control FIFO injected goes with the fixture it was injected
+    // into, as a driver reload ends it.
     s.forced_init_error = 0;
+    s.wait_error = 0;
+    s.wait_error_count = 0;
+    s.hang_wait = false;
     s.gpus = fake_nvml::BuildDeviceTree<nvmlDevice_st>(s.fixture);
     if (const char* ctl = std::getenv("FAKE_NVML_CONTROL"); ctl && *ctl) {
       OpenControl(s, ctl);
