@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apiserver/node_client.h"
+#include "apiserver/node_condition.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -27,15 +28,6 @@ using Key = std::pair<std::string, std::string>;  // uuid, check
 ThreadCount& Threads() {
   static ThreadCount* count = new ThreadCount;  // never destroyed: threads may end at exit
   return *count;
-}
-
-std::string Rfc3339Now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string GpuName(const GpuHealthNote& n) {
@@ -91,29 +83,8 @@ std::string NodeEventJson(const std::string& node, const std::string& ns, const 
 std::string GpuHealthyConditionPatch(bool healthy, const std::string& reason,
                                      const std::string& message, const std::string& now,
                                      const std::string& transition) {
-  rapidjson::StringBuffer buf;
-  json::Writer w(buf);
-  auto field = [&w](const char* key, std::string_view value) {
-    w.Key(key);
-    json::WriteString(w, value);
-  };
-  w.StartObject();
-  w.Key("status");
-  w.StartObject();
-  w.Key("conditions");
-  w.StartArray();
-  w.StartObject();
-  field("type", "GpuHealthy");
-  field("status", healthy ? "True" : "False");
-  field("reason", reason);
-  field("message", message);
-  field("lastHeartbeatTime", now);
-  field("lastTransitionTime", transition);
-  w.EndObject();
-  w.EndArray();
-  w.EndObject();
-  w.EndObject();
-  return json::TextOf(buf);
+  return apiserver::NodeConditionPatch(
+      {"GpuHealthy", healthy ? "True" : "False", reason, message, now, transition});
 }
 
 struct NodeHealthReporter::State {
@@ -250,8 +221,8 @@ struct NodeHealthReporter::State {
                                         std::chrono::system_clock::now().time_since_epoch())
                                             .count() +
                                         static_cast<int64_t>(++serial));
-    const std::string body =
-        NodeEventJson(node, options.event_namespace, name, reason, type, message, Rfc3339Now());
+    const std::string body = NodeEventJson(node, options.event_namespace, name, reason, type,
+                                           message, apiserver::Rfc3339Now());
     absl::StatusOr<apiserver::HttpResponse> r =
         rest->Post(StrCat("/api/v1/namespaces/", options.event_namespace, "/events"), body,
                    "application/json", /*repeatable=*/true);  // a duplicate event beats a lost one
@@ -294,13 +265,13 @@ struct NodeHealthReporter::State {
     }
     const std::string key = StrCat(healthy ? "True" : "False", reason, message);
     if (key == written_condition) return true;
-    const std::string now = Rfc3339Now();
+    const std::string now = apiserver::Rfc3339Now();
     if (transition_time.empty() || healthy != written_healthy) transition_time = now;
     const std::string body =
         GpuHealthyConditionPatch(healthy, reason, message, now, transition_time);
     absl::StatusOr<apiserver::HttpResponse> r =
         rest->Patch(StrCat("/api/v1/nodes/", options.node, "/status"), body,
-                    "application/strategic-merge-patch+json", /*repeatable=*/true);
+                    apiserver::kStrategicMergePatch, /*repeatable=*/true);
     const int code = r.ok() ? r->status : 0;
     std::lock_guard<std::mutex> lock(mu);
     if (code == 200) {

@@ -146,6 +146,16 @@ class ModeHandoverTest : public ::testing::Test {
     });
   }
 
+  // The Node's GpuAgentMode condition reaches `reason`, its message holding
+  // `text`.
+  bool ConditionIs(const std::string& reason, const std::string& text) {
+    return WaitFor([&] {
+      const std::string c = api_.Condition(kNode, "GpuAgentMode");
+      return c.find("\"reason\":\"" + reason + "\"") != std::string::npos &&
+             c.find(text) != std::string::npos;
+    });
+  }
+
   bool DraRegistered(bool want) {
     return WaitFor([&] { return dra_->plugin(kDriver).has_value() == want; },
                    std::chrono::seconds(15));
@@ -180,6 +190,9 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   EXPECT_NE(Get("/metrics").find("gpu_agent_handover_gpus_held{held_by=\"plugin\"} 2"),
             std::string::npos)
       << Get("/metrics");
+  EXPECT_TRUE(ConditionIs("MovingToDra", "2 GPU(s) still held by device-plugin pods: " +
+                                             std::string(kUuid0) + " (device-plugin pod ml/a)"))
+      << api_.Condition(kNode, "GpuAgentMode");
 
   // The pods end: every GPU is offered, and the claim prepares.
   sim_.EndPod("ml", "a");
@@ -187,6 +200,7 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   ASSERT_TRUE(PublishedCount(8)) << Log();
   EXPECT_EQ(PrepareError("uid-c0", "c0"), "") << Log();
   EXPECT_TRUE(agent_->WaitForStderr("handover from the device plugin done")) << Log();
+  EXPECT_TRUE(ConditionIs("Dra", "every GPU is offered through DRA"));
   EXPECT_FALSE(std::filesystem::exists(dir_.Join("plugins") + "/" + kDriver + "/handover"));
 
   // DRA to plugin: the slices go; GPU 0 is the claim's until it is
@@ -198,6 +212,8 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   EXPECT_TRUE(DraRegistered(true)) << Log();
   EXPECT_NE(Get("/readyz").find("handover from DRA: 1 GPU(s)"), std::string::npos)
       << Get("/readyz");
+  EXPECT_TRUE(ConditionIs("MovingToDevicePlugin", "(DRA claim team/c0)"))
+      << api_.Condition(kNode, "GpuAgentMode");
   // No new claim is prepared on this node.
   api_.PutResourceClaim("team", "c1", ClaimJson("c1", "uid-c1", kDevice1));
   EXPECT_NE(PrepareError("uid-c1", "c1").find("moved from DRA to the device plugin"),
@@ -208,6 +224,7 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   EXPECT_TRUE(HealthIs(kUuid0, "Healthy")) << Log();
   EXPECT_TRUE(DraRegistered(false)) << Log();
   EXPECT_TRUE(agent_->WaitForStderr("handover from DRA done")) << Log();
+  EXPECT_TRUE(ConditionIs("DevicePlugin", "every GPU is served by the device plugin"));
 
   agent_->Signal(SIGTERM);
   EXPECT_EQ(agent_->Wait(), 0) << Log();
@@ -253,6 +270,7 @@ TEST_F(ModeHandoverTest, AnAgentKilledMidHandoverResumesItInEachDirection) {
 TEST_F(ModeHandoverTest, ASwitchThatCannotRunHereKeepsTheRunningMode) {
   StartAgent();
   ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 8; })) << Log();
+  EXPECT_EQ(api_.Condition(kNode, "GpuAgentMode"), "") << "a node that never moved is not written";
   // An API server without resource.k8s.io: DRA cannot run; the plugin stays.
   api_.ServeResourceVersions({});
   api_.SetLabel(kNode, kLabel, "dra");

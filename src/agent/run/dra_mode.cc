@@ -269,10 +269,12 @@ class DraMode : public Mode {
     o.strict = strict;
     DraHealth* state = health_state_.get();
     Config config = gen.config();
+    ModeCondition* condition = strict ? ctx_.mode_condition : nullptr;
     std::unique_ptr<HeldWatch> w =
-        HeldWatch::Start(std::move(o), gen, [state, config, strict](const HeldState& s) {
+        HeldWatch::Start(std::move(o), gen, [state, config, strict, condition](const HeldState& s) {
           state->SetWithheld(s.holders);
           LogHeld(s, strict);
+          if (condition) condition->Set(s.done ? "Dra" : "MovingToDra", ConditionMessage(s));
           if (s.done && strict) EndHandoverRecord(config);
         });
     std::lock_guard<std::mutex> lock(held_mu_);
@@ -300,6 +302,16 @@ class DraMode : public Mode {
         "handover from the device plugin: GPUs its pods hold stay out of the slices until "
         "they end",
         {{"held", DescribeHolders(s.holders)}});
+  }
+
+  static std::string ConditionMessage(const HeldState& s) {
+    if (s.done) return "dra mode; every GPU is offered through DRA";
+    if (!s.problem.empty()) {
+      return StrCat("dra mode; no GPU offered: the kubelet's PodResources cannot be read (",
+                    s.problem, ")");
+    }
+    return StrCat("dra mode; ", s.holders.size(),
+                  " GPU(s) still held by device-plugin pods: ", DescribeHolders(s.holders));
   }
 
   static std::string HandoverNote(const HeldState& s) {

@@ -7,6 +7,7 @@
 
 #include "agent/config/config_loader.h"
 #include "agent/config/node_config.h"
+#include "agent/run/mode_condition.h"
 #include "agent/run/run_events.h"
 #include "nvml/nvml_library.h"
 
@@ -24,6 +25,10 @@ struct ModeContext {
   // The mode this one took the node over from in this process ("plugin",
   // "dra"); empty when it is the first (mode_switch.h).
   std::string switched_from;
+  // The Node's GpuAgentMode condition, written while the node moves between
+  // modes (mode_condition.h); null without a node config, which is what
+  // moves a node.
+  ModeCondition* mode_condition = nullptr;
 };
 
 }  // namespace gpu_agent

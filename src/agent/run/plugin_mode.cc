@@ -164,6 +164,9 @@ class PluginMode : public Mode {
     // And the GPUs DRA claims still hold, before any is streamed healthy.
     drain_ = DraDrain::StartIfNeeded(
         gen, [this](const std::map<std::string, std::string>& holders) { Withhold(holders); });
+    if (!drain_ && !ctx_.switched_from.empty() && ctx_.mode_condition) {
+      ctx_.mode_condition->Set("DevicePlugin", kAllServed);
+    }
     absl::StatusOr<std::unique_ptr<deviceplugin::PluginSupervisor>> sup =
         deviceplugin::PluginSupervisor::Start(SupervisorFrom(gen.config()), runtimes);
     if (!sup.ok()) {
@@ -271,7 +274,17 @@ class PluginMode : public Mode {
     }
     withheld_ = holders;
     for (const ResourceRuntime& r : runtimes_) r.publisher->SetWithheld(WithheldLocked());
+    if (ctx_.mode_condition) {
+      ctx_.mode_condition->Set(
+          holders.empty() ? "DevicePlugin" : "MovingToDevicePlugin",
+          holders.empty()
+              ? kAllServed
+              : StrCat("plugin mode; ", holders.size(),
+                       " GPU(s) still prepared for DRA claims: ", DescribeHolders(holders)));
+    }
   }
+
+  static constexpr char kAllServed[] = "plugin mode; every GPU is served by the device plugin";
 
   std::set<std::string> WithheldLocked() const {
     std::set<std::string> out;

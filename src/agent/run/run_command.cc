@@ -147,14 +147,19 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   }
   for (const std::string& w : (*gen)->warnings) LogWarning(w);
   std::shared_ptr<const Generation> next = *std::move(gen);
+  std::unique_ptr<ModeCondition> condition;
+  if (*node_config) condition = ModeCondition::Create(next->config());
   std::string from;
   for (;;) {
     const AgentMode mode = next->config().agent_mode();
-    const ModeContext ctx{request, lib, node_config->get(), events->get(), from};
+    const ModeContext ctx{request, lib, node_config->get(), events->get(), from, condition.get()};
     ModeEnd end = mode == AgentMode::kStatic ? RunStaticMode(ctx, std::move(next))
                   : mode == AgentMode::kDra  ? RunDraMode(ctx, std::move(next))
                                              : RunPluginMode(ctx, std::move(next));
-    if (!end.next) return end.code;
+    if (!end.next) {
+      if (condition) condition->Stop();
+      return end.code;
+    }
     from = mode == AgentMode::kDra ? "dra" : "plugin";
     next = std::move(end.next);
   }

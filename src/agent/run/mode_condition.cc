@@ -1,0 +1,109 @@
+#include "agent/run/mode_condition.h"
+
+#include <utility>
+
+#include "agent/config/api_connection.h"
+#include "apiserver/node_client.h"
+#include "apiserver/node_condition.h"
+#include "base/backoff.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/thread_name.h"
+
+namespace gpu_agent {
+
+std::unique_ptr<ModeCondition> ModeCondition::Create(const Config& config) {
+  absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
+  if (config.node_name.empty() || !conn.ok()) {
+    LogWarning(
+        "the node's GpuAgentMode condition is not written: it needs nodeName and an API "
+        "connection",
+        {{"error", conn.ok() ? "no node name" : std::string(conn.status().message())}});
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
+      apiserver::RestClient::Create(*conn, RestOptionsFor(config));
+  if (!rest.ok()) {
+    LogWarning("the node's GpuAgentMode condition is not written",
+               {{"error", std::string(rest.status().message())}});
+    return nullptr;
+  }
+  return std::unique_ptr<ModeCondition>(new ModeCondition(*std::move(rest), config.node_name));
+}
+
+ModeCondition::ModeCondition(std::unique_ptr<apiserver::RestClient> rest, std::string node)
+    : rest_(std::move(rest)), node_(std::move(node)) {}
+
+ModeCondition::~ModeCondition() { Stop(); }
+
+void ModeCondition::Set(const std::string& reason, const std::string& text) {
+  // A node's status is read by every describe and list: the holders of
+  // many GPUs are cut short.
+  constexpr size_t kMaxMessage = 1024;
+  const std::string message =
+      text.size() <= kMaxMessage ? text : StrCat(text.substr(0, kMaxMessage - 3), "...");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || (reason == reason_ && message == message_)) return;
+    if (reason != reason_) transition_ = apiserver::Rfc3339Now();
+    reason_ = reason;
+    message_ = message;
+    ++wanted_;
+    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  }
+  cv_.notify_all();
+}
+
+void ModeCondition::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  rest_->Cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t ModeCondition::writes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writes_;
+}
+
+void ModeCondition::Run() {
+  NameThisThread("mode-condition");
+  Backoff backoff = Backoff::Doubling(std::chrono::seconds(1), std::chrono::minutes(1));
+  int said = -1;  // the last refusal logged
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || written_ < wanted_; });
+    if (stop_) return;
+    const uint64_t at = wanted_;
+    const std::string body = apiserver::NodeConditionPatch(
+        {"GpuAgentMode", "True", reason_, message_, apiserver::Rfc3339Now(), transition_});
+    lock.unlock();
+    absl::StatusOr<apiserver::HttpResponse> r =
+        rest_->Patch(StrCat("/api/v1/nodes/", node_, "/status"), body,
+                     apiserver::kStrategicMergePatch, /*repeatable=*/true);
+    const int code = r.ok() ? r->status : 0;
+    lock.lock();
+    if (code == 200) {
+      written_ = at;
+      ++writes_;
+      backoff.Reset();
+      said = -1;
+      continue;
+    }
+    if (stop_) return;
+    if (code != said) {
+      said = code;
+      const std::string why =
+          r.ok() ? std::string(
+                       apiserver::ExplainAnswer(*r, node_, "patch nodes/status", body).message())
+                 : std::string(r.status().message());
+      LogWarning("cannot write the node's GpuAgentMode condition; trying again", {{"error", why}});
+    }
+    cv_.wait_for(lock, backoff.Next(), [this] { return stop_; });
+  }
+}
+
+}  // namespace gpu_agent

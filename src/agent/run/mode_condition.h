@@ -1,0 +1,59 @@
+// The Node condition GpuAgentMode, for a node that moves between the device
+// plugin and DRA (mode_switch.h): which mode serves its GPUs and, while it
+// moves, what the other side still holds. `kubectl describe node` shows it:
+//   GpuAgentMode True MovingToDra  dra mode; 2 GPU(s) still held by ...
+//   GpuAgentMode True Dra          dra mode; every GPU is offered through DRA
+// Reasons: DevicePlugin, Dra, MovingToDevicePlugin, MovingToDra.
+//
+// Written only once a move has begun (the modes call Set then), so a node
+// that never moves is not written (RBAC: nodes/status patch, in the
+// mode-handover component). Each Set is written by the condition's own
+// thread, the latest only, retried with a backoff while the API server
+// refuses; nothing that sets it waits on the API server.
+#ifndef GPU_AGENT_AGENT_RUN_MODE_CONDITION_H_
+#define GPU_AGENT_AGENT_RUN_MODE_CONDITION_H_
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "agent/config/config.h"
+#include "apiserver/rest_client.h"
+
+namespace gpu_agent {
+
+class ModeCondition {
+ public:
+  // Null, saying why, without a node name or an API connection.
+  static std::unique_ptr<ModeCondition> Create(const Config& config);
+  ~ModeCondition();
+  ModeCondition(const ModeCondition&) = delete;
+  ModeCondition& operator=(const ModeCondition&) = delete;
+
+  void Set(const std::string& reason, const std::string& message);
+  // Ends a write in flight and the thread.
+  void Stop();
+  uint64_t writes() const;
+
+ private:
+  ModeCondition(std::unique_ptr<apiserver::RestClient> rest, std::string node);
+  void Run();
+
+  const std::unique_ptr<apiserver::RestClient> rest_;
+  const std::string node_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;             // protected by mu_
+  std::string reason_, message_;  // protected by mu_: wanted
+  std::string transition_;        // protected by mu_: when the reason last changed
+  uint64_t wanted_ = 0;           // protected by mu_: Set calls
+  uint64_t written_ = 0;          // protected by mu_: of those, the last written
+  uint64_t writes_ = 0;           // protected by mu_
+  std::thread thread_;            // started by the first Set
+};
+
+}  // namespace gpu_agent
+
+#endif  // GPU_AGENT_AGENT_RUN_MODE_CONDITION_H_
