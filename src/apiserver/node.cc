@@ -49,18 +49,10 @@ absl::Status ParseDocument(std::string_view json, const char* what, rapidjson::D
   return absl::OkStatus();
 }
 
-std::string StringMember(const rapidjson::Value& obj, const char* name) {
-  if (!obj.IsObject()) return "";
-  auto it = obj.FindMember(name);
-  return it != obj.MemberEnd() && it->value.IsString()
-             ? std::string(it->value.GetString(), it->value.GetStringLength())
-             : "";
-}
-
 std::string ResourceVersionOf(const rapidjson::Value& obj) {
   if (!obj.IsObject()) return "";
   auto meta = obj.FindMember("metadata");
-  return meta == obj.MemberEnd() ? "" : StringMember(meta->value, "resourceVersion");
+  return meta == obj.MemberEnd() ? "" : json::String(meta->value, "resourceVersion");
 }
 
 absl::StatusOr<NodeView> ParseNodeObject(const rapidjson::Value& doc) {
@@ -76,8 +68,8 @@ absl::StatusOr<NodeView> ParseNodeObject(const rapidjson::Value& doc) {
   if (meta == doc.MemberEnd() || !meta->value.IsObject()) {
     return absl::InvalidArgumentError("the Node has no metadata");
   }
-  node.name = StringMember(meta->value, "name");
-  node.resource_version = StringMember(meta->value, "resourceVersion");
+  node.name = json::String(meta->value, "name");
+  node.resource_version = json::String(meta->value, "resourceVersion");
   if (auto l = meta->value.FindMember("labels");
       l != meta->value.MemberEnd() && l->value.IsObject()) {
     node.has_labels = true;
@@ -116,7 +108,7 @@ absl::StatusOr<NodeView> ParseNode(std::string_view json) {
 absl::StatusOr<NodeList> ParseNodeList(std::string_view json) {
   rapidjson::Document doc;
   if (absl::Status s = ParseDocument(json, "NodeList", &doc); !s.ok()) return s;
-  if (const std::string kind = StringMember(doc, "kind"); !kind.empty() && kind != "NodeList") {
+  if (const std::string kind = json::String(doc, "kind"); !kind.empty() && kind != "NodeList") {
     return absl::InvalidArgumentError(StrCat("expected a NodeList, the API server sent a ", kind));
   }
   NodeList list;
@@ -139,7 +131,7 @@ absl::StatusOr<NodeList> ParseNodeList(std::string_view json) {
 absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
   rapidjson::Document doc;
   if (absl::Status s = ParseDocument(line, "watch event", &doc); !s.ok()) return s;
-  const std::string type = StringMember(doc, "type");
+  const std::string type = json::String(doc, "type");
   auto obj = doc.FindMember("object");
   if (obj == doc.MemberEnd() || !obj->value.IsObject()) {
     return absl::InvalidArgumentError(StrCat("the watch event \"", type, "\" has no object"));

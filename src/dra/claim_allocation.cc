@@ -15,7 +15,6 @@ namespace {
 
 using json::Member;
 using json::Strings;
-std::string Str(const rapidjson::Value& v, const char* key) { return json::String(v, key); }
 
 // Opaque parameters for this driver: kind GpuConfig of <driver>/v1alpha1,
 // with at most sharing.strategy TimeSlicing and an interval the driver
@@ -29,14 +28,14 @@ absl::StatusOr<std::string> ParseGpuConfig(const rapidjson::Value* params,
                                              " is not an object (want kind GpuConfig, ",
                                              "apiVersion ", version, ")"));
   }
-  const std::string kind = Str(*params, "kind");
+  const std::string kind = json::String(*params, "kind");
   if (kind != "GpuConfig") {
     return absl::InvalidArgumentError(StrCat("opaque config kind \"", kind, "\" is not one ",
                                              driver, " knows (it knows GpuConfig)"));
   }
-  if (Str(*params, "apiVersion") != version) {
-    return absl::InvalidArgumentError(
-        StrCat("GpuConfig apiVersion \"", Str(*params, "apiVersion"), "\" is not ", version));
+  if (json::String(*params, "apiVersion") != version) {
+    return absl::InvalidArgumentError(StrCat(
+        "GpuConfig apiVersion \"", json::String(*params, "apiVersion"), "\" is not ", version));
   }
   for (const auto& m : params->GetObject()) {
     const std::string key = m.name.GetString();
@@ -47,13 +46,13 @@ absl::StatusOr<std::string> ParseGpuConfig(const rapidjson::Value* params,
   }
   const rapidjson::Value* sharing = Member(*params, "sharing");
   if (sharing == nullptr) return std::string();
-  const std::string strategy = Str(*sharing, "strategy");
+  const std::string strategy = json::String(*sharing, "strategy");
   if (strategy != "TimeSlicing") {
     return absl::InvalidArgumentError(StrCat("GpuConfig sharing.strategy \"", strategy,
                                              "\" is not one this driver knows (TimeSlicing)"));
   }
   const rapidjson::Value* ts = Member(*sharing, "timeSlicing");
-  const std::string interval = ts ? Str(*ts, "interval") : kDefaultTimeSlice;
+  const std::string interval = ts ? json::String(*ts, "interval") : kDefaultTimeSlice;
   if (TimeSliceLevel(interval) >= 0) return interval;
   return absl::InvalidArgumentError(StrCat("GpuConfig sharing.timeSlicing.interval \"", interval,
                                            "\" is not one of Default, Short, Medium, Long"));
@@ -109,9 +108,9 @@ absl::StatusOr<ClaimRequests> ReadRequests(const rapidjson::Value& claim) {
   for (const auto& r : requests->GetArray()) {
     std::vector<std::string> subs;
     if (const rapidjson::Value* first = Member(r, "firstAvailable"); first && first->IsArray()) {
-      for (const auto& sub : first->GetArray()) subs.push_back(Str(sub, "name"));
+      for (const auto& sub : first->GetArray()) subs.push_back(json::String(sub, "name"));
     }
-    out.Add(Str(r, "name"), std::move(subs));
+    out.Add(json::String(r, "name"), std::move(subs));
   }
   return out;
 }
@@ -154,7 +153,7 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
         StrCat(NamedClaim(claim), ": the API server's answer is not a ResourceClaim"));
   }
   const rapidjson::Value* meta = Member(d, "metadata");
-  const std::string uid = meta ? Str(*meta, "uid") : "";
+  const std::string uid = meta ? json::String(*meta, "uid") : "";
   if (uid != claim.uid) {
     return absl::FailedPreconditionError(
         StrCat(NamedClaim(claim), ": UID mismatch: the kubelet asked for ", claim.uid,
@@ -177,22 +176,22 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
   std::vector<std::string> others;
   if (results != nullptr && results->IsArray()) {
     for (const auto& r : results->GetArray()) {
-      const std::string r_driver = Str(r, "driver"), r_pool = Str(r, "pool");
+      const std::string r_driver = json::String(r, "driver"), r_pool = json::String(r, "pool");
       if (r_driver == driver && r_pool == pool) {
         AllocatedDevice a;
-        a.request = Str(r, "request");
-        a.device = Str(r, "device");
+        a.request = json::String(r, "request");
+        a.device = json::String(r, "device");
         const rapidjson::Value* admin = Member(r, "adminAccess");
         a.admin_access = admin != nullptr && admin->IsBool() && admin->GetBool();
         if (const rapidjson::Value* t = Member(r, "tolerations"); t && t->IsArray()) {
           for (const auto& tol : t->GetArray()) {
-            a.tolerations.push_back(
-                {Str(tol, "key"), Str(tol, "operator"), Str(tol, "value"), Str(tol, "effect")});
+            a.tolerations.push_back({json::String(tol, "key"), json::String(tol, "operator"),
+                                     json::String(tol, "value"), json::String(tol, "effect")});
           }
         }
         out.push_back(std::move(a));
       } else {
-        others.push_back(StrCat(r_driver, "/", r_pool, "/", Str(r, "device")));
+        others.push_back(StrCat(r_driver, "/", r_pool, "/", json::String(r, "device")));
       }
     }
   }
@@ -232,8 +231,8 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
     for (const bool class_pass : {true, false}) {
       for (const auto& c : configs->GetArray()) {
         const rapidjson::Value* opaque = Member(c, "opaque");
-        if (opaque == nullptr || Str(*opaque, "driver") != driver) continue;
-        if ((Str(c, "source") == "FromClass") != class_pass) continue;
+        if (opaque == nullptr || json::String(*opaque, "driver") != driver) continue;
+        if ((json::String(c, "source") == "FromClass") != class_pass) continue;
         const std::vector<std::string> named = Strings(Member(c, "requests"));
         for (const std::string& n : named) {
           if (std::string why = requests->Unknown(n); !why.empty()) {

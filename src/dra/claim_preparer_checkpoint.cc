@@ -18,7 +18,6 @@ namespace gpu_agent::dra {
 namespace {
 
 using json::Member;
-std::string Str(const rapidjson::Value& v, const char* key) { return json::String(v, key); }
 
 // A claim's CDI spec is a few KiB; a file past this in the spec folder is
 // not one of ours.
@@ -73,11 +72,11 @@ void ClaimPreparer::ResolveLegacyDevicesLocked() {
       if (!d.uuid.empty()) continue;
       std::set<std::string> nodes;
       for (const auto& dv : devices->GetArray()) {
-        if (Str(dv, "name") != StrCat(uid, "-", d.answer.device)) continue;
+        if (json::String(dv, "name") != StrCat(uid, "-", d.answer.device)) continue;
         const rapidjson::Value* edits = Member(dv, "containerEdits");
         const rapidjson::Value* list = edits ? Member(*edits, "deviceNodes") : nullptr;
         if (list == nullptr || !list->IsArray()) continue;
-        for (const auto& n : list->GetArray()) nodes.insert(Str(n, "path"));
+        for (const auto& n : list->GetArray()) nodes.insert(json::String(n, "path"));
       }
       if (nodes.empty()) continue;
       const std::vector<std::string>& uuids = uuids_of(nodes);
@@ -232,7 +231,7 @@ std::map<std::string, ClaimPreparer::Entry> ClaimPreparer::ReadSpecs() const {
     Entry e;
     e.from_spec = true;
     for (const auto& dv : devices->GetArray()) {
-      const std::string name = Str(dv, "name");
+      const std::string name = json::String(dv, "name");
       if (!name.starts_with(uid + "-")) continue;
       PreparedClaim::Device device;
       device.answer = {{}, options_.pool, name.substr(uid.size() + 1), {StrCat(kind, "=", name)}};
