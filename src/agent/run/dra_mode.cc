@@ -268,15 +268,17 @@ class DraMode : public Mode {
     o.socket = gen.config().kubelet.pod_resources_socket;
     o.strict = strict;
     DraHealth* state = health_state_.get();
-    Config config = gen.config();
+    const std::string record = HandoverRecordPath(gen.config());
     ModeCondition* condition = strict ? ctx_.mode_condition : nullptr;
     std::unique_ptr<HeldWatch> w =
-        HeldWatch::Start(std::move(o), gen, [state, config, strict, condition](const HeldState& s) {
-          state->SetWithheld(s.holders);
-          LogHeld(s, strict);
-          if (condition) condition->Set(s.done ? "Dra" : "MovingToDra", ConditionMessage(s));
-          if (s.done && strict) EndHandoverRecord(config);
-        });
+        HeldWatch::Start(std::move(o), gen.model, gen.inventory,
+                         [state, record, strict, condition](const HeldState& s) {
+                           state->SetWithheld(s.holders);
+                           LogHeld(s, strict);
+                           if (condition)
+                             condition->Set(s.done ? "Dra" : "MovingToDra", ConditionMessage(s));
+                           if (s.done && strict) EndHandoverRecord(record);
+                         });
     std::lock_guard<std::mutex> lock(held_mu_);
     held_ = std::move(w);
   }

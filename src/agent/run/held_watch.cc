@@ -28,19 +28,21 @@ std::string DescribeHolders(const std::map<std::string, std::string>& holders) {
   return out;
 }
 
-std::unique_ptr<HeldWatch> HeldWatch::Start(HeldWatchOptions options, const Generation& gen,
-                                            Report report) {
-  std::unique_ptr<HeldWatch> w(new HeldWatch(std::move(options), gen, std::move(report)));
+std::unique_ptr<HeldWatch> HeldWatch::Start(HeldWatchOptions options, const DeviceModel& model,
+                                            const nvml::Inventory& inventory, Report report) {
+  std::unique_ptr<HeldWatch> w(
+      new HeldWatch(std::move(options), model, inventory, std::move(report)));
   w->state_ = w->Look();
   w->report_(w->state_);
   if (!w->state_.done) w->thread_ = std::thread([p = w.get()] { p->Run(); });
   return w;
 }
 
-HeldWatch::HeldWatch(HeldWatchOptions options, const Generation& gen, Report report)
+HeldWatch::HeldWatch(HeldWatchOptions options, const DeviceModel& model,
+                     const nvml::Inventory& inventory, Report report)
     : options_(std::move(options)),
-      model_(gen.model),
-      inventory_(gen.inventory),
+      model_(model),
+      inventory_(inventory),
       report_(std::move(report)) {}
 
 HeldWatch::~HeldWatch() { Stop(); }

@@ -24,7 +24,6 @@
 #include <thread>
 
 #include "agent/plan/device_model.h"
-#include "agent/plan/generation.h"
 #include "nvml/inventory.h"
 
 namespace gpu_agent {
@@ -49,12 +48,12 @@ class HeldWatch {
   // Called on the watch's thread with each change of what it saw.
   using Report = std::function<void(const HeldState&)>;
 
-  // Starts the watch of `gen`'s GPUs: the first List and its report are
+  // Starts the watch of `model`'s GPUs: the first List and its report are
   // made on the caller's thread, before Start returns (so what is offered
   // first already leaves the held GPUs out); the watch's thread asks again
   // while anything is held.
-  static std::unique_ptr<HeldWatch> Start(HeldWatchOptions options, const Generation& gen,
-                                          Report report);
+  static std::unique_ptr<HeldWatch> Start(HeldWatchOptions options, const DeviceModel& model,
+                                          const nvml::Inventory& inventory, Report report);
   ~HeldWatch();
   HeldWatch(const HeldWatch&) = delete;
   HeldWatch& operator=(const HeldWatch&) = delete;
@@ -66,7 +65,8 @@ class HeldWatch {
   bool strict() const { return options_.strict; }
 
  private:
-  HeldWatch(HeldWatchOptions options, const Generation& gen, Report report);
+  HeldWatch(HeldWatchOptions options, const DeviceModel& model, const nvml::Inventory& inventory,
+            Report report);
   void Run();
   HeldState Look() const;
 

@@ -78,8 +78,7 @@ absl::Status RecordHandover(const Config& config, const std::string& from) {
                              Durability::kFlushed, 0640);
 }
 
-void EndHandoverRecord(const Config& config) {
-  const std::string path = HandoverRecordPath(config);
+void EndHandoverRecord(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     LogWarning("cannot remove the handover record",
                {{"file", path}, {"error", std::strerror(errno)}});

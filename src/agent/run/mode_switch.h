@@ -36,7 +36,8 @@ std::string HandoverRecordPath(const Config& config);
 bool HandoverRecorded(const Config& config);
 // Errors name the file.
 absl::Status RecordHandover(const Config& config, const std::string& from);
-void EndHandoverRecord(const Config& config);
+// Removes the record at `path` (HandoverRecordPath).
+void EndHandoverRecord(const std::string& path);
 
 }  // namespace gpu_agent
 
