@@ -9,7 +9,9 @@
 // agent itself resolves its config), GPU-node affinity, resources, seccomp,
 // no API access in plugin mode, the RBAC unchanged in static and DRA mode,
 // DRA mode's kubelet and CDI folders and DeviceClasses, SYS_ADMIN only with
-// MIG, and the metrics endpoint bound to the pod's address (IPv4 and IPv6).
+// MIG, the metrics endpoint bound to the pod's address (IPv4 and IPv6), and
+// with the mode-handover component everything DRA mode and the move need in
+// the plugin-mode pod.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -424,6 +426,70 @@ YAML::Node EffectiveConfig(const YAML::Node& pod, const YAML::Node& container,
   return YAML::Load(r.out);
 }
 
+// DRA mode's folders, as `config` names them, mounted from the host where
+// the container sees them: the kubelet's plugin registry and plugins
+// folders (there wherever the kubelet runs) and the CDI spec folder (made
+// if missing).
+void CheckDraFolders(const YAML::Node& pod, const YAML::Node& c, const YAML::Node& config) {
+  for (const std::string key : {"registryDir", "pluginDir"}) {
+    const std::string folder = Str(At(config, {"dra", key}));
+    const Mount m = MountAt(pod, c, folder);
+    ASSERT_TRUE(m.mount.IsDefined()) << "dra." << key << " " << folder << " is not mounted";
+    EXPECT_EQ(Str(At(m.volume, {"hostPath", "path"})), folder);
+    EXPECT_EQ(Str(At(m.volume, {"hostPath", "type"})), "Directory");
+  }
+  const std::string cdi_dir = Str(At(config, {"cdi", "specDir"}));
+  const Mount cdi = MountAt(pod, c, cdi_dir);
+  ASSERT_TRUE(cdi.mount.IsDefined()) << "cdi.specDir " << cdi_dir << " is not mounted";
+  EXPECT_EQ(Str(At(cdi.volume, {"hostPath", "path"})), cdi_dir);
+  EXPECT_EQ(Str(At(cdi.volume, {"hostPath", "type"})), "DirectoryOrCreate");
+}
+
+// components/mode-handover: the plugin-mode pod runs DRA mode when its
+// node's label names dra.yaml. What the agent makes of the DaemonSet with
+// that config is DRA mode (nothing in the args holds it to plugin mode),
+// with DRA mode's folders and the folder of kubelet.podResourcesSocket
+// mounted from the host, the latter read-only (connect(2) needs write
+// permission on the socket, not a writable mount); DRA mode's own-node
+// admission policy names this pod's service account.
+void CheckModeHandover(const YAML::Node& ds, const YAML::Node& pod, const YAML::Node& c,
+                       const YAML::Node& configmap, const std::vector<YAML::Node>& docs) {
+  YAML::Node as_dra = YAML::Clone(c);
+  for (YAML::Node e : as_dra["env"]) {
+    if (Str(e["name"]) == "CONFIG_FILE") {
+      e["value"] = Clean(Env(c, "GPU_AGENT_NODE_CONFIG_DIR")) + "/dra.yaml";
+    }
+  }
+  const YAML::Node config = EffectiveConfig(pod, as_dra, configmap);
+  ASSERT_TRUE(config.IsDefined());
+  EXPECT_EQ(Str(config["mode"]), "dra") << "the label naming dra would not move the node to DRA";
+  CheckDraFolders(pod, c, config);
+  const std::string socket = Str(At(config, {"kubelet", "podResourcesSocket"}));
+  const std::string folder = socket.substr(0, socket.rfind('/'));
+  const Mount pr = MountAt(pod, c, folder);
+  ASSERT_TRUE(pr.mount.IsDefined())
+      << "the folder of kubelet.podResourcesSocket " << socket << " is not mounted";
+  EXPECT_EQ(Str(At(pr.volume, {"hostPath", "path"})), folder);
+  EXPECT_EQ(Str(At(pr.volume, {"hostPath", "type"})), "Directory");
+  EXPECT_TRUE(pr.mount["readOnly"].IsDefined() && pr.mount["readOnly"].as<bool>())
+      << "the kubelet's pod-resources folder is mounted writable";
+  const std::string user = "system:serviceaccount:" + Str(At(ds, {"metadata", "namespace"})) + ":" +
+                           Str(pod["serviceAccountName"]);
+  std::set<std::string> policies, bound;
+  for (const YAML::Node& d : docs) {
+    if (Str(d["kind"]) == "ValidatingAdmissionPolicy") {
+      policies.insert(Str(At(d, {"metadata", "name"})));
+      EXPECT_EQ(Str(At(d, {"spec", "matchConditions"})[0]["expression"]),
+                "request.userInfo.username == \"" + user + "\"");
+    }
+    if (Str(d["kind"]) == "ValidatingAdmissionPolicyBinding") {
+      bound.insert(Str(At(d, {"spec", "policyName"})));
+    }
+  }
+  EXPECT_EQ(policies.size(), 1u) << "the own-node policy for ResourceSlices";
+  EXPECT_EQ(bound, policies);
+}
+
 void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
   SCOPED_TRACE("render of " + v.name);
   const bool plugin = v.mode == "plugin";
@@ -444,9 +510,11 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
     if (IsRbac(kind)) rbac_kinds.push_back(kind);
     EXPECT_EQ(Str(At(d, {"metadata", "labels", "app.kubernetes.io/part-of"})), "gpu-agent")
         << kind << " " << Str(At(d, {"metadata", "name"})) << " lacks the common label";
-    // kustomize does not know DeviceClass is cluster-scoped and names a
-    // namespace on it, which the API server drops for a cluster-scoped kind.
-    if (kind != "ClusterRole" && kind != "ClusterRoleBinding" && kind != "DeviceClass") {
+    // kustomize does not know DeviceClass and the admission policies are
+    // cluster-scoped and names a namespace on them where it runs before
+    // them, which the API server drops for a cluster-scoped kind.
+    if (kind != "ClusterRole" && kind != "ClusterRoleBinding" && kind != "DeviceClass" &&
+        kind != "ValidatingAdmissionPolicy" && kind != "ValidatingAdmissionPolicyBinding") {
       EXPECT_EQ(Str(At(d, {"metadata", "namespace"})), "kube-system")
           << kind << " " << Str(At(d, {"metadata", "name"}));
     }
@@ -504,7 +572,7 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
   const bool privileged = At(c, {"securityContext", "privileged"}).IsDefined() &&
                           At(c, {"securityContext", "privileged"}).as<bool>();
   const Mount driver_mount = MountAt(pod, c, driver_here);
-  EXPECT_FALSE(dra && driver == "nvidia-runtime")
+  EXPECT_FALSE((dra || v.Has("mode-handover")) && driver == "nvidia-runtime")
       << "DRA mode's CDI specs name libcuda, which the runtime's utility set does not give the "
          "agent: it needs the host's driver root";
   if (driver == "nvidia-runtime") {
@@ -633,6 +701,8 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
               (tag != std::string::npos && tag > image.rfind('/')))
       << "image \"" << image << "\" has no tag or digest";
 
+  EXPECT_TRUE(!v.Has("mode-handover") || (plugin && v.Has("node-config")))
+      << "mode-handover moves a plugin-mode pod with a config per node";
   if (plugin && v.Has("node-health")) {
     // GPU health on the Node: plugin mode gets an API connection, with the
     // RBAC of components/node-health/rbac.yaml, unchanged, bound to the
@@ -653,17 +723,31 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
     // A config per node: plugin mode reads and watches its own Node, with
     // the RBAC of components/node-config/rbac.yaml, unchanged, bound to the
     // pod's service account; the named configs are the ConfigMap's files.
+    // With mode-handover, that of components/mode-handover/rbac.yaml too.
+    const bool handover = v.Has("mode-handover");
     EXPECT_EQ(Str(pod["automountServiceAccountToken"]), "true");
     std::multiset<std::string> kinds(rbac_kinds.begin(), rbac_kinds.end());
-    EXPECT_EQ(kinds,
-              (std::multiset<std::string>{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}));
-    EXPECT_EQ(Rules(docs), Rules(Docs("components/node-config/rbac.yaml")));
+    std::multiset<std::string> want_kinds = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"};
+    std::multiset<std::string> want_rules = Rules(Docs("components/node-config/rbac.yaml"));
+    std::set<std::string> want_roles = {"gpu-agent-node-config"}, roles;
+    if (handover) {
+      want_kinds.insert({"ClusterRole", "ClusterRoleBinding"});
+      for (const std::string& r : Rules(Docs("components/mode-handover/rbac.yaml"))) {
+        want_rules.insert(r);
+      }
+      want_roles.insert("gpu-agent-mode-handover");
+    }
+    EXPECT_EQ(kinds, want_kinds);
+    EXPECT_EQ(Rules(docs), want_rules);
     for (const YAML::Node& d : docs) {
       if (Str(d["kind"]) != "ClusterRoleBinding") continue;
       ASSERT_TRUE(d["subjects"].IsSequence() && d["subjects"].size() == 1u);
       EXPECT_EQ(Str(d["subjects"][0]["name"]), Str(pod["serviceAccountName"]));
-      EXPECT_EQ(Str(At(d, {"roleRef", "name"})), "gpu-agent-node-config");
+      EXPECT_EQ(Str(d["subjects"][0]["namespace"]), Str(At(ds, {"metadata", "namespace"})));
+      roles.insert(Str(At(d, {"roleRef", "name"})));
     }
+    EXPECT_EQ(roles, want_roles);
+    if (handover) CheckModeHandover(ds, pod, c, configmap, docs);
     const Mount named = MountAt(pod, c, Str(At(config, {"nodeConfig", "dir"})));
     ASSERT_TRUE(named.mount.IsDefined()) << "nothing is mounted at nodeConfig.dir";
     EXPECT_EQ(Str(At(named.volume, {"configMap", "name"})),
@@ -684,18 +768,7 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
       EXPECT_EQ(Str(d["subjects"][0]["name"]), Str(pod["serviceAccountName"]));
       EXPECT_EQ(Str(At(d, {"roleRef", "name"})), "gpu-agent-dra");
     }
-    const std::string plugin_dir = Str(At(config, {"dra", "pluginDir"}));
-    for (const std::string key : {"registryDir", "pluginDir"}) {
-      const std::string folder = Str(At(config, {"dra", key}));
-      const Mount m = MountAt(pod, c, folder);
-      ASSERT_TRUE(m.mount.IsDefined()) << "dra." << key << " " << folder << " is not mounted";
-      EXPECT_EQ(Str(At(m.volume, {"hostPath", "path"})), folder);
-      EXPECT_EQ(Str(At(m.volume, {"hostPath", "type"})), "Directory");
-    }
-    const std::string cdi_dir = Str(At(config, {"cdi", "specDir"}));
-    const Mount cdi = MountAt(pod, c, cdi_dir);
-    ASSERT_TRUE(cdi.mount.IsDefined()) << "cdi.specDir " << cdi_dir << " is not mounted";
-    EXPECT_EQ(Str(At(cdi.volume, {"hostPath", "path"})), cdi_dir);
+    CheckDraFolders(pod, c, config);
     const std::string driver_name = Str(At(config, {"dra", "driverName"}));
     // Before 1.34 (components/dra-v1beta1): v1beta1, and no class for
     // nvidia.com/gpu (extendedResourceName came with 1.34).
@@ -840,7 +913,8 @@ TEST(ManifestsTest, EveryOverlayRendersOneConsistentDaemonSet) {
 // overlay: each driver way, with and without MIG, on each kubelet folder.
 TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
   REQUIRE_KUBECTL();
-  std::set<std::string> used = {"mig", "node-config", "node-health", "dra-v1beta1", "dra-no-surge"};
+  std::set<std::string> used = {"mig",         "node-config",  "node-health",
+                                "dra-v1beta1", "dra-no-surge", "mode-handover"};
   for (const std::string& d : kDriverComponents) used.insert(d);
   for (const auto& [c, path] : kKubeletDevicePlugins) {
     if (!c.empty()) used.insert(c);
@@ -879,6 +953,14 @@ TEST(ManifestsTest, EveryComponentCombinationRendersOneConsistentDaemonSet) {
       Variant nh{"plugin + " + driver + " + node-health", "plugin", {driver, "node-health"}};
       if (mig) nh.components.push_back("mig");
       variants.push_back(nh);
+      // Live moves to DRA mode need the host's driver root (DRA's CDI specs).
+      if (driver != "nvidia-runtime") {
+        Variant mh{"plugin + " + driver + " + node-config + mode-handover" + (mig ? " + mig" : ""),
+                   "plugin",
+                   {driver, "node-config", "mode-handover"}};
+        if (mig) mh.components.push_back("mig");
+        variants.push_back(mh);
+      }
     }
   }
   for (const Variant& v : variants) {
