@@ -17,6 +17,7 @@
 #include "dra_kubelet.h"
 #include "kubelet_simulator.h"
 #include "support/agent_env.h"
+#include "support/rbac_rules.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -228,6 +229,14 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
 
   agent_->Signal(SIGTERM);
   EXPECT_EQ(agent_->Wait(), 0) << Log();
+  // What the move asked of the API server is what the node-config and
+  // mode-handover components grant, and nothing more (discovery needs no
+  // rule).
+  std::set<std::string> granted = GrantedCalls("manifests/components/node-config/rbac.yaml");
+  granted.merge(GrantedCalls("manifests/components/mode-handover/rbac.yaml"));
+  std::set<std::string> calls = api_.calls();
+  calls.erase("get resource.k8s.io");
+  EXPECT_EQ(calls, granted);
 }
 
 TEST_F(ModeHandoverTest, AnAgentKilledMidHandoverResumesItInEachDirection) {

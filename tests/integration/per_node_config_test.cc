@@ -11,6 +11,7 @@
 #include "api_server_stub.h"
 #include "kubelet_simulator.h"
 #include "support/agent_env.h"
+#include "support/rbac_rules.h"
 
 namespace gpu_agent::testing {
 namespace {
@@ -165,19 +166,7 @@ TEST_F(PerNodeConfigTest, PluginModeWatchesItsNodeAndReregistersWithTheNamedConf
   ASSERT_TRUE(devices(8)) << Log();
   // What plugin mode asks of the API server is what the component's
   // ClusterRole grants, and nothing more.
-  std::set<std::string> granted;
-  for (const YAML::Node& d :
-       YAML::LoadAll(ReadFile(SourceDir() + "/manifests/components/node-config/rbac.yaml"))) {
-    if (d["kind"].as<std::string>() != "ClusterRole") continue;
-    for (const YAML::Node& rule : d["rules"]) {
-      for (const YAML::Node& res : rule["resources"]) {
-        for (const YAML::Node& verb : rule["verbs"]) {
-          granted.insert(verb.as<std::string>() + " " + res.as<std::string>());
-        }
-      }
-    }
-  }
-  EXPECT_EQ(api_.calls(), granted);
+  EXPECT_EQ(api_.calls(), GrantedCalls("manifests/components/node-config/rbac.yaml"));
 }
 
 TEST_F(PerNodeConfigTest, BadSettingsAreNamed) {
