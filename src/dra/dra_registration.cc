@@ -59,6 +59,11 @@ absl::Status RegistrationServer::Serve() {
 }
 
 void RegistrationServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_ = true;
+  }
+  cv_.notify_all();
   if (!server_) return;
   server_->Shutdown(deadline);
   server_.reset();
@@ -99,6 +104,12 @@ void RegistrationServer::Ask(grpcserver::CqServer& server) {
                });
 }
 
+bool RegistrationServer::WaitRegistered(std::chrono::milliseconds within) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, within, [this] { return state_.registered || shut_; });
+  return state_.registered;
+}
+
 void RegistrationServer::Notified(bool registered, const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -110,6 +121,7 @@ void RegistrationServer::Notified(bool registered, const std::string& error) {
       state_.last_refusal = error;
     }
   }
+  cv_.notify_all();
   if (registered) {
     LogInfo("registered with the kubelet as a DRA driver", {{"driver", driver_name_}});
   } else {

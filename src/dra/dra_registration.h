@@ -6,6 +6,7 @@
 #define GPU_AGENT_DRA_DRA_REGISTRATION_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +42,9 @@ class RegistrationServer {
 
   const std::string& socket_path() const { return socket_path_; }
   RegistrationState state() const;
+  // Waits up to `within` for the kubelet to say it took the registration,
+  // or for Shutdown; whether it has.
+  bool WaitRegistered(std::chrono::milliseconds within) const;
 
  private:
   void Ask(grpcserver::CqServer& server);
@@ -54,7 +58,9 @@ class RegistrationServer {
   std::unique_ptr<grpcserver::CqServer> server_;
 
   mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
   RegistrationState state_;  // protected by mu_
+  bool shut_ = false;        // protected by mu_
 };
 
 }  // namespace gpu_agent::dra

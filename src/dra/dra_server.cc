@@ -46,6 +46,9 @@ class DraServer::Impl {
   void SetHealth(std::vector<DeviceHealthRecord> devices) { health_.Set(std::move(devices)); }
   void SetHealthServing(bool serving) { health_.SetServing(serving); }
   RegistrationState registration() const { return registration_.state(); }
+  bool WaitRegistered(std::chrono::milliseconds within) const {
+    return registration_.WaitRegistered(within);
+  }
   ClaimCallStats stats() const;
   const std::string& registration_socket() const { return registration_.socket_path(); }
   const std::string& plugin_socket() const { return plugin_path_; }
@@ -294,6 +297,9 @@ void DraServer::SetHealth(std::vector<DeviceHealthRecord> devices) {
 }
 void DraServer::SetHealthServing(bool serving) { impl_->SetHealthServing(serving); }
 RegistrationState DraServer::registration() const { return impl_->registration(); }
+bool DraServer::WaitRegistered(std::chrono::milliseconds within) const {
+  return impl_->WaitRegistered(within);
+}
 ClaimCallStats DraServer::stats() const { return impl_->stats(); }
 const std::string& DraServer::registration_socket() const { return impl_->registration_socket(); }
 const std::string& DraServer::plugin_socket() const { return impl_->plugin_socket(); }

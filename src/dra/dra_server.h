@@ -107,6 +107,8 @@ class DraServer {
   void SetHealthServing(bool serving);
 
   RegistrationState registration() const;
+  // Waits up to `within` for the kubelet to take the registration.
+  bool WaitRegistered(std::chrono::milliseconds within) const;
   ClaimCallStats stats() const;
   const std::string& registration_socket() const;
   const std::string& plugin_socket() const;

@@ -108,6 +108,12 @@ class ModeHandoverTest : public ::testing::Test {
     return r ? r->body : "";
   }
 
+  // The agent's metrics server (the one the mode now running started)
+  // answers `path` with `text` in it.
+  bool Serves(const std::string& path, const std::string& text) {
+    return WaitFor([&] { return Get(path).find(text) != std::string::npos; });
+  }
+
   // The device names in the node's slices.
   std::set<std::string> Published() {
     std::set<std::string> out;
@@ -181,15 +187,21 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   EXPECT_EQ(Published().count(kDevice1), 0u);
   EXPECT_TRUE(WaitFor([&] { return sim_.Allocatable(kGpu) == 0; }))
       << "the kubelet lost the plugin";
+  // The Node's allocatable is 0 at once, not at the kubelet's next status
+  // sync, and before DRA's first slice: the scheduler sends nvidia.com/gpu
+  // pods through DRA from then on, none to the plugin that is gone.
+  EXPECT_EQ(api_.Allocatable(kNode, kGpu), "0") << api_.NodeJson(kNode) << Log();
+  const std::string log = Log();
+  const size_t released = log.find("allocatable of the device plugin's resources is 0");
+  ASSERT_NE(released, std::string::npos) << log;
+  EXPECT_LT(released, log.find("publishing ResourceSlices")) << log;
   EXPECT_FALSE(std::filesystem::exists(dir_.Join("nvidia-gpu.sock"))) << Log();
   // A claim for a held GPU is refused, naming the pod that holds it.
   const std::string refused = PrepareError("uid-c0", "c0");
   EXPECT_NE(refused.find("held by device-plugin pod ml/a"), std::string::npos) << refused;
-  EXPECT_NE(Get("/readyz").find("handover from the device plugin: 2 GPU(s) held"),
-            std::string::npos)
+  EXPECT_TRUE(Serves("/readyz", "ok: handover from the device plugin: 2 GPU(s) held"))
       << Get("/readyz");
-  EXPECT_NE(Get("/metrics").find("gpu_agent_handover_gpus_held{held_by=\"plugin\"} 2"),
-            std::string::npos)
+  EXPECT_TRUE(Serves("/metrics", "gpu_agent_handover_gpus_held{held_by=\"plugin\"} 2"))
       << Get("/metrics");
   EXPECT_TRUE(ConditionIs("MovingToDra", "2 GPU(s) still held by device-plugin pods: " +
                                              std::string(kUuid0) + " (device-plugin pod ml/a)"))
@@ -211,8 +223,7 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   ASSERT_TRUE(HealthIs(kUuid0, "Unhealthy")) << Log();
   EXPECT_TRUE(HealthIs(kUuid1, "Healthy")) << Log();
   EXPECT_TRUE(DraRegistered(true)) << Log();
-  EXPECT_NE(Get("/readyz").find("handover from DRA: 1 GPU(s)"), std::string::npos)
-      << Get("/readyz");
+  EXPECT_TRUE(Serves("/readyz", "ok: handover from DRA: 1 GPU(s)")) << Get("/readyz");
   EXPECT_TRUE(ConditionIs("MovingToDevicePlugin", "(DRA claim team/c0)"))
       << api_.Condition(kNode, "GpuAgentMode");
   // No new claim is prepared on this node.

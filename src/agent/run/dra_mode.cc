@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/socket_path.h"
+#include "base/duration.h"
 #include "base/strings.h"
 #include "dra/claim_preparer.h"
 #include "dra/dra_server.h"
@@ -83,6 +84,11 @@ class DraMode : public Mode {
       server_ = *std::move(server);
       health_state_->SetServer(server_.get());
     }
+    // Taking the node from the device plugin, whose pods the scheduler now
+    // sends through DRA (their allocatable is 0): no slice before the
+    // kubelet has the driver, or it could not prepare the claims made from
+    // them until its next pod resync, a minute on.
+    if (ctx_.switched_from == "plugin") WaitForKubelet();
     // The slices last: the kubelet can prepare what the scheduler
     // allocates from them. Published by this instance while it is the one
     // of the driver on this node that does (a rolling update's new pod
@@ -323,6 +329,21 @@ class DraMode : public Mode {
     }
     return StrCat("handover from the device plugin: ", s.holders.size(),
                   " GPU(s) held by its pods: ", DescribeHolders(s.holders));
+  }
+
+  void WaitForKubelet() {
+    constexpr auto kWait = std::chrono::seconds(10);
+    dra::DraServer* server;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      server = server_.get();
+    }
+    if (!server->WaitRegistered(kWait)) {
+      LogWarning(
+          "the kubelet has not taken the DRA driver's registration; publishing the "
+          "ResourceSlices without it",
+          {{"waited", FormatDuration(kWait)}});
+    }
   }
 
   // Deletes this node's slices of the driver, waiting a few seconds for the

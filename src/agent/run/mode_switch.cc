@@ -9,6 +9,8 @@
 #include "agent/config/api_connection.h"
 #include "agent/plan/dra_plan.h"
 #include "apiserver/discovery.h"
+#include "apiserver/json_patch.h"
+#include "apiserver/node_client.h"
 #include "apiserver/rest_client.h"
 #include "base/file_util.h"
 #include "base/log.h"
@@ -59,6 +61,21 @@ absl::Status CanServe(const Generation& next) {
       break;
   }
   return absl::OkStatus();
+}
+
+absl::Status ReleaseAllocatable(const Config& config, const std::vector<std::string>& resources) {
+  absl::StatusOr<apiserver::Connection> conn = ConnectionFor(config);
+  if (!conn.ok()) return conn.status();
+  absl::StatusOr<std::unique_ptr<apiserver::RestClient>> rest =
+      apiserver::RestClient::Create(*conn, RestOptionsFor(config));
+  if (!rest.ok()) return rest.status();
+  apiserver::JsonPatch patch;
+  for (const std::string& r : resources) {
+    patch.Add(apiserver::JsonPointer({"status", "allocatable", r}), "0");
+  }
+  apiserver::NodeClient node(rest->get(), config.node_name);
+  absl::StatusOr<apiserver::NodeView> patched = node.PatchStatus(patch);
+  return patched.ok() ? absl::OkStatus() : patched.status();
 }
 
 std::string HandoverRecordPath(const Config& config) {

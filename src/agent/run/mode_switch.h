@@ -16,6 +16,7 @@
 #define GPU_AGENT_AGENT_RUN_MODE_SWITCH_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "agent/plan/generation.h"
@@ -27,6 +28,20 @@ namespace gpu_agent {
 // resource.k8s.io (v1, v1beta2 or v1beta1); plugin mode, the kubelet's
 // device-plugin registration socket. The error says what is missing.
 absl::Status CanServe(const Generation& next);
+
+// Sets the Node's allocatable of `resources` (those the device plugin
+// served) to 0. The kubelet marks a gone plugin's devices unhealthy at once
+// but tells the API server only at its next status sync (every 10 s by
+// default); until then the scheduler still sends such pods down the device
+// plugin's path, where the kubelet refuses them (UnexpectedAdmissionError).
+// With allocatable at 0 the scheduler sends them through DRA (a DeviceClass
+// with extendedResourceName) once DRA's slices are there; the kubelet's own
+// next sync computes 0 too, so the value stays. Called right after the
+// plugin unregistered; DRA mode then publishes its slices once the kubelet
+// has its registration (a claim the kubelet could not prepare for want of
+// it waits for its pod's next resync, a minute). Errors name the node and
+// the answer.
+absl::Status ReleaseAllocatable(const Config& config, const std::vector<std::string>& resources);
 
 // The record of a move to DRA mode whose device-plugin pods may still hold
 // GPUs: <dra.pluginDir>/<driver>/handover, written when the move starts and

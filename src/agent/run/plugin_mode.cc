@@ -12,6 +12,7 @@
 #include "agent/run/dra_drain.h"
 #include "agent/run/held_watch.h"
 #include "agent/run/mode_runner.h"
+#include "agent/run/mode_switch.h"
 #include "agent/run/reload.h"
 #include "apiserver/connection.h"
 #include "base/log.h"
@@ -215,12 +216,13 @@ class PluginMode : public Mode {
     return absl::OkStatus();
   }
 
-  void Stop(const Generation& /*last*/, StopFor why) override {
+  void Stop(const Generation& last, StopFor why) override {
     if (label_watch_) label_watch_->Stop();
     if (drain_) drain_->Stop();
     health().Stop();
     ctx_.events->Drive(nullptr);
     if (supervisor_) supervisor_->Stop();
+    if (why == StopFor::kSwitch) Release(last);
     // Handing the node to DRA: the pods that hold GPUs go on running, and a
     // container of theirs that restarts is given the CDI devices the
     // kubelet cached from Allocate, which this spec defines.
@@ -260,6 +262,29 @@ class PluginMode : public Mode {
   }
 
  private:
+  // Handing the node to DRA: the Node's allocatable of the resources served
+  // goes to 0 now, so the scheduler sends their pods through DRA rather
+  // than, until the kubelet's next status sync, to a plugin that is gone
+  // (ReleaseAllocatable).
+  static void Release(const Generation& last) {
+    std::vector<std::string> resources;
+    for (const deviceplugin::ResourceSpec& r : last.plan.resources) {
+      resources.push_back(r.resource_name);
+    }
+    const std::string names = StrJoin(resources, ",");
+    if (absl::Status s = ReleaseAllocatable(last.config(), resources); !s.ok()) {
+      LogWarning(
+          "cannot set the node's allocatable of the device plugin's resources to 0; the kubelet's "
+          "next status sync does (within its nodeStatusUpdateFrequency, 10 s by default)",
+          {{"resources", names}, {"error", std::string(s.message())}});
+      return;
+    }
+    LogInfo(
+        "the node's allocatable of the device plugin's resources is 0: the scheduler sends pods "
+        "asking for them through DRA from now on",
+        {{"resources", names}});
+  }
+
   // The drain's report: these GPUs are streamed unhealthy, the others as
   // their health says.
   void Withhold(const std::map<std::string, std::string>& holders) {
