@@ -1,9 +1,10 @@
 #!/bin/bash
 # DRA-mode agent on the real 1.36 node (host process, 8-GPU NVML stand-in).
-# Usage: notes/run-dra-agent.sh BUILD_DIR   (pid in /tmp/modern/agent-dra.pid, log /tmp/modern/agent-dra.log)
+# Usage: [FIXTURE=2-gpu-mig.yaml] [AGENT_WORK=DIR] notes/run-dra-agent.sh BUILD_DIR [AGENT FLAGS...]
+# (pid /tmp/modern/agent-dra.pid, log /tmp/modern/agent-dra.log)
 set -euo pipefail
-B=$(cd "${1:-build}" && pwd); W=/tmp/modern/agent; R=/tmp/modern
-fixture=$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/nvml/8-gpu-nvlink.yaml
+B=$(cd "${1:-build}" && pwd); W=${AGENT_WORK:-/tmp/modern/agent}; R=/tmp/modern
+fixture=$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/nvml/${FIXTURE:-8-gpu-nvlink.yaml}
 LD_LIBRARY_PATH=$B/fake-nvml FAKE_NVML_FIXTURE=$fixture FAKE_NVML_CONTROL=$W/nvml-dra.ctl \
   setsid nohup "$B/gpu-agent" run --mode dra --node-name gpu-node-1 --kubeconfig "$HOME/peers/modern/kubeconfig" \
   --sysfs-root "$W/sys" --dra-registry-dir $R/kubelet/plugins_registry --dra-plugin-dir $R/kubelet/plugins \
