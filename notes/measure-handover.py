@@ -22,8 +22,7 @@ Usage: measure-handover.py BUILD_DIR RUNS [--no-capacity-wait] [--patch-allocata
 import json, os, ssl, subprocess, sys, time, urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = sys.argv[1]
-RUNS = int(sys.argv[2])
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 WAIT_CAPACITY = "--no-capacity-wait" not in sys.argv
 PATCH = "--patch-allocatable" in sys.argv
 DRA_FIRST = "--dra-first" in sys.argv
@@ -81,6 +80,11 @@ def podresources():
     return (out.stdout + out.stderr).strip()
 
 
+def registered(log):
+    # The DRA agent's log says the kubelet took its registration.
+    return os.path.exists(log) and "registered with the kubelet as a DRA driver" in open(log).read()
+
+
 def pid(name):
     with open(f"{RUN}/agent-{name}.pid") as f:
         return int(f.read())
@@ -112,8 +116,7 @@ def one(r):
     plugin = pid("plugin")
     if DRA_FIRST:
         subprocess.run([os.path.join(HERE, "run-dra-agent.sh"), BUILD], check=True)
-        wait("DRA driver registered", lambda: "registered with the kubelet as a DRA driver"
-             in open(RUN + "/agent-dra.log").read(), 30)
+        wait("DRA driver registered", lambda: registered(RUN + "/agent-dra.log"), 30)
     t0 = time.time()
     os.kill(plugin, 15)
     rec["t0"] = time.strftime("%H:%M:%S", time.gmtime(t0)) + ".%03d" % (t0 % 1 * 1000)
@@ -161,9 +164,14 @@ def one(r):
     return rec
 
 
-recs = [one(r) for r in range(1, RUNS + 1)]
-for key in ("plugin_exit", "alloc0", "cap0", f"early-X_end", f"late-X_end"):
-    vals = sorted(x["seconds_from_sigterm"].get(key.replace("X", str(x["run"]))) for x in recs
-                  if key.replace("X", str(x["run"])) in x["seconds_from_sigterm"])
-    if vals:
-        print(f"{key}: runs={len(vals)} values={vals} median={vals[len(vals) // 2]}", flush=True)
+def summary(recs, keys):
+    for key in keys:
+        vals = sorted(x["seconds_from_sigterm"].get(key.replace("X", str(x["run"]))) for x in recs
+                      if key.replace("X", str(x["run"])) in x["seconds_from_sigterm"])
+        if vals:
+            print(f"{key}: runs={len(vals)} values={vals} median={vals[len(vals) // 2]}", flush=True)
+
+
+if __name__ == "__main__":
+    summary([one(r) for r in range(1, int(sys.argv[2]) + 1)],
+            ("plugin_exit", "alloc0", "cap0", "early-X_end", "late-X_end"))

@@ -6,6 +6,7 @@
 set -euo pipefail
 B=$(cd "${1:-build}" && pwd); W=/tmp/modern/agent; R=/tmp/modern
 fixture=$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/nvml/8-gpu-nvlink.yaml
+rm -f $R/agent-plugin.log
 setsid nohup nsenter -t "$(cat $R/mntns.pid)" -m -- env LD_LIBRARY_PATH=$B/fake-nvml FAKE_NVML_FIXTURE=$fixture \
   FAKE_NVML_CONTROL=$W/nvml-plugin.ctl "$B/gpu-agent" run --mode plugin --sysfs-root "$W/sys" \
   --device-list-strategy cdi-cri --cdi-spec-dir $R/cdi --nvidia-cdi-hook-path "" --dev-root "$W/dev" \
