@@ -20,6 +20,7 @@
 #include "api_server_stub.h"
 #include "base/slotted_file.h"
 #include "dra_kubelet.h"
+#include "extended_resource_claim.h"
 #include "support/agent_env.h"
 
 namespace gpu_agent::testing {
@@ -211,6 +212,51 @@ TEST_F(DraModeTest, RegistersPreparesABatchAndUnprepares) {
   EXPECT_FALSE(Exists(dir_.Join("registry") + "/" + kDriver + "-reg.sock"));
   EXPECT_FALSE(Exists(dir_.Join("plugins") + "/" + kDriver + "/dra.sock"));
   EXPECT_TRUE(Exists(SpecPath("uid-mig")));  // its container still runs
+}
+
+// A pod that asks nvidia.com/gpu and nvidia.com/mig-1g.10gb in its limits,
+// no claim: the claim the 1.36 scheduler makes for it through the classes
+// with extendedResourceName (requests container-<i>-request-<j>), prepared
+// as any claim; each container gets the CDI ids of its own requests.
+TEST_F(DraModeTest, PreparesTheClaimTheSchedulerMakesForAnExtendedResourcePod) {
+  const ExtendedPod pod{"team",
+                        "trainer",
+                        "pod-uid",
+                        {},
+                        {{"side", {{"cpu", 1}}},
+                         {"main", {{"cpu", 1}, {"memory", 1}, {"nvidia.com/gpu", 1}}},
+                         {"mig", {{"nvidia.com/mig-1g.10gb", 1}}}}};
+  const ExtendedClaim claim =
+      MakeExtendedClaim(pod, "uid-ext",
+                        {{"nvidia.com/gpu", "nvidia-gpu.gpu.gpu-agent.github.io"},
+                         {"nvidia.com/mig-1g.10gb", "nvidia-mig-1g.10gb.gpu.gpu-agent.github.io"}},
+                        kDriver, kNode, {"gpu-0000-0f-00-0", "gpu-0000-07-00-0-mig-1g-10gb-2-0"});
+  ASSERT_EQ(claim.request_names,
+            (std::vector<std::string>{"container-1-request-2", "container-2-request-0"}));
+  api_.PutResourceClaim("team", claim.name, claim.json);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet));
+
+  std::map<std::string, dra::PrepareOutcome> out;
+  const grpc::Status s = kubelet.Prepare(kDriver, {{"team", "uid-ext", claim.name}}, &out);
+  ASSERT_TRUE(s.ok()) << s.error_message() << Log();
+  ASSERT_EQ(out["uid-ext"].error, "") << Log();
+  ASSERT_EQ(out["uid-ext"].devices.size(), 2u);
+  EXPECT_EQ(out["uid-ext"].devices[0].request_names,
+            std::vector<std::string>{"container-1-request-2"});
+  EXPECT_EQ(ExtendedContainerCdiIds(out["uid-ext"], claim.mappings, pod.containers[1]),
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-ext-gpu-0000-0f-00-0"});
+  EXPECT_EQ(ExtendedContainerCdiIds(out["uid-ext"], claim.mappings, pod.containers[2]),
+            std::vector<std::string>{
+                "gpu-agent.github.io/claim=uid-ext-gpu-0000-07-00-0-mig-1g-10gb-2-0"});
+  EXPECT_TRUE(ExtendedContainerCdiIds(out["uid-ext"], claim.mappings, pod.containers[0]).empty());
+  EXPECT_NE(ReadFile(SpecPath("uid-ext")).find("/dev/nvidia1"), std::string::npos);
+  EXPECT_NE(ReadFile(SpecPath("uid-ext")).find("nvidia-cap22"), std::string::npos);
+
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-ext", claim.name}}, &un).ok());
+  EXPECT_EQ(un, (std::map<std::string, std::string>{{"uid-ext", ""}}));
+  EXPECT_FALSE(Exists(SpecPath("uid-ext")));
 }
 
 // The device names of the node's published slices, and their generation.

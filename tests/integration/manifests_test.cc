@@ -771,24 +771,38 @@ void CheckRender(const Variant& v, const std::vector<YAML::Node>& docs) {
     CheckDraFolders(pod, c, config);
     const std::string driver_name = Str(At(config, {"dra", "driverName"}));
     // Before 1.34 (components/dra-v1beta1): v1beta1, and no class for
-    // nvidia.com/gpu (extendedResourceName came with 1.34).
+    // nvidia.com/gpu or a MIG profile's name (extendedResourceName came with
+    // 1.34).
     const bool v1beta1 = v.Has("dra-v1beta1");
     int classes = 0;
     std::set<std::string> extended;
+    int mig_extended = 0;
     for (const YAML::Node& d : docs) {
       if (Str(d["kind"]) != "DeviceClass") continue;
       ++classes;
       EXPECT_EQ(Str(d["apiVersion"]), v1beta1 ? "resource.k8s.io/v1beta1" : "resource.k8s.io/v1");
       if (At(d, {"spec", "extendedResourceName"})) {
-        extended.insert(Str(At(d, {"spec", "extendedResourceName"})));
+        const std::string name = Str(At(d, {"spec", "extendedResourceName"}));
+        if (name.starts_with("nvidia.com/mig-")) {
+          // nvidia.com/mig-<profile> selects MIG devices of that profile.
+          ++mig_extended;
+          const std::string cel = Str(At(d, {"spec", "selectors"})[0]["cel"]["expression"]);
+          EXPECT_NE(cel.find("profile == \"" + name.substr(15) + "\""), std::string::npos)
+              << Str(At(d, {"metadata", "name"})) << " does not select profile " << name.substr(15);
+          EXPECT_NE(cel.find("type == \"mig\""), std::string::npos);
+        } else {
+          extended.insert(name);
+        }
       }
       EXPECT_NE(Str(At(d, {"spec", "selectors"})[0]["cel"]["expression"])
                     .find("device.driver == \"" + driver_name + "\""),
                 std::string::npos)
           << Str(At(d, {"metadata", "name"})) << " selects another driver than " << driver_name;
     }
-    EXPECT_EQ(classes, v1beta1 ? 2 : 3)
-        << "DeviceClasses for whole GPUs, MIG devices, and nvidia.com/gpu";
+    EXPECT_EQ(classes, v1beta1 ? 2 : 3 + mig_extended)
+        << "DeviceClasses for whole GPUs, MIG devices, nvidia.com/gpu and MIG profiles' names";
+    EXPECT_EQ(mig_extended, v1beta1 ? 0 : 26)
+        << "one class a MIG profile name of deviceclass-mig.yaml";
     EXPECT_EQ(extended, v1beta1 ? std::set<std::string>{} : std::set<std::string>{"nvidia.com/gpu"})
         << "one class lets pods that ask for nvidia.com/gpu run on DRA";
     // The new pod beside the old one in a rolling update (kubelet 1.33+),

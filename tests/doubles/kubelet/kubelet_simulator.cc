@@ -178,6 +178,7 @@ void KubeletSimulator::MarkUnhealthyLocked(const std::string& resource) {
   for (auto& d : v.devices) d.set_health("Unhealthy");
   v.connected = false;
   ++v.disconnects;
+  v.stopped_at = std::chrono::steady_clock::now();
 }
 
 grpc::Status KubeletSimulator::OnRegister(const v1beta1::RegisterRequest& req) {
@@ -329,6 +330,36 @@ int KubeletSimulator::Allocatable(const std::string& resource) const {
   auto it = views_.find(resource);
   if (it == views_.end() || !it->second.connected) return 0;
   return HealthyIn(it->second.devices);
+}
+
+int KubeletSimulator::CapacityLocked(const std::string& resource) const {
+  auto it = views_.find(resource);
+  if (it == views_.end()) return 0;
+  const View& v = it->second;
+  if (!v.connected && std::chrono::steady_clock::now() - v.stopped_at > stop_grace_) return 0;
+  return static_cast<int>(v.devices.size());
+}
+
+int KubeletSimulator::Capacity(const std::string& resource) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CapacityLocked(resource);
+}
+
+bool KubeletSimulator::WaitForCapacity(const std::string& resource, int count,
+                                       std::chrono::milliseconds timeout) {
+  // Capacity changes with the clock as well as with the plugins: poll.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (CapacityLocked(resource) != count) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+void KubeletSimulator::SetEndpointStopGracePeriod(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_grace_ = grace;
 }
 
 int KubeletSimulator::Disconnects(const std::string& resource) const {

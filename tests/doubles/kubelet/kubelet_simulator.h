@@ -85,6 +85,15 @@ class KubeletSimulator {
   // What the Node's allocatable would say: healthy devices while a client is
   // connected, else 0.
   int Allocatable(const std::string& resource) const;
+  // What the Node's capacity would say: every device the plugin listed,
+  // healthy or not, while a client is connected and for the grace period
+  // after the last one went (the kubelet's endpointStopGracePeriod, 5
+  // minutes: its ManagerImpl.GetCapacity keeps a stopped endpoint's devices,
+  // all unhealthy, until then); 0 after it, and before any client.
+  int Capacity(const std::string& resource) const;
+  bool WaitForCapacity(const std::string& resource, int count, std::chrono::milliseconds timeout);
+  // The grace period above; tests shorten it.
+  void SetEndpointStopGracePeriod(std::chrono::milliseconds grace);
   // Times the kubelet disconnected `resource` (its stream ended).
   int Disconnects(const std::string& resource) const;
   // The device lists the current client sent.
@@ -171,7 +180,10 @@ class KubeletSimulator {
     std::vector<v1beta1::Device> devices;
     bool connected = false;
     int disconnects = 0;
+    std::chrono::steady_clock::time_point stopped_at;  // the last disconnect
   };
+  // REQUIRES: mu_ held.
+  int CapacityLocked(const std::string& resource) const;
   grpc::Status OnRegister(const v1beta1::RegisterRequest& req);
   // Reads the client's stream into the view; what the kubelet does when it
   // ends depends on the profile.
@@ -197,7 +209,8 @@ class KubeletSimulator {
   std::vector<v1beta1::RegisterRequest> requests_;
   std::map<std::string, std::shared_ptr<Client>> current_;  // by resource name
   std::map<std::string, View> views_;                       // by resource name
-  std::vector<std::shared_ptr<Client>> clients_;            // every client not yet joined
+  std::chrono::milliseconds stop_grace_{std::chrono::minutes(5)};
+  std::vector<std::shared_ptr<Client>> clients_;  // every client not yet joined
   std::unique_ptr<PodResourcesStandIn> pod_resources_;
 };
 
