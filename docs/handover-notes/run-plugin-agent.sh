@@ -2,7 +2,7 @@
 # Plugin-mode agent on the real 1.36 node, inside the kubelet's mount namespace
 # (the device-plugin socket path is fixed), 8-GPU NVML stand-in, devices passed
 # as CDI devices in the CRI (cdi-cri).
-# Usage: notes/run-plugin-agent.sh BUILD_DIR   (pid /tmp/modern/agent-plugin.pid, log /tmp/modern/agent-plugin.log)
+# Usage: docs/handover-notes/run-plugin-agent.sh BUILD_DIR   (pid /tmp/modern/agent-plugin.pid, log /tmp/modern/agent-plugin.log)
 set -euo pipefail
 B=$(cd "${1:-build}" && pwd); W=/tmp/modern/agent; R=/tmp/modern
 fixture=$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/nvml/8-gpu-nvlink.yaml

@@ -3,7 +3,7 @@
 # stopped still start? With cdi-cri the kubelet hands the runtime the CDI
 # names from its checkpointed Allocate answer; the runtime must find them in a
 # spec file, which the plugin agent removes when it stops.
-# Usage: notes/cdi-restart-check.sh BUILD_DIR   (real node up, no agent running)
+# Usage: docs/handover-notes/cdi-restart-check.sh BUILD_DIR   (real node up, no agent running)
 set -euo pipefail
 B=${1:-build}; HERE=$(cd "$(dirname "$0")" && pwd)
 export KUBECONFIG=$HOME/peers/modern/kubeconfig; K=$HOME/peers/modern/bin/kubectl

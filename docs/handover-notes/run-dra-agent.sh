@@ -1,6 +1,6 @@
 #!/bin/bash
 # DRA-mode agent on the real 1.36 node (host process, 8-GPU NVML stand-in).
-# Usage: [FIXTURE=2-gpu-mig.yaml] [AGENT_WORK=DIR] notes/run-dra-agent.sh BUILD_DIR [AGENT FLAGS...]
+# Usage: [FIXTURE=2-gpu-mig.yaml] [AGENT_WORK=DIR] docs/handover-notes/run-dra-agent.sh BUILD_DIR [AGENT FLAGS...]
 # (pid /tmp/modern/agent-dra.pid, log /tmp/modern/agent-dra.log)
 set -euo pipefail
 B=$(cd "${1:-build}" && pwd); W=${AGENT_WORK:-/tmp/modern/agent}; R=/tmp/modern

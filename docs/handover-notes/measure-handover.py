@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Times a plugin -> DRA handover on the real 1.36 node, by hand, N runs.
 
-Each run: plugin-mode agent (notes/run-plugin-agent.sh) until the Node shows
+Each run: plugin-mode agent (docs/handover-notes/run-plugin-agent.sh) until the Node shows
 nvidia.com/gpu 8; pod `holder-R` asks nvidia.com/gpu: 1 and runs; the
 kubelet's PodResources List is read. T0: SIGTERM to the plugin agent (it
 unregisters: the kubelet's ListAndWatch stream ends), a DRA-mode agent starts
-at once (notes/run-dra-agent.sh), pod `early-R` (nvidia.com/gpu: 1, no claim)
+at once (docs/handover-notes/run-dra-agent.sh), pod `early-R` (nvidia.com/gpu: 1, no claim)
 is created right away. The Node is polled every 100 ms: when allocatable
 nvidia.com/gpu reaches 0, pod `late-R` is created. Recorded, from T0: plugin
 exited, allocatable 0, capacity 0, early-R and late-R Running (and whether
