@@ -789,10 +789,11 @@ def check_kubectl_apply(renders):
 # ---- 1. lint, README, example configs ----------------------------------------
 
 def check_chart():
-    for mode in ["plugin", "static", "dra"]:
-        r = run([HELM, "lint", "--strict", "-n", NS, CHART, "--set", "mode=" + mode])
+    for values in ["mode=plugin", "mode=static", "mode=dra",
+                   "modeHandover=true,config.name=gpu-agent-config"]:
+        r = run([HELM, "lint", "--strict", "-n", NS, CHART, "--set", values])
         if r.returncode != 0:
-            fail("helm lint --strict (mode %s):\n%s%s" % (mode, r.stdout, r.stderr))
+            fail("helm lint --strict (%s):\n%s%s" % (values, r.stdout, r.stderr))
     r = run([sys.executable, os.path.join(SRC, "scripts", "chart-readme.py"), "--check"])
     if r.returncode != 0:
         fail(r.stderr.strip())
@@ -811,7 +812,7 @@ def check_chart():
         rc, _, err = helm_template(["--set", key + "=null"])
         if rc != 0:
             fail("%s: null (the key dropped) does not render: %s" % (key, err))
-    print("helm lint --strict: plugin, static, dra; README and example configs checked; "
+    print("helm lint --strict: plugin, static, dra, modeHandover; README and example configs checked; "
           "%d keys dropped one at a time" % len(droppable), flush=True)
 
 
