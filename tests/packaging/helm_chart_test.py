@@ -14,10 +14,17 @@ NVIDIA's values files:
    tests/fixtures/helm/expected.yaml states for it, object by object; each file under
    tests/fixtures/helm/bad/ is refused with the message stated there; the choices the
    overlays keep apart and the chart combines (COMBINED_CASES) have their effect.
+   modeHandover (check_handover): renders what components/node-config and
+   components/mode-handover render (and manifests/dra's DeviceClasses), compared object by
+   object; with config.map, the mounts, args, RBAC and the added config "dra" it must have;
+   the agent (BUILD_DIR/gpu-agent config, with the DaemonSet's args and env) runs
+   CONFIG_FILE's config in plugin mode and the config "dra" in DRA mode, with DRA mode's folders
+   and the kubelet's pod-resources folder mounted where it uses them; the combinations that
+   cannot work are refused with their message.
 4. Every render is accepted by `kubectl apply --dry-run=client` (kubectl v1.35), against
    a stand-in API server that serves discovery only (see DiscoveryServer).
 
-  helm_chart_test.py SOURCE_DIR BUILD_DIR
+  helm_chart_test.py SOURCE_DIR BUILD_DIR    (BUILD_DIR holds a built gpu-agent)
 
 helm v4.1 and kubectl v1.35 are fetched into BUILD_DIR/tools (scripts/install-deps.sh
 --helm). When that fails: exit 77 (skipped), or 1 where CI is set.
@@ -411,14 +418,277 @@ COMBINED_CASES = [
 
 def check_combined(renders):
     for name, args, exp in COMBINED_CASES:
-        args = [os.path.join(FIXTURES, a) if a.endswith(".yaml") else a for a in args]
-        rc, docs, err = helm_template(args)
+        rc, docs, err = helm_template(fixture_args(args))
         if rc != 0:
             fail("%s: helm template failed: %s" % (name, err))
             continue
         check_expectations(name, exp, docs)
         renders["combined-" + name] = docs
     print("combined choices: %d rendered and checked" % len(COMBINED_CASES), flush=True)
+
+
+# ---- modeHandover: components/mode-handover ------------------------------------
+
+HANDOVER = ["--set", "modeHandover=true"]
+HANDOVER_COMPONENTS = ["plugin/agent", "base", "components/node-config",
+                       "components/mode-handover"]
+# Exactly components/mode-handover/rbac.yaml's rules.
+HANDOVER_RULES = [
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+     "verbs": ["list", "watch", "create", "update", "delete"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
+HANDOVER_ARGS = ["run", "--metrics-address", "$(POD_IP):9400"]
+
+# (name, kustomize components, helm args): the plugin-mode components with node-config
+# and mode-handover, plus manifests/dra's DeviceClasses, which the component's header
+# has the operator apply once for the cluster and the chart renders.
+HANDOVER_OVERLAY_CASES = [
+    ("modeHandover, driver auto (host)", HANDOVER_COMPONENTS + ["components/host-driver"],
+     with_dra(HANDOVER + ["--set", "config.name=gpu-agent-config", "--api-versions", VAP])),
+    ("modeHandover + gpu-operator driver",
+     HANDOVER_COMPONENTS + ["components/gpu-operator-driver"],
+     with_dra(HANDOVER + ["--set", "driver=gpu-operator,config.name=gpu-agent-config",
+                          "--api-versions", VAP])),
+    ("modeHandover + mig", HANDOVER_COMPONENTS + ["components/host-driver", "components/mig"],
+     with_dra(HANDOVER + ["--set", "driver=host,mig=true,config.name=gpu-agent-config",
+                          "--api-versions", VAP])),
+]
+
+# modeHandover with config.map, and beside the choices above: its effect, in
+# expected.yaml's terms.
+HANDOVER_CASES = [
+    ("modeHandover + config.map (the chart adds the config dra)",
+     with_dra(HANDOVER + ["-f", "per-node-config-map.yaml", "--api-versions", VAP]), {
+         "container": {"args": HANDOVER_ARGS},
+         "env": {"GPU_AGENT_NODE_CONFIG_DIR": "/available-configs",
+                 "GPU_AGENT_NODE_CONFIG_DEFAULT": "default", "POD_UID": None,
+                 "NVIDIA_DRIVER_ROOT": "/", "NVIDIA_VISIBLE_DEVICES": None},
+         "pod": {"serviceAccountName": "gpu-agent", "automountServiceAccountToken": True,
+                 "runtimeClassName": None},
+         "mounts": {
+             "/var/lib/kubelet/plugins_registry": {"hostPath": {
+                 "path": "/var/lib/kubelet/plugins_registry", "type": "Directory"}},
+             "/var/lib/kubelet/plugins": {"hostPath": {
+                 "path": "/var/lib/kubelet/plugins", "type": "Directory"}},
+             "/var/lib/kubelet/pod-resources": {"hostPath": {
+                 "path": "/var/lib/kubelet/pod-resources", "type": "Directory"},
+                 "readOnly": True},
+             "/var/run/cdi": {"hostPath": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}},
+             "/var/lib/kubelet/device-plugins": {"hostPath": {
+                 "path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}},
+         "objects": {
+             "ClusterRole/gpu-agent-mode-handover": {"rules": HANDOVER_RULES},
+             "ClusterRoleBinding/gpu-agent-mode-handover": {"subjects": [
+                 {"kind": "ServiceAccount", "name": "gpu-agent", "namespace": NS}]},
+             "ClusterRole/gpu-agent-node-config": {"rules": [
+                 {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]},
+             "ClusterRole/gpu-agent-dra": None,
+             "ConfigMap/gpu-agent-node-configs": {"data": {"dra": "FILE dra.yaml"}},
+             "DeviceClass/nvidia-gpu.gpu.gpu-agent.github.io": {
+                 "spec": {"extendedResourceName": "nvidia.com/gpu"}},
+             "ValidatingAdmissionPolicyBinding/gpu-agent-own-node": {
+                 "spec": {"policyName": "gpu-agent-own-node"}}}}),
+    ("modeHandover + config.map with a dra config of its own",
+     with_dra(HANDOVER + ["-f", "per-node-config-map.yaml", "--set-string",
+                          "config.map.dra=version: v1\nmode: dra\nflags:\n  migStrategy: none\n"]),
+     {"objects": {"ConfigMap/gpu-agent-node-configs": {"data": {
+         "dra": "version: v1\nmode: dra\nflags:\n  migStrategy: none\n"}}}}),
+    ("modeHandover on k0s's kubelet folder",
+     with_dra(HANDOVER + ["--set", "config.name=gpu-agent-config,kubeletDir=/var/lib/k0s/kubelet"]),
+     {"container": {"args": HANDOVER_ARGS + [
+         "--dra-registry-dir", "/var/lib/k0s/kubelet/plugins_registry",
+         "--dra-plugin-dir", "/var/lib/k0s/kubelet/plugins"]},
+      "mounts": {
+          "/var/lib/k0s/kubelet/plugins_registry": {"hostPath": {
+              "path": "/var/lib/k0s/kubelet/plugins_registry", "type": "Directory"}},
+          "/var/lib/k0s/kubelet/plugins": {"hostPath": {
+              "path": "/var/lib/k0s/kubelet/plugins", "type": "Directory"}},
+          "/var/lib/kubelet/pod-resources": {"hostPath": {
+              "path": "/var/lib/k0s/kubelet/pod-resources", "type": "Directory"},
+              "readOnly": True},
+          "/var/lib/kubelet/plugins": None},
+      # No ValidatingAdmissionPolicy served: no policy.
+      "objects": {"ValidatingAdmissionPolicy/gpu-agent-own-node": None}}),
+    ("modeHandover without the policy (admissionPolicy.enabled=false)",
+     with_dra(HANDOVER + ["--set", "config.name=gpu-agent-config,admissionPolicy.enabled=false",
+                          "--api-versions", VAP]),
+     {"objects": {"ValidatingAdmissionPolicy/gpu-agent-own-node": None,
+                  "ClusterRole/gpu-agent-mode-handover": {"rules": HANDOVER_RULES}}}),
+    ("modeHandover: false leaves plugin mode as it was",
+     with_dra(["-f", "per-node-config-map.yaml", "--api-versions", VAP]), {
+         "container": {"args": ["run", "--mode", "plugin"] + HANDOVER_ARGS[1:]},
+         "mounts": {"/var/lib/kubelet/pod-resources": None,
+                    "/var/lib/kubelet/plugins": None},
+         "objects": {"ClusterRole/gpu-agent-mode-handover": None,
+                     "ConfigMap/gpu-agent-node-configs": {"data": {"dra": None}},
+                     "DeviceClass/gpu.gpu-agent.github.io": None,
+                     "ValidatingAdmissionPolicy/gpu-agent-own-node": None}}),
+]
+
+DRA_MAP = "config.map.dra=version: v1\nmode: plugin\n"
+# (name, helm args, the message it is refused with)
+HANDOVER_REFUSALS = [
+    ("modeHandover in static mode",
+     HANDOVER + ["--set", "mode=static", "-f", "per-node-config-map.yaml"],
+     "modeHandover: true with mode: static: the live move between plugin and DRA mode starts "
+     "from plugin mode's DaemonSet"),
+    ("modeHandover in dra mode", with_dra(HANDOVER + ["--set", "mode=dra,driver=host",
+                                                      "-f", "per-node-config-map.yaml"]),
+     "modeHandover: true with mode: dra: the live move between plugin and DRA mode starts "
+     "from plugin mode's DaemonSet"),
+    ("modeHandover with the NVIDIA runtime",
+     with_dra(HANDOVER + ["--set", "driver=runtime", "-f", "per-node-config-map.yaml"]),
+     "modeHandover: true with driver: runtime: DRA mode's CDI spec of each claim names the "
+     "driver's libraries"),
+    ("modeHandover without a config per node", with_dra(HANDOVER),
+     "modeHandover: true without a config per node: the node label "
+     "nvidia.com/device-plugin.config naming a config of mode dra is what moves a node"),
+    ("modeHandover with a config.map.dra of plugin mode",
+     with_dra(HANDOVER + ["-f", "per-node-config-map.yaml", "--set-string", DRA_MAP]),
+     "modeHandover: true: config.map has a config \"dra\" that is not of mode dra"),
+]
+
+
+AGENT = os.path.join(BUILD, "gpu-agent")
+# The downward API's fields for the pod the DaemonSet makes on node-1.
+POD_FIELDS = {"spec.nodeName": "node-1", "status.podIP": "10.244.1.7",
+              "metadata.uid": "6c1b8f0e-3d5a-4c1e-9a7b-2f4e5d6c7b8a"}
+
+
+def expand_like_the_kubelet(arg, env):
+    out, i = "", 0
+    while i < len(arg):
+        close = arg.find(")", i)
+        if arg.startswith("$$", i):
+            out, i = out + "$", i + 2
+        elif arg.startswith("$(", i) and close > 0 and arg[i + 2:close] in env:
+            out, i = out + env[arg[i + 2:close]], close + 1
+        else:
+            out, i = out + arg[i], i + 1
+    return out
+
+
+def mount_of(pod, container, path):
+    """(mount, volume) of the container's mount holding path, the deepest; (None, None)."""
+    best = (None, None)
+    for m in container.get("volumeMounts", []):
+        mp = m["mountPath"].rstrip("/")
+        if (path == mp or path.startswith(mp + "/")) and \
+                (best[0] is None or len(mp) > len(best[0]["mountPath"].rstrip("/"))):
+            best = (m, next((v for v in pod.get("volumes", []) if v["name"] == m["name"]), {}))
+    return best
+
+
+def effective_config(docs, key=None):
+    """What the agent makes of a render: `gpu-agent config` with the container's args
+    (config for run, each expanded as the kubelet does), its env (POD_FIELDS for the
+    downward API) and nothing else of this process's environment but PATH, and the file
+    CONFIG_FILE names, or the config `key` of the per-node config folder
+    (GPU_AGENT_NODE_CONFIG_DIR), as the render's ConfigMap holds it. (config, error)."""
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    env = {e["name"]: POD_FIELDS[e["valueFrom"]["fieldRef"]["fieldPath"]] if "valueFrom" in e
+           else e["value"] for e in c.get("env", [])}
+    path = env["CONFIG_FILE"] if key is None else \
+        os.path.join(env.get("GPU_AGENT_NODE_CONFIG_DIR", "(no GPU_AGENT_NODE_CONFIG_DIR)"), key)
+    mount, volume = mount_of(pod, c, path)
+    maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    data = (maps.get(((volume or {}).get("configMap") or {}).get("name")) or {}).get("data", {})
+    name = os.path.relpath(path, mount["mountPath"]) if mount else path
+    text = data.get(name, data.get(name + ".yaml"))
+    if text is None:
+        return None, "%s: no ConfigMap of the render holds it where it is mounted" % path
+    args = [expand_like_the_kubelet(a, env) for a in c["args"]]
+    if not os.access(AGENT, os.X_OK):
+        return None, "%s is not built (ninja -C %s gpu-agent)" % (AGENT, BUILD)
+    with tempfile.TemporaryDirectory() as d:
+        env["CONFIG_FILE"] = os.path.join(d, os.path.basename(name))
+        with open(env["CONFIG_FILE"], "w") as f:
+            f.write(text)
+        env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        r = subprocess.run([AGENT, "config"] + args[1:], capture_output=True, text=True, env=env)
+    if r.returncode != 0 or args[:1] != ["run"]:
+        return None, "gpu-agent config %s (rc %d): %s" % (" ".join(args[1:]), r.returncode, r.stderr)
+    return yaml.safe_load(r.stdout), None
+
+
+def check_handover_config(name, docs):
+    """The node label moves the pod: CONFIG_FILE's config runs plugin mode, the config dra
+    of the per-node config folder DRA mode (nothing in the args holds the agent to one
+    mode), with DRA mode's folders mounted from the host at the paths the agent uses, and
+    the folder of kubelet.podResourcesSocket from the kubelet's, read-only."""
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    plugin, err = effective_config(docs)
+    if err or plugin.get("mode") != "plugin":
+        fail("%s: the config of a node without the label: %s" % (name, err or plugin.get("mode")))
+    dra, err = effective_config(docs, "dra")
+    if err:
+        return fail("%s: the config dra: %s" % (name, err))
+    if dra.get("mode") != "dra":
+        fail("%s: the config dra runs mode %s: the label would not move the node" %
+             (name, dra.get("mode")))
+    kubelet = next(v["hostPath"]["path"] for v in pod["volumes"]
+                   if v["name"] == "device-plugins").rsplit("/", 1)[0]
+    pod_resources = dra["kubelet"]["podResourcesSocket"].rsplit("/", 1)[0]
+    want = [(dra["dra"]["registryDir"], kubelet + "/plugins_registry", "Directory", False),
+            (dra["dra"]["pluginDir"], kubelet + "/plugins", "Directory", False),
+            (dra["cdi"]["specDir"], "/var/run/cdi", "DirectoryOrCreate", False),
+            (pod_resources, kubelet + "/pod-resources", "Directory", True)]
+    for folder, host, kind, read_only in want:
+        mount, volume = mount_of(pod, c, folder)
+        if mount is None or mount["mountPath"].rstrip("/") != folder:
+            fail("%s: %s (DRA mode's) is not mounted" % (name, folder))
+            continue
+        got = (volume.get("hostPath"), bool(mount.get("readOnly")))
+        if got != ({"path": host, "type": kind}, read_only):
+            fail("%s: %s is mounted from %s, want hostPath %s (%s)%s" % (
+                name, folder, json.dumps(got), host, kind, ", read-only" if read_only else ""))
+    # Where the kubelet serves DRA plugins, the path the agent registers must be the host's.
+    if dra["dra"]["pluginDir"] != kubelet + "/plugins":
+        fail("%s: dra.pluginDir %s is not the kubelet's %s/plugins" %
+             (name, dra["dra"]["pluginDir"], kubelet))
+
+
+def fixture_args(args):
+    return [os.path.join(FIXTURES, a) if a.endswith(".yaml") else a for a in args]
+
+
+def check_handover(renders):
+    with open(os.path.join(CHART, "files", "dra.yaml")) as f:
+        dra_file = f.read()
+    overlay_classes = [d for d in kustomize(overlay="dra") if d["kind"] == "DeviceClass"]
+    for name, components, args in HANDOVER_OVERLAY_CASES:
+        rc, chart, err = helm_template(args)
+        if rc != 0:
+            fail("%s: helm template %s failed: %s" % (name, " ".join(args), err))
+            continue
+        compare(name, chart, kustomize(components=components) + overlay_classes)
+        check_handover_config(name, chart)
+        renders["handover-" + name] = chart
+    for name, args, exp in HANDOVER_CASES:
+        rc, docs, err = helm_template(fixture_args(args))
+        if rc != 0:
+            fail("%s: helm template failed: %s" % (name, err))
+            continue
+        exp = json.loads(json.dumps(exp).replace("FILE dra.yaml", json.dumps(dra_file)[1:-1]))
+        check_expectations(name, exp, docs)
+        if "modeHandover=true" in args:
+            check_handover_config(name, docs)
+        renders["handover-" + name] = docs
+    for name, args, message in HANDOVER_REFUSALS:
+        rc, _, err = helm_template(fixture_args(args))
+        if rc == 0:
+            fail("%s: rendered; want refused with: %s" % (name, message))
+        elif message not in err:
+            fail("%s: refused, but without the message\n  want: %s\n  got:  %s"
+                 % (name, message, err.strip()))
+    print("modeHandover: %d overlay choices compared, %d renders checked, %d refusals"
+          % (len(HANDOVER_OVERLAY_CASES), len(HANDOVER_CASES), len(HANDOVER_REFUSALS)),
+          flush=True)
 
 
 # ---- 4. kubectl apply --dry-run=client ---------------------------------------
@@ -519,10 +789,11 @@ def check_kubectl_apply(renders):
 # ---- 1. lint, README, example configs ----------------------------------------
 
 def check_chart():
-    for mode in ["plugin", "static", "dra"]:
-        r = run([HELM, "lint", "--strict", "-n", NS, CHART, "--set", "mode=" + mode])
+    for values in ["mode=plugin", "mode=static", "mode=dra",
+                   "modeHandover=true,config.name=gpu-agent-config"]:
+        r = run([HELM, "lint", "--strict", "-n", NS, CHART, "--set", values])
         if r.returncode != 0:
-            fail("helm lint --strict (mode %s):\n%s%s" % (mode, r.stdout, r.stderr))
+            fail("helm lint --strict (%s):\n%s%s" % (values, r.stdout, r.stderr))
     r = run([sys.executable, os.path.join(SRC, "scripts", "chart-readme.py"), "--check"])
     if r.returncode != 0:
         fail(r.stderr.strip())
@@ -541,7 +812,7 @@ def check_chart():
         rc, _, err = helm_template(["--set", key + "=null"])
         if rc != 0:
             fail("%s: null (the key dropped) does not render: %s" % (key, err))
-    print("helm lint --strict: plugin, static, dra; README and example configs checked; "
+    print("helm lint --strict: plugin, static, dra, modeHandover; README and example configs checked; "
           "%d keys dropped one at a time" % len(droppable), flush=True)
 
 
@@ -557,6 +828,7 @@ def main():
     check_deviceclass_versions(renders)
     check_fixtures(renders)
     check_combined(renders)
+    check_handover(renders)
     check_kubectl_apply(renders)
     home.cleanup()
     if failures:

@@ -48,13 +48,23 @@ How the agent reaches the driver: runtime, host or gpu-operator.
 {{- define "gpu-agent.driver" -}}
 {{- if ne .Values.driver "auto" -}}
 {{- .Values.driver -}}
-{{- else if ne .Values.mode "dra" -}}
+{{- else if and (ne .Values.mode "dra") (ne (include "gpu-agent.modeHandover" .) "true") -}}
 runtime
 {{- else if eq (toString .Values.nvidiaDriverRoot) "/run/nvidia/driver" -}}
 gpu-operator
 {{- else -}}
 host
 {{- end -}}
+{{- end -}}
+
+{{/*
+"true" when the plugin-mode pod may move its node to DRA mode and back
+(modeHandover, as components/mode-handover): a node label naming a config of
+mode dra switches the running agent. validation.yaml refuses modeHandover in
+the other modes.
+*/}}
+{{- define "gpu-agent.modeHandover" -}}
+{{- and .Values.modeHandover (eq .Values.mode "plugin") -}}
 {{- end -}}
 
 {{/* The driver root as the host sees it. */}}
@@ -225,7 +235,8 @@ first: by kind where the capabilities list kinds (a cluster; helm template
 {{- $found -}}
 {{- end -}}
 
-{{/* The ValidatingAdmissionPolicy is rendered. */}}
+{{/* The ValidatingAdmissionPolicy is rendered: where the agent writes its Node or its ResourceSlices. */}}
 {{- define "gpu-agent.admissionPolicy" -}}
-{{- and (dig "enabled" true (default dict .Values.admissionPolicy)) (ne .Values.mode "plugin") (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
+{{- $slices := or (ne .Values.mode "plugin") (eq (include "gpu-agent.modeHandover" .) "true") -}}
+{{- and (dig "enabled" true (default dict .Values.admissionPolicy)) $slices (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
 {{- end -}}
