@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -88,10 +89,12 @@ class ModeHandoverTest : public ::testing::Test {
                                      "--dev-root",
                                      dir_.Join("devroot"),
                                      "--sysfs-root",
-                                     dir_.Join("sys"),
+                                     dir_.Join(sys_),
+                                     "--proc-root",
+                                     dir_.Join("proc"),
                                      "--metrics-address",
                                      "127.0.0.1:0"};
-    agent_ = std::make_unique<Subprocess>(args, FakeNvmlEnv(FixturePath("8-gpu-nvlink.yaml")));
+    agent_ = std::make_unique<Subprocess>(args, FakeNvmlEnv(FixturePath(fixture_)));
   }
 
   std::string Log() { return agent_ ? agent_->Stderr() : ""; }
@@ -168,6 +171,8 @@ class ModeHandoverTest : public ::testing::Test {
                    std::chrono::seconds(15));
   }
 
+  std::string fixture_ = "8-gpu-nvlink.yaml";  // the NVML stand-in's
+  std::string sys_ = "sys";                    // its sysfs, under dir_
   TempDir dir_;
   KubeletSimulator sim_{dir_.path()};
   std::unique_ptr<DraKubelet> dra_;
@@ -183,6 +188,8 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   api_.SetLabel(kNode, kLabel, "dra");
   ASSERT_TRUE(DraRegistered(true)) << Log();
   ASSERT_TRUE(PublishedCount(6)) << Log();
+  // The held GPUs were never in a slice: the first write made them as they are.
+  EXPECT_EQ(api_.slice_writes(), 1);
   EXPECT_EQ(Published().count(kDevice0), 0u);
   EXPECT_EQ(Published().count(kDevice1), 0u);
   EXPECT_TRUE(WaitFor([&] { return sim_.Allocatable(kGpu) == 0; }))
@@ -285,6 +292,61 @@ TEST_F(ModeHandoverTest, AnAgentKilledMidHandoverResumesItInEachDirection) {
   std::map<std::string, std::string> un;
   ASSERT_TRUE(dra_->Unprepare(kDriver, {{"team", "uid-c0", "c0"}}, &un).ok()) << Log();
   EXPECT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();
+}
+
+// DRA with migStrategy none (the shipped dra.yaml) prepares the MIG-mode
+// GPU 0 whole; plugin mode with mixed (mig-mixed.yaml) cuts it into MIG
+// devices: those are the claim's GPU all the same, kept from the device
+// plugin's pods until it is unprepared.
+TEST_F(ModeHandoverTest, TheDrainKeepsAClaimsGpuWhateverThePluginCutsItInto) {
+  fixture_ = "2-gpu-mig.yaml";
+  sys_ = "sys-mig";
+  ASSERT_TRUE(WriteFixtureSysfs(FixturePath(fixture_), dir_.Join(sys_)));
+  dir_.Write("proc/driver/nvidia-caps/mig-minors",
+             "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+             "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\n"
+             "gpu0/gi3/ci0/access 31\n");
+  WriteFakeDevRoot(dir_.Join("devroot"), {0, 1}, {12, 13, 21, 22, 30, 31}, false);
+  dir_.Write("configs/plugin", "version: v1\nmode: plugin\nflags:\n  migStrategy: mixed\n");
+  dir_.Write("configs/dra", "version: v1\nmode: dra\nflags:\n  migStrategy: none\n");
+  api_.SetLabel(kNode, kLabel, "dra");
+  StartAgent();
+  ASSERT_TRUE(DraRegistered(true)) << Log();
+  ASSERT_TRUE(PublishedCount(2)) << Log();
+  api_.PutResourceClaim("team", "c0", ClaimJson("c0", "uid-c0", kDevice1));  // 0000:07:00.0
+  ASSERT_EQ(PrepareError("uid-c0", "c0"), "") << Log();
+  api_.SetLabel(kNode, kLabel, "plugin");
+  constexpr char kMig[] = "nvidia.com/mig-1g.10gb";
+  ASSERT_TRUE(sim_.WaitForDevices(
+      kMig,
+      [](const std::vector<v1beta1::Device>& ds) {
+        return ds.size() == 2 && std::all_of(ds.begin(), ds.end(), [](const v1beta1::Device& d) {
+                 return d.health() == "Unhealthy";
+               });
+      }))
+      << "GPU 0's MIG devices streamed while its whole-GPU claim is prepared\n"
+      << Log();
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(dra_->Unprepare(kDriver, {{"team", "uid-c0", "c0"}}, &un).ok()) << Log();
+  EXPECT_TRUE(sim_.WaitForDevices(kMig, [](const std::vector<v1beta1::Device>& ds) {
+    return std::all_of(ds.begin(), ds.end(),
+                       [](const v1beta1::Device& d) { return d.health() == "Healthy"; });
+  })) << Log();
+}
+
+TEST_F(ModeHandoverTest, AModeThatCannotStartHandsTheNodeBack) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();
+  // The kubelet's plugin registry folder is gone: DRA mode cannot serve
+  // its registration.
+  dra_->Stop();
+  std::filesystem::remove_all(dir_.Join("registry"));
+  const int registrations = sim_.registrations();
+  api_.SetLabel(kNode, kLabel, "dra");
+  ASSERT_TRUE(agent_->WaitForStderr("cannot start dra mode; going back to plugin mode")) << Log();
+  ASSERT_TRUE(WaitFor([&] { return sim_.registrations() > registrations; })) << Log();
+  EXPECT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();
+  EXPECT_TRUE(agent_->Running());
 }
 
 TEST_F(ModeHandoverTest, ASwitchThatCannotRunHereKeepsTheRunningMode) {

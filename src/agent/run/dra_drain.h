@@ -28,6 +28,8 @@
 #include "agent/plan/generation.h"
 #include "dra/claim_preparer.h"
 #include "dra/dra_server.h"
+#include "dra/slice_publisher.h"
+#include "nvml/inventory.h"
 
 namespace gpu_agent {
 
@@ -58,24 +60,38 @@ class DraDrain {
   std::map<std::string, std::string> holders() const;
 
  private:
-  DraDrain(std::shared_ptr<const dra::DeviceCatalog> catalog, Report report);
+  DraDrain(nvml::Inventory inventory, std::vector<std::string> gpus, Report report);
   class Handler;
-  // The claims' GPUs, by physical GPU, as the catalog names their devices.
-  std::map<std::string, std::string> HoldersNow() const;
+  // The physical GPU (UUID) of a prepared device, by its UUID (a GPU's or
+  // one of its MIG devices') or its DRA name, from the inventory, whatever
+  // the plugin's config cuts the GPU into; "" when no GPU of the node is it.
+  std::string GpuOf(const dra::PreparedClaim::Device& device) const;
+  // REQUIRES: mu_ held. holders_ and claims_ from the checkpoint now.
+  void UpdateLocked();
+  // Hands holders_, as it is when the report is made, to `report_`.
+  void ReportHolders();
   // After an unprepare: reports what is held now; wakes the thread to
-  // unregister once nothing is.
+  // unregister once no claim is left.
   void Unprepared();
+  // Keeps the node's ResourceSlices of the driver deleted while the
+  // drain runs (an agent stopped midway may have left them; the kubelet
+  // deletes a driver's slices only once it has been gone a while).
+  void WithdrawSlices(const Config& config);
+  void StopPublisher();
   void Run();
 
-  const std::shared_ptr<const dra::DeviceCatalog> catalog_;
+  const nvml::Inventory inventory_;
+  const std::vector<std::string> gpus_;  // the model's GPUs, by UUID
   const Report report_;
-  std::shared_ptr<dra::ClaimPreparer> preparer_;
+  std::shared_ptr<dra::ClaimPreparer> preparer_;  // null when the claims could not be read
   std::unique_ptr<dra::DraServer> server_;
+  std::mutex report_mu_;  // one report at a time
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, std::string> holders_;  // protected by mu_
-  size_t claims_ = 0;                           // protected by mu_: claims left
-  bool stop_ = false;                           // protected by mu_
+  std::map<std::string, std::string> holders_;      // protected by mu_
+  size_t claims_ = 0;                               // protected by mu_: claims left
+  bool stop_ = false;                               // protected by mu_
+  std::unique_ptr<dra::SlicePublisher> publisher_;  // protected by mu_: deletes the slices
   std::thread thread_;
 };
 

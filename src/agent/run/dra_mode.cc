@@ -24,10 +24,10 @@
 #include "agent/run/reload.h"
 #include "apiserver/discovery.h"
 #include "apiserver/rest_client.h"
+#include "base/duration.h"
 #include "base/log.h"
 #include "base/prom_text.h"
 #include "base/socket_path.h"
-#include "base/duration.h"
 #include "base/strings.h"
 #include "dra/claim_preparer.h"
 #include "dra/dra_server.h"
@@ -71,7 +71,8 @@ class DraMode : public Mode {
     health_state_ = std::make_unique<DraHealth>(preparer_.get(), config.dra.driver_name);
     ApplyNfdOutput(config, gen.labels.labels);
     // Before anything is offered: the GPUs device-plugin pods hold.
-    WatchHeld(gen, StartsHandover(config));
+    handover_strict_ = StartsHandover(config);
+    WatchHeld(gen, handover_strict_);
     Serve(gen, {});
     absl::StatusOr<std::unique_ptr<dra::DraServer>> server =
         dra::DraServer::Start(ServerOptionsOf(config), preparer_);
@@ -84,11 +85,12 @@ class DraMode : public Mode {
       server_ = *std::move(server);
       health_state_->SetServer(server_.get());
     }
-    // Taking the node from the device plugin, whose pods the scheduler now
-    // sends through DRA (their allocatable is 0): no slice before the
-    // kubelet has the driver, or it could not prepare the claims made from
-    // them until its next pod resync, a minute on.
-    if (ctx_.switched_from == "plugin") WaitForKubelet();
+    // Taking the node from the device plugin (in this process, or on record
+    // from one that stopped midway), whose pods the scheduler now sends
+    // through DRA (their allocatable is 0): no slice before the kubelet has
+    // the driver, or it could not prepare the claims made from them until
+    // its next pod resync, a minute on.
+    if (handover_strict_) WaitForKubelet();
     // The slices last: the kubelet can prepare what the scheduler
     // allocates from them. Published by this instance while it is the one
     // of the driver on this node that does (a rolling update's new pod
@@ -259,9 +261,12 @@ class DraMode : public Mode {
   // GPUs' state must be known before any is offered.
   bool StartsHandover(const Config& config) {
     if (ctx_.switched_from.empty()) return HandoverRecorded(config);
-    if (absl::Status s = RecordHandover(config, ctx_.switched_from); !s.ok()) {
-      LogWarning("cannot record the handover; a restart before it ends will not know of it",
-                 {{"error", std::string(s.message())}});
+    // Plugin mode recorded it before it let go; once more if it could not.
+    if (!HandoverRecorded(config)) {
+      if (absl::Status s = RecordHandover(config, ctx_.switched_from); !s.ok()) {
+        LogWarning("cannot record the handover; a restart before it ends will not know of it",
+                   {{"error", std::string(s.message())}});
+      }
     }
     return true;
   }
@@ -456,6 +461,7 @@ class DraMode : public Mode {
   std::unique_ptr<dra::DraServer> server_;  // protected by mu_
   std::mutex held_mu_;
   std::unique_ptr<HeldWatch> held_;  // protected by held_mu_: null when no watch was started
+  bool handover_strict_ = false;     // set by Start: a move from the device plugin is under way
 };
 
 }  // namespace

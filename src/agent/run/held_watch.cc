@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "agent/run/gpus_held.h"
+#include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "podresources/pod_resources.h"
@@ -32,7 +33,8 @@ std::unique_ptr<HeldWatch> HeldWatch::Start(HeldWatchOptions options, const Devi
                                             const nvml::Inventory& inventory, Report report) {
   std::unique_ptr<HeldWatch> w(
       new HeldWatch(std::move(options), model, inventory, std::move(report)));
-  w->state_ = w->Look();
+  w->state_ = w->Look(/*seen_held=*/false);
+  w->seen_held_ = !w->state_.holders.empty();
   w->report_(w->state_);
   if (!w->state_.done) w->thread_ = std::thread([p = w.get()] { p->Run(); });
   return w;
@@ -61,7 +63,7 @@ HeldState HeldWatch::state() const {
   return state_;
 }
 
-HeldState HeldWatch::Look() const {
+HeldState HeldWatch::Look(bool seen_held) const {
   HeldState s;
   absl::StatusOr<podresources::PodResources> pods =
       podresources::List(options_.socket, options_.deadline);
@@ -72,7 +74,10 @@ HeldState HeldWatch::Look() const {
     return s;
   }
   s.problem = std::string(pods.status().message());
-  if (!options_.strict) {
+  // No PodResources on this node at all (the folder not mounted: a DRA
+  // node that never had a device plugin), and nothing known held: nothing
+  // to keep out. Any other failure keeps every GPU out until it answers.
+  if (!options_.strict && !seen_held && !PathExists(options_.socket)) {
     s.done = true;
     return s;
   }
@@ -89,11 +94,24 @@ void HeldWatch::Run() {
     cv_.wait_for(lock, options_.interval, [this] { return stop_; });
     if (stop_) return;
   }
+  bool confirming = false;  // one answer said nothing is held any more
   for (;;) {
-    HeldState now = Look();
+    bool seen_held;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stop_) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_held = seen_held_;
+    }
+    HeldState now = Look(seen_held);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stop_) return;
+    // GPUs were held and an answer says none is: believed when the next
+    // answer, an interval on, says so too (a kubelet that has just started
+    // can answer before it knows its pods).
+    if (now.done && !state_.holders.empty() && !confirming) {
+      confirming = true;
+    } else {
+      confirming = false;
+      seen_held_ = seen_held_ || !now.holders.empty();
       const bool changed =
           now.holders != state_.holders || now.problem != state_.problem || now.done != state_.done;
       state_ = now;
@@ -103,9 +121,9 @@ void HeldWatch::Run() {
         lock.lock();
       }
       if (now.done) return;
-      cv_.wait_for(lock, options_.interval, [this] { return stop_; });
-      if (stop_) return;
     }
+    cv_.wait_for(lock, options_.interval, [this] { return stop_; });
+    if (stop_) return;
   }
 }
 

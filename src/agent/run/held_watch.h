@@ -4,11 +4,13 @@
 // its slices and refuses claims for them meanwhile (DraHealth::SetWithheld).
 //
 // The watch asks once at once, then every `interval` while anything is held,
-// and ends (reporting an empty set) once nothing is. When PodResources cannot
-// be read: during a handover (`strict`), every GPU is reported held, "state
-// unknown", and the watch goes on asking, since a GPU of unknown state is
-// never offered; otherwise (a DRA start with no handover on record) the
-// watch reports nothing held and ends, as before there was a handover.
+// and ends (reporting an empty set) once nothing is, two answers an interval
+// apart saying so (a kubelet that has just started may answer before it
+// knows its pods). When PodResources cannot be read, every GPU is reported
+// held, "state unknown", and the watch goes on asking, since a GPU of
+// unknown state is never offered; but for a DRA start with no handover on
+// record (not `strict`) on a node with no PodResources socket at all, which
+// holds nothing known: nothing is held and the watch ends.
 #ifndef GPU_AGENT_AGENT_RUN_HELD_WATCH_H_
 #define GPU_AGENT_AGENT_RUN_HELD_WATCH_H_
 
@@ -68,7 +70,8 @@ class HeldWatch {
   HeldWatch(HeldWatchOptions options, const DeviceModel& model, const nvml::Inventory& inventory,
             Report report);
   void Run();
-  HeldState Look() const;
+  // One List. `seen_held`: some GPU was held once in this watch.
+  HeldState Look(bool seen_held) const;
 
   const HeldWatchOptions options_;
   const DeviceModel model_;
@@ -76,8 +79,9 @@ class HeldWatch {
   const Report report_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // protected by mu_
-  HeldState state_;    // protected by mu_
+  bool stop_ = false;       // protected by mu_
+  HeldState state_;         // protected by mu_
+  bool seen_held_ = false;  // protected by mu_
   std::thread thread_;
 };
 

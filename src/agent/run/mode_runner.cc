@@ -44,7 +44,7 @@ namespace {
 // cannot, says why and the running mode stays.
 bool SwitchesMode(const Generation& running, const Generation& next, const Mode& mode) {
   if (next.config().agent_mode() == running.config().agent_mode()) return false;
-  if (absl::Status s = CanServe(next); !s.ok()) {
+  if (absl::Status s = CanSwitch(running, next); !s.ok()) {
     LogError(StrCat("the node's config asks for ", next.config().mode,
                     " mode, which cannot run "
                     "here; staying in ",
@@ -63,7 +63,7 @@ ModeEnd Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mod
   if (absl::Status s = mode.Start(*gen); !s.ok()) {
     LogError(StrCat("cannot start ", mode.name(), " mode"), {{"error", std::string(s.message())}});
     mode.Stop(*gen, StopFor::kExit);
-    return {ExitCodeFor(s), nullptr};
+    return {ExitCodeFor(s), nullptr, nullptr, /*start_failed=*/true};
   }
   NodeConfigSelector* node_config = ctx.node_config;
   MetricsServer::Handlers handlers;
@@ -88,7 +88,7 @@ ModeEnd Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mod
       StartMetricsIfConfigured(gen->config(), std::move(handlers));
   if (!metrics.ok()) {
     mode.Stop(*gen, StopFor::kExit);
-    return {kExitFailure, nullptr};
+    return {kExitFailure, nullptr, nullptr, false};
   }
   ModeEnd end;
   auto vouch = [&mode] { mode.health().OperatorVouches(); };
@@ -110,6 +110,7 @@ ModeEnd Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mod
   }
   if (*metrics) (*metrics)->Stop();  // no scrape sees what is being torn down
   mode.Stop(*gen, end.next ? StopFor::kSwitch : StopFor::kExit);
+  if (end.next) end.last = std::move(gen);
   return end;
 }
 

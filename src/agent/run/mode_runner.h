@@ -99,6 +99,10 @@ class Mode {
 struct ModeEnd {
   int code = 0;
   std::shared_ptr<const Generation> next;
+  // With `next`: the generation that ran until the switch (to go back to
+  // should `next` fail to start).
+  std::shared_ptr<const Generation> last;
+  bool start_failed = false;  // Start failed: nothing was served
 };
 
 // Runs `mode` from `gen` until a stop or a switch.

@@ -78,6 +78,30 @@ absl::Status ReleaseAllocatable(const Config& config, const std::vector<std::str
   return patched.ok() ? absl::OkStatus() : patched.status();
 }
 
+absl::Status CanSwitch(const Generation& running, const Generation& next) {
+  const Config& a = running.config();
+  const Config& b = next.config();
+  struct Setting {
+    const char* name;
+    const std::string& before;
+    const std::string& after;
+  };
+  const Setting settings[] = {{"dra.driverName", a.dra.driver_name, b.dra.driver_name},
+                              {"dra.pluginDir", a.dra.plugin_dir, b.dra.plugin_dir},
+                              {"dra.registryDir", a.dra.registry_dir, b.dra.registry_dir},
+                              {"cdi.specDir", a.cdi.spec_dir, b.cdi.spec_dir},
+                              {"cdi.vendor", a.cdi.vendor, b.cdi.vendor}};
+  for (const Setting& s : settings) {
+    if (s.before != s.after) {
+      return absl::FailedPreconditionError(
+          StrCat(s.name, " is \"", s.before, "\" in the running config and \"", s.after,
+                 "\" in the next: both modes must agree on it, where DRA's claims and the "
+                 "record of the move are kept"));
+    }
+  }
+  return CanServe(next);
+}
+
 std::string HandoverRecordPath(const Config& config) {
   return StrCat(config.dra.plugin_dir, "/", config.dra.driver_name, "/handover");
 }

@@ -29,6 +29,12 @@ namespace gpu_agent {
 // device-plugin registration socket. The error says what is missing.
 absl::Status CanServe(const Generation& next);
 
+// CanServe(next), and the two configs agree on where DRA keeps its state
+// (dra.driverName, dra.pluginDir, dra.registryDir, cdi.specDir,
+// cdi.vendor): the move is recorded, and the claims prepared under DRA are
+// found, there, by either mode.
+absl::Status CanSwitch(const Generation& running, const Generation& next);
+
 // Sets the Node's allocatable of `resources` (those the device plugin
 // served) to 0. The kubelet marks a gone plugin's devices unhealthy at once
 // but tells the API server only at its next status sync (every 10 s by

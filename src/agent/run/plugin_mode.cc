@@ -213,6 +213,8 @@ class PluginMode : public Mode {
     health().Replace(std::move(watcher));
     std::lock_guard<std::mutex> lock(mu_);
     runtimes_ = std::move(runtimes);
+    // Again, with what the drain reported during the supervisor's reload.
+    for (const ResourceRuntime& r : runtimes_) r.publisher->SetWithheld(WithheldLocked());
     return absl::OkStatus();
   }
 
@@ -221,6 +223,15 @@ class PluginMode : public Mode {
     if (drain_) drain_->Stop();
     health().Stop();
     ctx_.events->Drive(nullptr);
+    // Handing the node to DRA: on record before the plugin lets go, so that
+    // DRA mode, in this process or after a restart at any point on, keeps
+    // the GPUs this plugin's pods hold out of its slices.
+    if (why == StopFor::kSwitch) {
+      if (absl::Status s = RecordHandover(last.config(), "plugin"); !s.ok()) {
+        LogWarning("cannot record the handover; a restart before it ends will not know of it",
+                   {{"error", std::string(s.message())}});
+      }
+    }
     if (supervisor_) supervisor_->Stop();
     if (why == StopFor::kSwitch) Release(last);
     // Handing the node to DRA: the pods that hold GPUs go on running, and a

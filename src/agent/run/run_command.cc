@@ -22,6 +22,10 @@
 namespace gpu_agent {
 namespace {
 
+const char* ModeName(AgentMode m) {
+  return m == AgentMode::kDra ? "dra" : m == AgentMode::kStatic ? "static" : "plugin";
+}
+
 // failOnInitError false and no NVML: serve /readyz (not ready, saying why)
 // and wait on `events`. A reload loads the config again into `*loaded` (a
 // fixed driver root is what most often mends it) and retries NVML; a stop
@@ -150,17 +154,31 @@ int RunCommand(const ConfigRequest& request, LoadedConfig loaded) {
   std::unique_ptr<ModeCondition> condition;
   if (*node_config) condition = ModeCondition::Create(next->config());
   std::string from;
+  // The generation the running mode took over from, while it starts: once
+  // (a mode that cannot start and the one before that cannot either exit).
+  std::shared_ptr<const Generation> back;
   for (;;) {
     const AgentMode mode = next->config().agent_mode();
     const ModeContext ctx{request, lib, node_config->get(), events->get(), from, condition.get()};
+    std::shared_ptr<const Generation> fallback = std::move(back);
     ModeEnd end = mode == AgentMode::kStatic ? RunStaticMode(ctx, std::move(next))
                   : mode == AgentMode::kDra  ? RunDraMode(ctx, std::move(next))
                                              : RunPluginMode(ctx, std::move(next));
+    if (!end.next && end.start_failed && fallback) {
+      // The mode handed the node to cannot start (a folder it needs, the
+      // kubelet, ...): the one it came from serves the node again, as
+      // though the switch had been refused.
+      LogError(StrCat("cannot start ", ModeName(mode), " mode; going back to ", from, " mode"));
+      next = std::move(fallback);
+      from = ModeName(mode);
+      continue;
+    }
     if (!end.next) {
       if (condition) condition->Stop();
       return end.code;
     }
-    from = mode == AgentMode::kDra ? "dra" : "plugin";
+    from = ModeName(mode);
+    back = std::move(end.last);
     next = std::move(end.next);
   }
 }

@@ -118,13 +118,50 @@ TEST_F(HeldWatchTest, DuringAHandoverAnUnreadableKubeletHoldsEveryGpuUntilItAnsw
   w->Stop();
 }
 
-TEST_F(HeldWatchTest, OutsideAHandoverAnUnreadableKubeletHoldsNothing) {
-  stand_in_.SetAnswer(PodResourcesStandIn::Answer::kGarbage);
-  std::unique_ptr<HeldWatch> w = Start(/*strict=*/false);
+TEST_F(HeldWatchTest, OutsideAHandoverANodeWithoutPodResourcesHoldsNothing) {
+  // A DRA node that never had a device plugin, PodResources not mounted.
+  HeldWatchOptions o;
+  o.socket = dir_.Join("no-such/kubelet.sock");
+  std::unique_ptr<HeldWatch> w = HeldWatch::Start(o, model_, inv_, [this](const HeldState& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reports_.push_back(s);
+  });
   ASSERT_EQ(Reports().size(), 1u);
   EXPECT_TRUE(Reports()[0].done);
   EXPECT_TRUE(Reports()[0].holders.empty());
   EXPECT_FALSE(Reports()[0].problem.empty());
+}
+
+TEST_F(HeldWatchTest, OutsideAHandoverAKubeletThatAnswersGarbageHoldsEveryGpu) {
+  stand_in_.SetAnswer(PodResourcesStandIn::Answer::kGarbage);
+  std::unique_ptr<HeldWatch> w = Start(/*strict=*/false);
+  EXPECT_FALSE(Last().done);
+  EXPECT_EQ(Last().holders.size(), 2u) << "its socket is there: what pods hold is unknown";
+  stand_in_.SetAnswer(PodResourcesStandIn::Answer::kTable);
+  ASSERT_TRUE(WaitFor([&] { return Last().done; }));
+  EXPECT_TRUE(Last().holders.empty());
+}
+
+TEST_F(HeldWatchTest, AGpuSeenHeldStaysHeldWhenTheKubeletStopsAnswering) {
+  stand_in_.Hold("ml", "a", "main", "nvidia.com/gpu", {"GPU-1aaa"});
+  std::unique_ptr<HeldWatch> w = Start(/*strict=*/false);
+  ASSERT_EQ(Last().holders.size(), 1u);
+  stand_in_.FailWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "kubelet restarting"));
+  ASSERT_TRUE(WaitFor([&] { return !Last().problem.empty(); }));
+  EXPECT_FALSE(Last().done);
+  EXPECT_EQ(Last().holders.count("GPU-1aaa"), 1u) << "pod ml/a still runs on it";
+  w->Stop();
+}
+
+TEST_F(HeldWatchTest, OneEmptyAnswerAfterHoldersIsNotBelievedAlone) {
+  stand_in_.Hold("ml", "a", "main", "nvidia.com/gpu", {"GPU-1aaa"});
+  std::unique_ptr<HeldWatch> w = Start(/*strict=*/true);
+  ASSERT_EQ(Last().holders.size(), 1u);
+  // The pod ends: the first empty answer is checked by a second.
+  const int calls = stand_in_.list_calls();
+  stand_in_.EndPod("ml", "a");
+  ASSERT_TRUE(WaitFor([&] { return Last().done; }));
+  EXPECT_GE(stand_in_.list_calls(), calls + 2) << "done on one empty answer";
 }
 
 TEST_F(HeldWatchTest, StopIsPromptWhileTheKubeletHoldsTheCall) {
