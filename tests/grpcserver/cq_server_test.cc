@@ -316,6 +316,26 @@ TEST(CqServerTest, RefusesAPathTooLongNamingTheSetting) {
   EXPECT_TRUE(CallOptions(path, &out).ok());
 }
 
+// gRPC binds a private name beside the socket, linked to its path; where
+// the folder leaves no room for that name, it binds the path itself.
+TEST(CqServerTest, ServesAPathWithNoRoomForAPrivateNameBesideIt) {
+  TempDir dir;
+  const std::string folder = dir.Join(std::string(kMaxSocketPath - dir.path().size() - 1 - 4, 'f'));
+  ASSERT_EQ(::mkdir(folder.c_str(), 0700), 0);
+  const std::string path = folder + "/a.s";
+  ASSERT_EQ(path.size(), kMaxSocketPath);
+  TestServer t;
+  const absl::Status s = t.Start(path);
+  ASSERT_TRUE(s.ok()) << s;
+  v1beta1::DevicePluginOptions out;
+  EXPECT_TRUE(CallOptions(path, &out).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  t.server->Shutdown(std::chrono::system_clock::now());
+  EXPECT_FALSE(Exists(path));
+}
+
 TEST(CqServerTest, RefusesAMissingFolderNamingIt) {
   TempDir dir;
   const std::string folder = dir.Join("kubelet");
