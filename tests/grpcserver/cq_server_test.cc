@@ -601,5 +601,36 @@ TEST(CqServerTest, ShutdownWithAStreamInFlightReturnsByItsDeadline) {
   EXPECT_FALSE(reader->Finish().ok());
 }
 
+// A unary call its handler answers only later: the shutdown cancels it at
+// its deadline (the client hears so then, not at its own deadline), and the
+// late answer, which can no longer be sent, still frees the call.
+TEST(CqServerTest, AUnaryCallAnsweredAfterTheShutdownsDeadlineIsFreed) {
+  TempDir dir;
+  const std::string path = dir.Join("a.sock");
+  TestServer t;
+  t.hold = true;
+  ASSERT_TRUE(t.Start(path).ok());
+  grpc::Status status;
+  Clock::duration client_took{};
+  std::thread client([&] {
+    v1beta1::DevicePluginOptions out;
+    const auto start = Clock::now();
+    status = CallOptions(path, &out);  // its own deadline: 10 s
+    client_took = Clock::now() - start;
+  });
+  ASSERT_TRUE(WaitFor([&] { return t.held.count() == 1; }));
+
+  std::thread stopper([&] {
+    t.server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  });
+  client.join();
+  EXPECT_FALSE(status.ok());
+  EXPECT_LT(client_took, std::chrono::seconds(5));
+  t.held.Take()->Finish(grpc::Status::OK);
+  stopper.join();
+  EXPECT_EQ(t.server->open_calls(), 0u);
+  EXPECT_FALSE(Exists(path));
+}
+
 }  // namespace
 }  // namespace gpu_agent::grpcserver
