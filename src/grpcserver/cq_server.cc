@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <limits>
+#include <random>
 
 #include "base/file_util.h"
 #include "base/socket_path.h"
@@ -10,6 +13,35 @@
 #include "base/thread_name.h"
 
 namespace gpu_agent::grpcserver {
+namespace {
+
+// gRPC removes the path it listens on when it shuts down, whoever's file the
+// path names by then (grpc/grpc#17122). So it listens on a private name
+// beside the socket, linked to the socket's path once bound and then
+// removed: the socket's path is this server's alone to remove. Hidden (the
+// kubelet's plugin watcher skips dot files); empty when the folder leaves no
+// room for it under kMaxSocketPath (gRPC then listens on the path itself).
+std::string PrivatePath(const std::string& path) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::string out = StrCat(path.substr(0, path.rfind('/') + 1), ".s");
+  for (int i = 0; i < 6; ++i) out += kChars[rng() % (sizeof kChars - 1)];
+  return out.size() <= kMaxSocketPath ? out : "";
+}
+
+// Gives the socket gRPC bound at `bound` the name `path` (not replacing a
+// file that appeared there meanwhile).
+absl::Status LinkSocket(const std::string& bound, const std::string& path) {
+  const int rc = ::link(bound.c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(bound.c_str());
+  if (rc == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      StrCat("cannot make socket \"", path, "\": ", std::strerror(err),
+             err == EEXIST ? " (another process made it meanwhile)" : ""));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CqServer>> CqServer::Start(
     const Options& options, const std::vector<grpc::Service*>& services,
@@ -17,7 +49,9 @@ absl::StatusOr<std::unique_ptr<CqServer>> CqServer::Start(
   if (absl::Status s = PrepareSocketPath(options.socket_path, options.settings); !s.ok()) return s;
   std::unique_ptr<CqServer> self(new CqServer(options.socket_path));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + options.socket_path, grpc::InsecureServerCredentials());
+  const std::string bound = PrivatePath(options.socket_path);
+  builder.AddListeningPort("unix://" + (bound.empty() ? options.socket_path : bound),
+                           grpc::InsecureServerCredentials());
   for (grpc::Service* s : services) builder.RegisterService(s);
   // No keepalive or BDP pings on a local unix socket: a dead kubelet closes
   // the socket, which gRPC sees at once.
@@ -35,13 +69,19 @@ absl::StatusOr<std::unique_ptr<CqServer>> CqServer::Start(
     return absl::UnavailableError(StrCat("cannot serve on \"", options.socket_path,
                                          "\" (gRPC could not bind; see its log above)"));
   }
-  self->inode_ = InodeOf(options.socket_path);
   ask(*self);
   CqServer* raw = self.get();
   self->driver_ = std::thread([raw, name = options.thread_name] {
     NameThisThread(name);
     raw->Drive();
   });
+  if (!bound.empty()) {
+    if (absl::Status s = LinkSocket(bound, options.socket_path); !s.ok()) {
+      self->Shutdown(std::chrono::system_clock::now());
+      return s;
+    }
+  }
+  self->inode_ = InodeOf(options.socket_path);
   if (absl::Status s = SecureSocket(options.socket_path); !s.ok()) {
     self->Shutdown(std::chrono::system_clock::now());
     return s;

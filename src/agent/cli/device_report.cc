@@ -31,6 +31,14 @@ std::string LinkLabel(const nvml::GpuLink& link) {
   }
 }
 
+// The link between the i-th and j-th GPUs listed; null when the matrix has
+// none (links are by position in the list: a selection keeps the GPUs'
+// own indexes, which need not be their positions).
+const nvml::GpuLink* LinkBetween(const nvml::Inventory& inv, size_t i, size_t j) {
+  if (i >= inv.links.size() || j >= inv.links[i].size()) return nullptr;
+  return &inv.links[i][j];
+}
+
 std::string Hex(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
@@ -81,12 +89,13 @@ std::string DevicesAsTable(const nvml::Inventory& inv) {
     StrAppend(&out,
               "\nInterconnect (NV<n>: NVLinks, PIX/PXB: PCIe switch, PHB: host "
               "bridge, NODE: same NUMA node, SYS: across sockets)\n      ");
-    for (size_t j = 0; j < inv.gpus.size(); ++j) StrAppend(&out, "GPU", j, "\t");
+    for (const nvml::GpuRecord& g : inv.gpus) StrAppend(&out, "GPU", g.index, "\t");
     StrAppend(&out, "\n");
     for (size_t i = 0; i < inv.gpus.size(); ++i) {
-      StrAppend(&out, "GPU", i, "  ");
+      StrAppend(&out, "GPU", inv.gpus[i].index, "  ");
       for (size_t j = 0; j < inv.gpus.size(); ++j) {
-        StrAppend(&out, i == j ? "X" : LinkLabel(inv.links[i][j]), "\t");
+        const nvml::GpuLink* link = LinkBetween(inv, i, j);
+        StrAppend(&out, i == j ? "X" : link ? LinkLabel(*link) : "?", "\t");
       }
       StrAppend(&out, "\n");
     }
@@ -99,7 +108,8 @@ std::string DevicesAsJson(const nvml::Inventory& inv) {
   rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buf);
   w.SetIndent(' ', 2);
   w.StartArray();
-  for (const nvml::GpuRecord& g : inv.gpus) {
+  for (size_t i = 0; i < inv.gpus.size(); ++i) {
+    const nvml::GpuRecord& g = inv.gpus[i];
     w.StartObject();
     w.Key("index");
     w.Uint(g.index);
@@ -151,9 +161,10 @@ std::string DevicesAsJson(const nvml::Inventory& inv) {
     w.Key("links");
     w.StartObject();
     for (size_t j = 0; j < inv.gpus.size(); ++j) {
-      if (j == g.index || g.index >= inv.links.size()) continue;
-      w.Key(StrCat(j).c_str());
-      w.String(LinkLabel(inv.links[g.index][j]).c_str());
+      const nvml::GpuLink* link = LinkBetween(inv, i, j);
+      if (j == i || link == nullptr) continue;
+      w.Key(StrCat(inv.gpus[j].index).c_str());
+      w.String(LinkLabel(*link).c_str());
     }
     w.EndObject();
     if (!g.error.empty()) {

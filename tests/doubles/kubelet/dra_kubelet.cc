@@ -157,7 +157,10 @@ bool DraKubelet::Restart() {
 void DraKubelet::ScanFolder() {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(options_.registry_dir, ec)) {
-    if (entry.is_socket()) Register(entry.path().string());
+    // As the kubelet's plugin watcher, a name starting with '.' is skipped.
+    if (entry.is_socket() && !entry.path().filename().string().starts_with('.')) {
+      Register(entry.path().string());
+    }
   }
 }
 
@@ -171,7 +174,7 @@ void DraKubelet::Watch() {
     for (ssize_t off = 0; off < n;) {
       auto* ev = reinterpret_cast<inotify_event*>(buf + off);
       off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-      if (ev->len == 0) continue;
+      if (ev->len == 0 || ev->name[0] == '.') continue;  // skipped, as ScanFolder does
       const std::string path = options_.registry_dir + "/" + ev->name;
       if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
         RegisterLater(path);
