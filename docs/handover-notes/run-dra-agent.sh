@@ -4,7 +4,7 @@
 # (pid /tmp/modern/agent-dra.pid, log /tmp/modern/agent-dra.log)
 set -euo pipefail
 B=$(cd "${1:-build}" && pwd); W=${AGENT_WORK:-/tmp/modern/agent}; R=/tmp/modern
-fixture=$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/nvml/${FIXTURE:-8-gpu-nvlink.yaml}
+fixture=$(cd "$(dirname "$0")/../.." && pwd)/tests/fixtures/nvml/${FIXTURE:-8-gpu-nvlink.yaml}
 rm -f $R/agent-dra.log  # a wait on the log never reads an earlier agent's lines
 LD_LIBRARY_PATH=$B/fake-nvml FAKE_NVML_FIXTURE=$fixture FAKE_NVML_CONTROL=$W/nvml-dra.ctl \
   setsid nohup "$B/gpu-agent" run --mode dra --node-name gpu-node-1 --kubeconfig "$HOME/peers/modern/kubeconfig" \
