@@ -1,6 +1,6 @@
 // The CDI spec file a process keeps in a spec folder (/var/run/cdi) while it
 // serves devices by CDI name: written atomically, replaced when the spec
-// changes, removed on every way out.
+// changes, removed on every way out but a handover (Keep).
 #ifndef GPU_AGENT_CDI_SPEC_FILE_H_
 #define GPU_AGENT_CDI_SPEC_FILE_H_
 
@@ -26,6 +26,10 @@ class SpecFile {
   absl::Status Write(const Spec& spec, const std::string& dir, const std::string& setting);
   // Removes the file this process wrote, if any (never one it did not).
   void Remove();
+  // Leaves the file in place, for whoever serves its devices next (running
+  // containers that restart resolve their CDI names through it); this
+  // object forgets it.
+  void Keep() { path_.clear(); }
   const std::string& path() const { return path_; }
 
  private:

@@ -268,6 +268,7 @@ std::optional<ReflectorFailure> SlicePublisher::List(std::string* version) {
                                                             : std::string(parsed.message())};
   }
   s.have.clear();
+  s.written.clear();
   int64_t highest = 0;
   size_t others = 0;
   for (const auto& item : items->GetArray()) {
@@ -367,6 +368,7 @@ ReflectorHandler::Next SlicePublisher::Reconcile(std::optional<ReflectorFailure>
       return Next::kList;
     }
     s.have[name] = json::Serialize(stored);
+    s.Wrote(name, StringAt(stored, "metadata", "resourceVersion"));
   }
   // Delete what is not wanted.
   for (auto it = s.have.begin(); it != s.have.end();) {
@@ -444,6 +446,13 @@ bool SlicePublisher::OnEvent(ObjectEvent event) {
     return true;
   }
   const std::string name = StringAt(object, "metadata", "name");
+  // The watch catching up with a write of this publisher's that a newer
+  // one has overtaken (its desired slices changed meanwhile): what it has
+  // is newer already.
+  if (event.type != ObjectEvent::Type::kDeleted &&
+      s.StaleEcho(name, StringAt(object, "metadata", "resourceVersion"))) {
+    return true;
+  }
   if (event.type == ObjectEvent::Type::kDeleted) {
     s.have.erase(name);
   } else {

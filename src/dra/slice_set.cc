@@ -1,5 +1,7 @@
 #include "dra/slice_set.h"
 
+#include <algorithm>
+
 #include "apiserver/status.h"
 #include "base/json.h"
 #include "dra/slice_json.h"
@@ -60,6 +62,26 @@ int64_t PoolGeneration(const rapidjson::Value& slice) {
   const rapidjson::Value* pool = spec ? Member(*spec, "pool") : nullptr;
   const rapidjson::Value* g = pool ? Member(*pool, "generation") : nullptr;
   return g && g->IsInt64() ? g->GetInt64() : 0;
+}
+
+void SliceSet::Wrote(const std::string& name, const std::string& resource_version) {
+  constexpr size_t kKept = 8;
+  std::deque<std::string>& rvs = written[name];
+  rvs.push_back(resource_version);
+  if (rvs.size() > kKept) rvs.pop_front();
+}
+
+bool SliceSet::StaleEcho(const std::string& name, const std::string& resource_version) const {
+  auto w = written.find(name);
+  auto h = have.find(name);
+  if (w == written.end() || h == have.end() || resource_version.empty()) return false;
+  const std::deque<std::string>& rvs = w->second;
+  const std::string& latest = rvs.back();
+  if (resource_version == latest) return false;
+  const rapidjson::Document hd = ParseHeld(h->second);
+  const rapidjson::Value* meta = Member(hd, "metadata");
+  const std::string have_rv = meta ? json::String(*meta, "resourceVersion") : "";
+  return have_rv == latest && std::find(rvs.begin(), rvs.end(), resource_version) != rvs.end();
 }
 
 bool SliceSet::Matches(const std::string& name) const {

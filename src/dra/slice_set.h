@@ -6,6 +6,7 @@
 #define GPU_AGENT_DRA_SLICE_SET_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <string_view>
@@ -20,6 +21,16 @@ class SliceSet {
   std::map<std::string, std::string> have;  // name -> object JSON
   std::map<std::string, std::string> want;  // name -> object JSON
   int64_t generation = 0;                   // 0: not yet decided
+  // name -> the resourceVersions the server gave this publisher's own last
+  // writes of it (a few), newest last: a watch event of an earlier one is
+  // the echo of a write since overtaken, no one else's change.
+  std::map<std::string, std::deque<std::string>> written;
+
+  // Records a write of `name` stored at `resource_version`.
+  void Wrote(const std::string& name, const std::string& resource_version);
+  // Whether an event of `name` at `resource_version` is an echo of one of
+  // this publisher's writes older than what it has of the slice.
+  bool StaleEcho(const std::string& name, const std::string& resource_version) const;
 
   // Whether the slice `name` is as wanted (absent when unwanted).
   bool Matches(const std::string& name) const;

@@ -232,12 +232,21 @@ class PluginMode : public Mode {
                    {{"error", std::string(s.message())}});
       }
     }
+    // Handing the node to DRA: allocatable 0 before the plugin's stream
+    // ends, so that no pod the scheduler places from now on is sent to a
+    // plugin that is gone (the kubelet refuses it), and once more after,
+    // since a kubelet status sync in between would have put it back.
+    if (why == StopFor::kSwitch) Release(last, /*say=*/false);
     if (supervisor_) supervisor_->Stop();
-    if (why == StopFor::kSwitch) Release(last);
+    if (why == StopFor::kSwitch) Release(last, /*say=*/true);
     // Handing the node to DRA: the pods that hold GPUs go on running, and a
     // container of theirs that restarts is given the CDI devices the
     // kubelet cached from Allocate, which this spec defines.
-    if (why == StopFor::kExit) cdi_spec_.Remove();
+    if (why == StopFor::kExit) {
+      cdi_spec_.Remove();
+    } else {
+      cdi_spec_.Keep();
+    }
     LogInfo(why == StopFor::kExit ? "stopped; sockets removed"
                                   : "device plugin unregistered; sockets removed, CDI spec kept");
   }
@@ -277,7 +286,8 @@ class PluginMode : public Mode {
   // goes to 0 now, so the scheduler sends their pods through DRA rather
   // than, until the kubelet's next status sync, to a plugin that is gone
   // (ReleaseAllocatable).
-  static void Release(const Generation& last) {
+  // `say`: log the outcome (a failure is always logged).
+  static void Release(const Generation& last, bool say) {
     std::vector<std::string> resources;
     for (const deviceplugin::ResourceSpec& r : last.plan.resources) {
       resources.push_back(r.resource_name);
@@ -290,6 +300,7 @@ class PluginMode : public Mode {
           {{"resources", names}, {"error", std::string(s.message())}});
       return;
     }
+    if (!say) return;
     LogInfo(
         "the node's allocatable of the device plugin's resources is 0: the scheduler sends pods "
         "asking for them through DRA from now on",
