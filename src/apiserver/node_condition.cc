@@ -12,10 +12,7 @@ namespace gpu_agent::apiserver {
 std::string NodeConditionPatch(const NodeCondition& c) {
   rapidjson::StringBuffer buf;
   json::Writer w(buf);
-  auto field = [&w](const char* key, std::string_view value) {
-    w.Key(key);
-    json::WriteString(w, value);
-  };
+  auto field = [&w](const char* key, std::string_view value) { json::WriteField(w, key, value); };
   w.StartObject();
   w.Key("status");
   w.StartObject();

@@ -62,6 +62,11 @@ using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 inline void WriteString(Writer& w, std::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
+// "key": "value", inside an object being written.
+inline void WriteField(Writer& w, const char* key, std::string_view value) {
+  w.Key(key);
+  WriteString(w, value);
+}
 // The text `buf` holds.
 inline std::string TextOf(const rapidjson::StringBuffer& buf) {
   return std::string(buf.GetString(), buf.GetSize());

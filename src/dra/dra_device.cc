@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <iterator>
 
 #include "base/strings.h"
 
@@ -78,6 +79,17 @@ std::string MigDeviceName(const std::string& gpu_name, const std::string& profil
                       compute_instance));
 }
 
+std::string MebibyteQuantity(uint64_t mib) {
+  if (mib == 0) return "0";
+  static constexpr const char* kSuffixes[] = {"Mi", "Gi", "Ti", "Pi", "Ei"};
+  size_t s = 0;
+  while (mib % 1024 == 0 && s + 1 < std::size(kSuffixes)) {
+    mib /= 1024;
+    ++s;
+  }
+  return StrCat(mib, kSuffixes[s]);
+}
+
 std::string SemanticVersion(const std::string& v) {
   std::vector<std::string_view> parts = StrSplit(v, '.');
   if (v.empty() || parts.size() > 3) return "";
@@ -119,7 +131,7 @@ DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& g
     d.attributes["uuid"] = AttributeValue::String(mig->uuid);
     d.attributes["parentUUID"] = AttributeValue::String(gpu.uuid);
     if (!profile.empty()) d.attributes["profile"] = AttributeValue::String(profile);
-    d.capacity["memory"] = StrCat(mig->memory_mib, "Mi");
+    d.capacity["memory"] = MebibyteQuantity(mig->memory_mib);
     if (mig->multiprocessors > 0) d.capacity["multiprocessors"] = StrCat(mig->multiprocessors);
     return d;
   }
@@ -130,7 +142,7 @@ DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& g
   if (std::string id = StandardPciBusId(gpu.pci_bus_id); !id.empty()) {
     d.attributes["resource.kubernetes.io/pciBusID"] = AttributeValue::String(id);
   }
-  if (gpu.memory_mib > 0) d.capacity["memory"] = StrCat(gpu.memory_mib, "Mi");
+  if (gpu.memory_mib > 0) d.capacity["memory"] = MebibyteQuantity(gpu.memory_mib);
   return d;
 }
 

@@ -37,7 +37,7 @@ struct DraDevice {
   // Unqualified names are the driver's own; resource.kubernetes.io/... are
   // Kubernetes' standard ones.
   std::map<std::string, AttributeValue> attributes;
-  std::map<std::string, std::string> capacity;  // name -> quantity ("81920Mi", "98")
+  std::map<std::string, std::string> capacity;  // name -> quantity ("80Gi", "9856Mi", "98")
   friend bool operator==(const DraDevice&, const DraDevice&) = default;
 };
 
@@ -59,6 +59,12 @@ DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& g
 std::string GpuDeviceName(const nvml::GpuRecord& gpu);
 std::string MigDeviceName(const std::string& gpu_name, const std::string& profile,
                           unsigned gpu_instance, unsigned compute_instance);
+
+// `mib` MiB as the API server writes a quantity back (its canonical form:
+// the largest binary suffix that keeps an integer): 81920 -> "80Gi", 9856
+// -> "9856Mi", 0 -> "0". Published so, a slice read back compares equal to
+// what the agent wants, and is not taken for someone else's change.
+std::string MebibyteQuantity(uint64_t mib);
 
 // A version as semantic versioning requires it: "12.2" -> "12.2.0",
 // "535.129.03" -> "535.129.3"; "" when `v` is not one to three numbers.

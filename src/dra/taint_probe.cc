@@ -26,10 +26,7 @@ namespace {
 std::string ProbeSlice(const TaintProbeOptions& o, const std::string& api_version, bool with_none) {
   rapidjson::StringBuffer buf;
   json::Writer w(buf);
-  auto field = [&w](const char* key, std::string_view value) {
-    w.Key(key);
-    json::WriteString(w, value);
-  };
+  auto field = [&w](const char* key, std::string_view value) { json::WriteField(w, key, value); };
   auto taint = [&](const std::string& key, const char* effect) {
     w.StartObject();
     field("key", key);

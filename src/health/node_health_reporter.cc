@@ -41,10 +41,7 @@ std::string NodeEventJson(const std::string& node, const std::string& ns, const 
                           const std::string& message, const std::string& now) {
   rapidjson::StringBuffer buf;
   json::Writer w(buf);
-  auto field = [&w](const char* key, std::string_view value) {
-    w.Key(key);
-    json::WriteString(w, value);
-  };
+  auto field = [&w](const char* key, std::string_view value) { json::WriteField(w, key, value); };
   w.StartObject();
   field("apiVersion", "v1");
   field("kind", "Event");

@@ -188,5 +188,15 @@ TEST(ResourceSliceTest, SliceNamesFitAndStayDistinctForTheLongestNodeNames) {
       << SliceName(dotted, driver, 0);
 }
 
+TEST(MebibyteQuantityTest, IsTheApiServersCanonicalForm) {
+  EXPECT_EQ(MebibyteQuantity(81920), "80Gi");
+  EXPECT_EQ(MebibyteQuantity(32768), "32Gi");
+  EXPECT_EQ(MebibyteQuantity(9856), "9856Mi");
+  EXPECT_EQ(MebibyteQuantity(1536), "1536Mi");
+  EXPECT_EQ(MebibyteQuantity(1024u * 1024), "1Ti");
+  EXPECT_EQ(MebibyteQuantity(1), "1Mi");
+  EXPECT_EQ(MebibyteQuantity(0), "0");
+}
+
 }  // namespace
 }  // namespace gpu_agent::dra

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <iterator>
 #include <stdexcept>
 
 namespace gpu_agent::testing {
@@ -539,6 +540,50 @@ bool Selected(const std::string& json, const std::map<std::string, std::string>&
   return true;
 }
 
+// A binary quantity ("32768Mi") as kube-apiserver writes it back: the
+// largest suffix that keeps an integer ("32Gi"). Other values stay.
+std::string CanonicalBinary(const std::string& q) {
+  static constexpr const char* kSuffixes[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  if (q.size() < 3) return q;
+  const std::string suffix = q.substr(q.size() - 2);
+  size_t at = 0;
+  while (at < std::size(kSuffixes) && suffix != kSuffixes[at]) ++at;
+  const std::string digits = q.substr(0, q.size() - 2);
+  if (at == std::size(kSuffixes) || digits.empty() ||
+      digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 15) {
+    return q;
+  }
+  uint64_t n = std::stoull(digits);
+  if (n == 0) return "0";
+  while (n % 1024 == 0 && at + 1 < std::size(kSuffixes)) {
+    n /= 1024;
+    ++at;
+  }
+  return std::to_string(n) + kSuffixes[at];
+}
+
+// The capacities of a slice's devices (v1: devices[].capacity, v1beta1:
+// devices[].basic.capacity), as the server stores them.
+void CanonicalQuantities(rapidjson::Document* d) {
+  auto& a = d->GetAllocator();
+  if (!d->IsObject() || !d->HasMember("spec") || !(*d)["spec"].IsObject()) return;
+  rapidjson::Value& spec = (*d)["spec"];
+  if (!spec.HasMember("devices") || !spec["devices"].IsArray()) return;
+  for (rapidjson::Value& dev : spec["devices"].GetArray()) {
+    if (!dev.IsObject()) continue;
+    rapidjson::Value* holder = &dev;
+    if (dev.HasMember("basic") && dev["basic"].IsObject()) holder = &dev["basic"];
+    if (!holder->HasMember("capacity") || !(*holder)["capacity"].IsObject()) continue;
+    for (auto& c : (*holder)["capacity"].GetObject()) {
+      if (!c.value.IsObject() || !c.value.HasMember("value") || !c.value["value"].IsString()) {
+        continue;
+      }
+      const std::string canonical = CanonicalBinary(c.value["value"].GetString());
+      c.value["value"].SetString(canonical.c_str(), a);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> ApiServerStub::Slices(const std::string& node) const {
@@ -806,6 +851,7 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
       }
       d["metadata"].RemoveMember("resourceVersion");
     }
+    CanonicalQuantities(&d);
     d["metadata"].AddMember("resourceVersion", rapidjson::Value(std::to_string(++rv_).c_str(), a),
                             a);
     const std::string json = ToJson(d);
