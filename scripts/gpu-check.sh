@@ -452,7 +452,11 @@ for dev in gpus:
     if s and dev["attributes"].get("productName", {}).get("string") != s[2]:
         problems.append("%s productName %r" % (dev["name"], dev["attributes"].get("productName")))
     mem = dev.get("capacity", {}).get("memory", {}).get("value")
-    if s and mem != s[3] + "Mi":
+    # A binary quantity in MiB ("32Gi" is 32768), as the API server writes it.
+    units = {"Mi": 1, "Gi": 1024, "Ti": 1024 ** 2, "Pi": 1024 ** 3}
+    mib = (int(mem[:-2]) * units[mem[-2:]]
+           if isinstance(mem, str) and mem[-2:] in units and mem[:-2].isdigit() else None)
+    if s and (mib is None or str(mib) != s[3]):
         problems.append("%s memory %s, nvidia-smi %s MiB" % (dev["name"], mem, s[3]))
 first = gpus[0] if gpus else {}
 print(("FAIL\t" + "; ".join(problems)) if problems else
