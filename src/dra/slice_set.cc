@@ -73,15 +73,17 @@ void SliceSet::Wrote(const std::string& name, const std::string& resource_versio
 
 bool SliceSet::StaleEcho(const std::string& name, const std::string& resource_version) const {
   auto w = written.find(name);
-  auto h = have.find(name);
-  if (w == written.end() || h == have.end() || resource_version.empty()) return false;
+  if (w == written.end() || resource_version.empty()) return false;
   const std::deque<std::string>& rvs = w->second;
+  if (std::find(rvs.begin(), rvs.end(), resource_version) == rvs.end()) return false;
+  // A write of this publisher's to a slice it has deleted since.
+  auto h = have.find(name);
+  if (h == have.end()) return true;
   const std::string& latest = rvs.back();
   if (resource_version == latest) return false;
   const rapidjson::Document hd = ParseHeld(h->second);
   const rapidjson::Value* meta = Member(hd, "metadata");
-  const std::string have_rv = meta ? json::String(*meta, "resourceVersion") : "";
-  return have_rv == latest && std::find(rvs.begin(), rvs.end(), resource_version) != rvs.end();
+  return (meta ? json::String(*meta, "resourceVersion") : "") == latest;
 }
 
 bool SliceSet::Matches(const std::string& name) const {

@@ -29,7 +29,8 @@ class SliceSet {
   // Records a write of `name` stored at `resource_version`.
   void Wrote(const std::string& name, const std::string& resource_version);
   // Whether an event of `name` at `resource_version` is an echo of one of
-  // this publisher's writes older than what it has of the slice.
+  // this publisher's writes older than what it has of the slice, or of a
+  // slice it has deleted since.
   bool StaleEcho(const std::string& name, const std::string& resource_version) const;
 
   // Whether the slice `name` is as wanted (absent when unwanted).

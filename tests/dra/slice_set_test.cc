@@ -40,6 +40,15 @@ TEST(SliceSetTest, AfterSomeoneElsesChangeNoEchoIsStale) {
   EXPECT_FALSE(s.StaleEcho("s", "100"));
 }
 
+TEST(SliceSetTest, AnEchoOfAnOwnWriteOfASliceDeletedSinceIsStale) {
+  SliceSet s;
+  s.have["s"] = Slice("100", 6);
+  s.Wrote("s", "100");
+  s.have.erase("s");  // no longer wanted: deleted
+  EXPECT_TRUE(s.StaleEcho("s", "100")) << "the create's event, after the delete";
+  EXPECT_FALSE(s.StaleEcho("s", "200")) << "made again by someone else";
+}
+
 TEST(SliceSetTest, OnlyTheLastFewWritesAreKept) {
   SliceSet s;
   for (int rv = 1; rv <= 20; ++rv) {
