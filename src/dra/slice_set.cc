@@ -125,7 +125,7 @@ absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line) {
   if (absl::Status s = json::Parse(line, "a ResourceSlice watch event", &ev); !s.ok()) return s;
   const rapidjson::Value* type = Member(ev, "type");
   const rapidjson::Value* object = Member(ev, "object");
-  if (type == nullptr || !type->IsString()) {
+  if (type == nullptr || !type->IsString() || type->GetStringLength() == 0) {
     return absl::InvalidArgumentError("a ResourceSlice watch event without a type");
   }
   if (object == nullptr || !object->IsObject()) {
