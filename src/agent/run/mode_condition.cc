@@ -64,11 +64,6 @@ void ModeCondition::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-uint64_t ModeCondition::writes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return writes_;
-}
-
 void ModeCondition::Run() {
   NameThisThread("mode-condition");
   Backoff backoff = Backoff::Doubling(std::chrono::seconds(1), std::chrono::minutes(1));
@@ -88,7 +83,6 @@ void ModeCondition::Run() {
     lock.lock();
     if (code == 200) {
       written_ = at;
-      ++writes_;
       backoff.Reset();
       said = -1;
       continue;

@@ -35,7 +35,6 @@ class ModeCondition {
   void Set(const std::string& reason, const std::string& message);
   // Ends a write in flight and the thread.
   void Stop();
-  uint64_t writes() const;
 
  private:
   ModeCondition(std::unique_ptr<apiserver::RestClient> rest, std::string node);
@@ -50,7 +49,6 @@ class ModeCondition {
   std::string transition_;        // protected by mu_: when the reason last changed
   uint64_t wanted_ = 0;           // protected by mu_: Set calls
   uint64_t written_ = 0;          // protected by mu_: of those, the last written
-  uint64_t writes_ = 0;           // protected by mu_
   std::thread thread_;            // started by the first Set
 };
 
