@@ -16,10 +16,10 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/thread_name.h"
+#include "dra/feature_probe.h"
 #include "dra/slice_json.h"
 #include "dra/slice_refusal.h"
 #include "dra/slice_set.h"
-#include "dra/taint_probe.h"
 
 namespace gpu_agent::dra {
 namespace {
@@ -110,7 +110,7 @@ bool SlicePublisher::Pause(Ms d) {
   return !stopped_;
 }
 
-bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
+bool SlicePublisher::Discover(SliceContext* context, FeatureProbe* probe) {
   context->api_version = options_.api_version;
   Backoff backoff(options_.backoff_initial, options_.backoff_max);
   while (context->api_version.empty()) {
@@ -132,16 +132,21 @@ bool SlicePublisher::Discover(SliceContext* context, TaintProbe* probe) {
         "can be read",
         {{"node", options_.node}, {"error", why}});
   }
-  if (!options_.probe_device_taints) {
+  if (!options_.probe_device_taints && !options_.probe_sharing) {
     probe->Skip();
   } else if (!probe->Ask(context->api_version)) {
     ++stats_.errors;
   }
-  context->device_taints = probe->answered() && probe->kept();
-  context->none_taint_effect = context->device_taints && probe->none();
+  TakeProbe(*probe, context);
   LogInfo("publishing ResourceSlices",
           {{"version", "resource.k8s.io/" + context->api_version}, {"node", options_.node}});
   return !Stopped();
+}
+
+void SlicePublisher::TakeProbe(const FeatureProbe& probe, SliceContext* context) {
+  context->device_taints = probe.answered() && probe.kept();
+  context->none_taint_effect = context->device_taints && probe.none();
+  context->consumable_capacity = probe.answered() && probe.shared();
 }
 
 bool SlicePublisher::ReadNodeUid(std::string* uid, std::string* why) {
@@ -167,13 +172,13 @@ bool SlicePublisher::ReadNodeUid(std::string* uid, std::string* why) {
 // What the watch thread holds between the reflector's calls.
 struct SlicePublisher::Loop {
   Loop(const SlicePublisherOptions& o, apiserver::RestClient* rest)
-      : probe(TaintProbeOptions{o.driver, o.node, o.backoff_initial, o.watch_timeout,
-                                o.forbidden_for_good},
+      : probe(FeatureProbeOptions{o.driver, o.node, o.backoff_initial, o.watch_timeout,
+                                  o.forbidden_for_good, o.probe_device_taints, o.probe_sharing},
               rest),
         repairs(o.backoff_initial, o.backoff_max, /*first=*/Ms(0)),
         owner_backoff(Backoff::Doubling(o.backoff_initial, o.watch_timeout)) {}
   SliceContext context;
-  TaintProbe probe;
+  FeatureProbe probe;
   SliceSet s;
   std::string base;       // /apis/resource.k8s.io/<version>/resourceslices
   std::string list_path;  // ... with the node's and driver's field selector
@@ -390,14 +395,14 @@ ReflectorHandler::Next SlicePublisher::Reconcile(std::optional<ReflectorFailure>
 
 ReflectorHandler::Next SlicePublisher::AskAgain() {
   SliceContext& context = loop_->context;
-  TaintProbe& probe = loop_->probe;
+  FeatureProbe& probe = loop_->probe;
   if (!probe.answered() && std::chrono::steady_clock::now() >= probe.due()) {
     if (!probe.Ask(context.api_version)) ++stats_.errors;
     if (Stopped()) return Next::kWatch;
-    if (probe.kept()) {
-      // Unhealthy devices stay in the slices, tainted, from now on.
-      context.device_taints = true;
-      context.none_taint_effect = probe.none();
+    if (probe.kept() || probe.shared()) {
+      // Unhealthy devices stay in the slices, tainted, from now on; shared
+      // ones are published once.
+      TakeProbe(probe, &context);
       if (TakeDesired()) return Next::kSyncAgain;
     }
   }

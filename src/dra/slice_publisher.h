@@ -41,7 +41,7 @@
 
 namespace gpu_agent::dra {
 
-class TaintProbe;
+class FeatureProbe;
 
 struct SlicePublisherOptions {
   // Of resource.k8s.io; empty: the first of v1, v1beta2, v1beta1 the server
@@ -67,6 +67,10 @@ struct SlicePublisherOptions {
   // the watch timeout, until one comes; meanwhile device_taints is false.
   // A clear answer is not asked again.
   bool probe_device_taints = false;
+  // The same for consumable capacity (a shared device's fields, dropped by
+  // a server with the DRAConsumableCapacity gate off), asked in the same
+  // request: SliceContext::consumable_capacity.
+  bool probe_sharing = false;
 };
 
 // What the slices are built for.
@@ -79,6 +83,9 @@ struct SliceContext {
   bool device_taints = false;
   // ... and takes the None effect (informational, 1.36 and later).
   bool none_taint_effect = false;
+  // The server keeps a shared device's consumable capacity: a time-sliced
+  // device may be published once, for all the claims that share it.
+  bool consumable_capacity = false;
 };
 
 // The desired slices: JSON objects of `api_version`, each with its
@@ -123,7 +130,9 @@ class SlicePublisher : private apiserver::ReflectorHandler {
   // The served version of resource.k8s.io and the Node's UID, asked until
   // the version is known, and whether taints are kept (asked once here);
   // false when stopped first.
-  bool Discover(SliceContext* context, TaintProbe* probe);
+  bool Discover(SliceContext* context, FeatureProbe* probe);
+  // What the probe's answer allows the slices.
+  static void TakeProbe(const FeatureProbe& probe, SliceContext* context);
   // GETs the Node: its UID, or false with `why`.
   bool ReadNodeUid(std::string* uid, std::string* why);
   // Waits `d` unless stopped or given new slices; false when stopped.

@@ -64,6 +64,7 @@ class SlicePublisherTest : public ::testing::Test {
     o.watch_timeout = std::chrono::seconds(30);
     o.backoff_initial = std::chrono::milliseconds(20);
     o.probe_device_taints = probe_taints_;
+    o.probe_sharing = probe_sharing_;
     o.forbidden_for_good = forbidden_for_good_;
     auto p = SlicePublisher::Start(*conn, RestOptions{}, o, std::move(b));
     ASSERT_TRUE(p.ok()) << p.status();
@@ -84,6 +85,7 @@ class SlicePublisherTest : public ::testing::Test {
   std::string node_ = kNode;  // the publisher's
   std::string api_version_ = "v1";
   bool probe_taints_ = false;
+  bool probe_sharing_ = false;
   std::chrono::milliseconds forbidden_for_good_{30000};
   std::unique_ptr<SlicePublisher> publisher_;
 };
@@ -344,7 +346,7 @@ std::vector<ApiServerStub::Request> Probes(const ApiServerStub& api, size_t sinc
 // The servers of 1.32 to 1.35 with the gate off (taints dropped), 1.33 to
 // 1.35 with it on (taints kept, the None effect refused: asked again
 // without it) and 1.36 (both kept).
-TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStoresNothing) {
+TEST_F(SlicePublisherTest, TheFeatureProbeTellsWhetherTheServerKeepsTaintsAndStoresNothing) {
   probe_taints_ = true;
   struct Server {
     const char* name;
@@ -374,7 +376,7 @@ TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStore
       ASSERT_EQ(probes.size(), server.probes);
       for (const ApiServerStub::Request& p : probes) {
         EXPECT_TRUE(p.dry_run);
-        EXPECT_NE(p.name.find("taint-probe"), std::string::npos) << p.name;
+        EXPECT_NE(p.name.find("-probe-"), std::string::npos) << p.name;
       }
       // ... and nothing stored but the publisher's own slice, once.
       EXPECT_EQ(api_.stored_slice_names(),
@@ -387,7 +389,7 @@ TEST_F(SlicePublisherTest, TheTaintProbeTellsWhetherTheServerKeepsTaintsAndStore
 
 // A node name of the longest kind (253 characters): the probe still has a
 // valid name, so the server's answer is about taints.
-TEST_F(SlicePublisherTest, TheTaintProbeHasAValidNameHoweverLongTheNodeName) {
+TEST_F(SlicePublisherTest, TheFeatureProbeHasAValidNameHoweverLongTheNodeName) {
   probe_taints_ = true;
   node_ = std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
           std::string(61, 'd');
@@ -481,7 +483,7 @@ TEST_F(SlicePublisherTest, A403ThatLastsNamesTheClusterRole) {
 // server answers; meanwhile an unhealthy device leaves the slices, and once
 // taints are known to be kept it comes back tainted under the next
 // generation. The same failure again is logged once.
-TEST_F(SlicePublisherTest, AFailedTaintProbeIsAskedAgainUntilTheServerAnswers) {
+TEST_F(SlicePublisherTest, AFailedFeatureProbeIsAskedAgainUntilTheServerAnswers) {
   probe_taints_ = true;
   api_.ServeDeviceTaints(true);
   api_.ServeNoneTaintEffect(true);
@@ -526,7 +528,7 @@ TEST_F(SlicePublisherTest, AFailedTaintProbeIsAskedAgainUntilTheServerAnswers) {
 // The taint probe refused 403 for longer than forbidden_for_good (50 ms
 // here): logged once more, then naming the role (its first warning said
 // only that the server's authorization refused it, and was never repeated).
-TEST_F(SlicePublisherTest, ATaintProbeRefusedForLongNamesTheClusterRole) {
+TEST_F(SlicePublisherTest, AFeatureProbeRefusedForLongNamesTheClusterRole) {
   probe_taints_ = true;
   api_.ServeDeviceTaints(true);
   forbidden_for_good_ = std::chrono::milliseconds(50);
@@ -542,11 +544,54 @@ TEST_F(SlicePublisherTest, ATaintProbeRefusedForLongNamesTheClusterRole) {
   EXPECT_EQ(Count(log, "cannot tell whether the API server keeps device taints"), 2u) << log;
 }
 
+// Consumable capacity asked in the same dry run: a server with the
+// DRAConsumableCapacity gate off (1.34) drops it, one with it on keeps it,
+// and one that refuses the shared device as invalid is taken at its word;
+// each is asked once, stores nothing, and says what it means for
+// time-sliced devices.
+TEST_F(SlicePublisherTest, TheFeatureProbeTellsWhetherTheServerKeepsConsumableCapacity) {
+  probe_sharing_ = true;
+  struct Case {
+    const char* name;
+    bool taints;  // asked too
+    bool served;
+    int refusal;  // 0: none
+    const char* logged;
+  };
+  for (const Case& c :
+       {Case{"dropped", true, false, 0, "the API server drops consumable capacity"},
+        Case{"kept", true, true, 0, "the API server keeps consumable capacity"},
+        Case{"refused", false, true, 422, "the API server refuses a slice with a shared device"}}) {
+    SCOPED_TRACE(c.name);
+    node_ = std::string("node-") + c.name;
+    api_.AddNode(node_);
+    probe_taints_ = c.taints;
+    api_.ServeConsumableCapacity(c.served);
+    if (c.refusal != 0) api_.FailNextSliceRequests("dryRun create", c.refusal, 1);
+    const size_t requests = api_.requests().size();
+    std::atomic<int> shared{-1};
+    ::testing::internal::CaptureStderr();
+    Start([&shared, this](const SliceContext& context) {
+      shared = context.consumable_capacity ? 1 : 0;
+      return Slices(1, node_)(context);
+    });
+    const bool synced = WaitFor([&] { return publisher_->stats().in_sync.load(); });
+    publisher_->Stop();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(synced) << log;
+    EXPECT_EQ(shared, c.served && c.refusal == 0 ? 1 : 0);
+    EXPECT_EQ(Probes(api_, requests).size(), 1u);
+    EXPECT_EQ(Count(log, c.logged), 1u) << log;
+    EXPECT_EQ(api_.Slices(node_).size(), 1u);
+    EXPECT_EQ(api_.Slices(node_)[0].find("probe"), std::string::npos);
+  }
+}
+
 // A clear answer is kept: a server that keeps taints, one that drops them,
 // and one that refuses the probe as invalid (422: a slice with a taint is
 // not one it takes, and asking again gets the same) are each asked once,
 // however many times everything is listed again after a failure.
-TEST_F(SlicePublisherTest, AClearTaintProbeAnswerIsNotAskedAgain) {
+TEST_F(SlicePublisherTest, AClearFeatureProbeAnswerIsNotAskedAgain) {
   probe_taints_ = true;
   struct Case {
     const char* name;

@@ -103,6 +103,7 @@ class DraMode : public Mode {
     slice_options_.node = pool_;
     slice_options_.watch_timeout = config.static_mode.watch_timeout;
     slice_options_.probe_device_taints = true;
+    slice_options_.probe_sharing = true;
     if (!config.dra.pod_uid.empty()) {
       dra::DraServerOptions plain = ServerOptionsOf(config);
       plain.instance.clear();

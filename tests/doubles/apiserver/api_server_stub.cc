@@ -562,6 +562,23 @@ std::string CanonicalBinary(const std::string& q) {
   return std::to_string(n) + kSuffixes[at];
 }
 
+// A device's consumable capacity, dropped as a server with the
+// DRAConsumableCapacity gate off drops it.
+void DropConsumableCapacity(rapidjson::Value* fields) {
+  fields->RemoveMember("allowMultipleAllocations");
+  if (!fields->HasMember("capacity") || !(*fields)["capacity"].IsObject()) return;
+  for (auto& c : (*fields)["capacity"].GetObject()) {
+    if (c.value.IsObject()) c.value.RemoveMember("requestPolicy");
+  }
+}
+
+// The quantity at `v` (a string) written back as the server would.
+void Canonical(rapidjson::Value* v, rapidjson::Document::AllocatorType& a) {
+  if (v == nullptr || !v->IsString()) return;
+  const std::string canonical = CanonicalBinary(v->GetString());
+  v->SetString(canonical.c_str(), a);
+}
+
 // The capacities of a slice's devices (v1: devices[].capacity, v1beta1:
 // devices[].basic.capacity), as the server stores them.
 void CanonicalQuantities(rapidjson::Document* d) {
@@ -578,8 +595,16 @@ void CanonicalQuantities(rapidjson::Document* d) {
       if (!c.value.IsObject() || !c.value.HasMember("value") || !c.value["value"].IsString()) {
         continue;
       }
-      const std::string canonical = CanonicalBinary(c.value["value"].GetString());
-      c.value["value"].SetString(canonical.c_str(), a);
+      Canonical(&c.value["value"], a);
+      if (!c.value.HasMember("requestPolicy") || !c.value["requestPolicy"].IsObject()) continue;
+      rapidjson::Value& policy = c.value["requestPolicy"];
+      if (policy.HasMember("default")) Canonical(&policy["default"], a);
+      if (policy.HasMember("validRange") && policy["validRange"].IsObject()) {
+        for (auto& bound : policy["validRange"].GetObject()) Canonical(&bound.value, a);
+      }
+      if (policy.HasMember("validValues") && policy["validValues"].IsArray()) {
+        for (auto& v : policy["validValues"].GetArray()) Canonical(&v, a);
+      }
     }
   }
 }
@@ -681,6 +706,11 @@ void ApiServerStub::ServeDeviceTaints(bool on) {
 void ApiServerStub::ServeNoneTaintEffect(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
   serve_none_effect_ = on;
+}
+
+void ApiServerStub::ServeConsumableCapacity(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  serve_consumable_ = on;
 }
 
 void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response& res) {
@@ -786,6 +816,7 @@ void ApiServerStub::HandleSlices(const httplib::Request& req, httplib::Response&
         if (!dev.IsObject()) continue;
         rapidjson::Value* fields = &dev;
         if (dev.HasMember("basic") && dev["basic"].IsObject()) fields = &dev["basic"];
+        if (!serve_consumable_) DropConsumableCapacity(fields);
         if (!fields->HasMember("taints")) continue;
         if (!serve_taints_) {
           fields->RemoveMember("taints");

@@ -192,6 +192,11 @@ class ApiServerStub {
   // (1.33 to 1.35), a slice with one is refused 422 as validation does.
   // Effects other than NoSchedule, NoExecute and None are refused always.
   void ServeNoneTaintEffect(bool on);
+  // Whether a shared device's consumable capacity (allowMultipleAllocations,
+  // capacity[].requestPolicy; under basic in v1beta1) is kept, as with the
+  // DRAConsumableCapacity gate on, or dropped on create and update, as with
+  // it off (the default here).
+  void ServeConsumableCapacity(bool on);
 
   // A hostile or broken server. From now on every request of `call` (as
   // calls() names them: "watch resourceslices", "get resource.k8s.io",
@@ -366,6 +371,7 @@ class ApiServerStub {
   int failed_slice_requests_ = 0;
   bool serve_taints_ = false;
   bool serve_none_effect_ = false;
+  bool serve_consumable_ = false;
 };
 
 // Makes a CA and a server certificate for "localhost" (and a second,
