@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <iterator>
 
@@ -119,10 +120,19 @@ std::string ReadPcieRoot(const std::string& sysfs_root, const std::string& nvml_
 
 DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& gpu,
                       const nvml::MigRecord* mig, std::string name, const std::string& profile,
-                      const std::string& pcie_root) {
+                      const std::string& pcie_root, int shares, int most_per_claim) {
   DraDevice d;
   d.name = std::move(name);
   AddCommon(inventory, gpu, pcie_root, &d);
+  if (shares > 1) {
+    d.sharing.shares = shares;
+    d.sharing.most_per_claim = std::clamp(most_per_claim, 1, shares);
+  }
+  // Each capacity's share: its value over the shares, rounded down.
+  auto add_memory = [&d, shares](uint64_t mib) {
+    d.capacity["memory"] = MebibyteQuantity(mib);
+    if (shares > 1) d.sharing.per_share["memory"] = MebibyteQuantity(mib / shares);
+  };
   if (mig) {
     d.key = {gpu.uuid, static_cast<int>(mig->gpu_instance_id),
              static_cast<int>(mig->compute_instance_id)};
@@ -131,8 +141,12 @@ DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& g
     d.attributes["uuid"] = AttributeValue::String(mig->uuid);
     d.attributes["parentUUID"] = AttributeValue::String(gpu.uuid);
     if (!profile.empty()) d.attributes["profile"] = AttributeValue::String(profile);
-    d.capacity["memory"] = MebibyteQuantity(mig->memory_mib);
-    if (mig->multiprocessors > 0) d.capacity["multiprocessors"] = StrCat(mig->multiprocessors);
+    add_memory(mig->memory_mib);
+    if (mig->multiprocessors > 0) {
+      d.capacity["multiprocessors"] = StrCat(mig->multiprocessors);
+      if (shares > 1)
+        d.sharing.per_share["multiprocessors"] = StrCat(mig->multiprocessors / shares);
+    }
     return d;
   }
   d.key = DeviceKey::Gpu(gpu.uuid);
@@ -142,7 +156,7 @@ DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& g
   if (std::string id = StandardPciBusId(gpu.pci_bus_id); !id.empty()) {
     d.attributes["resource.kubernetes.io/pciBusID"] = AttributeValue::String(id);
   }
-  if (gpu.memory_mib > 0) d.capacity["memory"] = MebibyteQuantity(gpu.memory_mib);
+  if (gpu.memory_mib > 0) add_memory(gpu.memory_mib);
   return d;
 }
 

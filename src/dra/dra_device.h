@@ -30,6 +30,24 @@ struct AttributeValue {
   friend bool operator==(const AttributeValue&, const AttributeValue&) = default;
 };
 
+// How claims share a device (sharing.timeSlicing's replicas), published
+// where the API server serves consumable capacity (DRAConsumableCapacity):
+// the device allows multiple allocations, each claim consuming `shares` of
+// it (one unless it asks more, at most `most_per_claim`), and of each other
+// capacity its share (`per_share`, at least that much; a claim may reserve
+// more) so that no single claim takes all of one.
+struct DeviceSharing {
+  int shares = 1;  // 1: not shared, one claim at a time
+  int most_per_claim = 1;
+  std::map<std::string, std::string> per_share;  // capacity name -> quantity
+  bool shared() const { return shares > 1; }
+  friend bool operator==(const DeviceSharing&, const DeviceSharing&) = default;
+};
+
+// The consumable capacity a shared device has beside its others: how many
+// claims' worth of it are left.
+inline constexpr char kSharesCapacity[] = "shares";
+
 struct DraDevice {
   std::string name;  // a DNS label, unique in the pool
   DeviceKey key;     // what health reports are about
@@ -38,16 +56,19 @@ struct DraDevice {
   // Kubernetes' standard ones.
   std::map<std::string, AttributeValue> attributes;
   std::map<std::string, std::string> capacity;  // name -> quantity ("80Gi", "9856Mi", "98")
+  DeviceSharing sharing;
   friend bool operator==(const DraDevice&, const DraDevice&) = default;
 };
 
 // One device: a whole GPU (`mig` null) or one of its MIG devices, named
 // `name` (GpuDeviceName, MigDeviceName) with MIG profile `profile`, under the
-// PCIe root `pcie_root` ("pci0000:00"; "" when unknown). Which devices there
-// are is the device model's to say (agent/plan/device_model.h).
+// PCIe root `pcie_root` ("pci0000:00"; "" when unknown), shared by at most
+// `shares` claims (1: not shared), each taking at most `most_per_claim` of
+// them. Which devices there are is the device model's to say
+// (agent/plan/device_model.h).
 DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& gpu,
                       const nvml::MigRecord* mig, std::string name, const std::string& profile,
-                      const std::string& pcie_root);
+                      const std::string& pcie_root, int shares = 1, int most_per_claim = 1);
 
 // Names the kubelet, the scheduler and claims use, DNS labels (lowercase
 // letters, digits, '-', at most 63), that stay with the device across

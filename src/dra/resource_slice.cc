@@ -41,8 +41,34 @@ void WriteAttribute(Writer& w, const AttributeValue& v) {
   w.EndObject();
 }
 
-// `taint`: null for none.
-void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint) {
+void Quantity(Writer& w, const char* key, const std::string& value) {
+  w.Key(key);
+  json::WriteString(w, value);
+}
+
+// One capacity of a shared device: consumed by each claim, `per_share`
+// unless it asks for more (up to `most`, "" for all of it), at least `least`
+// and in steps of `step` ("" for none).
+void WriteConsumable(Writer& w, const std::string& value, const std::string& per_share,
+                     const std::string& least, const std::string& most, const std::string& step) {
+  w.StartObject();
+  Quantity(w, "value", value);
+  w.Key("requestPolicy");
+  w.StartObject();
+  Quantity(w, "default", per_share);
+  w.Key("validRange");
+  w.StartObject();
+  Quantity(w, "min", least);
+  Quantity(w, "max", most.empty() ? value : most);
+  if (!step.empty()) Quantity(w, "step", step);
+  w.EndObject();
+  w.EndObject();
+  w.EndObject();
+}
+
+// `taint`: null for none. `shared`: d.sharing published (the server serves
+// consumable capacity and d is shared).
+void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint, bool shared) {
   w.Key("attributes");
   w.StartObject();
   for (const auto& [name, value] : d.attributes) {
@@ -54,12 +80,25 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint) 
   w.StartObject();
   for (const auto& [name, quantity] : d.capacity) {
     Key(w, name);
+    auto per_share = d.sharing.per_share.find(name);
+    if (shared && per_share != d.sharing.per_share.end()) {
+      // A claim reserves at least its share, more if it asks.
+      WriteConsumable(w, quantity, per_share->second, per_share->second, "", "");
+      continue;
+    }
     w.StartObject();
-    w.Key("value");
-    json::WriteString(w, quantity);
+    Quantity(w, "value", quantity);
     w.EndObject();
   }
+  if (shared) {
+    Key(w, kSharesCapacity);
+    WriteConsumable(w, StrCat(d.sharing.shares), "1", "1", StrCat(d.sharing.most_per_claim), "1");
+  }
   w.EndObject();
+  if (shared) {
+    w.Key("allowMultipleAllocations");
+    w.Bool(true);
+  }
   if (taint != nullptr) {
     w.Key("taints");
     w.StartArray();
@@ -169,16 +208,17 @@ std::vector<std::string> BuildResourceSlices(const SliceInput& input) {
       const DraDevice& d = input.devices[i];
       auto found = input.tainted.find(d.name);
       const DeviceTaint* taint = found == input.tainted.end() ? nullptr : &found->second;
+      const bool shared = input.consumable_capacity && d.sharing.shared();
       w.StartObject();
       w.Key("name");
       json::WriteString(w, d.name);
       if (basic) {
         w.Key("basic");
         w.StartObject();
-        WriteDeviceFields(w, d, taint);
+        WriteDeviceFields(w, d, taint, shared);
         w.EndObject();
       } else {
-        WriteDeviceFields(w, d, taint);
+        WriteDeviceFields(w, d, taint, shared);
       }
       w.EndObject();
     }

@@ -32,6 +32,11 @@ struct SliceInput {
   // resource.k8s.io v1 and v1beta2 in the device's `taints`, v1beta1 in
   // `basic.taints`; the server sets timeAdded.
   std::map<std::string, DeviceTaint> tainted;
+  // The server serves consumable capacity (DRAConsumableCapacity): a shared
+  // device (DraDevice::sharing) is published once, allowing multiple
+  // allocations, with its "shares" and each capacity's request policy.
+  // Otherwise it is published whole, for one claim at a time.
+  bool consumable_capacity = false;
 };
 
 // `reason` ("XID 79") as a label value ("XID-79"): characters other than

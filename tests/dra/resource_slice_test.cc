@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include "base/resource_name.h"
 #include "base/strings.h"
@@ -14,6 +16,13 @@
 
 namespace gpu_agent::dra {
 namespace {
+
+std::string Text(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v.Accept(w);
+  return buf.GetString();
+}
 
 rapidjson::Document Parse(const std::string& json) {
   rapidjson::Document d;
@@ -186,6 +195,49 @@ TEST(ResourceSliceTest, SliceNamesFitAndStayDistinctForTheLongestNodeNames) {
   EXPECT_EQ(SliceName(dotted, driver, 0).substr(192, 26), std::string(25, 'd') + "-");
   EXPECT_TRUE(ValidateDnsSubdomain("slice name", SliceName(dotted, driver, 0)).ok())
       << SliceName(dotted, driver, 0);
+}
+
+// A time-sliced GPU (4 replicas) where the server serves consumable
+// capacity: published once, allowing multiple allocations, with a "shares"
+// capacity each claim takes 1 of by default (at most 4, or 1 under
+// failRequestsGreaterThanOne) and its memory a quarter a claim at least;
+// where it does not, whole, as before. v1beta1 holds the fields in basic.
+TEST(ResourceSliceTest, ASharedDeviceIsPublishedOnceWithConsumableShares) {
+  nvml::Inventory inventory;
+  nvml::GpuRecord gpu;
+  gpu.uuid = "GPU-0";
+  gpu.memory_mib = 81920;
+  SliceInput in = Input(0);
+  in.devices.push_back(BuildDevice(inventory, gpu, nullptr, "gpu-0", "", "", 4, 4));
+  in.devices.push_back(BuildDevice(inventory, gpu, nullptr, "gpu-1", "", "", 4, 1));
+  in.devices.push_back(BuildDevice(inventory, gpu, nullptr, "gpu-2", "", ""));
+  in.consumable_capacity = true;
+  for (const char* version : {"v1", "v1beta1"}) {
+    SCOPED_TRACE(version);
+    in.api_version = version;
+    rapidjson::Document d = Parse(BuildResourceSlices(in)[0]);
+    auto fields = [&](size_t i) -> const rapidjson::Value& {
+      const rapidjson::Value& dev = d["spec"]["devices"][static_cast<rapidjson::SizeType>(i)];
+      return in.api_version == "v1beta1" ? dev["basic"] : dev;
+    };
+    const rapidjson::Value& shared = fields(0);
+    EXPECT_TRUE(shared["allowMultipleAllocations"].GetBool());
+    EXPECT_EQ(Text(shared["capacity"]),
+              R"({"memory":{"value":"80Gi","requestPolicy":{"default":"20Gi","validRange":)"
+              R"({"min":"20Gi","max":"80Gi"}}},"shares":{"value":"4","requestPolicy":{"default":)"
+              R"("1","validRange":{"min":"1","max":"4","step":"1"}}}})");
+    EXPECT_STREQ(fields(1)["capacity"]["shares"]["requestPolicy"]["validRange"]["max"].GetString(),
+                 "1");
+    EXPECT_FALSE(fields(2).HasMember("allowMultipleAllocations"));
+    EXPECT_EQ(Text(fields(2)["capacity"]), R"({"memory":{"value":"80Gi"}})");
+  }
+  in.api_version = "v1";
+  in.consumable_capacity = false;
+  rapidjson::Document whole = Parse(BuildResourceSlices(in)[0]);
+  for (const auto& dev : whole["spec"]["devices"].GetArray()) {
+    EXPECT_FALSE(dev.HasMember("allowMultipleAllocations"));
+    EXPECT_EQ(Text(dev["capacity"]), R"({"memory":{"value":"80Gi"}})");
+  }
 }
 
 TEST(MebibyteQuantityTest, IsTheApiServersCanonicalForm) {

@@ -73,6 +73,9 @@ int DraSlicesCommand(const LoadedConfig& loaded, const std::string& output) {
   in.driver = config.dra.driver_name;
   in.node = DraPoolName(config);
   in.devices = DraDevicesOf((*gen)->model, (*gen)->inventory);
+  // As a server that serves consumable capacity (1.36 by
+  // default) has them; `run` asks the server first.
+  in.consumable_capacity = true;
   if (in.node.empty()) {
     std::fprintf(stderr, "gpu-agent: nodeName is empty and this host has no name to use\n");
     return kExitUsage;

@@ -86,6 +86,8 @@ struct TimeSlicedResource {
   std::string resource;
   std::string shared_resource;
   int replicas = 1;
+  // sharing.timeSlicing.failRequestsGreaterThanOne: one replica a request.
+  bool one_per_request = false;
 };
 
 struct DeviceModel {

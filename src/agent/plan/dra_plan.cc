@@ -14,8 +14,11 @@ std::vector<dra::DraDevice> DraDevicesOf(const DeviceModel& model,
     // Prepare names each device by its CDI entry: a unit without one (a GPU
     // lost at discovery whose minor NVML did not give) could not prepare.
     if (!u.has_cdi_entry()) continue;
+    // Time-sliced: shared by as many claims as it has replicas.
+    const TimeSlicedResource* sliced = u.replicas > 1 ? model.TimeSlicingOf(u.resource) : nullptr;
     out.push_back(dra::BuildDevice(inventory, u.gpu(inventory), u.mig(inventory), u.name, u.profile,
-                                   u.pcie_root));
+                                   u.pcie_root, u.replicas,
+                                   sliced && sliced->one_per_request ? 1 : u.replicas));
   }
   return out;
 }

@@ -152,7 +152,8 @@ class Sharer {
     for (size_t i = 0; i < group.units.size(); ++i) {
       if ((*shared)[i]) group.units[i]->replicas = r->replicas;
     }
-    model_->time_sliced.push_back({group.resource, name, r->replicas});
+    model_->time_sliced.push_back({group.resource, name, r->replicas,
+                                   c_.sharing.time_slicing.fail_requests_greater_than_one});
     return absl::OkStatus();
   }
 

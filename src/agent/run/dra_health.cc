@@ -17,6 +17,7 @@ dra::SliceBuilder SlicesOf(std::vector<dra::DraDevice> devices,
     in.node = node;
     in.node_uid = c.node_uid;
     in.pool_generation = c.generation;
+    in.consumable_capacity = c.consumable_capacity;
     for (const dra::DraDevice& d : devices) {
       auto t = taints.find(d.name);
       if (t == taints.end()) {
