@@ -9,6 +9,7 @@
 #include "base/strings.h"
 #include "base/text.h"
 #include "dra/claim_ref.h"
+#include "dra/dra_device.h"
 
 namespace gpu_agent::dra {
 namespace {
@@ -126,6 +127,28 @@ bool AppliesTo(const std::vector<std::string>& requests, const std::string& requ
   return false;
 }
 
+// A result's share of a shared device: its shareID (a UID, as the
+// scheduler makes them) and the shares it consumes.
+absl::Status ReadShare(const rapidjson::Value& result, AllocatedDevice* a) {
+  const rapidjson::Value* id = Member(result, "shareID");
+  if (id == nullptr) return absl::OkStatus();
+  if (!id->IsString()) return absl::InvalidArgumentError("shareID is not a string");
+  a->share_id = id->GetString();
+  if (absl::Status s = ValidateClaimUid(a->share_id); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("shareID: ", s.message()));
+  }
+  const rapidjson::Value* consumed = Member(result, "consumedCapacity");
+  const rapidjson::Value* shares = consumed ? Member(*consumed, kSharesCapacity) : nullptr;
+  if (shares == nullptr) return absl::OkStatus();
+  const std::string text = shares->IsString() ? shares->GetString() : "";
+  if (!ParseInt(text, &a->shares) || a->shares < 1) {
+    return absl::InvalidArgumentError(StrCat("consumedCapacity.", kSharesCapacity, " \"",
+                                             Printable(text, 40),
+                                             "\" is not a whole number of shares from 1"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string MainRequestName(const std::string& request) {
@@ -183,6 +206,10 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
         a.device = json::String(r, "device");
         const rapidjson::Value* admin = Member(r, "adminAccess");
         a.admin_access = admin != nullptr && admin->IsBool() && admin->GetBool();
+        if (absl::Status s = ReadShare(r, &a); !s.ok()) {
+          return absl::InvalidArgumentError(StrCat(NamedClaim(claim), ": its result for device \"",
+                                                   Printable(a.device, 128), "\": ", s.message()));
+        }
         if (const rapidjson::Value* t = Member(r, "tolerations"); t && t->IsArray()) {
           for (const auto& tol : t->GetArray()) {
             a.tolerations.push_back({json::String(tol, "key"), json::String(tol, "operator"),

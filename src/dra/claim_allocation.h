@@ -5,6 +5,7 @@
 #ifndef GPU_AGENT_DRA_CLAIM_ALLOCATION_H_
 #define GPU_AGENT_DRA_CLAIM_ALLOCATION_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,12 @@ struct AllocatedDevice {
   bool admin_access = false;
   // The taints the scheduler found this claim tolerates.
   std::vector<DeviceToleration> tolerations;
+  // The result's shareID: the device is one claims share (consumable
+  // capacity) and this is this claim's share of it; "" when given whole.
+  std::string share_id;
+  // The shares of the device it consumes (consumedCapacity "shares"; 1
+  // when the result names none). Only for a share.
+  int64_t shares = 1;
   // The compute time slice a GpuConfig asks for this request's device
   // ("Default", "Short", "Medium", "Long"), or "": none asked.
   std::string time_slice;
@@ -49,7 +56,9 @@ struct AllocatedDevice {
 // `claim.uid`, no result for this driver in `pool`, a result or a config
 // for this driver naming a request or subrequest the claim's
 // spec.devices.requests do not have, opaque parameters for this driver
-// that are not a GpuConfig it accepts). A GpuConfig applies to the requests
+// that are not a GpuConfig it accepts, a shareID that is no UID, consumed
+// shares that are not a whole number from 1). A GpuConfig applies to the
+// requests
 // it names (none: all), and one naming a request to all its subrequests.
 absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
                                                              const ClaimRef& claim,

@@ -68,6 +68,12 @@ std::string RenderCheckpoint(const PreparedClaims& claims) {
         w.Key("adminAccess");
         w.Bool(true);
       }
+      if (!d.share_id.empty()) {
+        w.Key("shareID");
+        WriteString(w, d.share_id);
+        w.Key("shares");
+        w.Int64(dev.shares);
+      }
       w.EndObject();
     }
     w.EndArray();
@@ -105,10 +111,17 @@ absl::StatusOr<PreparedClaims> ParseCheckpoint(std::string_view record) {
     for (const auto& dv : devices->GetArray()) {
       PreparedClaim::Device device;
       device.answer = {Strings(Member(dv, "requests")), json::String(dv, "pool"),
-                       json::String(dv, "device"), Strings(Member(dv, "cdiIds"))};
+                       json::String(dv, "device"), Strings(Member(dv, "cdiIds")),
+                       json::String(dv, "shareID")};
       device.uuid = json::String(dv, "uuid");
       const rapidjson::Value* admin = Member(dv, "adminAccess");
       device.admin_access = admin != nullptr && admin->IsBool() && admin->GetBool();
+      if (!device.answer.share_id.empty()) {
+        // A share whose count is unreadable holds one.
+        const rapidjson::Value* shares = Member(dv, "shares");
+        device.shares =
+            shares && shares->IsInt64() && shares->GetInt64() > 0 ? shares->GetInt64() : 1;
+      }
       e.devices.push_back(std::move(device));
     }
     out[m.name.GetString()] = std::move(e);

@@ -4,6 +4,7 @@
 #ifndef GPU_AGENT_DRA_CLAIM_CHECKPOINT_H_
 #define GPU_AGENT_DRA_CLAIM_CHECKPOINT_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -21,6 +22,9 @@ struct PreparedClaim {
     // version 1 checkpoint or a spec on disk was all there was to go on.
     std::string uuid;
     bool admin_access = false;  // shared with other claims by design
+    // The shares of a shared device it holds (answer.share_id set); 0 for
+    // a device given whole.
+    int64_t shares = 0;
   };
   std::string name_space, name;
   std::vector<Device> devices;
@@ -35,7 +39,10 @@ struct PreparedClaim {
 // By claim UID.
 using PreparedClaims = std::map<std::string, PreparedClaim>;
 
-// Version 2: each device with its UUID and admin access.
+// Version 2: each device with its UUID and admin access, and a share of a
+// shared device with its shareID and shares (fields an agent that knows no
+// sharing passes over, taking the device as held whole: it prepares no
+// other claim on it).
 std::string RenderCheckpoint(const PreparedClaims& claims);
 
 // The claims of a record RenderCheckpoint wrote (version 2), or an older

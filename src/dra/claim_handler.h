@@ -24,6 +24,9 @@ struct PreparedDevice {
   std::string pool;
   std::string device;
   std::vector<std::string> cdi_ids;  // "<vendor>/<class>=<name>"
+  // The allocation's shareID for a device claims share (consumable
+  // capacity); "" for one given whole.
+  std::string share_id;
 };
 
 // One claim's answer: its devices, or its own error (then no devices).

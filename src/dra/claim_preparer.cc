@@ -55,6 +55,11 @@ void ClaimPreparer::SetTaints(std::map<std::string, DeviceTaint> taints) {
   taints_ = std::move(taints);
 }
 
+std::string ClaimCdiName(const std::string& uid, const std::string& device,
+                         const std::string& share_id) {
+  return share_id.empty() ? StrCat(uid, "-", device) : StrCat(uid, "-", device, "_", share_id);
+}
+
 void ClaimPreparer::SetWithheld(std::map<std::string, std::string> holders) {
   std::lock_guard<std::mutex> lock(mu_);
   withheld_ = std::move(holders);
@@ -152,7 +157,7 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
     // The batch's claims are in prepared_ (or refused): their holds on
     // devices are no longer needed to keep each other apart.
     std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(held_, [&](const auto& h) { return out.count(h.second.uid) > 0; });
+    std::erase_if(held_, [&](const auto& h) { return out.count(h.second.claim.uid) > 0; });
   }
   if (!added.empty()) {
     if (absl::Status s = Save(); !s.ok()) {
@@ -190,22 +195,30 @@ std::string ClaimPreparer::MovedLocked(const ClaimRef& c, const Entry& e) const 
   return "";
 }
 
-std::string ClaimPreparer::HolderLocked(const DraDevice& device, const std::string& uid) const {
-  auto same = [&](const PreparedClaim::Device& d) {
-    return !d.admin_access &&
-           (d.uuid.empty() ? d.answer.device == device.name : d.uuid == device.uuid);
+ClaimPreparer::Use ClaimPreparer::UseLocked(const DraDevice& device, const std::string& uid) const {
+  Use use;
+  auto add = [&use](std::string who, int64_t shares) {
+    if (shares == 0) {
+      if (use.whole.empty()) use.whole = std::move(who);
+    } else {
+      use.shares += shares;
+      use.sharers.push_back(std::move(who));
+    }
   };
   for (const auto& [other, e] : prepared_) {
     if (other == uid) continue;
     for (const PreparedClaim::Device& d : e.devices) {
-      if (same(d)) return StrCat("claim ", e.name_space, "/", e.name, " (", other, ")");
+      if (d.admin_access) continue;
+      if (d.uuid.empty() ? d.answer.device != device.name : d.uuid != device.uuid) continue;
+      add(StrCat("claim ", e.name_space, "/", e.name, " (", other, ")"), d.shares);
     }
   }
-  auto it = held_.find(device.uuid);
-  if (it != held_.end() && it->second.uid != uid) {
-    return StrCat(NamedClaim(it->second), " (", it->second.uid, ")");
+  auto [first, last] = held_.equal_range(device.uuid);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.claim.uid == uid) continue;
+    add(StrCat(NamedClaim(it->second.claim), " (", it->second.claim.uid, ")"), it->second.shares);
   }
-  return "";
+  return use;
 }
 
 absl::StatusOr<std::vector<AllocatedDevice>> ClaimPreparer::ReadAllocation(const ClaimRef& c) {
@@ -270,19 +283,45 @@ std::string ClaimPreparer::FindDevices(const ClaimRef& c,
 std::string ClaimPreparer::Hold(const ClaimRef& c, const std::vector<AllocatedDevice>& allocated,
                                 const std::vector<Found>& found) {
   // The last line of defence the kubelet plugin helper documents: a device
-  // is prepared for one claim at a time (the scheduler's allocation already
-  // says so); admin access shares it by design.
+  // is prepared for one claim at a time, or, shared, for claims whose
+  // shares it has (the scheduler's allocation already says so); admin
+  // access shares it by design.
   std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int64_t> asked;  // shares this claim takes, by device UUID
   for (size_t i = 0; i < allocated.size(); ++i) {
-    if (allocated[i].admin_access) continue;
-    if (std::string holder = HolderLocked(*found[i].device, c.uid); !holder.empty()) {
-      return StrCat(NamedClaim(c), ": device \"", found[i].device->name, "\" (",
-                    found[i].device->uuid, ") is already prepared for ", holder,
+    const AllocatedDevice& a = allocated[i];
+    const DraDevice& device = *found[i].device;
+    if (a.admin_access) continue;
+    const Use use = UseLocked(device, c.uid);
+    const std::string named =
+        StrCat(NamedClaim(c), ": device \"", device.name, "\" (", device.uuid, ")");
+    if (a.share_id.empty()) {
+      const std::string holder =
+          use.whole.empty() ? (use.sharers.empty() ? "" : StrJoin(use.sharers, ", ")) : use.whole;
+      if (holder.empty()) continue;
+      return StrCat(named, " is already prepared for ", holder,
                     "; a device serves one claim at a time (admin access excepted)");
+    }
+    if (!device.sharing.shared()) {
+      return StrCat(named, " is allocated as a share (shareID ", a.share_id,
+                    "), but this node does not share it (sharing.timeSlicing does not name it)");
+    }
+    if (!use.whole.empty()) {
+      return StrCat(named, " is already prepared whole for ", use.whole);
+    }
+    int64_t& mine = asked[device.uuid];
+    mine += a.shares;
+    if (use.shares + mine > device.sharing.shares) {
+      return StrCat(
+          named, " has ", device.sharing.shares, " shares; ",
+          use.sharers.empty() ? "" : StrCat(StrJoin(use.sharers, ", "), " hold ", use.shares, ", "),
+          "this claim asks ", mine);
     }
   }
   for (size_t i = 0; i < allocated.size(); ++i) {
-    if (!allocated[i].admin_access) held_.emplace(found[i].device->uuid, c);
+    const AllocatedDevice& a = allocated[i];
+    if (a.admin_access) continue;
+    held_.emplace(found[i].device->uuid, Held{c, a.share_id.empty() ? 0 : a.shares});
   }
   return "";
 }
@@ -329,19 +368,20 @@ std::string ClaimPreparer::PrepareOne(const ClaimRef& c, Entry* entry) {
     const std::string request = MainRequestName(a.request);
     bool merged = false;
     for (PreparedClaim::Device& p : entry->devices) {
-      if (p.answer.device != a.device) continue;
+      if (p.answer.device != a.device || p.answer.share_id != a.share_id) continue;
       std::vector<std::string>& names = p.answer.request_names;
       if (std::find(names.begin(), names.end(), request) == names.end()) names.push_back(request);
       p.admin_access = p.admin_access && a.admin_access;
       merged = true;
     }
     if (merged) continue;
-    const std::string cdi_name = StrCat(c.uid, "-", a.device);
+    const std::string cdi_name = ClaimCdiName(c.uid, a.device, a.share_id);
     spec.devices.push_back({cdi_name, found[i].edits->edits});
     PreparedClaim::Device d;
-    d.answer = {{request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}};
+    d.answer = {{request}, options_.pool, a.device, {StrCat(spec.kind, "=", cdi_name)}, a.share_id};
     d.uuid = device.uuid;
     d.admin_access = a.admin_access;
+    if (!a.share_id.empty()) d.shares = a.shares;
     entry->devices.push_back(std::move(d));
   }
   if (absl::Status s = cdi::ValidateSpec(spec); !s.ok()) {

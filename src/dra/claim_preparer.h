@@ -7,12 +7,14 @@
 // what it prepared before.
 //
 // The claim's CDI spec: kind "<cdi vendor>/claim", one device per allocated
-// device named "<claim UID>-<device>", with that device's edits from the
+// device named "<claim UID>-<device>" ("<claim UID>-<device>_<shareID>" for
+// a share of a shared device: ClaimCdiName), with that device's edits from the
 // node's CDI spec and the node spec's common edits; the file is
 // "<vendor>-claim_<claim UID>.json" in the CDI folder, written atomically.
 #ifndef GPU_AGENT_DRA_CLAIM_PREPARER_H_
 #define GPU_AGENT_DRA_CLAIM_PREPARER_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -57,6 +59,12 @@ struct DeviceCatalog {
 };
 
 inline constexpr size_t kConcurrentReads = 4;
+
+// A claim's device's name in the claim's CDI spec: "<claim UID>-<device>",
+// with "_<shareID>" for a share (a device name has no '_', so the spec
+// read back tells the device and the share apart).
+std::string ClaimCdiName(const std::string& uid, const std::string& device,
+                         const std::string& share_id);
 
 struct PreparerOptions {
   std::string driver;      // results of other drivers are not ours
@@ -131,14 +139,20 @@ class ClaimPreparer : public ClaimHandler {
   // it was: a device of it whose name the node now gives a GPU or MIG
   // device of another UUID; empty when none.
   std::string MovedLocked(const ClaimRef& c, const Entry& e) const;
-  // REQUIRES: mu_ held. The claim other than `uid` that `device` is
-  // prepared for or held for in this batch, without admin access, as
-  // "claim <ns>/<name> (<uid>)"; empty when none.
-  std::string HolderLocked(const DraDevice& device, const std::string& uid) const;
+  // Who else has a device, without admin access: prepared for, or held for
+  // in this batch, by claims other than `uid`, each "claim <ns>/<name>
+  // (<uid>)".
+  struct Use {
+    std::string whole;                 // a claim that has it whole; "" when none
+    int64_t shares = 0;                // shares claims hold of it
+    std::vector<std::string> sharers;  // ... those claims
+  };
+  // REQUIRES: mu_ held.
+  Use UseLocked(const DraDevice& device, const std::string& uid) const;
   // REQUIRES: mu_ held. Devices of prepared claims that carry no UUID (a
   // checkpoint an earlier version wrote, whose devices were named after
   // NVML's index) matched to the catalog's by the device nodes their CDI
-  // spec gives, so HolderLocked sees them under today's names.
+  // spec gives, so UseLocked sees them under today's names.
   void ResolveLegacyDevicesLocked();
   ClaimPreparer(PreparerOptions options, std::shared_ptr<ClaimReader> reader);
   void Load();
@@ -188,7 +202,11 @@ class ClaimPreparer : public ClaimHandler {
   // Devices (by UUID) of the batch's claims prepared so far, without admin
   // access, until the batch ends: two claims of one batch cannot both
   // take one.
-  std::map<std::string, ClaimRef> held_;   // protected by mu_
+  struct Held {
+    ClaimRef claim;
+    int64_t shares = 0;  // 0: whole
+  };
+  std::multimap<std::string, Held> held_;  // protected by mu_
   std::map<std::string, Entry> prepared_;  // protected by mu_: by claim UID
 
   std::unique_ptr<FileLock> lock_;   // null without options_.lock_file

@@ -234,7 +234,16 @@ std::map<std::string, ClaimPreparer::Entry> ClaimPreparer::ReadSpecs() const {
       const std::string name = json::String(dv, "name");
       if (!name.starts_with(uid + "-")) continue;
       PreparedClaim::Device device;
-      device.answer = {{}, options_.pool, name.substr(uid.size() + 1), {StrCat(kind, "=", name)}};
+      // "<device>" or "<device>_<shareID>" (ClaimCdiName): a share's count
+      // is not in the spec, so it holds one until the claim is read again.
+      const std::string rest = name.substr(uid.size() + 1);
+      const size_t share = rest.find('_');
+      device.answer = {{},
+                       options_.pool,
+                       rest.substr(0, share),
+                       {StrCat(kind, "=", name)},
+                       share == std::string::npos ? "" : rest.substr(share + 1)};
+      if (!device.answer.share_id.empty()) device.shares = 1;
       e.devices.push_back(std::move(device));
     }
     out[uid] = std::move(e);

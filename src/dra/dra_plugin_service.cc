@@ -44,6 +44,7 @@ uint64_t Prepare(ClaimHandler& handler, const std::vector<ClaimRef>& claims, Res
       pd->set_pool_name(d.pool);
       pd->set_device_name(d.device);
       for (const std::string& id : d.cdi_ids) pd->add_cdi_device_ids(id);
+      if (!d.share_id.empty()) pd->set_share_id(d.share_id);
     }
   }
   return errors;

@@ -611,6 +611,116 @@ TEST_F(ClaimPreparerTest, ADeviceIsPreparedForOneClaimAtATimeAdminAccessExcepted
   EXPECT_EQ(PrepareOne("b", "u-b").error, "");  // the admin claim still has it too
 }
 
+// A catalog of two GPUs, gpu-0 shared by `shares` claims (each taking at
+// most `most`), gpu-1 whole.
+std::shared_ptr<const DeviceCatalog> OneShared(int shares, int most) {
+  auto c = std::make_shared<DeviceCatalog>(*TwoGpus());
+  c->devices[0].sharing.shares = shares;
+  c->devices[0].sharing.most_per_claim = most;
+  return c;
+}
+
+// `json`'s result for `device` as a share: shareID `id`, consuming
+// `shares`.
+std::string AsShare(std::string json, const std::string& device, const std::string& id,
+                    const std::string& shares = "1") {
+  return WithResultFields(
+      std::move(json), device,
+      R"("shareID":")" + id + R"(","consumedCapacity":{"shares":")" + shares + R"("})");
+}
+
+// A shared device (time-sliced, published with consumable capacity) is
+// prepared for as many claims as it has shares, each answered with its
+// shareID under a CDI name of its own; one more is refused naming the
+// holders, and gets it once one is unprepared. The checkpoint keeps the
+// shares across a restart.
+TEST_F(ClaimPreparerTest, ASharedDeviceServesClaimsUpToItsShares) {
+  preparer_->SetCatalog(OneShared(3, 3));
+  Put("a", AsShare(Claim("u-a", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-a"));
+  Put("b", AsShare(Claim("u-b", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-b", "2"));
+  Put("c", AsShare(Claim("u-c", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-c"));
+  std::map<std::string, PrepareOutcome> out =
+      preparer_->Prepare({{"ns", "u-a", "a"}, {"ns", "u-b", "b"}});
+  ASSERT_EQ(out["u-a"].error, "");
+  ASSERT_EQ(out["u-b"].error, "");
+  ASSERT_EQ(out["u-a"].devices.size(), 1u);
+  EXPECT_EQ(out["u-a"].devices[0].share_id, "s-a");
+  EXPECT_EQ(out["u-a"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=u-a-gpu-0_s-a"});
+  EXPECT_EQ(out["u-b"].devices[0].share_id, "s-b");
+  const std::string refused =
+      "claim ns/c: device \"gpu-0\" (GPU-0) has 3 shares; claim ns/a (u-a), claim ns/b (u-b) hold "
+      "3, this claim asks 1";
+  EXPECT_EQ(PrepareOne("c", "u-c").error, refused);
+  Restart();
+  preparer_->SetCatalog(OneShared(3, 3));
+  EXPECT_EQ(preparer_->Prepared()["u-a"].devices[0].share_id, "s-a");
+  EXPECT_EQ(PrepareOne("c", "u-c").error, refused);
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u-a", "a"}})["u-a"], "");
+  const PrepareOutcome c = PrepareOne("c", "u-c");
+  ASSERT_EQ(c.error, "");
+  EXPECT_EQ(c.devices[0].share_id, "s-c");
+}
+
+// Shares and whole devices do not mix: a claim given a shared device whole
+// (allocated while the server published it whole) keeps others off it, a
+// share keeps a whole claim off, a share of a device this node does not
+// share is refused, and a share's shareID and consumed shares must be what
+// the scheduler writes. Each error names the claim and what is wrong.
+TEST_F(ClaimPreparerTest, SharesAndWholeDevicesDoNotMixAndBadSharesAreRefused) {
+  preparer_->SetCatalog(OneShared(4, 4));
+  Put("whole", Claim("u-w", {{"r", kDriver, kPool, "gpu-0"}}));
+  Put("share", AsShare(Claim("u-s", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-1"));
+  ASSERT_EQ(PrepareOne("whole", "u-w").error, "");
+  EXPECT_EQ(PrepareOne("share", "u-s").error,
+            "claim ns/share: device \"gpu-0\" (GPU-0) is already prepared whole for claim "
+            "ns/whole (u-w)");
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u-w", "whole"}})["u-w"], "");
+  ASSERT_EQ(PrepareOne("share", "u-s").error, "");
+  EXPECT_EQ(PrepareOne("whole", "u-w").error,
+            "claim ns/whole: device \"gpu-0\" (GPU-0) is already prepared for claim ns/share "
+            "(u-s); a device serves one claim at a time (admin access excepted)");
+  Put("not-shared", AsShare(Claim("u-n", {{"r", kDriver, kPool, "gpu-1"}}), "gpu-1", "s-2"));
+  EXPECT_EQ(PrepareOne("not-shared", "u-n").error,
+            "claim ns/not-shared: device \"gpu-1\" (GPU-1) is allocated as a share (shareID s-2), "
+            "but this node does not share it (sharing.timeSlicing does not name it)");
+  Put("bad-id", AsShare(Claim("u-b1", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "../x"));
+  EXPECT_EQ(PrepareOne("bad-id", "u-b1").error,
+            "claim ns/bad-id: its result for device \"gpu-0\": shareID: UID \"../x\" has a "
+            "character other than a letter, a digit or '-'");
+  Put("bad-count",
+      AsShare(Claim("u-b2", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-3", "500m"));
+  EXPECT_EQ(PrepareOne("bad-count", "u-b2").error,
+            "claim ns/bad-count: its result for device \"gpu-0\": consumedCapacity.shares "
+            "\"500m\" is not a whole number of shares from 1");
+  Put("too-many", AsShare(Claim("u-b3", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-4", "4"));
+  EXPECT_EQ(PrepareOne("too-many", "u-b3").error,
+            "claim ns/too-many: device \"gpu-0\" (GPU-0) has 4 shares; claim ns/share (u-s) hold "
+            "1, this claim asks 4");
+  EXPECT_FALSE(PathExists(preparer_->SpecPath("u-b3")));
+}
+
+// A checkpoint lost: the claims are taken back from their specs on disk,
+// a share by its CDI name ("<uid>-<device>_<shareID>"), so the device it
+// names is still held (as one share) and not handed whole to another.
+TEST_F(ClaimPreparerTest, ASharedClaimIsTakenBackFromItsSpecWhenTheCheckpointIsLost) {
+  preparer_->SetCatalog(OneShared(2, 2));
+  Put("share", AsShare(Claim("u-s", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-1"));
+  ASSERT_EQ(PrepareOne("share", "u-s").error, "");
+  ASSERT_EQ(::unlink(options_.checkpoint.c_str()), 0);
+  Restart();
+  preparer_->SetCatalog(OneShared(2, 2));
+  const PreparedClaims entries = preparer_->PreparedEntries();
+  ASSERT_EQ(entries.count("u-s"), 1u);
+  ASSERT_EQ(entries.at("u-s").devices.size(), 1u);
+  EXPECT_EQ(entries.at("u-s").devices[0].answer.device, "gpu-0");
+  EXPECT_EQ(entries.at("u-s").devices[0].answer.share_id, "s-1");
+  EXPECT_EQ(entries.at("u-s").devices[0].shares, 1);
+  Put("whole", Claim("u-w", {{"r", kDriver, kPool, "gpu-0"}}));
+  EXPECT_NE(PrepareOne("whole", "u-w").error.find("is already prepared for claim / (u-s)"),
+            std::string::npos);
+}
+
 // Two instances on one node, as a rolling update's old and new pods: one
 // checkpoint, shared under its lock, each call reading what the other
 // wrote since: a claim one prepared the other answers, unprepares and

@@ -50,7 +50,7 @@ class DraServerTest : public ::testing::Test {
     ::mkdir(dir_.Join("plugins").c_str(), 0755);
     options_ = {kDriver, dir_.Join("registry"), dir_.Join("plugins")};
     handler_ = std::make_shared<TableHandler>();
-    PreparedDevice d{{"gpu"}, "node-a", "gpu-0", {"gpu-agent.github.io/gpu=uid-1-gpu-0"}};
+    PreparedDevice d{{"gpu"}, "node-a", "gpu-0", {"gpu-agent.github.io/gpu=uid-1-gpu-0"}, ""};
     handler_->table["uid-1"] = {{d}, ""};
     handler_->table["uid-2"] = {{}, "claim ns/two: not allocated"};
   }

@@ -262,6 +262,7 @@ write("slice_watch", "gone", '{"type":"ERROR","object":{"kind":"Status","apiVers
       '"code":410}}\n')
 write("slice_watch", "deep", '{"type":"ADDED","object":{"x":' + "[" * 200 + "]" * 200 + '}}\n')
 write("slice_watch", "garbage", '{"type":"ADDED","object":[}\n{"type":7}\n\n')
+write("slice_watch", "empty-type", '{"type":"","object":{"kind":10}}\n')
 
 # dra_claim: <namespace>\0<name>\0<uid>\0<claim JSON>.
 CLAIM = ('{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c",'
@@ -277,6 +278,8 @@ write("dra_claim", "uid-mismatch", "ns\0c\0u2\0" + CLAIM)
 write("dra_claim", "path-names", "default/../../api\0../secrets\0../x\0" + CLAIM)
 write("dra_claim", "deep-config", "ns\0c\0u1\0" + CLAIM.replace('"Long"', "[" * 300 + "]" * 300))
 write("dra_claim", "unallocated", 'ns\0c\0u1\0{"metadata":{"uid":"u1"},"status":{}}')
+write("dra_claim", "share", "ns\0c\0u1\0" + CLAIM.replace(
+    '"device":"gpu-0"}', '"device":"gpu-0","shareID":"s-1","consumedCapacity":{"shares":"2"}}'))
 
 # deviceplugin_rpc: one choice byte, then the protobuf request
 PROTO = os.path.join(ROOT, "src", "deviceplugin", "api.proto")
@@ -401,7 +404,8 @@ dict_file("slice_watch", ['{"type":"', 'ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK
 dict_file("dra_claim", ["\0", '"results":[', '"request":"', '"driver":"gpu.gpu-agent.github.io"',
                         '"pool":"node-a"', '"device":"', '"config":[', '"opaque":', '"parameters":',
                         '"GpuConfig"', '"TimeSlicing"', '"interval":"', "Default", "Short", "Medium",
-                        "Long", '"uid":"', "/", ".."])
+                        "Long", '"uid":"', "/", "..", '"shareID":"', '"consumedCapacity":',
+                        '"shares":"'])
 
 # metrics_request: two bytes that seed the chunk sizes, then what a client of
 # the metrics endpoint sends (agent/run/http_request_reader).

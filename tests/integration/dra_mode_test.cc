@@ -1209,6 +1209,94 @@ TEST_F(DraModeTest, AGpuConfigsTimeSliceIsSetWithTheDriversNvidiaSmi) {
   EXPECT_TRUE(agent_->Running());
 }
 
+// sharing.timeSlicing carried into DRA: on a server that keeps consumable
+// capacity, the time-sliced GPU is published once with 4 shares, and the
+// claims the scheduler gives shares of it (each result with its shareID)
+// are prepared side by side, each answered with its share; a claim past
+// its shares is refused. On a server that drops consumable capacity the
+// agent says so and the GPU is published whole.
+TEST_F(DraModeTest, ATimeSlicedGpuIsPublishedOnceAndItsSharesPrepareSideBySide) {
+  dir_.Write("config.yaml",
+             "version: v1\n"
+             "sharing:\n"
+             "  timeSlicing:\n"
+             "    resources:\n"
+             "    - name: nvidia.com/gpu\n"
+             "      replicas: 4\n");
+  const std::string gpu = "gpu-0000-0f-00-0";
+  auto share = [&](const std::string& name, const std::string& shares) {
+    const std::string uid = "uid-" + name;
+    api_.PutResourceClaim(
+        "team", name,
+        WithResultFields(ClaimJson(name, uid, {{"gpu", kDriver, gpu}}),
+                         R"("shareID":"share-)" + name + R"(","consumedCapacity":{"shares":")" +
+                             shares + R"("})"));
+  };
+  share("a", "1");
+  share("b", "2");
+  share("c", "2");
+  api_.ServeConsumableCapacity(true);
+  DraKubelet kubelet(KubeletOptions());
+  ASSERT_NO_FATAL_FAILURE(StartRegistered(kubelet, {{"--config", dir_.Join("config.yaml")}}));
+  // Published once, shared.
+  auto published = [&] {
+    for (const std::string& slice : api_.Slices(kNode)) {
+      rapidjson::Document d;
+      d.Parse(slice.c_str());
+      if (d.HasParseError()) continue;
+      for (const auto& dev : d["spec"]["devices"].GetArray()) {
+        if (dev["name"].GetString() == gpu) {
+          const bool shared = dev.HasMember("allowMultipleAllocations") &&
+                              dev["allowMultipleAllocations"].GetBool();
+          const std::string shares = dev["capacity"].HasMember("shares")
+                                         ? dev["capacity"]["shares"]["value"].GetString()
+                                         : "";
+          return std::string(shared ? "shared " : "whole ") + shares;
+        }
+      }
+    }
+    return std::string();
+  };
+  ASSERT_TRUE(WaitFor([&] { return published() == "shared 4"; }, std::chrono::seconds(20)))
+      << published() << Log();
+  EXPECT_NE(Log().find("the API server keeps consumable capacity"), std::string::npos) << Log();
+  std::map<std::string, dra::PrepareOutcome> out;
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-a", "a"}, {"team", "uid-b", "b"}}, &out).ok())
+      << Log();
+  ASSERT_EQ(out["uid-a"].error, "") << Log();
+  ASSERT_EQ(out["uid-b"].error, "") << Log();
+  ASSERT_EQ(out["uid-a"].devices.size(), 1u);
+  EXPECT_EQ(out["uid-a"].devices[0].share_id, "share-a");
+  EXPECT_EQ(out["uid-b"].devices[0].share_id, "share-b");
+  EXPECT_EQ(out["uid-a"].devices[0].cdi_ids,
+            std::vector<std::string>{"gpu-agent.github.io/claim=uid-a-" + gpu + "_share-a"});
+  EXPECT_EQ(SpecDeviceNames(SpecPath("uid-b")), std::set<std::string>{"uid-b-" + gpu + "_share-b"});
+  out.clear();
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-c", "c"}}, &out).ok()) << Log();
+  EXPECT_NE(out["uid-c"].error.find("has 4 shares; claim team/a (uid-a), claim team/b (uid-b) "
+                                    "hold 3, this claim asks 2"),
+            std::string::npos)
+      << out["uid-c"].error;
+  EXPECT_FALSE(Exists(SpecPath("uid-c")));
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(kubelet.Unprepare(kDriver, {{"team", "uid-a", "a"}}, &un).ok()) << Log();
+  out.clear();
+  ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-c", "c"}}, &out).ok()) << Log();
+  EXPECT_EQ(out["uid-c"].error, "") << Log();
+  // A server without consumable capacity: whole, and said.
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  api_.ServeConsumableCapacity(false);
+  api_.DeleteNodeSlices(kNode);
+  StartAgent({{"--config", dir_.Join("config.yaml")}});
+  ASSERT_TRUE(WaitFor([&] { return published() == "whole "; }, std::chrono::seconds(20)))
+      << published() << Log();
+  EXPECT_NE(Log().find("the API server drops consumable capacity (feature gate "
+                       "DRAConsumableCapacity off); time-sliced devices are published whole"),
+            std::string::npos)
+      << Log();
+}
+
 // A prioritized-list claim (firstAvailable), as a 1.34+ scheduler
 // allocates it: the result names "gpu/whole"; the container that asks for
 // request "gpu" gets the GPU (the kubelet matches request names exactly),

@@ -70,6 +70,7 @@ grpc::Status CallPrepare(const std::shared_ptr<grpc::Channel>& channel,
       pd.pool = d.pool_name();
       pd.device = d.device_name();
       pd.cdi_ids.assign(d.cdi_device_ids().begin(), d.cdi_device_ids().end());
+      pd.share_id = d.share_id();
       o.devices.push_back(std::move(pd));
     }
     (*out)[uid] = std::move(o);

@@ -59,9 +59,9 @@ TEST(ExtendedResourceClaimTest, InitContainersComeFirstAndUnmappedResourcesGetNo
 
 TEST(ExtendedResourceClaimTest, EachContainerGetsTheCdiIdsOfItsOwnRequestsOnly) {
   dra::PrepareOutcome prepared;
-  prepared.devices = {{{"container-0-request-0"}, "node-a", "gpu-a", {"k/claim=a"}},
-                      {{"container-1-request-2"}, "node-a", "gpu-b", {"k/claim=b"}},
-                      {{"container-1-request-2"}, "node-a", "gpu-c", {"k/claim=c"}}};
+  prepared.devices = {{{"container-0-request-0"}, "node-a", "gpu-a", {"k/claim=a"}, ""},
+                      {{"container-1-request-2"}, "node-a", "gpu-b", {"k/claim=b"}, ""},
+                      {{"container-1-request-2"}, "node-a", "gpu-c", {"k/claim=c"}, ""}};
   const std::vector<ExtendedRequestMapping> mappings = {
       {"first", "nvidia.com/gpu", "container-0-request-0"},
       {"second", "nvidia.com/gpu", "container-1-request-2"}};
