@@ -259,6 +259,75 @@ TEST_F(ModeHandoverTest, PluginToDraKeepsHeldGpusOutUntilTheirPodsEndAndBackAgai
   EXPECT_EQ(calls, granted);
 }
 
+// Time-slicing carries over: a node whose GPUs plugin mode advertises as 2
+// replicas each moves to DRA with the same sharing section, and each GPU is
+// published once, shared by 2 claims (the server keeps consumable
+// capacity); the GPU a device-plugin pod holds one replica of stays out
+// until the pod ends. Two claims share GPU 1 side by side. Back in plugin
+// mode, both of GPU 1's replicas are Unhealthy until both claims are
+// unprepared.
+TEST_F(ModeHandoverTest, TimeSlicedGpusMoveToDraSharedByAsManyClaims) {
+  const std::string sharing =
+      "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n";
+  dir_.Write("configs/plugin", "version: v1\nmode: plugin\n" + sharing);
+  dir_.Write("configs/dra", "version: v1\nmode: dra\n" + sharing);
+  api_.ServeConsumableCapacity(true);
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForDevices(kGpu, [](const auto& d) { return d.size() == 16; })) << Log();
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(sim_.AdmitPod("ml", "a", "main", kGpu, {std::string(kUuid0) + "::1"}, &r).ok())
+      << Log();
+  auto shares = [&](const std::string& name) {
+    for (const std::string& json : api_.Slices(kNode)) {
+      rapidjson::Document d;
+      d.Parse(json.c_str());
+      for (const auto& dev : d["spec"]["devices"].GetArray()) {
+        if (dev["name"].GetString() != name) continue;
+        if (!dev.HasMember("allowMultipleAllocations") || !dev["capacity"].HasMember("shares")) {
+          return std::string("whole");
+        }
+        return std::string(dev["capacity"]["shares"]["value"].GetString());
+      }
+    }
+    return std::string("absent");
+  };
+  api_.SetLabel(kNode, kLabel, "dra");
+  ASSERT_TRUE(PublishedCount(7)) << Log();
+  EXPECT_EQ(shares(kDevice0), "absent");
+  EXPECT_EQ(shares(kDevice1), "2");
+  auto share_claim = [&](const std::string& name, const std::string& device) {
+    std::string json = ClaimJson(name, "uid-" + name, device);
+    const std::string end = R"("device":")" + device + R"("})";
+    json.replace(json.find(end), end.size(),
+                 R"("device":")" + device + R"(","shareID":"share-)" + name +
+                     R"(","consumedCapacity":{"shares":"1"}})");
+    api_.PutResourceClaim("team", name, json);
+  };
+  share_claim("s0", kDevice0);
+  share_claim("s1", kDevice1);
+  share_claim("s2", kDevice1);
+  EXPECT_NE(PrepareError("uid-s0", "s0").find("held by device-plugin pod ml/a"), std::string::npos);
+  EXPECT_EQ(PrepareError("uid-s1", "s1"), "") << Log();
+  EXPECT_EQ(PrepareError("uid-s2", "s2"), "") << Log();
+  sim_.EndPod("ml", "a");
+  ASSERT_TRUE(WaitFor([&] { return shares(kDevice0) == "2"; }, std::chrono::seconds(15))) << Log();
+  EXPECT_TRUE(Serves("/metrics", "gpu_agent_dra_slice_repairs_total 0")) << Get("/metrics");
+
+  // Back: GPU 1's replicas wait for both of its claims.
+  api_.SetLabel(kNode, kLabel, "plugin");
+  ASSERT_TRUE(PublishedCount(0)) << Log();
+  const std::string r0 = std::string(kUuid1) + "::0", r1 = std::string(kUuid1) + "::1";
+  ASSERT_TRUE(HealthIs(r0, "Unhealthy")) << Log();
+  EXPECT_TRUE(HealthIs(r1, "Unhealthy")) << Log();
+  EXPECT_TRUE(HealthIs(std::string(kUuid0) + "::0", "Healthy")) << Log();
+  std::map<std::string, std::string> un;
+  ASSERT_TRUE(dra_->Unprepare(kDriver, {{"team", "uid-s1", "s1"}}, &un).ok()) << Log();
+  EXPECT_TRUE(HealthIs(r0, "Unhealthy")) << Log();
+  ASSERT_TRUE(dra_->Unprepare(kDriver, {{"team", "uid-s2", "s2"}}, &un).ok()) << Log();
+  EXPECT_TRUE(HealthIs(r0, "Healthy")) << Log();
+  EXPECT_TRUE(HealthIs(r1, "Healthy")) << Log();
+}
+
 TEST_F(ModeHandoverTest, AnAgentKilledMidHandoverResumesItInEachDirection) {
   ASSERT_NO_FATAL_FAILURE(PluginModeWithTwoPods());
   api_.SetLabel(kNode, kLabel, "dra");
