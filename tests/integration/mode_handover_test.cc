@@ -405,6 +405,29 @@ TEST_F(ModeHandoverTest, TheDrainKeepsAClaimsGpuWhateverThePluginCutsItInto) {
   })) << Log();
 }
 
+// A switch to DRA while the kubelet's PodResources cannot be read waits,
+// saying so: the device plugin keeps the node (no GPU of unknown state is
+// offered, and none leaves the scheduler meanwhile), and the switch is
+// asked again until PodResources answers, then goes ahead.
+TEST_F(ModeHandoverTest, ASwitchToDraWaitsWhilePodResourcesCannotBeRead) {
+  ASSERT_NO_FATAL_FAILURE(PluginModeWithTwoPods());
+  const std::string away = PodResourcesSocket() + ".away";
+  ASSERT_EQ(::rename(PodResourcesSocket().c_str(), away.c_str()), 0);
+  api_.SetLabel(kNode, kLabel, "dra");
+  ASSERT_TRUE(agent_->WaitForStderr(
+      "the node's config asks for dra mode; the switch waits, plugin mode keeps the node"))
+      << Log();
+  EXPECT_NE(Log().find("cannot tell which GPUs running pods hold through the device plugin"),
+            std::string::npos)
+      << Log();
+  EXPECT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(5))) << Log();
+  EXPECT_FALSE(dra_->plugin(kDriver).has_value());
+  EXPECT_TRUE(api_.Slices(kNode).empty());
+  ASSERT_EQ(::rename(away.c_str(), PodResourcesSocket().c_str()), 0);
+  ASSERT_TRUE(DraRegistered(true)) << Log();
+  ASSERT_TRUE(PublishedCount(6)) << Log();
+}
+
 TEST_F(ModeHandoverTest, AModeThatCannotStartHandsTheNodeBack) {
   StartAgent();
   ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();

@@ -1,6 +1,10 @@
 #include "agent/run/mode_runner.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
+#include <thread>
 
 #include "agent/run/health_wiring.h"
 #include "agent/run/metrics_server.h"
@@ -40,11 +44,59 @@ std::unique_ptr<health::HealthWatcher> Mode::WatchHealth(const Generation& gen,
 
 namespace {
 
+// How soon a switch that waits (CanSwitch: Unavailable) is asked again.
+constexpr std::chrono::seconds kSwitchRetry{5};
+
+// A reload asked for once `after` has passed, unless cancelled first (or
+// destroyed): a switch that waits is asked again.
+class DelayedReload {
+ public:
+  explicit DelayedReload(RunEvents* events) : events_(events) {}
+  ~DelayedReload() { Cancel(); }
+  DelayedReload(const DelayedReload&) = delete;
+  DelayedReload& operator=(const DelayedReload&) = delete;
+
+  void After(std::chrono::milliseconds after, std::string reason) {
+    Cancel();
+    thread_ = std::jthread([this, after, reason = std::move(reason)](std::stop_token stop) {
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, stop, after, [] { return false; });
+      if (!stop.stop_requested()) events_->PostReload(reason);
+    });
+  }
+  void Cancel() {
+    if (!thread_.joinable()) return;
+    thread_.request_stop();
+    thread_.join();
+  }
+
+ private:
+  RunEvents* const events_;
+  std::jthread thread_;
+};
+
 // Whether `next` is of another mode that can take over now; when it
-// cannot, says why and the running mode stays.
-bool SwitchesMode(const Generation& running, const Generation& next, const Mode& mode) {
+// cannot, says why and the running mode stays. A switch that waits for
+// something to come right is asked again after kSwitchRetry (`retry`),
+// said once as a warning and then at debug level (`waiting`: the last
+// reason given).
+bool SwitchesMode(const Generation& running, const Generation& next, const Mode& mode,
+                  DelayedReload* retry, std::string* waiting) {
   if (next.config().agent_mode() == running.config().agent_mode()) return false;
   if (absl::Status s = CanSwitch(running, next); !s.ok()) {
+    if (absl::IsUnavailable(s)) {
+      const std::string why(s.message());
+      Log(why == *waiting ? LogLevel::kDebug : LogLevel::kWarning,
+          StrCat("the node's config asks for ", next.config().mode, " mode; the switch waits, ",
+                 mode.name(), " mode keeps the node meanwhile"),
+          {{"error", why}, {"retry_in", StrCat(kSwitchRetry.count(), "s")}});
+      *waiting = why;
+      retry->After(kSwitchRetry, StrCat("a switch to ", next.config().mode, " mode waits"));
+      return false;
+    }
+    waiting->clear();
     LogError(StrCat("the node's config asks for ", next.config().mode,
                     " mode, which cannot run "
                     "here; staying in ",
@@ -91,15 +143,18 @@ ModeEnd Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mod
     return {kExitFailure, nullptr, nullptr, false};
   }
   ModeEnd end;
+  DelayedReload retry(ctx.events);
+  std::string waiting;  // why a switch last waited
   auto vouch = [&mode] { mode.health().OperatorVouches(); };
   while (std::shared_ptr<const Generation> next =
              NextGeneration(*ctx.events, ctx.request, *gen, ctx.lib, node_config, vouch)) {
     for (const std::string& w : next->warnings) LogWarning(w);
     if (next->config().agent_mode() != gen->config().agent_mode()) {
-      if (!SwitchesMode(*gen, *next, mode)) continue;
+      if (!SwitchesMode(*gen, *next, mode, &retry, &waiting)) continue;
       end.next = std::move(next);
       break;
     }
+    waiting.clear();
     if (absl::Status s = mode.Reload(*gen, *next); !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
       end.code = kExitFailure;

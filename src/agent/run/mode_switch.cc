@@ -15,9 +15,13 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "podresources/pod_resources.h"
 
 namespace gpu_agent {
 namespace {
+
+// How long the switch's read of PodResources may take.
+constexpr std::chrono::seconds kPodResourcesWait{2};
 
 absl::Status CanServeDra(const Config& c) {
   if (DraPoolName(c).empty()) {
@@ -99,7 +103,20 @@ absl::Status CanSwitch(const Generation& running, const Generation& next) {
                  "record of the move are kept"));
     }
   }
-  return CanServe(next);
+  if (absl::Status s = CanServe(next); !s.ok()) return s;
+  if (a.agent_mode() == AgentMode::kPlugin && b.agent_mode() == AgentMode::kDra) {
+    // DRA keeps out of its slices the GPUs running pods hold through the
+    // device plugin, which only the kubelet's PodResources tells: while it
+    // cannot be read, the device plugin keeps the node.
+    absl::StatusOr<podresources::PodResources> held =
+        podresources::List(b.kubelet.pod_resources_socket, kPodResourcesWait);
+    if (!held.ok()) {
+      return absl::UnavailableError(
+          StrCat("cannot tell which GPUs running pods hold through the device plugin (",
+                 held.status().message(), "; kubelet.podResourcesSocket)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string HandoverRecordPath(const Config& config) {

@@ -32,7 +32,10 @@ absl::Status CanServe(const Generation& next);
 // CanServe(next), and the two configs agree on where DRA keeps its state
 // (dra.driverName, dra.pluginDir, dra.registryDir, cdi.specDir,
 // cdi.vendor): the move is recorded, and the claims prepared under DRA are
-// found, there, by either mode.
+// found, there, by either mode. From plugin to DRA mode, the kubelet's
+// PodResources must answer too: an Unavailable error while it does not,
+// which passes (the switch waits for it; a GPU of unknown state is never
+// offered, and meanwhile the device plugin keeps serving).
 absl::Status CanSwitch(const Generation& running, const Generation& next);
 
 // Sets the Node's allocatable of `resources` (those the device plugin
