@@ -93,6 +93,14 @@ absl::StatusOr<NodeView> ParseNodeObject(const rapidjson::Value& doc) {
       node.has_allocatable = true;
       ReadQuantities(a->value, &node.allocatable);
     }
+    if (auto c = status->value.FindMember("conditions");
+        c != status->value.MemberEnd() && c->value.IsArray()) {
+      for (const auto& cond : c->value.GetArray()) {
+        if (const std::string type = json::String(cond, "type"); !type.empty()) {
+          node.condition_types.insert(type);
+        }
+      }
+    }
   }
   return node;
 }

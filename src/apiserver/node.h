@@ -31,6 +31,7 @@ struct NodeView {
   bool has_annotations = false;  // metadata.annotations is there
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
+  std::set<std::string> condition_types;  // status.conditions[].type
 
   std::optional<std::string> Capacity(const std::string& r) const;
   std::optional<std::string> Allocatable(const std::string& r) const;

@@ -428,6 +428,29 @@ TEST_F(ModeHandoverTest, ASwitchToDraWaitsWhilePodResourcesCannotBeRead) {
   ASSERT_TRUE(PublishedCount(6)) << Log();
 }
 
+// Relabelled while the agent was down: the agent that starts in the other
+// mode puts the Node's GpuAgentMode condition right (it showed the mode
+// before), and says nothing where the Node never showed one.
+TEST_F(ModeHandoverTest, AnAgentStartedInAnotherModePutsTheConditionRight) {
+  StartAgent();
+  ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();
+  api_.SetLabel(kNode, kLabel, "dra");
+  ASSERT_TRUE(ConditionIs("Dra", "every GPU is offered through DRA"))
+      << api_.Condition(kNode, "GpuAgentMode") << Log();
+  agent_->Signal(SIGTERM);
+  ASSERT_EQ(agent_->Wait(), 0) << Log();
+  api_.SetLabel(kNode, kLabel, "plugin");
+  StartAgent();
+  EXPECT_TRUE(ConditionIs("DevicePlugin", "every GPU is served by the device plugin"))
+      << api_.Condition(kNode, "GpuAgentMode") << Log();
+  agent_->Signal(SIGTERM);
+  ASSERT_EQ(agent_->Wait(), 0) << Log();
+  api_.SetLabel(kNode, kLabel, "dra");
+  StartAgent();
+  EXPECT_TRUE(ConditionIs("Dra", "every GPU is offered through DRA"))
+      << api_.Condition(kNode, "GpuAgentMode") << Log();
+}
+
 TEST_F(ModeHandoverTest, AModeThatCannotStartHandsTheNodeBack) {
   StartAgent();
   ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();

@@ -281,14 +281,22 @@ class DraMode : public Mode {
     o.strict = strict;
     DraHealth* state = health_state_.get();
     const std::string record = HandoverRecordPath(gen.config());
-    ModeCondition* condition = strict ? ctx_.mode_condition : nullptr;
+    // Without a move on record, written only where the Node shows the
+    // condition (another mode's, from before a restart).
+    ModeCondition* condition = ctx_.mode_condition;
     std::unique_ptr<HeldWatch> w =
         HeldWatch::Start(std::move(o), gen.model, gen.inventory,
                          [state, record, strict, condition](const HeldState& s) {
                            state->SetWithheld(s.holders);
                            LogHeld(s, strict);
-                           if (condition)
-                             condition->Set(s.done ? "Dra" : "MovingToDra", ConditionMessage(s));
+                           if (condition) {
+                             const char* reason = s.done ? "Dra" : "MovingToDra";
+                             if (strict) {
+                               condition->Set(reason, ConditionMessage(s));
+                             } else {
+                               condition->SetIfShown(reason, ConditionMessage(s));
+                             }
+                           }
                            if (s.done && strict) EndHandoverRecord(record);
                          });
     std::lock_guard<std::mutex> lock(held_mu_);

@@ -37,6 +37,23 @@ ModeCondition::ModeCondition(std::unique_ptr<apiserver::RestClient> rest, std::s
 ModeCondition::~ModeCondition() { Stop(); }
 
 void ModeCondition::Set(const std::string& reason, const std::string& text) {
+  Want(reason, text, /*if_shown=*/false);
+}
+
+void ModeCondition::SetIfShown(const std::string& reason, const std::string& text) {
+  Want(reason, text, /*if_shown=*/true);
+}
+
+bool ModeCondition::Shown(std::string* why) {
+  absl::StatusOr<apiserver::NodeView> node = apiserver::NodeClient(rest_.get(), node_).Get();
+  if (!node.ok()) {
+    *why = std::string(node.status().message());
+    return false;
+  }
+  return node->condition_types.count("GpuAgentMode") > 0;
+}
+
+void ModeCondition::Want(const std::string& reason, const std::string& text, bool if_shown) {
   // A node's status is read by every describe and list: the holders of
   // many GPUs are cut short.
   constexpr size_t kMaxMessage = 1024;
@@ -46,6 +63,7 @@ void ModeCondition::Set(const std::string& reason, const std::string& text) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || (reason == reason_ && message == message_)) return;
     if (reason != reason_) transition_ = apiserver::Rfc3339Now();
+    if_shown_ = if_shown;
     reason_ = reason;
     message_ = message;
     ++wanted_;
@@ -73,12 +91,20 @@ void ModeCondition::Run() {
     cv_.wait(lock, [this] { return stop_ || written_ < wanted_; });
     if (stop_) return;
     const uint64_t at = wanted_;
+    const bool if_shown = if_shown_;
     const std::string body = apiserver::NodeConditionPatch(
         {"GpuAgentMode", "True", reason_, message_, apiserver::Rfc3339Now(), transition_});
     lock.unlock();
-    absl::StatusOr<apiserver::HttpResponse> r =
-        rest_->Patch(StrCat("/api/v1/nodes/", node_, "/status"), body,
-                     apiserver::kStrategicMergePatch, /*repeatable=*/true);
+    absl::StatusOr<apiserver::HttpResponse> r = absl::UnknownError("");
+    std::string unread;  // why the Node could not be read
+    if (!if_shown || Shown(&unread)) {
+      r = rest_->Patch(StrCat("/api/v1/nodes/", node_, "/status"), body,
+                       apiserver::kStrategicMergePatch, /*repeatable=*/true);
+    } else if (unread.empty()) {
+      r = apiserver::HttpResponse{200, ""};  // not shown: nothing to put right
+    } else {
+      r = absl::UnavailableError(StrCat("cannot read the Node: ", unread));
+    }
     const int code = r.ok() ? r->status : 0;
     lock.lock();
     if (code == 200) {

@@ -33,11 +33,20 @@ class ModeCondition {
   ModeCondition& operator=(const ModeCondition&) = delete;
 
   void Set(const std::string& reason, const std::string& message);
+  // The same, but written only where the Node shows the condition already
+  // (read first): an agent that starts in another mode than the one the
+  // condition names (relabelled while it was down) puts it right, and a
+  // node that never moved is still not written.
+  void SetIfShown(const std::string& reason, const std::string& message);
   // Ends a write in flight and the thread.
   void Stop();
 
  private:
   ModeCondition(std::unique_ptr<apiserver::RestClient> rest, std::string node);
+  void Want(const std::string& reason, const std::string& message, bool if_shown);
+  // Whether the Node has the condition (false, saying why, when it cannot
+  // be read).
+  bool Shown(std::string* why);
   void Run();
 
   const std::unique_ptr<apiserver::RestClient> rest_;
@@ -47,6 +56,7 @@ class ModeCondition {
   bool stop_ = false;             // protected by mu_
   std::string reason_, message_;  // protected by mu_: wanted
   std::string transition_;        // protected by mu_: when the reason last changed
+  bool if_shown_ = false;         // protected by mu_: the wanted one by SetIfShown
   uint64_t wanted_ = 0;           // protected by mu_: Set calls
   uint64_t written_ = 0;          // protected by mu_: of those, the last written
   std::thread thread_;            // started by the first Set

@@ -165,8 +165,14 @@ class PluginMode : public Mode {
     // And the GPUs DRA claims still hold, before any is streamed healthy.
     drain_ = DraDrain::StartIfNeeded(
         gen, [this](const std::map<std::string, std::string>& holders) { Withhold(holders); });
-    if (!drain_ && !ctx_.switched_from.empty() && ctx_.mode_condition) {
-      ctx_.mode_condition->Set("DevicePlugin", kAllServed);
+    if (!drain_ && ctx_.mode_condition) {
+      // After a switch, said; after a start (relabelled while the agent
+      // was down, say), put right where the Node shows another mode.
+      if (ctx_.switched_from.empty()) {
+        ctx_.mode_condition->SetIfShown("DevicePlugin", kAllServed);
+      } else {
+        ctx_.mode_condition->Set("DevicePlugin", kAllServed);
+      }
     }
     absl::StatusOr<std::unique_ptr<deviceplugin::PluginSupervisor>> sup =
         deviceplugin::PluginSupervisor::Start(SupervisorFrom(gen.config()), runtimes);
