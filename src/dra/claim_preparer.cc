@@ -202,7 +202,10 @@ ClaimPreparer::Use ClaimPreparer::UseLocked(const DraDevice& device, const std::
       if (use.whole.empty()) use.whole = std::move(who);
     } else {
       use.shares += shares;
-      use.sharers.push_back(std::move(who));
+      // A claim with two shares of the device is named once.
+      if (std::find(use.sharers.begin(), use.sharers.end(), who) == use.sharers.end()) {
+        use.sharers.push_back(std::move(who));
+      }
     }
   };
   for (const auto& [other, e] : prepared_) {
@@ -312,10 +315,12 @@ std::string ClaimPreparer::Hold(const ClaimRef& c, const std::vector<AllocatedDe
     int64_t& mine = asked[device.uuid];
     mine += a.shares;
     if (use.shares + mine > device.sharing.shares) {
-      return StrCat(
-          named, " has ", device.sharing.shares, " shares; ",
-          use.sharers.empty() ? "" : StrCat(StrJoin(use.sharers, ", "), " hold ", use.shares, ", "),
-          "this claim asks ", mine);
+      return StrCat(named, " has ", device.sharing.shares, " shares; ",
+                    use.sharers.empty()
+                        ? ""
+                        : StrCat(StrJoin(use.sharers, ", "),
+                                 use.sharers.size() == 1 ? " holds " : " hold ", use.shares, ", "),
+                    "this claim asks ", mine);
     }
   }
   for (size_t i = 0; i < allocated.size(); ++i) {

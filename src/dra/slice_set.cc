@@ -33,6 +33,54 @@ bool Covers(const rapidjson::Value& have, const rapidjson::Value& want) {
   return have == want;
 }
 
+// Whether `have` holds a member `key` that `want` lacks (either null: none).
+bool OnlyIn(const rapidjson::Value* have, const rapidjson::Value* want, const char* key) {
+  return have && Member(*have, key) && !(want && Member(*want, key));
+}
+
+// Whether every member name of the object `have` is one `want` has too.
+bool NamesWithin(const rapidjson::Value* have, const rapidjson::Value* want) {
+  if (have == nullptr || !have->IsObject()) return true;
+  for (const auto& m : have->GetObject()) {
+    if (want == nullptr || !want->IsObject() || !want->HasMember(m.name)) return false;
+  }
+  return true;
+}
+
+// What the agent writes into a device and may stop writing, which Covers
+// does not see go (it passes over what only `have` holds): a taint, a
+// shared device's allowMultipleAllocations and request policies, and
+// attributes and capacities by name. The server adds none of these, so
+// left over in `have` they are an earlier write's: a device that recovered
+// before a restart, sharing turned off.
+bool NoneLeftOver(const rapidjson::Value& have_spec, const rapidjson::Value& want_spec) {
+  const rapidjson::Value* hd = Member(have_spec, "devices");
+  const rapidjson::Value* wd = Member(want_spec, "devices");
+  if (!hd || !wd || !hd->IsArray() || !wd->IsArray() || hd->Size() != wd->Size()) return true;
+  for (rapidjson::SizeType i = 0; i < hd->Size(); ++i) {
+    const rapidjson::Value* h = &(*hd)[i];
+    const rapidjson::Value* w = &(*wd)[i];
+    if (const rapidjson::Value* basic = Member(*h, "basic")) {  // v1beta1
+      h = basic;
+      w = Member(*w, "basic");
+    }
+    if (OnlyIn(h, w, "taints") || OnlyIn(h, w, "allowMultipleAllocations") ||
+        !NamesWithin(Member(*h, "attributes"), w ? Member(*w, "attributes") : nullptr)) {
+      return false;
+    }
+    const rapidjson::Value* hc = Member(*h, "capacity");
+    const rapidjson::Value* wc = w ? Member(*w, "capacity") : nullptr;
+    if (!NamesWithin(hc, wc)) return false;
+    if (hc == nullptr || !hc->IsObject()) continue;
+    for (const auto& c : hc->GetObject()) {
+      if (OnlyIn(&c.value, wc ? Member(*wc, c.name.GetString()) : nullptr, "requestPolicy")) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 std::map<std::string, std::string> ByName(const std::vector<std::string>& slices) {
   std::map<std::string, std::string> out;
   for (const std::string& s : slices) out[StringAt(ParseHeld(s), "metadata", "name")] = s;
@@ -94,7 +142,7 @@ bool SliceSet::Matches(const std::string& name) const {
   const rapidjson::Document wd = ParseHeld(w->second), hd = ParseHeld(h->second);
   const rapidjson::Value* ws = Member(wd, "spec");
   const rapidjson::Value* hs = Member(hd, "spec");
-  if (!ws || !hs || !Covers(*hs, *ws)) return false;
+  if (!ws || !hs || !Covers(*hs, *ws) || !NoneLeftOver(*hs, *ws)) return false;
   // The owner, once the agent names one.
   const rapidjson::Value* wm = Member(wd, "metadata");
   const rapidjson::Value* hm = Member(hd, "metadata");

@@ -660,6 +660,19 @@ TEST_F(ClaimPreparerTest, ASharedDeviceServesClaimsUpToItsShares) {
   const PrepareOutcome c = PrepareOne("c", "u-c");
   ASSERT_EQ(c.error, "");
   EXPECT_EQ(c.devices[0].share_id, "s-c");
+  // A claim holding two shares of the device (two requests) is named once.
+  EXPECT_EQ(preparer_->Unprepare({{"ns", "u-b", "b"}, {"ns", "u-c", "c"}})["u-b"], "");
+  std::string two =
+      Claim("u-d", {{"r1", kDriver, kPool, "gpu-0"}, {"r2", kDriver, kPool, "gpu-0"}});
+  two = WithResultFields(std::move(two), "gpu-0", R"("shareID":"s-d1")");
+  Put("d", AsShare(std::move(two), "gpu-0", "s-d2"));
+  const PrepareOutcome d = PrepareOne("d", "u-d");
+  ASSERT_EQ(d.error, "");
+  EXPECT_EQ(d.devices.size(), 2u);
+  Put("e", AsShare(Claim("u-e", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-e", "2"));
+  EXPECT_EQ(PrepareOne("e", "u-e").error,
+            "claim ns/e: device \"gpu-0\" (GPU-0) has 3 shares; claim ns/d (u-d) holds 2, this "
+            "claim asks 2");
 }
 
 // Shares and whole devices do not mix: a claim given a shared device whole
@@ -695,7 +708,7 @@ TEST_F(ClaimPreparerTest, SharesAndWholeDevicesDoNotMixAndBadSharesAreRefused) {
             "\"500m\" is not a whole number of shares from 1");
   Put("too-many", AsShare(Claim("u-b3", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-4", "4"));
   EXPECT_EQ(PrepareOne("too-many", "u-b3").error,
-            "claim ns/too-many: device \"gpu-0\" (GPU-0) has 4 shares; claim ns/share (u-s) hold "
+            "claim ns/too-many: device \"gpu-0\" (GPU-0) has 4 shares; claim ns/share (u-s) holds "
             "1, this claim asks 4");
   EXPECT_FALSE(PathExists(preparer_->SpecPath("u-b3")));
 }

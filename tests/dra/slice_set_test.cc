@@ -60,5 +60,49 @@ TEST(SliceSetTest, OnlyTheLastFewWritesAreKept) {
   EXPECT_FALSE(s.StaleEcho("s", "2")) << "forgotten: taken for a change, and repaired";
 }
 
+// A slice whose one device has `device` (JSON members after its name).
+std::string WithDevice(const std::string& device) {
+  return R"({"metadata":{"name":"s"},"spec":{"devices":[{"name":"gpu-0")" +
+         (device.empty() ? "" : "," + device) + "}]}}";
+}
+
+// What the agent stopped writing and the stored slice still has (sharing
+// turned off, a taint gone, an attribute or capacity no longer known, in
+// v1 and under v1beta1's basic) is not as wanted; what the server adds
+// (a taint's timeAdded) still is.
+TEST(SliceSetTest, WhatTheAgentStoppedWritingIsNotAsWanted) {
+  const std::string memory = R"("capacity":{"memory":{"value":"80Gi"}})";
+  const std::string shared =
+      R"("capacity":{"memory":{"value":"80Gi","requestPolicy":{"default":"20Gi"}},)"
+      R"("shares":{"value":"4"}},"allowMultipleAllocations":true)";
+  struct Case {
+    const char* name;
+    std::string have, want;
+    bool matches;
+  };
+  for (const Case& c : {
+           Case{"same", memory, memory, true},
+           Case{"sharing off", shared, memory, false},
+           Case{"request policy left",
+                R"("capacity":{"memory":{"value":"80Gi","requestPolicy":{}}})", memory, false},
+           Case{"taint gone", memory + R"(,"taints":[{"key":"k","effect":"NoSchedule"}])", memory,
+                false},
+           Case{"attribute gone", R"("attributes":{"a":{"int":1}},)" + memory, memory, false},
+           Case{"capacity gone", memory, R"("capacity":{})", false},
+           Case{"timeAdded by the server",
+                R"("taints":[{"key":"k","effect":"NoSchedule","timeAdded":"t"}])",
+                R"("taints":[{"key":"k","effect":"NoSchedule"}])", true},
+           Case{"v1beta1 sharing off", R"("basic":{)" + shared + "}", R"("basic":{)" + memory + "}",
+                false},
+           Case{"v1beta1 same", R"("basic":{)" + memory + "}", R"("basic":{)" + memory + "}", true},
+       }) {
+    SCOPED_TRACE(c.name);
+    SliceSet s;
+    s.have["s"] = WithDevice(c.have);
+    s.Want({WithDevice(c.want)});
+    EXPECT_EQ(s.Matches("s"), c.matches);
+  }
+}
+
 }  // namespace
 }  // namespace gpu_agent::dra

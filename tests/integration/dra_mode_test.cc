@@ -1283,11 +1283,11 @@ TEST_F(DraModeTest, ATimeSlicedGpuIsPublishedOnceAndItsSharesPrepareSideBySide) 
   out.clear();
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-c", "c"}}, &out).ok()) << Log();
   EXPECT_EQ(out["uid-c"].error, "") << Log();
-  // A server without consumable capacity: whole, and said.
+  // Restarted where the server drops consumable capacity: whole, and said;
+  // the stored shared form (left from before) is written over.
   agent_->Signal(SIGTERM);
   EXPECT_EQ(agent_->Wait(), 0) << Log();
   api_.ServeConsumableCapacity(false);
-  api_.DeleteNodeSlices(kNode);
   StartAgent({{"--config", dir_.Join("config.yaml")}});
   ASSERT_TRUE(WaitFor([&] { return published() == "whole "; }, std::chrono::seconds(20)))
       << published() << Log();
@@ -1295,6 +1295,18 @@ TEST_F(DraModeTest, ATimeSlicedGpuIsPublishedOnceAndItsSharesPrepareSideBySide) 
                        "DRAConsumableCapacity off); time-sliced devices are published whole"),
             std::string::npos)
       << Log();
+  // Sharing on again, then turned off in the config: the slice loses it.
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  api_.ServeConsumableCapacity(true);
+  StartAgent({{"--config", dir_.Join("config.yaml")}});
+  ASSERT_TRUE(WaitFor([&] { return published() == "shared 4"; }, std::chrono::seconds(20)))
+      << published() << Log();
+  agent_->Signal(SIGTERM);
+  EXPECT_EQ(agent_->Wait(), 0) << Log();
+  StartAgent();
+  ASSERT_TRUE(WaitFor([&] { return published() == "whole "; }, std::chrono::seconds(20)))
+      << published() << Log();
 }
 
 // A prioritized-list claim (firstAvailable), as a 1.34+ scheduler
