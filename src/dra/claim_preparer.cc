@@ -173,10 +173,30 @@ std::map<std::string, PrepareOutcome> ClaimPreparer::Prepare(const std::vector<C
         out[uid].devices.clear();
         out[uid].error = StrCat("prepared, but ", s.message());
       }
+    } else {
+      LogPrepared(added);
     }
   }
   ResetTimeSlices(undo);
   return out;
+}
+
+void ClaimPreparer::LogPrepared(const std::vector<std::string>& uids) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& uid : uids) {
+    auto it = prepared_.find(uid);
+    if (it == prepared_.end()) continue;
+    std::vector<std::string> devices;
+    for (const PreparedClaim::Device& d : it->second.devices) {
+      devices.push_back(d.answer.share_id.empty()
+                            ? d.answer.device
+                            : StrCat(d.answer.device, " (share ", d.answer.share_id, ", ", d.shares,
+                                     d.shares == 1 ? " share)" : " shares)"));
+    }
+    LogInfo("claim prepared", {{"claim", StrCat(it->second.name_space, "/", it->second.name)},
+                               {"uid", uid},
+                               {"devices", StrJoin(devices, ", ")}});
+  }
 }
 
 std::string ClaimPreparer::MovedLocked(const ClaimRef& c, const Entry& e) const {

@@ -135,6 +135,9 @@ class ClaimPreparer : public ClaimHandler {
  private:
   using Entry = PreparedClaim;
   static std::vector<PreparedDevice> AnswerOf(const Entry& e);
+  // One info line per claim of `uids` newly prepared: its devices and
+  // shares.
+  void LogPrepared(const std::vector<std::string>& uids) const;
   // REQUIRES: mu_ held. Why the prepared claim `e` cannot be answered as
   // it was: a device of it whose name the node now gives a GPU or MIG
   // device of another UUID; empty when none.
