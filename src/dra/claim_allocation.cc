@@ -141,10 +141,11 @@ absl::Status ReadShare(const rapidjson::Value& result, AllocatedDevice* a) {
   const rapidjson::Value* shares = consumed ? Member(*consumed, kSharesCapacity) : nullptr;
   if (shares == nullptr) return absl::OkStatus();
   const std::string text = shares->IsString() ? shares->GetString() : "";
-  if (!ParseInt(text, &a->shares) || a->shares < 1) {
-    return absl::InvalidArgumentError(StrCat("consumedCapacity.", kSharesCapacity, " \"",
-                                             Printable(text, 40),
-                                             "\" is not a whole number of shares from 1"));
+  a->shares = WholeQuantity(text);
+  if (a->shares < 1 || a->shares > kMaxShares) {
+    return absl::InvalidArgumentError(
+        StrCat("consumedCapacity.", kSharesCapacity, " \"", Printable(text, 40),
+               "\" is not a whole number of shares from 1 to ", kMaxShares));
   }
   return absl::OkStatus();
 }

@@ -57,9 +57,9 @@ struct AllocatedDevice {
 // for this driver naming a request or subrequest the claim's
 // spec.devices.requests do not have, opaque parameters for this driver
 // that are not a GpuConfig it accepts, a shareID that is no UID, consumed
-// shares that are not a whole number from 1). A GpuConfig applies to the
-// requests
-// it names (none: all), and one naming a request to all its subrequests.
+// shares that are not a whole number from 1 to kMaxShares). A GpuConfig
+// applies to the requests it names (none: all), and one naming a request to
+// all its subrequests.
 absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& claim_json,
                                                              const ClaimRef& claim,
                                                              const std::string& driver,

@@ -4,9 +4,12 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
+
 #include "base/json.h"
 #include "base/strings.h"
 #include "dra/claim_ref.h"
+#include "dra/dra_device.h"
 
 namespace gpu_agent::dra {
 namespace {
@@ -117,10 +120,12 @@ absl::StatusOr<PreparedClaims> ParseCheckpoint(std::string_view record) {
       const rapidjson::Value* admin = Member(dv, "adminAccess");
       device.admin_access = admin != nullptr && admin->IsBool() && admin->GetBool();
       if (!device.answer.share_id.empty()) {
-        // A share whose count is unreadable holds one.
+        // A share whose count is unreadable holds one; none more than a
+        // device can have.
         const rapidjson::Value* shares = Member(dv, "shares");
-        device.shares =
-            shares && shares->IsInt64() && shares->GetInt64() > 0 ? shares->GetInt64() : 1;
+        device.shares = shares && shares->IsInt64() && shares->GetInt64() > 0
+                            ? std::min(shares->GetInt64(), kMaxShares)
+                            : 1;
       }
       e.devices.push_back(std::move(device));
     }

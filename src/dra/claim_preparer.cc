@@ -303,6 +303,19 @@ std::string ClaimPreparer::FindDevices(const ClaimRef& c,
   return "";
 }
 
+namespace {
+
+// The claims `names` name, the first few of them: a device shared a
+// thousand ways must not make a refusal of a hundred kilobytes.
+std::string FirstFew(const std::vector<std::string>& names) {
+  constexpr size_t kNamed = 4;
+  if (names.size() <= kNamed) return StrJoin(names, ", ");
+  return StrCat(StrJoin(std::vector<std::string>(names.begin(), names.begin() + kNamed), ", "),
+                " and ", names.size() - kNamed, " more");
+}
+
+}  // namespace
+
 std::string ClaimPreparer::Hold(const ClaimRef& c, const std::vector<AllocatedDevice>& allocated,
                                 const std::vector<Found>& found) {
   // The last line of defence the kubelet plugin helper documents: a device
@@ -310,7 +323,9 @@ std::string ClaimPreparer::Hold(const ClaimRef& c, const std::vector<AllocatedDe
   // shares it has (the scheduler's allocation already says so); admin
   // access shares it by design.
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, int64_t> asked;  // shares this claim takes, by device UUID
+  // What this claim takes of each device so far, by UUID: shares, or -1
+  // for the whole device.
+  std::map<std::string, int64_t> mine;
   for (size_t i = 0; i < allocated.size(); ++i) {
     const AllocatedDevice& a = allocated[i];
     const DraDevice& device = *found[i].device;
@@ -318,29 +333,40 @@ std::string ClaimPreparer::Hold(const ClaimRef& c, const std::vector<AllocatedDe
     const Use use = UseLocked(device, c.uid);
     const std::string named =
         StrCat(NamedClaim(c), ": device \"", device.name, "\" (", device.uuid, ")");
+    auto [taken, first] = mine.try_emplace(device.uuid, 0);
     if (a.share_id.empty()) {
-      const std::string holder =
-          use.whole.empty() ? (use.sharers.empty() ? "" : StrJoin(use.sharers, ", ")) : use.whole;
-      if (holder.empty()) continue;
-      return StrCat(named, " is already prepared for ", holder,
-                    "; a device serves one claim at a time (admin access excepted)");
+      const std::string holder = !use.whole.empty() ? use.whole : FirstFew(use.sharers);
+      if (!holder.empty()) {
+        return StrCat(named, " is already prepared for ", holder,
+                      "; a device serves one claim at a time (admin access excepted)");
+      }
+      if (taken->second > 0) {
+        return StrCat(named, " is allocated to it both whole and as a share");
+      }
+      taken->second = -1;
+      continue;
     }
     if (!device.sharing.shared()) {
       return StrCat(named, " is allocated as a share (shareID ", a.share_id,
                     "), but this node does not share it (sharing.timeSlicing does not name it)");
     }
-    if (!use.whole.empty()) {
-      return StrCat(named, " is already prepared whole for ", use.whole);
+    if (!use.whole.empty()) return StrCat(named, " is already prepared whole for ", use.whole);
+    if (taken->second < 0) return StrCat(named, " is allocated to it both whole and as a share");
+    // Each term is at most kMaxShares (ParseAllocation, the checkpoint) and
+    // there are at most a few thousand: no sum can overflow.
+    taken->second += a.shares;
+    if (taken->second > device.sharing.most_per_claim) {
+      return StrCat(named, " is allocated ", taken->second,
+                    " of its shares; a claim may take at most ", device.sharing.most_per_claim,
+                    device.sharing.most_per_claim == 1 ? " (failRequestsGreaterThanOne)" : "");
     }
-    int64_t& mine = asked[device.uuid];
-    mine += a.shares;
-    if (use.shares + mine > device.sharing.shares) {
+    if (use.shares + taken->second > device.sharing.shares) {
       return StrCat(named, " has ", device.sharing.shares, " shares; ",
                     use.sharers.empty()
                         ? ""
-                        : StrCat(StrJoin(use.sharers, ", "),
+                        : StrCat(FirstFew(use.sharers),
                                  use.sharers.size() == 1 ? " holds " : " hold ", use.shares, ", "),
-                    "this claim asks ", mine);
+                    "this claim asks ", taken->second);
     }
   }
   for (size_t i = 0; i < allocated.size(); ++i) {

@@ -91,6 +91,36 @@ std::string MebibyteQuantity(uint64_t mib) {
   return StrCat(mib, kSuffixes[s]);
 }
 
+std::string DecimalQuantity(int64_t n) {
+  static constexpr const char* kSuffixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  size_t s = 0;
+  while (n != 0 && n % 1000 == 0 && s + 1 < std::size(kSuffixes)) {
+    n /= 1000;
+    ++s;
+  }
+  return StrCat(n, kSuffixes[s]);
+}
+
+int64_t WholeQuantity(std::string_view q) {
+  static constexpr std::pair<char, int64_t> kSuffixes[] = {
+      {'k', 1000}, {'M', 1000000}, {'G', 1000000000}};
+  int64_t scale = 1;
+  for (const auto& [suffix, factor] : kSuffixes) {
+    if (!q.empty() && q.back() == suffix) {
+      scale = factor;
+      q.remove_suffix(1);
+      break;
+    }
+  }
+  int64_t n = 0;
+  constexpr int64_t kMax = int64_t{1} << 53;
+  if (q.empty() || q.size() > 16 || q.find_first_not_of("0123456789") != std::string_view::npos ||
+      !ParseInt(q, &n) || n > kMax / scale) {
+    return -1;
+  }
+  return n * scale;
+}
+
 std::string SemanticVersion(const std::string& v) {
   std::vector<std::string_view> parts = StrSplit(v, '.');
   if (v.empty() || parts.size() > 3) return "";
@@ -143,7 +173,7 @@ DraDevice BuildDevice(const nvml::Inventory& inventory, const nvml::GpuRecord& g
     if (!profile.empty()) d.attributes["profile"] = AttributeValue::String(profile);
     add_memory(mig->memory_mib);
     if (mig->multiprocessors > 0) {
-      d.capacity["multiprocessors"] = StrCat(mig->multiprocessors);
+      d.capacity["multiprocessors"] = DecimalQuantity(mig->multiprocessors);
       if (shares > 1)
         d.sharing.per_share["multiprocessors"] = StrCat(mig->multiprocessors / shares);
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/device_key.h"
@@ -35,7 +36,8 @@ struct AttributeValue {
 // the device allows multiple allocations, each claim consuming `shares` of
 // it (one unless it asks more, at most `most_per_claim`), and of each other
 // capacity its share (`per_share`, at least that much; a claim may reserve
-// more) so that no single claim takes all of one.
+// more, up to all of it), so that a claim that names none takes its share
+// of it rather than all of it.
 struct DeviceSharing {
   int shares = 1;  // 1: not shared, one claim at a time
   int most_per_claim = 1;
@@ -47,6 +49,9 @@ struct DeviceSharing {
 // The consumable capacity a shared device has beside its others: how many
 // claims' worth of it are left.
 inline constexpr char kSharesCapacity[] = "shares";
+// The most shares a device has (sharing.timeSlicing's most replicas), and
+// so the most a claim's result can consume of one.
+inline constexpr int64_t kMaxShares = 1024;
 
 struct DraDevice {
   std::string name;  // a DNS label, unique in the pool
@@ -86,6 +91,16 @@ std::string MigDeviceName(const std::string& gpu_name, const std::string& profil
 // -> "9856Mi", 0 -> "0". Published so, a slice read back compares equal to
 // what the agent wants, and is not taken for someone else's change.
 std::string MebibyteQuantity(uint64_t mib);
+
+// `n` as the API server writes a decimal quantity back (its canonical
+// form: the largest of k, M, G, T, P, E that keeps an integer): 1000 ->
+// "1k", 1024 -> "1024", 4 -> "4".
+std::string DecimalQuantity(int64_t n);
+
+// A quantity that is a whole number from 0, plain or with a decimal suffix
+// ("4", "1k"): its value; -1 for anything else (a fraction, a binary
+// suffix, a sign, past 2^53).
+int64_t WholeQuantity(std::string_view q);
 
 // A version as semantic versioning requires it: "12.2" -> "12.2.0",
 // "535.129.03" -> "535.129.3"; "" when `v` is not one to three numbers.

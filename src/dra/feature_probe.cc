@@ -142,7 +142,9 @@ void FeatureProbe::Skip() {
 
 bool FeatureProbe::Refused(const apiserver::HttpResponse& r, const std::string& api_version) {
   const std::string answer = apiserver::StatusMessage(r);
-  if (with_none_ && (!with_shared_ || answer.find("taints") != std::string::npos)) {
+  // Which field validation names ("spec.devices[0].taints[1].effect"),
+  // not just a word the node's name might hold.
+  if (with_none_ && (!with_shared_ || answer.find(".taints[") != std::string::npos)) {
     // Refused with a None taint: a server that keeps taints but knows no
     // None effect (before 1.36). Asked again at once without it.
     with_none_ = false;
@@ -255,10 +257,14 @@ bool FeatureProbe::Ask(const std::string& api_version) {
   // The same failure again is not news: one warning, then debug lines.
   const bool repeat = kind == last_failure_;
   last_failure_ = kind;
+  const bool both = options_.taints && with_shared_;
   Log(repeat ? LogLevel::kDebug : LogLevel::kWarning,
-      "ResourceSlices: cannot tell whether the API server keeps device taints and consumable "
-      "capacity; unhealthy devices leave the slices and time-sliced ones are published whole "
-      "until it answers; asking again",
+      StrCat("ResourceSlices: cannot tell whether the API server keeps ",
+             options_.taints ? "device taints" : "", both ? " and " : "",
+             with_shared_ ? "consumable capacity" : "", ";",
+             options_.taints ? " unhealthy devices leave the slices" : "", both ? " and" : "",
+             with_shared_ ? " time-sliced ones are published whole" : "",
+             " until it answers; asking again"),
       {{"node", options_.node}, {"error", failure}, {"retry_in", FormatDuration(wait)}});
   return false;
 }

@@ -92,7 +92,8 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint, 
   }
   if (shared) {
     Key(w, kSharesCapacity);
-    WriteConsumable(w, StrCat(d.sharing.shares), "1", "1", StrCat(d.sharing.most_per_claim), "1");
+    WriteConsumable(w, DecimalQuantity(d.sharing.shares), "1", "1",
+                    DecimalQuantity(d.sharing.most_per_claim), "1");
   }
   w.EndObject();
   if (shared) {

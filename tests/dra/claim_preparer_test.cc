@@ -705,12 +705,43 @@ TEST_F(ClaimPreparerTest, SharesAndWholeDevicesDoNotMixAndBadSharesAreRefused) {
       AsShare(Claim("u-b2", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-3", "500m"));
   EXPECT_EQ(PrepareOne("bad-count", "u-b2").error,
             "claim ns/bad-count: its result for device \"gpu-0\": consumedCapacity.shares "
-            "\"500m\" is not a whole number of shares from 1");
+            "\"500m\" is not a whole number of shares from 1 to 1024");
+  // Past any device's shares (and an overflow of the sums, were it taken):
+  // refused at once; "1k" is a quantity the scheduler could write.
+  Put("huge", AsShare(Claim("u-b4", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-5",
+                      "4611686018427387904"));
+  EXPECT_NE(PrepareOne("huge", "u-b4").error.find("is not a whole number of shares from 1 to 1024"),
+            std::string::npos);
+  Put("kilo", AsShare(Claim("u-b5", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-6", "1k"));
+  EXPECT_EQ(PrepareOne("kilo", "u-b5").error,
+            "claim ns/kilo: device \"gpu-0\" (GPU-0) is allocated 1000 of its shares; a claim may "
+            "take at most 4");
   Put("too-many", AsShare(Claim("u-b3", {{"r", kDriver, kPool, "gpu-0"}}), "gpu-0", "s-4", "4"));
   EXPECT_EQ(PrepareOne("too-many", "u-b3").error,
             "claim ns/too-many: device \"gpu-0\" (GPU-0) has 4 shares; claim ns/share (u-s) holds "
             "1, this claim asks 4");
   EXPECT_FALSE(PathExists(preparer_->SpecPath("u-b3")));
+}
+
+// One claim may take a shared device's shares up to its per-claim most
+// (1 under failRequestsGreaterThanOne), counted over all its results, and
+// never the device both whole and as a share.
+TEST_F(ClaimPreparerTest, AClaimTakesAtMostItsShareOfADeviceAndNotItWholeBeside) {
+  preparer_->SetCatalog(OneShared(4, 1));
+  std::string two =
+      Claim("u-2", {{"r1", kDriver, kPool, "gpu-0"}, {"r2", kDriver, kPool, "gpu-0"}});
+  two = WithResultFields(std::move(two), "gpu-0", R"("shareID":"s-1")");
+  Put("two", AsShare(std::move(two), "gpu-0", "s-2"));
+  EXPECT_EQ(PrepareOne("two", "u-2").error,
+            "claim ns/two: device \"gpu-0\" (GPU-0) is allocated 2 of its shares; a claim may take "
+            "at most 1 (failRequestsGreaterThanOne)");
+  std::string mixed =
+      Claim("u-m", {{"r1", kDriver, kPool, "gpu-0"}, {"r2", kDriver, kPool, "gpu-0"}});
+  Put("mixed", AsShare(std::move(mixed), "gpu-0", "s-3"));
+  EXPECT_EQ(
+      PrepareOne("mixed", "u-m").error,
+      "claim ns/mixed: device \"gpu-0\" (GPU-0) is allocated to it both whole and as a share");
+  EXPECT_TRUE(preparer_->Prepared().empty());
 }
 
 // A checkpoint lost: the claims are taken back from their specs on disk,

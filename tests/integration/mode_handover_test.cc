@@ -39,6 +39,13 @@ std::string ClaimJson(const std::string& name, const std::string& uid, const std
          kDriver + R"(","pool":")" + kNode + R"(","device":")" + device + R"("}]}}}})";
 }
 
+// How many times `what` is in `text`.
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 class ModeHandoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -420,7 +427,17 @@ TEST_F(ModeHandoverTest, ASwitchToDraWaitsWhilePodResourcesCannotBeRead) {
   EXPECT_NE(Log().find("cannot tell which GPUs running pods hold through the device plugin"),
             std::string::npos)
       << Log();
-  EXPECT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(5))) << Log();
+  EXPECT_TRUE(ConditionIs("DevicePlugin",
+                          "plugin mode; the switch to dra mode waits: cannot tell "
+                          "which GPUs running pods hold"))
+      << api_.Condition(kNode, "GpuAgentMode");
+  // Asked again (after 5 s, then 10 s): the warning once, the plugin
+  // serving all along, no slice.
+  ASSERT_TRUE(
+      WaitFor([&] { return Count(Log(), "reloading config") >= 2; }, std::chrono::seconds(15)))
+      << Log();
+  EXPECT_EQ(Count(Log(), "the switch waits, plugin mode keeps the node"), 1u) << Log();
+  EXPECT_EQ(sim_.Allocatable(kGpu), 8);
   EXPECT_FALSE(dra_->plugin(kDriver).has_value());
   EXPECT_TRUE(api_.Slices(kNode).empty());
   ASSERT_EQ(::rename(away.c_str(), PodResourcesSocket().c_str()), 0);
@@ -434,6 +451,9 @@ TEST_F(ModeHandoverTest, ASwitchToDraWaitsWhilePodResourcesCannotBeRead) {
 TEST_F(ModeHandoverTest, AnAgentStartedInAnotherModePutsTheConditionRight) {
   StartAgent();
   ASSERT_TRUE(sim_.WaitForAllocatable(kGpu, 8, std::chrono::seconds(10))) << Log();
+  // Read, and not written: the Node never showed it.
+  ASSERT_TRUE(WaitFor([&] { return api_.calls().count("get nodes") > 0; })) << Log();
+  EXPECT_EQ(api_.Condition(kNode, "GpuAgentMode"), "");
   api_.SetLabel(kNode, kLabel, "dra");
   ASSERT_TRUE(ConditionIs("Dra", "every GPU is offered through DRA"))
       << api_.Condition(kNode, "GpuAgentMode") << Log();

@@ -61,9 +61,13 @@ void ModeCondition::Want(const std::string& reason, const std::string& text, boo
       text.size() <= kMaxMessage ? text : StrCat(text.substr(0, kMaxMessage - 3), "...");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || (reason == reason_ && message == message_)) return;
+    // The same again is no news, unless it would now be written whatever
+    // the Node shows where the last was only if shown.
+    if (stop_ || (reason == reason_ && message == message_ && (if_shown || !if_shown_))) return;
     if (reason != reason_) transition_ = apiserver::Rfc3339Now();
-    if_shown_ = if_shown;
+    // A write still pending that was to be made whatever the Node shows
+    // stays so.
+    if_shown_ = if_shown && (written_ == wanted_ || if_shown_);
     reason_ = reason;
     message_ = message;
     ++wanted_;

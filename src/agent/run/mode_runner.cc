@@ -10,6 +10,8 @@
 #include "agent/run/metrics_server.h"
 #include "agent/run/mode_switch.h"
 #include "agent/run/reload.h"
+#include "base/backoff.h"
+#include "base/duration.h"
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -45,58 +47,81 @@ std::unique_ptr<health::HealthWatcher> Mode::WatchHealth(const Generation& gen,
 namespace {
 
 // How soon a switch that waits (CanSwitch: Unavailable) is asked again.
-constexpr std::chrono::seconds kSwitchRetry{5};
+// How soon a switch that waits (CanSwitch: Unavailable) is asked again:
+// 5 s, doubled each time up to a minute (each ask is a reload, NVML's
+// discovery included).
+constexpr std::chrono::seconds kSwitchRetryFirst{5};
+constexpr std::chrono::seconds kSwitchRetryMost{60};
 
-// A reload asked for once `after` has passed, unless cancelled first (or
+// A reload asked for once a wait has passed, unless cancelled first (or
 // destroyed): a switch that waits is asked again.
 class DelayedReload {
  public:
-  explicit DelayedReload(RunEvents* events) : events_(events) {}
+  explicit DelayedReload(RunEvents* events)
+      : events_(events), backoff_(Backoff::Doubling(kSwitchRetryFirst, kSwitchRetryMost)) {}
   ~DelayedReload() { Cancel(); }
   DelayedReload(const DelayedReload&) = delete;
   DelayedReload& operator=(const DelayedReload&) = delete;
 
-  void After(std::chrono::milliseconds after, std::string reason) {
+  // Asks for the reload after the next wait of the backoff; returns the wait.
+  std::chrono::milliseconds Again(std::string reason) {
     Cancel();
-    thread_ = std::jthread([this, after, reason = std::move(reason)](std::stop_token stop) {
-      std::mutex mu;
-      std::condition_variable_any cv;
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, stop, after, [] { return false; });
-      if (!stop.stop_requested()) events_->PostReload(reason);
-    });
+    const std::chrono::milliseconds after = backoff_.Next();
+    thread_ =
+        std::jthread([events = events_, after, reason = std::move(reason)](std::stop_token stop) {
+          std::mutex mu;
+          std::condition_variable_any cv;
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait_for(lock, stop, after, [] { return false; });
+          if (!stop.stop_requested()) events->PostReload(reason);
+        });
+    return after;
   }
+  // No reload pending, and the backoff from the start.
   void Cancel() {
-    if (!thread_.joinable()) return;
-    thread_.request_stop();
-    thread_.join();
+    if (thread_.joinable()) {
+      thread_.request_stop();
+      thread_.join();
+    }
+  }
+  void Reset() {
+    Cancel();
+    backoff_.Reset();
   }
 
  private:
   RunEvents* const events_;
+  Backoff backoff_;
   std::jthread thread_;
 };
 
 // Whether `next` is of another mode that can take over now; when it
 // cannot, says why and the running mode stays. A switch that waits for
-// something to come right is asked again after kSwitchRetry (`retry`),
-// said once as a warning and then at debug level (`waiting`: the last
-// reason given).
-bool SwitchesMode(const Generation& running, const Generation& next, const Mode& mode,
-                  DelayedReload* retry, std::string* waiting) {
+// something to come right is asked again (`retry`), said as a warning when
+// its reason is new and then at debug level (`waiting`: the last reason
+// given), and on the Node's GpuAgentMode condition.
+bool SwitchesMode(const ModeContext& ctx, const Generation& running, const Generation& next,
+                  const Mode& mode, DelayedReload* retry, std::string* waiting) {
   if (next.config().agent_mode() == running.config().agent_mode()) return false;
   if (absl::Status s = CanSwitch(running, next); !s.ok()) {
     if (absl::IsUnavailable(s)) {
       const std::string why(s.message());
+      const std::chrono::milliseconds after =
+          retry->Again(StrCat("a switch to ", next.config().mode, " mode waits"));
       Log(why == *waiting ? LogLevel::kDebug : LogLevel::kWarning,
           StrCat("the node's config asks for ", next.config().mode, " mode; the switch waits, ",
                  mode.name(), " mode keeps the node meanwhile"),
-          {{"error", why}, {"retry_in", StrCat(kSwitchRetry.count(), "s")}});
+          {{"error", why}, {"retry_in", FormatDuration(after)}});
+      if (why != *waiting && ctx.mode_condition) {
+        ctx.mode_condition->Set(
+            mode.name() == std::string("dra") ? "Dra" : "DevicePlugin",
+            StrCat(mode.name(), " mode; the switch to ", next.config().mode, " mode waits: ", why));
+      }
       *waiting = why;
-      retry->After(kSwitchRetry, StrCat("a switch to ", next.config().mode, " mode waits"));
       return false;
     }
     waiting->clear();
+    retry->Reset();
     LogError(StrCat("the node's config asks for ", next.config().mode,
                     " mode, which cannot run "
                     "here; staying in ",
@@ -104,6 +129,7 @@ bool SwitchesMode(const Generation& running, const Generation& next, const Mode&
              {{"error", std::string(s.message())}});
     return false;
   }
+  retry->Reset();
   LogInfo(StrCat("the node's config asks for ", next.config().mode, " mode: handing the node over"),
           {{"from", mode.name()}, {"to", next.config().mode}});
   return true;
@@ -150,11 +176,13 @@ ModeEnd Serve(const ModeContext& ctx, std::shared_ptr<const Generation> gen, Mod
              NextGeneration(*ctx.events, ctx.request, *gen, ctx.lib, node_config, vouch)) {
     for (const std::string& w : next->warnings) LogWarning(w);
     if (next->config().agent_mode() != gen->config().agent_mode()) {
-      if (!SwitchesMode(*gen, *next, mode, &retry, &waiting)) continue;
+      if (!SwitchesMode(ctx, *gen, *next, mode, &retry, &waiting)) continue;
       end.next = std::move(next);
       break;
     }
+    // Relabelled back to the running mode: a switch that waited is off.
     waiting.clear();
+    retry.Reset();
     if (absl::Status s = mode.Reload(*gen, *next); !s.ok()) {
       LogError("reloaded config cannot run; exiting", {{"error", std::string(s.message())}});
       end.code = kExitFailure;

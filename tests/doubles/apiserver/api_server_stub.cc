@@ -541,7 +541,8 @@ bool Selected(const std::string& json, const std::map<std::string, std::string>&
 }
 
 // A binary quantity ("32768Mi") as kube-apiserver writes it back: the
-// largest suffix that keeps an integer ("32Gi"). Other values stay.
+// largest suffix that keeps an integer ("32Gi"); a plain decimal the same
+// way ("1000" -> "1k"). Other values stay.
 std::string CanonicalBinary(const std::string& q) {
   static constexpr const char* kSuffixes[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
   if (q.size() < 3) return q;
@@ -549,6 +550,17 @@ std::string CanonicalBinary(const std::string& q) {
   size_t at = 0;
   while (at < std::size(kSuffixes) && suffix != kSuffixes[at]) ++at;
   const std::string digits = q.substr(0, q.size() - 2);
+  if (!q.empty() && q.find_first_not_of("0123456789") == std::string::npos && q.size() <= 15) {
+    // A plain decimal: the largest of k, M, G... that keeps an integer.
+    static constexpr const char* kDecimal[] = {"", "k", "M", "G", "T", "P", "E"};
+    uint64_t n = std::stoull(q);
+    size_t s = 0;
+    while (n != 0 && n % 1000 == 0 && s + 1 < std::size(kDecimal)) {
+      n /= 1000;
+      ++s;
+    }
+    return std::to_string(n) + kDecimal[s];
+  }
   if (at == std::size(kSuffixes) || digits.empty() ||
       digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 15) {
     return q;
