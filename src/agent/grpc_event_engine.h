@@ -18,13 +18,15 @@
 
 namespace gpu_agent {
 
-// A new engine (for tests; the agent uses InstallGrpcEventEngine).
+// A new engine (for tests; gRPC gets its own through InstallGrpcEventEngine).
 std::unique_ptr<grpc_event_engine::experimental::EventEngine> MakeGrpcEventEngine();
 
-// Makes gRPC create its default EventEngine with MakeGrpcEventEngine. Call
-// before anything uses gRPC. It does nothing where GRPC_EXPERIMENTS is set:
-// gRPC's experiments can route sockets through the EventEngine, which this
-// one does not serve.
+// Makes gRPC create its default EventEngine with MakeGrpcEventEngine. Called
+// where gRPC builds its configuration (agent/grpc_plugins.cc), on gRPC's
+// first use, before it makes an engine; so a process that never uses gRPC
+// never runs gRPC's code for it. It does nothing where GRPC_EXPERIMENTS is
+// set: gRPC's experiments can route sockets through the EventEngine, which
+// this one does not serve.
 void InstallGrpcEventEngine();
 
 }  // namespace gpu_agent

@@ -42,6 +42,8 @@
 // is not linked; gRPC's lookups use the native resolver, as they do in any
 // gRPC built without c-ares.
 
+#include "agent/grpc_event_engine.h"
+
 // gRPC's internal names, declared as its sources name them (its headers are
 // not installed): only the names matter to the link, since the agent passes
 // the builder's pointer through and never looks into it.
@@ -82,6 +84,10 @@ void RegisterEventEngineChannelArgPreconditioning(grpc_core::Builder* builder);
 // gRPC 1.51's BuildCoreConfiguration in its order, less the registrations
 // the agent cannot use (see the top of this file).
 void grpc_core::BuildCoreConfiguration(Builder* builder) {
+  // gRPC builds its configuration once, on its first use and before it makes
+  // its EventEngine: the agent's engine from here on. A mode that never uses
+  // gRPC (static) never runs this, and so never touches gRPC's code.
+  gpu_agent::InstallGrpcEventEngine();
   grpc_event_engine::experimental::RegisterEventEngineChannelArgPreconditioning(builder);
   // gRPC's order: TCP connect last, so that it runs first.
   RegisterHttpConnectHandshaker(builder);

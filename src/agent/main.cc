@@ -3,15 +3,11 @@
 #include <sys/stat.h>
 
 #include "agent/cli/cli.h"
-#include "agent/grpc_event_engine.h"
 
 int main(int argc, char** argv) {
   // Whatever the agent creates is its own unless it says otherwise: sockets
   // are bound, and folders made, with no bit for others; files and folders
   // others must read (CDI specs) are given their mode explicitly.
   ::umask(S_IRWXG | S_IRWXO);
-  // Before anything uses gRPC: its closures and timers on threads that sleep
-  // until there is work (agent/grpc_event_engine.h).
-  gpu_agent::InstallGrpcEventEngine();
   return gpu_agent::RunCli(argc, argv);
 }
