@@ -10,8 +10,10 @@
 // c-ares DNS resolver with c-ares itself.
 // The agent speaks gRPC only over unix sockets ("unix:" targets: the
 // sockaddr resolver, pick_first, no service config), so none of them can
-// ever be chosen; they were about 0.6 MB of code, most of it mapped at
-// start-up by fault-around (bench/RESULTS.md, "Footprint").
+// ever be chosen; they were about 0.6 MB of code and read-only data, most
+// of it mapped at start-up by fault-around (bench/RESULTS.md, "Footprint").
+// The same function, which gRPC runs once on its first use, installs the
+// agent's EventEngine (agent/grpc_event_engine.h).
 //
 // So the gpu-agent executable defines that function, as grpc_sizing.cc
 // defines gpr_cpu_num_cores: the registrations below are gRPC's own, in its
