@@ -7,7 +7,10 @@
 # Allocates: RssAnon, PSS, peak (VmHWM) and the working set a kubelet reads
 # (cgroup usage less inactive file pages), from a memory cgroup the bench
 # makes for the agent (cgroup v1 or v2, removed afterwards; "n/a" and the
-# reason where it cannot make one); medians of --runs agents (3).
+# reason where it cannot make one); medians of --runs agents (3). The
+# footprint budgets every mode shares (peak, private memory, idle wake-ups)
+# are gathered from those tables into one table of their own, printed and
+# written: a feature that grows a figure shows up as a miss there.
 #   scripts/bench.sh [--idle-seconds N] [--agents N] [--runs N] [--flood-seconds N]
 #   scripts/bench.sh --smoke --build DIR   each benchmark for a moment, on the
 #     build in DIR as it is (nothing built); bench/RESULTS.md is left alone
@@ -41,6 +44,53 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# The number in the value column of the first row of a markdown table ($1)
+# whose figure starts with $2 and contains $3 (nothing when there is none).
+figure_value() {
+  awk -F'|' -v start="$2" -v has="$3" '
+    index($2, " " start) == 1 && index($2, has) > 0 {
+      if (match($3, /[0-9]+(\.[0-9]+)?/)) { print substr($3, RSTART, RLENGTH); exit }
+    }' "$1" 2>/dev/null || true
+}
+
+# The footprint budgets every mode shares, from e2e_bench's table ($1) and
+# dra_bench's ($2), as a markdown table on stdout: figure, value, budget,
+# pass/MISS. The private-memory budgets are the figures of 2026-11-28
+# (plugin 1.86 to 1.89, static 1.72, DRA 2.65 to 2.73 MiB) rounded up to the
+# next 0.1 MiB: no worse than then, beyond the spread of runs. A smoke run's windows are too short to judge ($3 =
+# smoke). Never fatal: a miss is written down.
+footprint_budgets() {
+  local e2e=$1 dra=$2 smoke=${3:-}
+  echo "| figure | value | budget | result |"
+  echo "|---|---|---|---|"
+  local row file start has unit max value result
+  while IFS=';' read -r row file start has unit max; do
+    value=$(figure_value "$file" "$start" "$has")
+    if [ -z "$value" ]; then
+      echo "| $row | n/a | <= $max $unit | missing |"
+      continue
+    elif [ "$smoke" = smoke ]; then
+      result="(smoke)"
+    elif awk -v v="$value" -v m="$max" 'BEGIN { exit !(v <= m) }'; then
+      result="pass"
+    else
+      result="MISS"
+    fi
+    echo "| $row | $value $unit | <= $max $unit | $result |"
+  done <<EOF
+plugin: idle peak (VmHWM);$e2e;idle peak (VmHWM);;MiB;15
+plugin: peak (VmHWM) after the Allocates;$e2e;after ;peak (VmHWM);MiB;15
+plugin: idle RssAnon;$e2e;idle RssAnon;;MiB;1.9
+plugin: idle wake-ups, all threads;$e2e;idle wake-ups;;/s;2.0
+static: peak (VmHWM) after the steady window;$e2e;static: peak (VmHWM);;MiB;15
+static: RssAnon after the steady window;$e2e;static: RssAnon;;MiB;1.8
+static: idle wake-ups, all threads;$e2e;static: idle wake-ups;;/s;2.0
+DRA: peak (VmHWM) after the calls;$dra;peak (VmHWM) after the calls;;MiB;15
+DRA: RssAnon after the calls;$dra;RssAnon after the calls;;MiB;2.8
+DRA: idle wake-ups, all threads, registered and published;$dra;idle wake-ups;;/s;2.0
+EOF
+}
 if [ "$smoke" = 1 ]; then
   "$build"/bench/e2e_bench --smoke --markdown "$tmp/e2e.md"
   "$build"/bench/fleet_bench --smoke --markdown "$tmp/fleet.md"
@@ -50,6 +100,7 @@ if [ "$smoke" = 1 ]; then
   "$build"/bench/metrics_flood_bench --smoke --markdown "$tmp/flood.md"
   "$build"/bench/metrics_flood_bench --smoke --dra --markdown "$tmp/hostile.md"
   "$build"/bench/micro_bench --benchmark_min_time=0.001 --benchmark_format=console >/dev/null 2>&1
+  footprint_budgets "$tmp/e2e.md" "$tmp/dra.md" smoke
   echo "bench.sh: every benchmark ran (smoke); bench/RESULTS.md left alone"
   exit 0
 fi
@@ -61,6 +112,8 @@ fi
 "$build"/bench/health_bench --markdown "$tmp/health.md" 2>/dev/null || true
 "$build"/bench/metrics_flood_bench --seconds "$flood" --markdown "$tmp/flood.md" || true
 "$build"/bench/metrics_flood_bench --dra --seconds "$flood" --markdown "$tmp/hostile.md" || true
+footprint_budgets "$tmp/e2e.md" "$tmp/dra.md" >"$tmp/footprint.md"
+cat "$tmp/footprint.md"
 marker='<!-- kept by scripts/bench.sh -->'
 kept=""
 [ -f bench/RESULTS.md ] && kept=$(awk -v m="$marker" 'f || $0 == m { f = 1; print }' bench/RESULTS.md)
@@ -79,6 +132,10 @@ kept=""
   echo "## End to end (real binary, kubelet simulator, NVML stand-in)"
   echo
   cat "$tmp/e2e.md"
+  echo
+  echo "## Footprint budgets, every mode (from the tables below)"
+  echo
+  cat "$tmp/footprint.md"
   echo
   echo "## Static mode and DRA slice upkeep as a fleet (API server stand-in)"
   echo
