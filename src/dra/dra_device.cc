@@ -80,25 +80,30 @@ std::string MigDeviceName(const std::string& gpu_name, const std::string& profil
                       compute_instance));
 }
 
-std::string MebibyteQuantity(uint64_t mib) {
-  if (mib == 0) return "0";
-  static constexpr const char* kSuffixes[] = {"Mi", "Gi", "Ti", "Pi", "Ei"};
+namespace {
+
+// `n` in the largest unit of `suffixes` (each `base` times the one before)
+// that keeps an integer: a quantity as the API server writes it back.
+template <size_t N>
+std::string Canonical(uint64_t n, uint64_t base, const char* const (&suffixes)[N]) {
   size_t s = 0;
-  while (mib % 1024 == 0 && s + 1 < std::size(kSuffixes)) {
-    mib /= 1024;
+  while (n != 0 && n % base == 0 && s + 1 < N) {
+    n /= base;
     ++s;
   }
-  return StrCat(mib, kSuffixes[s]);
+  return StrCat(n, suffixes[s]);
+}
+
+}  // namespace
+
+std::string MebibyteQuantity(uint64_t mib) {
+  static constexpr const char* kSuffixes[] = {"Mi", "Gi", "Ti", "Pi", "Ei"};
+  return mib == 0 ? "0" : Canonical(mib, 1024, kSuffixes);
 }
 
 std::string DecimalQuantity(int64_t n) {
   static constexpr const char* kSuffixes[] = {"", "k", "M", "G", "T", "P", "E"};
-  size_t s = 0;
-  while (n != 0 && n % 1000 == 0 && s + 1 < std::size(kSuffixes)) {
-    n /= 1000;
-    ++s;
-  }
-  return StrCat(n, kSuffixes[s]);
+  return n < 0 ? StrCat(n) : Canonical(static_cast<uint64_t>(n), 1000, kSuffixes);
 }
 
 int64_t WholeQuantity(std::string_view q) {

@@ -12,6 +12,7 @@
 #include "base/strings.h"
 #include "base/text.h"
 #include "dra/dra_device.h"
+#include "dra/resource_slice.h"
 #include "dra/slice_refusal.h"
 
 namespace gpu_agent::dra {
@@ -89,19 +90,7 @@ std::string ProbeSlice(const FeatureProbeOptions& o, const std::string& api_vers
       w.Key("capacity");
       w.StartObject();
       w.Key(kSharesCapacity);
-      w.StartObject();
-      field("value", "2");
-      w.Key("requestPolicy");
-      w.StartObject();
-      field("default", "1");
-      w.Key("validRange");
-      w.StartObject();
-      field("min", "1");
-      field("max", "2");
-      field("step", "1");
-      w.EndObject();
-      w.EndObject();
-      w.EndObject();
+      WriteSharesCapacity(w, 2, 2);  // as a device time-sliced 2 ways publishes it
       w.EndObject();
       w.Key("allowMultipleAllocations");
       w.Bool(true);

@@ -92,8 +92,7 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint, 
   }
   if (shared) {
     Key(w, kSharesCapacity);
-    WriteConsumable(w, DecimalQuantity(d.sharing.shares), "1", "1",
-                    DecimalQuantity(d.sharing.most_per_claim), "1");
+    WriteSharesCapacity(w, d.sharing.shares, d.sharing.most_per_claim);
   }
   w.EndObject();
   if (shared) {
@@ -118,6 +117,10 @@ void WriteDeviceFields(Writer& w, const DraDevice& d, const DeviceTaint* taint, 
 }
 
 }  // namespace
+
+void WriteSharesCapacity(json::Writer& w, int shares, int most_per_claim) {
+  WriteConsumable(w, DecimalQuantity(shares), "1", "1", DecimalQuantity(most_per_claim), "1");
+}
 
 std::string TaintValue(const std::string& reason) {
   std::string v;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "dra/device_taint.h"
 #include "dra/dra_device.h"
 
@@ -38,6 +39,11 @@ struct SliceInput {
   // Otherwise it is published whole, for one claim at a time.
   bool consumable_capacity = false;
 };
+
+// A shared device's "shares" capacity (its value and request policy): each
+// claim takes 1 unless it asks for more, up to `most_per_claim`, of
+// `shares`.
+void WriteSharesCapacity(json::Writer& w, int shares, int most_per_claim);
 
 // `reason` ("XID 79") as a label value ("XID-79"): characters other than
 // [A-Za-z0-9._-] made '-', at most 63, starting and ending alphanumeric;

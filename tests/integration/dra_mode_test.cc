@@ -1283,30 +1283,25 @@ TEST_F(DraModeTest, ATimeSlicedGpuIsPublishedOnceAndItsSharesPrepareSideBySide) 
   out.clear();
   ASSERT_TRUE(kubelet.Prepare(kDriver, {{"team", "uid-c", "c"}}, &out).ok()) << Log();
   EXPECT_EQ(out["uid-c"].error, "") << Log();
-  // Restarted where the server drops consumable capacity: whole, and said;
-  // the stored shared form (left from before) is written over.
-  agent_->Signal(SIGTERM);
-  EXPECT_EQ(agent_->Wait(), 0) << Log();
-  api_.ServeConsumableCapacity(false);
-  StartAgent({{"--config", dir_.Join("config.yaml")}});
-  ASSERT_TRUE(WaitFor([&] { return published() == "whole "; }, std::chrono::seconds(20)))
-      << published() << Log();
+  // The agent restarted, the server keeping consumable capacity or not, the
+  // config sharing or not: the slices are published as `want`, the stored
+  // form (left from before) written over.
+  auto restart = [&](bool consumable, bool sharing, const std::string& want) {
+    agent_->Signal(SIGTERM);
+    EXPECT_EQ(agent_->Wait(), 0) << Log();
+    api_.ServeConsumableCapacity(consumable);
+    StartAgent(sharing ? std::map<std::string, std::string>{{"--config", dir_.Join("config.yaml")}}
+                       : std::map<std::string, std::string>{});
+    return WaitFor([&] { return published() == want; }, std::chrono::seconds(20));
+  };
+  ASSERT_TRUE(restart(false, true, "whole ")) << published() << Log();
   EXPECT_NE(Log().find("the API server drops consumable capacity (feature gate "
                        "DRAConsumableCapacity off); time-sliced devices are published whole"),
             std::string::npos)
       << Log();
   // Sharing on again, then turned off in the config: the slice loses it.
-  agent_->Signal(SIGTERM);
-  EXPECT_EQ(agent_->Wait(), 0) << Log();
-  api_.ServeConsumableCapacity(true);
-  StartAgent({{"--config", dir_.Join("config.yaml")}});
-  ASSERT_TRUE(WaitFor([&] { return published() == "shared 4"; }, std::chrono::seconds(20)))
-      << published() << Log();
-  agent_->Signal(SIGTERM);
-  EXPECT_EQ(agent_->Wait(), 0) << Log();
-  StartAgent();
-  ASSERT_TRUE(WaitFor([&] { return published() == "whole "; }, std::chrono::seconds(20)))
-      << published() << Log();
+  ASSERT_TRUE(restart(true, true, "shared 4")) << published() << Log();
+  ASSERT_TRUE(restart(true, false, "whole ")) << published() << Log();
 }
 
 // A prioritized-list claim (firstAvailable), as a 1.34+ scheduler

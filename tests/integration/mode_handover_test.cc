@@ -457,18 +457,22 @@ TEST_F(ModeHandoverTest, AnAgentStartedInAnotherModePutsTheConditionRight) {
   api_.SetLabel(kNode, kLabel, "dra");
   ASSERT_TRUE(ConditionIs("Dra", "every GPU is offered through DRA"))
       << api_.Condition(kNode, "GpuAgentMode") << Log();
-  agent_->Signal(SIGTERM);
-  ASSERT_EQ(agent_->Wait(), 0) << Log();
-  api_.SetLabel(kNode, kLabel, "plugin");
-  StartAgent();
-  EXPECT_TRUE(ConditionIs("DevicePlugin", "every GPU is served by the device plugin"))
-      << api_.Condition(kNode, "GpuAgentMode") << Log();
-  agent_->Signal(SIGTERM);
-  ASSERT_EQ(agent_->Wait(), 0) << Log();
-  api_.SetLabel(kNode, kLabel, "dra");
-  StartAgent();
-  EXPECT_TRUE(ConditionIs("Dra", "every GPU is offered through DRA"))
-      << api_.Condition(kNode, "GpuAgentMode") << Log();
+  // Stopped, relabelled, started in the other mode, each way.
+  struct Start {
+    const char* label;
+    const char* reason;
+    const char* message;
+  };
+  for (const Start& s :
+       {Start{"plugin", "DevicePlugin", "every GPU is served by the device plugin"},
+        Start{"dra", "Dra", "every GPU is offered through DRA"}}) {
+    SCOPED_TRACE(s.label);
+    agent_->Signal(SIGTERM);
+    ASSERT_EQ(agent_->Wait(), 0) << Log();
+    api_.SetLabel(kNode, kLabel, s.label);
+    StartAgent();
+    EXPECT_TRUE(ConditionIs(s.reason, s.message)) << api_.Condition(kNode, "GpuAgentMode") << Log();
+  }
 }
 
 TEST_F(ModeHandoverTest, AModeThatCannotStartHandsTheNodeBack) {
