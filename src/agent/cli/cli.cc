@@ -88,8 +88,9 @@ struct Bound {
   bool strict = false;      // config --strict
   ConfigCommandOptions config;
   CapacityRequest capacity;
-  std::string count;  // capacity set --count
-  CLI::Option* count_opt = nullptr;
+  std::string count;                 // capacity set --count
+  CLI::Option* count_opt = nullptr;  // null once the parser is gone
+  bool count_given = false;          // --count was on the command line
   LabelsRequest labels;
   Invocation how = Invocation::kSubcommand;  // run: how it was asked for
 };
@@ -169,7 +170,7 @@ Subcommand Capacity(const std::string& verb, std::string help) {
     if (verb == "get") AddOutput(app, &b->capacity.output, {"text", "json"});
   };
   auto run = [](const CliCommands& c, Bound& b, const ConfigRequest&, LoadedConfig loaded) {
-    if (b.count_opt != nullptr && b.count_opt->count() > 0) b.capacity.count = b.count;
+    if (b.count_given) b.capacity.count = b.count;
     return c.capacity(loaded, b.capacity);
   };
   return {"capacity " + verb, std::move(help), setup, run};
@@ -340,36 +341,50 @@ int RunCli(int argc, char** argv, const CliCommands& commands) {
     return kExitOk;
   }
 
-  CLI::App app(
-      "gpu-agent makes a node's NVIDIA GPUs schedulable in Kubernetes: as a kubelet device "
-      "plugin (plugin mode), by writing Node capacity (static mode), or as a Dynamic Resource "
-      "Allocation driver publishing ResourceSlices (dra mode, Kubernetes 1.34+). Flags without "
-      "a subcommand (or none at all) run the agent, as NVIDIA's nvidia-device-plugin does.",
-      "gpu-agent");
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "help for every subcommand");
+  // The parser is gone before the command runs: its table of options (some
+  // 250 kB of heap) is not kept for the life of the daemon.
   const std::vector<Subcommand> table = Subcommands();
-  std::vector<std::unique_ptr<Bound>> bound;
-  const std::vector<CLI::App*> apps = AddSubcommands(app, table, &bound);
-
-  if (std::string unknown = UnknownSubcommand(app, args); !unknown.empty()) {
-    std::fprintf(stderr, "%s\n", unknown.c_str());
-    return kExitUsage;
-  }
-  if (int code = Parse(app, args); code >= 0) return code;
-
-  // The deepest subcommand parsed: the last in the table (a group's own
-  // come after it).
   size_t chosen = 0;  // run
-  for (size_t i = 0; i < table.size(); ++i) {
-    if (apps[i]->parsed() && table[i].run != nullptr) chosen = i;
+  Bound b;
+  ConfigRequest req;
+  {
+    CLI::App app(
+        "gpu-agent makes a node's NVIDIA GPUs schedulable in Kubernetes: as a kubelet device "
+        "plugin (plugin mode), by writing Node capacity (static mode), or as a Dynamic Resource "
+        "Allocation driver publishing ResourceSlices (dra mode, Kubernetes 1.34+). Flags without "
+        "a subcommand (or none at all) run the agent, as NVIDIA's nvidia-device-plugin does.",
+        "gpu-agent");
+    app.require_subcommand(1);
+    app.set_help_all_flag("--help-all", "help for every subcommand");
+    std::vector<std::unique_ptr<Bound>> bound;
+    const std::vector<CLI::App*> apps = AddSubcommands(app, table, &bound);
+
+    if (std::string unknown = UnknownSubcommand(app, args); !unknown.empty()) {
+      std::fprintf(stderr, "%s\n", unknown.c_str());
+      return kExitUsage;
+    }
+    if (int code = Parse(app, args); code >= 0) return code;
+
+    // The deepest subcommand parsed: the last in the table (a group's own
+    // come after it).
+    for (size_t i = 0; i < table.size(); ++i) {
+      if (apps[i]->parsed() && table[i].run != nullptr) chosen = i;
+    }
+    b = std::move(*bound[chosen]);
+    // What asks the parser (which options were given) is asked now.
+    if (table[chosen].loads_config) {
+      req = BuildRequest(b.flags);
+      req.strict = b.strict;
+    }
+    b.count_given = b.count_opt != nullptr && b.count_opt->count() > 0;
+    b.count_opt = nullptr;
+    b.flags.config_option = nullptr;
+    b.flags.options.clear();
+    b.flags.ignored_options.clear();
   }
   const Subcommand& s = table[chosen];
-  Bound& b = *bound[chosen];
   b.how = how;
   if (!s.loads_config) return s.run(commands, b, ConfigRequest{}, LoadedConfig{});
-  ConfigRequest req = BuildRequest(b.flags);
-  req.strict = b.strict;
   absl::StatusOr<LoadedConfig> loaded = Load(req);
   if (!loaded.ok()) return ReportConfigError(loaded.status());
   return s.run(commands, b, req, *std::move(loaded));
