@@ -23,7 +23,7 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev rapidjson-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-yaml
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev lld
   podman crun
 )
 
