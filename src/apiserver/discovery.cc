@@ -12,7 +12,7 @@ namespace gpu_agent::apiserver {
 
 absl::StatusOr<std::string> PickServedVersion(std::string_view body, std::string_view group,
                                               const std::vector<std::string>& preferred) {
-  rapidjson::Document d;
+  json::Document d;
   if (absl::Status s = json::Parse(body, StrCat("the API server's ", group, " APIGroup"), &d);
       !s.ok()) {
     return s;

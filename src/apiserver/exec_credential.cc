@@ -35,7 +35,7 @@ std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::str
 
 absl::StatusOr<ExecCredential> ParseExecCredential(std::string_view text) {
   // What it printed is never quoted: it may be a token, or part of one.
-  rapidjson::Document doc;
+  json::Document doc;
   if (absl::Status s =
           json::Parse(text, StrCat("what the exec plugin printed (", text.size(), " bytes)"), &doc);
       !s.ok()) {

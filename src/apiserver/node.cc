@@ -108,13 +108,13 @@ absl::StatusOr<NodeView> ParseNodeObject(const rapidjson::Value& doc) {
 }  // namespace
 
 absl::StatusOr<NodeView> ParseNode(std::string_view json) {
-  rapidjson::Document doc;
+  json::Document doc;
   if (absl::Status s = ParseDocument(json, "Node", &doc); !s.ok()) return s;
   return ParseNodeObject(doc);
 }
 
 absl::StatusOr<NodeList> ParseNodeList(std::string_view json) {
-  rapidjson::Document doc;
+  json::Document doc;
   if (absl::Status s = ParseDocument(json, "NodeList", &doc); !s.ok()) return s;
   if (const std::string kind = json::String(doc, "kind"); !kind.empty() && kind != "NodeList") {
     return absl::InvalidArgumentError(StrCat("expected a NodeList, the API server sent a ", kind));
@@ -137,7 +137,7 @@ absl::StatusOr<NodeList> ParseNodeList(std::string_view json) {
 }
 
 absl::StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
-  rapidjson::Document doc;
+  json::Document doc;
   if (absl::Status s = ParseDocument(line, "watch event", &doc); !s.ok()) return s;
   const std::string type = json::String(doc, "type");
   auto obj = doc.FindMember("object");

@@ -238,7 +238,7 @@ Reflector::WatchEnd Reflector::WatchOnce(std::string* version) {
   WatchEnd end;
   LineBuffer buffer;
   auto on_line = [&](const std::string& line) {
-    rapidjson::Document ev;
+    json::Document ev;
     if (absl::Status s = json::Parse(line, "a watch event", &ev); !s.ok() || !ev.IsObject()) {
       Warn("unreadable watch event ignored",
            {{"error", s.ok() ? "not an object" : std::string(s.message())}});

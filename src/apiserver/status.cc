@@ -9,7 +9,7 @@ namespace gpu_agent::apiserver {
 
 ApiStatus ReadStatus(std::string_view json, size_t max_message) {
   ApiStatus out;
-  rapidjson::Document d;
+  json::Document d;
   if (json::Parse(json, "", &d).ok() && d.IsObject()) {
     const rapidjson::Value* code = json::Member(d, "code");
     out.code = code != nullptr && code->IsInt() ? code->GetInt() : 0;

@@ -100,7 +100,7 @@ std::string Serialize(const rapidjson::Value& v) {
 }
 
 std::string MessageOf(std::string_view body, size_t max) {
-  rapidjson::Document d;
+  json::Document d;
   if (Parse(body, "", &d).ok()) {
     if (std::string m = String(d, "message"); !m.empty()) return m;
   }

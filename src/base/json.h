@@ -31,6 +31,26 @@ struct Limits {
   int max_depth = kMaxDepth;
 };
 
+namespace internal {
+struct SmallChunks {
+  rapidjson::MemoryPoolAllocator<> pool{4096};
+};
+}  // namespace internal
+
+// A document whose memory comes 4 KiB at a time. RapidJSON's own takes
+// 64 KiB at once whatever it holds, so each ResourceSlice, claim or watch
+// event of a few kB parsed held 64 KiB, and the slice publisher holds
+// several at once (bench/RESULTS.md, "Footprint: the code each mode runs,
+// laid out together"). Its allocator is a base initialised before the
+// document's and destroyed after it. Neither copied nor moved: the
+// document's values point into its allocator.
+class Document : private internal::SmallChunks, public rapidjson::Document {
+ public:
+  Document() : rapidjson::Document(&pool) {}
+  Document(const Document&) = delete;
+  Document& operator=(const Document&) = delete;
+};
+
 // Parses `text` into `doc`. Errors (InvalidArgument) start with `what` and
 // say why: over `max_bytes`, nested deeper than `max_depth`, or invalid JSON
 // with RapidJSON's reason and its line and column. Never recurses on the

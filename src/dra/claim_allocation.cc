@@ -168,7 +168,7 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const std::string& 
                                                              const ClaimRef& claim,
                                                              const std::string& driver,
                                                              const std::string& pool) {
-  rapidjson::Document d;
+  json::Document d;
   if (absl::Status s = json::Parse(claim_json, "the API server's answer", &d); !s.ok()) {
     return absl::InvalidArgumentError(StrCat(NamedClaim(claim), ": ", s.message()));
   }

@@ -88,7 +88,7 @@ std::string RenderCheckpoint(const PreparedClaims& claims) {
 }
 
 absl::StatusOr<PreparedClaims> ParseCheckpoint(std::string_view record) {
-  rapidjson::Document d;
+  json::Document d;
   if (absl::Status s = json::Parse(record, "its record", &d); !s.ok()) return s;
   if (!d.IsObject()) return absl::InvalidArgumentError("not a JSON object");
   const rapidjson::Value* v = Member(d, "version");

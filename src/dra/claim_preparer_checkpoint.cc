@@ -65,7 +65,7 @@ void ClaimPreparer::ResolveLegacyDevicesLocked() {
                      [](const PreparedClaim::Device& d) { return d.uuid.empty(); })) {
       continue;
     }
-    rapidjson::Document doc;
+    json::Document doc;
     const rapidjson::Value* devices = nullptr;
     if (!ReadClaimSpec(SpecPath(uid), &doc, &devices).ok()) continue;
     for (PreparedClaim::Device& d : e.devices) {
@@ -213,7 +213,7 @@ std::map<std::string, ClaimPreparer::Entry> ClaimPreparer::ReadSpecs() const {
     const std::string uid = file.substr(prefix.size(), file.size() - prefix.size() - 5);
     // Anything but what the agent writes there under its names is of no
     // use to a runtime either.
-    rapidjson::Document d;
+    json::Document d;
     const rapidjson::Value* devices = nullptr;
     absl::Status problem = ValidateClaimUid(uid);
     if (problem.ok()) problem = ReadClaimSpec(f.path().string(), &d, &devices);

@@ -219,7 +219,7 @@ bool FeatureProbe::Ask(const std::string& api_version) {
     kind = StrCat(r->status, forbidden_for >= options_.forbidden_for_good ? " lasting" : "");
     retry_after_s = r->retry_after_s;
   } else {
-    rapidjson::Document d;
+    json::Document d;
     const absl::Status parsed = json::Parse(r->body, "the dry-run slice", &d);
     const rapidjson::Value* spec = parsed.ok() ? Member(d, "spec") : nullptr;
     const rapidjson::Value* devices = spec ? Member(*spec, "devices") : nullptr;

@@ -6,7 +6,10 @@
 #include <rapidjson/document.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "base/json.h"
 
 namespace gpu_agent::dra {
 
@@ -15,7 +18,7 @@ std::string StringAt(const rapidjson::Value& v, const char* a, const char* b);
 // A slice as the publisher holds it: JSON this process wrote, or that it
 // re-serialised after a bounded parse (base/json), so parsing it again
 // cannot fail on depth or size. Unparseable text reads as null.
-rapidjson::Document ParseHeld(const std::string& text);
+std::unique_ptr<json::Document> ParseHeld(const std::string& text);
 // spec[key] as a string.
 std::string SpecString(const rapidjson::Value& slice, const char* key);
 // spec.pool.generation; 0 when absent.

@@ -159,7 +159,7 @@ bool SlicePublisher::ReadNodeUid(std::string* uid, std::string* why) {
     *why = StatusMessage(*node);
     return false;
   }
-  rapidjson::Document d;
+  json::Document d;
   if (absl::Status s = json::Parse(node->body, "the API server's Node", &d); !s.ok()) {
     *why = std::string(s.message());
     return false;
@@ -265,7 +265,7 @@ std::optional<ReflectorFailure> SlicePublisher::List(std::string* version) {
   SliceSet& s = loop_->s;
   absl::StatusOr<HttpResponse> r = rest_->Get(loop_->list_path);
   if (!r.ok() || r->status != 200) return RequestFailed("cannot list them", r, "list");
-  rapidjson::Document d;
+  json::Document d;
   const absl::Status parsed = json::Parse(r->body, "the ResourceSlice list", &d);
   const rapidjson::Value* items = Member(d, "items");
   if (!parsed.ok() || items == nullptr || !items->IsArray()) {
@@ -350,12 +350,12 @@ ReflectorHandler::Next SlicePublisher::Reconcile(std::optional<ReflectorFailure>
       r = rest_->Post(loop_->base, json);
       ++stats_.creates;
     } else {
-      rapidjson::Document body = ParseHeld(json);
-      const std::string rv = StringAt(ParseHeld(have->second), "metadata", "resourceVersion");
-      body["metadata"].AddMember("resourceVersion",
-                                 rapidjson::Value(rv.c_str(), body.GetAllocator()),
-                                 body.GetAllocator());
-      r = rest_->Put(StrCat(loop_->base, "/", EscapePathSegment(name)), json::Serialize(body));
+      const std::unique_ptr<json::Document> body = ParseHeld(json);
+      const std::string rv = StringAt(*ParseHeld(have->second), "metadata", "resourceVersion");
+      (*body)["metadata"].AddMember("resourceVersion",
+                                    rapidjson::Value(rv.c_str(), body->GetAllocator()),
+                                    body->GetAllocator());
+      r = rest_->Put(StrCat(loop_->base, "/", EscapePathSegment(name)), json::Serialize(*body));
       ++stats_.updates;
     }
     if (!r.ok() || (r->status != 200 && r->status != 201)) {
@@ -367,7 +367,7 @@ ReflectorHandler::Next SlicePublisher::Reconcile(std::optional<ReflectorFailure>
     }
     // As the server now holds it (within base/json's bounds); an answer
     // that cannot be read leaves the state unknown: listed again.
-    rapidjson::Document stored;
+    json::Document stored;
     if (!json::Parse(r->body, "the stored ResourceSlice", &stored).ok() || !stored.IsObject()) {
       s.have.erase(name);
       return Next::kList;
@@ -445,7 +445,8 @@ std::string SlicePublisher::WatchPath(const std::string& version, std::chrono::s
 
 bool SlicePublisher::OnEvent(ObjectEvent event) {
   SliceSet& s = loop_->s;
-  const rapidjson::Document object = ParseHeld(event.object);
+  const std::unique_ptr<json::Document> held = ParseHeld(event.object);
+  const rapidjson::Document& object = *held;
   if (SpecString(object, "driver") != options_.driver ||
       SpecString(object, "nodeName") != options_.node) {
     return true;

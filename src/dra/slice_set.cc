@@ -83,7 +83,7 @@ bool NoneLeftOver(const rapidjson::Value& have_spec, const rapidjson::Value& wan
 
 std::map<std::string, std::string> ByName(const std::vector<std::string>& slices) {
   std::map<std::string, std::string> out;
-  for (const std::string& s : slices) out[StringAt(ParseHeld(s), "metadata", "name")] = s;
+  for (const std::string& s : slices) out[StringAt(*ParseHeld(s), "metadata", "name")] = s;
   return out;
 }
 
@@ -94,9 +94,9 @@ std::string StringAt(const rapidjson::Value& v, const char* a, const char* b) {
   return x ? json::String(*x, b) : "";
 }
 
-rapidjson::Document ParseHeld(const std::string& text) {
-  rapidjson::Document d;
-  (void)json::Parse(text, "a ResourceSlice", &d);
+std::unique_ptr<json::Document> ParseHeld(const std::string& text) {
+  auto d = std::make_unique<json::Document>();
+  (void)json::Parse(text, "a ResourceSlice", d.get());
   return d;
 }
 
@@ -129,8 +129,8 @@ bool SliceSet::StaleEcho(const std::string& name, const std::string& resource_ve
   if (h == have.end()) return true;
   const std::string& latest = rvs.back();
   if (resource_version == latest) return false;
-  const rapidjson::Document hd = ParseHeld(h->second);
-  const rapidjson::Value* meta = Member(hd, "metadata");
+  const std::unique_ptr<json::Document> hd = ParseHeld(h->second);
+  const rapidjson::Value* meta = Member(*hd, "metadata");
   return (meta ? json::String(*meta, "resourceVersion") : "") == latest;
 }
 
@@ -139,13 +139,13 @@ bool SliceSet::Matches(const std::string& name) const {
   auto h = have.find(name);
   if (w == want.end()) return h == have.end();
   if (h == have.end()) return false;
-  const rapidjson::Document wd = ParseHeld(w->second), hd = ParseHeld(h->second);
-  const rapidjson::Value* ws = Member(wd, "spec");
-  const rapidjson::Value* hs = Member(hd, "spec");
+  const std::unique_ptr<json::Document> wd = ParseHeld(w->second), hd = ParseHeld(h->second);
+  const rapidjson::Value* ws = Member(*wd, "spec");
+  const rapidjson::Value* hs = Member(*hd, "spec");
   if (!ws || !hs || !Covers(*hs, *ws) || !NoneLeftOver(*hs, *ws)) return false;
   // The owner, once the agent names one.
-  const rapidjson::Value* wm = Member(wd, "metadata");
-  const rapidjson::Value* hm = Member(hd, "metadata");
+  const rapidjson::Value* wm = Member(*wd, "metadata");
+  const rapidjson::Value* hm = Member(*hd, "metadata");
   const rapidjson::Value* wo = wm ? Member(*wm, "ownerReferences") : nullptr;
   if (wo == nullptr) return true;
   const rapidjson::Value* ho = hm ? Member(*hm, "ownerReferences") : nullptr;
@@ -169,7 +169,7 @@ bool SliceSet::Wants(const std::vector<std::string>& slices) const {
 }
 
 absl::StatusOr<SliceWatchEvent> ParseSliceWatchEvent(std::string_view line) {
-  rapidjson::Document ev;
+  json::Document ev;
   if (absl::Status s = json::Parse(line, "a ResourceSlice watch event", &ev); !s.ok()) return s;
   const rapidjson::Value* type = Member(ev, "type");
   const rapidjson::Value* object = Member(ev, "object");

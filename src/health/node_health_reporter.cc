@@ -123,7 +123,7 @@ struct NodeHealthReporter::State {
     absl::StatusOr<apiserver::HttpResponse> r = rest->Get(StrCat("/api/v1/nodes/", options.node));
     bool stale = true;
     if (r.ok() && r->status == 200) {
-      rapidjson::Document d;
+      json::Document d;
       const bool parsed = json::Parse(r->body, "the API server's Node", &d).ok();
       stale = false;
       const rapidjson::Value* status = parsed ? json::Member(d, "status") : nullptr;
