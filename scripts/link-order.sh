@@ -50,7 +50,11 @@ for path in glob.glob(os.path.join(cg, "*.out")):
             elif line.startswith("ob="):
                 obj = line[3:].strip()
             elif line.startswith("fn=") and obj == agent:
-                fns.add(line[3:].strip())
+                # callgrind marks a recursion's levels ('2) and names code
+                # without a symbol by its address or in parentheses.
+                name = re.sub(r"'[0-9]+$", "", line[3:].strip())
+                if not name.startswith("0x") and " " not in name and "(" not in name:
+                    fns.add(name)
     runs[mode] |= fns
 for mode, fns in runs.items():
     if not fns:
