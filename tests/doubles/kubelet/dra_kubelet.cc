@@ -265,18 +265,25 @@ void DraKubelet::Complete(const std::string& socket, const pluginregistration::P
       }
     }
   }
-  pluginregistration::Registration::Stub stub(Dial(socket));
-  pluginregistration::RegistrationStatus status;
-  status.set_plugin_registered(refusal.empty());
-  status.set_error(refusal);
-  grpc::ClientContext notify_ctx;
-  notify_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  pluginregistration::RegistrationStatusResponse ignored;
-  grpc::Status ns = stub.NotifyRegistrationStatus(&notify_ctx, status, &ignored);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!ns.ok())
-    errors_.push_back("NotifyRegistrationStatus on " + socket + ": " + ns.error_message());
+  // As the kubelet's plugin manager: a refused plugin is told so; an
+  // accepted one is registered (the DRA handler records and dials it) and
+  // told only then, so a plugin that hears it is registered is called.
+  auto notify = [&](bool registered) {
+    pluginregistration::Registration::Stub stub(Dial(socket));
+    pluginregistration::RegistrationStatus status;
+    status.set_plugin_registered(registered);
+    status.set_error(refusal);
+    grpc::ClientContext notify_ctx;
+    notify_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    pluginregistration::RegistrationStatusResponse ignored;
+    grpc::Status ns = stub.NotifyRegistrationStatus(&notify_ctx, status, &ignored);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ns.ok())
+      errors_.push_back("NotifyRegistrationStatus on " + socket + ": " + ns.error_message());
+  };
   if (!refusal.empty()) {
+    notify(false);
+    std::lock_guard<std::mutex> lock(mu_);
     ++refusals_;
     return;
   }
@@ -298,13 +305,17 @@ void DraKubelet::Complete(const std::string& socket, const pluginregistration::P
   // known before the first call. (gRPC C++ moves a connection on only
   // while someone waits on it, so this waits, briefly.)
   p.channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  // Gone meanwhile (Forget ran while this registered): not kept.
-  std::error_code ec;
-  if (!std::filesystem::exists(socket, ec)) return;
-  std::vector<Plugin>& list = plugins_[p.name];
-  std::erase_if(list, [&](const Plugin& old) { return old.socket == socket; });
-  list.push_back(p);
-  ++registrations_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Gone meanwhile (Forget ran while this registered): not kept.
+    std::error_code ec;
+    if (!std::filesystem::exists(socket, ec)) return;
+    std::vector<Plugin>& list = plugins_[p.name];
+    std::erase_if(list, [&](const Plugin& old) { return old.socket == socket; });
+    list.push_back(p);
+    ++registrations_;
+  }
+  notify(true);
 }
 
 void DraKubelet::Forget(const std::string& socket) {
