@@ -26,6 +26,7 @@ mkdir "$tmp/cg"
 agent=$(realpath "$build/gpu-agent")
 cat >"$tmp/agent" <<EOF
 #!/bin/sh
+echo "\$\$" >>"$tmp/started"
 exec valgrind --tool=callgrind --demangle=no --dump-line=no --compress-strings=no \
   --compress-pos=no --callgrind-out-file="$tmp/cg/%p.out" "$agent" "\$@"
 EOF
@@ -45,8 +46,10 @@ for path in glob.glob(os.path.join(cg, "*.out")):
     with open(path, errors="replace") as f:
         for line in f:
             if line.startswith("cmd:"):
-                mode = ("static" if "--mode static" in line else
-                        "dra" if "--mode dra" in line else "plugin")
+                m = re.search(r"--mode[= ](\S+)", line)
+                mode = m.group(1) if m else "plugin"
+                if mode not in runs:
+                    sys.exit(f"link-order: an agent run in mode {mode!r}: {path}")
             elif line.startswith("ob="):
                 obj = line[3:].strip()
             elif line.startswith("fn=") and obj == agent:
@@ -59,6 +62,12 @@ for path in glob.glob(os.path.join(cg, "*.out")):
 for mode, fns in runs.items():
     if not fns:
         sys.exit(f"link-order: no {mode}-mode run was recorded")
+# callgrind writes its file when the agent exits; an agent a benchmark
+# killed (SIGKILL) leaves none, and its run is missing from the groups.
+started = len(open(os.path.join(cg, "..", "started")).read().split())
+recorded = len(glob.glob(os.path.join(cg, "*.out")))
+if recorded < started:
+    print(f"link-order: {started - recorded} of {started} agents left no profile (killed)")
 P, S, D = runs["plugin"], runs["static"], runs["dra"]
 # Plugin mode's code, then DRA's, then static mode's, each mode's as one
 # run where it can be: what plugin and static share first, what all three

@@ -30,14 +30,14 @@
 
 namespace {
 
-// One: gRPC's I/O-manager timer list keeps two shards per core, and each
+// One: gRPC's I/O-manager timer list keeps two shards per core, each
 // shard's window (at most a second, shorter after short timers) ends on its
-// own, so its timer thread woke for each shard: with two cores' four shards,
-// DRA mode's idle agent woke 1.8 to 2.9 times a second on that thread alone,
-// with one core's two shards 1.0 (bench/RESULTS.md, "Footprint: the code each
-// mode runs, laid out together"). The agent's gRPC work is a handful of
-// streams over unix sockets; the executors gRPC sizes by the count gain it
-// nothing.
+// own, and its timer thread wakes at each end. Told of two cores, DRA mode's
+// idle agent woke 2.9, 1.0 and 1.1 times a second on that thread in three
+// runs, told of one 1.0 in each; plugin mode, all threads, 1.90 -> 1.40 a
+// second (bench/RESULTS.md, "Footprint: the code each mode runs, laid out
+// together"). The agent's gRPC work is a handful of streams over unix
+// sockets; the executors gRPC sizes by the count gain it nothing.
 constexpr long kGrpcCores = 1;
 
 }  // namespace
